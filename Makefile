@@ -1,0 +1,25 @@
+GO ?= go
+BIN := bin/berth
+PG := scripts/pg-local.sh
+
+.PHONY: build test unit bench run pg-up pg-down lint fmt tidy
+
+build:
+	$(GO) build -o $(BIN) ./cmd/agent
+
+# Every test, against a real throwaway PostgreSQL (started here when BERTH_TEST_DATABASE_URL is unset).
+test: build
+	@url="$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}" && \
+	BERTH_TEST_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" $(GO) test -race -count=1 -timeout 20m ./...
+
+pg-up:
+	@$(PG) start
+
+pg-down:
+	@$(PG) stop
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+lint:
+	$(GO) vet ./...

@@ -1,0 +1,278 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// FieldError names the field of args or config that is wrong and says how to fix it.
+type FieldError struct {
+	Field string // e.g. "args.slots"
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// RuntimeArgs are the desired arguments of a runtime resource.
+type RuntimeArgs struct {
+	Slots   int    // how many slots of a host the runtime gets; at least 1 (default 1)
+	Version string // runtime version to run; empty means the environ's default
+}
+
+// DefaultRuntimeSlots is the slot count of a runtime whose args do not say.
+const DefaultRuntimeSlots = 1
+
+// NewRuntimeArgs decodes args strictly: an unknown key or a wrong type is a *FieldError.
+func NewRuntimeArgs(args map[string]any) (*RuntimeArgs, error) {
+	if err := onlyKeys("args", args, "slots", "version"); err != nil {
+		return nil, err
+	}
+	out := &RuntimeArgs{Slots: DefaultRuntimeSlots}
+	if v, ok := args["slots"]; ok {
+		n, err := wholeNumber("args.slots", v)
+		if err != nil {
+			return nil, err
+		}
+		if n < 1 {
+			return nil, &FieldError{"args.slots", fmt.Sprintf("must be at least 1, got %d", n)}
+		}
+		out.Slots = n
+	}
+	if v, ok := args["version"]; ok {
+		s, isString := v.(string)
+		if !isString {
+			return nil, &FieldError{"args.version", fmt.Sprintf("must be a string, got %s", describe(v))}
+		}
+		out.Version = s
+	}
+	return out, nil
+}
+
+// AsMap returns the args as stored in the resources table.
+func (a *RuntimeArgs) AsMap() map[string]any {
+	m := map[string]any{"slots": a.Slots}
+	if a.Version != "" {
+		m["version"] = a.Version
+	}
+	return m
+}
+
+// ClickhouseArgs are the desired arguments of a clickhouse resource. It takes none yet.
+type ClickhouseArgs struct{}
+
+// NewClickhouseArgs decodes args strictly.
+func NewClickhouseArgs(args map[string]any) (*ClickhouseArgs, error) {
+	if err := onlyKeys("args", args); err != nil {
+		return nil, err
+	}
+	return &ClickhouseArgs{}, nil
+}
+
+// ValidateArgs checks args against the schema of resource type t.
+func ValidateArgs(t ResourceType, args map[string]any) error {
+	switch t {
+	case ResourceTypeRuntime:
+		_, err := NewRuntimeArgs(args)
+		return err
+	case ResourceTypeClickHouse:
+		_, err := NewClickhouseArgs(args)
+		return err
+	default:
+		_, err := ParseResourceType(string(t))
+		return err
+	}
+}
+
+// RuntimeConfig is what clients use to reach a runtime resource.
+type RuntimeConfig struct {
+	Host         string
+	Audience     string
+	CPU          int
+	MemoryGB     int
+	StorageBytes int64
+}
+
+// NewRuntimeConfig decodes cfg strictly.
+func NewRuntimeConfig(cfg map[string]any) (*RuntimeConfig, error) {
+	if err := onlyKeys("config", cfg, "host", "audience", "cpu", "memory_gb", "storage_bytes"); err != nil {
+		return nil, err
+	}
+	out := &RuntimeConfig{}
+	var err error
+	if out.Host, err = optionalString("config.host", cfg["host"]); err != nil {
+		return nil, err
+	}
+	if out.Audience, err = optionalString("config.audience", cfg["audience"]); err != nil {
+		return nil, err
+	}
+	if v, ok := cfg["cpu"]; ok {
+		if out.CPU, err = wholeNumber("config.cpu", v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := cfg["memory_gb"]; ok {
+		if out.MemoryGB, err = wholeNumber("config.memory_gb", v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := cfg["storage_bytes"]; ok {
+		n, err := wholeNumber("config.storage_bytes", v)
+		if err != nil {
+			return nil, err
+		}
+		out.StorageBytes = int64(n)
+	}
+	return out, nil
+}
+
+// AsMap returns the config as stored in the resources table.
+func (c *RuntimeConfig) AsMap() map[string]any {
+	return map[string]any{
+		"host":          c.Host,
+		"audience":      c.Audience,
+		"cpu":           c.CPU,
+		"memory_gb":     c.MemoryGB,
+		"storage_bytes": c.StorageBytes,
+	}
+}
+
+// ClickhouseConfig is what clients use to reach a clickhouse resource.
+type ClickhouseConfig struct {
+	DSN string
+}
+
+// NewClickhouseConfig decodes cfg strictly.
+func NewClickhouseConfig(cfg map[string]any) (*ClickhouseConfig, error) {
+	if err := onlyKeys("config", cfg, "dsn"); err != nil {
+		return nil, err
+	}
+	dsn, err := optionalString("config.dsn", cfg["dsn"])
+	if err != nil {
+		return nil, err
+	}
+	return &ClickhouseConfig{DSN: dsn}, nil
+}
+
+// AsMap returns the config as stored in the resources table.
+func (c *ClickhouseConfig) AsMap() map[string]any {
+	return map[string]any{"dsn": c.DSN}
+}
+
+// ParseArgFlags turns "key=value" pairs (the CLI's --arg flags) into args for resource type t.
+// Values of known keys are converted to the key's type ("slots=3" gives the number 3); values
+// of other keys are kept as JSON if they parse as JSON, else as strings, and then rejected by
+// the type's strict decoding with an error naming the key.
+func ParseArgFlags(t ResourceType, pairs []string) (map[string]any, error) {
+	args := make(map[string]any, len(pairs))
+	for _, pair := range pairs {
+		key, value, ok := strings.Cut(pair, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" {
+			return nil, &FieldError{"--arg", fmt.Sprintf("%q is not key=value (e.g. --arg slots=2)", pair)}
+		}
+		args[key] = parseArgValue(value)
+	}
+	if err := ValidateArgs(t, args); err != nil {
+		return nil, err
+	}
+	return args, nil
+}
+
+func parseArgValue(s string) any {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n
+	}
+	var v any
+	trimmed := strings.TrimSpace(s)
+	if trimmed != "" && strings.ContainsAny(trimmed[:1], "{[\"tfn-0123456789") && json.Unmarshal([]byte(trimmed), &v) == nil {
+		return v
+	}
+	return s
+}
+
+func onlyKeys(prefix string, m map[string]any, allowed ...string) error {
+	var unknown []string
+	for k := range m {
+		if !contains(allowed, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	hint := "it takes no keys"
+	if len(allowed) > 0 {
+		hint = "known keys: " + strings.Join(allowed, ", ")
+	}
+	return &FieldError{prefix + "." + unknown[0], "unknown key; " + hint}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// wholeNumber accepts the number forms args arrive in: JSON numbers (float64 or json.Number)
+// and Go integers, and refuses fractions, strings and everything else.
+func wholeNumber(field string, v any) (int, error) {
+	var f float64
+	switch n := v.(type) {
+	case int:
+		return n, nil
+	case int32:
+		return int(n), nil
+	case int64:
+		return int(n), nil
+	case float64:
+		f = n
+	case json.Number:
+		i, err := n.Int64()
+		if err != nil {
+			return 0, &FieldError{field, fmt.Sprintf("must be a whole number, got %s", n)}
+		}
+		return int(i), nil
+	default:
+		return 0, &FieldError{field, fmt.Sprintf("must be a whole number, got %s", describe(v))}
+	}
+	if f != math.Trunc(f) || math.IsInf(f, 0) || math.Abs(f) > math.MaxInt32 {
+		return 0, &FieldError{field, fmt.Sprintf("must be a whole number, got %v", f)}
+	}
+	return int(f), nil
+}
+
+func optionalString(field string, v any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", &FieldError{field, fmt.Sprintf("must be a string, got %s", describe(v))}
+	}
+	return s, nil
+}
+
+func describe(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	default:
+		return fmt.Sprintf("%v", v)
+	}
+}

@@ -1,0 +1,17 @@
+package domain
+
+import "errors"
+
+var (
+	// ErrNotFound is returned when a resource (or reservation) does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists is returned when a resource with the same owner, type and name exists.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrStale is returned when a progress update was made against a generation or status
+	// that has since moved on (args changed or a delete was requested); the caller re-reads.
+	ErrStale = errors.New("resource changed since it was read")
+	// ErrLeaseHeld is returned when another agent holds the resource's reconcile lease.
+	ErrLeaseHeld = errors.New("resource is being reconciled by another agent")
+	// ErrNoCapacity is returned when no host can take a slot reservation.
+	ErrNoCapacity = errors.New("no capacity")
+)

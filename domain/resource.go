@@ -1,0 +1,103 @@
+package domain
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ResourceType enumerates the kinds of resource Berth provisions.
+type ResourceType string
+
+const (
+	// ResourceTypeRuntime is an instance on a runtime host.
+	ResourceTypeRuntime ResourceType = "runtime"
+	// ResourceTypeClickHouse is a ClickHouse database.
+	ResourceTypeClickHouse ResourceType = "clickhouse"
+)
+
+// ResourceTypes lists every valid resource type.
+var ResourceTypes = []ResourceType{ResourceTypeRuntime, ResourceTypeClickHouse}
+
+// Valid reports whether t is a known resource type.
+func (t ResourceType) Valid() bool {
+	for _, known := range ResourceTypes {
+		if t == known {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseResourceType returns the resource type named s, or an error listing the valid ones.
+func ParseResourceType(s string) (ResourceType, error) {
+	t := ResourceType(s)
+	if !t.Valid() {
+		return "", fmt.Errorf("type %q is not a resource type: use one of %s", s, joinTypes())
+	}
+	return t, nil
+}
+
+func joinTypes() string {
+	names := make([]string, len(ResourceTypes))
+	for i, t := range ResourceTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Status is a resource's place in the reconcile state machine (see the package doc).
+type Status string
+
+const (
+	StatusPending      Status = "pending"
+	StatusProvisioning Status = "provisioning"
+	StatusReady        Status = "ready"
+	StatusError        Status = "error"
+	StatusDeleting     Status = "deleting"
+)
+
+// Statuses lists every status.
+var Statuses = []Status{StatusPending, StatusProvisioning, StatusReady, StatusError, StatusDeleting}
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	for _, known := range Statuses {
+		if s == known {
+			return true
+		}
+	}
+	return false
+}
+
+// Resource is one row of the resources table.
+type Resource struct {
+	ID          string
+	Type        ResourceType
+	Name        string
+	Owner       string
+	Provisioner string // empty until the agent pins the default provisioner
+
+	Args               map[string]any // desired, set by clients
+	Generation         int64          // bumped on every change of Args
+	ObservedGeneration int64          // the generation last brought to ready
+
+	Status        Status
+	StatusMessage string
+
+	State  map[string]any // private to the environ
+	Config map[string]any // what clients use to reach the resource
+
+	Attempts      int        // failed attempts since the last success or args change
+	NextAttemptAt *time.Time // when the next retry is due; nil when none is scheduled
+	LastError     string
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ReadyAt   *time.Time // first time the resource became ready
+}
+
+// UpToDate reports whether the resource is ready at its current generation.
+func (r Resource) UpToDate() bool {
+	return r.Status == StatusReady && r.ObservedGeneration == r.Generation
+}

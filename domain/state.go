@@ -1,0 +1,185 @@
+package domain
+
+import (
+	"context"
+	"time"
+)
+
+// State is the storage contract every backend (PostgreSQL now, an embedded store later)
+// implements. Consumers declare the few methods they use as their own small interfaces.
+type State interface {
+	ResourceStore
+	ReconcileStore
+	ChangeLog
+	SlotStore
+	// Close releases the backend's connections.
+	Close()
+}
+
+// NewResource is what a client supplies to create a resource.
+type NewResource struct {
+	Type        ResourceType
+	Name        string
+	Owner       string
+	Provisioner string // empty: the agent pins its default provisioner on first reconcile
+	Args        map[string]any
+}
+
+// ListFilter narrows ListResources; zero fields match everything.
+type ListFilter struct {
+	Owner       string
+	Type        ResourceType
+	Provisioner string
+	Status      Status
+	Limit       int // 0: no limit
+}
+
+// ResourceStore is the client side of the resources table: what the CLI and Go API use.
+type ResourceStore interface {
+	// CreateResource inserts a pending resource at generation 1. A resource with the same
+	// owner, type and (case-insensitive) name gives ErrAlreadyExists.
+	CreateResource(ctx context.Context, r NewResource) (Resource, error)
+	// GetResource returns the resource or ErrNotFound.
+	GetResource(ctx context.Context, id string) (Resource, error)
+	// ListResources returns resources ordered by creation time, oldest first.
+	ListResources(ctx context.Context, f ListFilter) ([]Resource, error)
+	// UpdateResourceArgs replaces the desired args; generation is bumped when they differ.
+	// A resource being deleted gives ErrStale.
+	UpdateResourceArgs(ctx context.Context, id string, args map[string]any) (Resource, error)
+	// RequestDelete moves the resource to deleting (idempotent); the agent deprovisions it
+	// and then removes the row.
+	RequestDelete(ctx context.Context, id string) (Resource, error)
+}
+
+// Attention is a resource the agent has work to do on, and the earliest time to do it.
+type Attention struct {
+	ID        string
+	NotBefore *time.Time // nil: now
+}
+
+// ProgressUpdate is what the agent records after (a step of) a reconcile.
+type ProgressUpdate struct {
+	// Generation is the generation the reconcile worked on. The update applies only while the
+	// row is still at that generation and not being deleted (unless Status is StatusDeleting);
+	// otherwise it gives ErrStale.
+	Generation int64
+
+	Status        Status
+	StatusMessage string
+
+	Provisioner        string         // non-empty: pin the resource to this provisioner
+	State              map[string]any // non-nil: replace the environ state
+	Config             map[string]any // non-nil: replace the client config
+	ObservedGeneration *int64         // non-nil: record this generation as observed
+
+	Attempts      int
+	NextAttemptAt *time.Time // nil: no retry scheduled
+	LastError     string
+}
+
+// ReconcileStore is the agent side of the resources table.
+type ReconcileStore interface {
+	// ResourcesNeedingAttention lists resources whose status or generation says the agent has
+	// work to do: pending, provisioning, deleting, error (re-evaluated at start), and ready
+	// ones whose generation is ahead of observed_generation.
+	ResourcesNeedingAttention(ctx context.Context) ([]Attention, error)
+	// ClaimResource takes (or renews) the resource's reconcile lease for holder and returns the
+	// row. It gives ErrNotFound when the row is gone and an error wrapping ErrLeaseHeld (with
+	// LeaseHeldError's expiry) while another holder's lease is live. Claiming one's own lease
+	// again succeeds, so an agent restarted under the same identity resumes at once.
+	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (Resource, error)
+	// ReleaseResource gives up holder's lease (no-op when not held).
+	ReleaseResource(ctx context.Context, id, holder string) error
+	// RecordProgress applies u while holder holds the lease and returns the new row.
+	RecordProgress(ctx context.Context, id, holder string, u ProgressUpdate) (Resource, error)
+	// FinalizeDelete removes a deleting resource's row once its environ has let go of it.
+	FinalizeDelete(ctx context.Context, id, holder string) error
+}
+
+// LeaseHeldError says who holds a resource's lease and until when.
+type LeaseHeldError struct {
+	Holder    string
+	ExpiresAt time.Time
+}
+
+func (e *LeaseHeldError) Error() string {
+	return ErrLeaseHeld.Error() + " (" + e.Holder + ", lease expires " + e.ExpiresAt.UTC().Format(time.RFC3339) + ")"
+}
+
+// Unwrap makes errors.Is(err, ErrLeaseHeld) true.
+func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
+
+// Change is one entry of the durable change log: a resource whose desired state (args,
+// provisioner, a delete request, or the row itself) changed.
+type Change struct {
+	Seq        int64
+	ResourceID string
+}
+
+// ChangeLog is the durable record watchers tail. Entries are written by the backend itself
+// (triggers), so writes made directly against the table are seen as well.
+type ChangeLog interface {
+	// LatestChangeSeq returns the highest sequence number in the log (0 when empty).
+	LatestChangeSeq(ctx context.Context) (int64, error)
+	// ChangesAfter returns up to limit entries with Seq > after, in Seq order.
+	ChangesAfter(ctx context.Context, after int64, limit int) ([]Change, error)
+	// ChangesIn returns the entries among seqs that exist (committed) now.
+	ChangesIn(ctx context.Context, seqs []int64) ([]Change, error)
+	// PruneChanges deletes entries written before cutoff and returns how many.
+	PruneChanges(ctx context.Context, cutoff time.Time) (int64, error)
+	// ListenChanges opens a wake-up channel for new log entries. Notifications are hints
+	// only: they may be lost or coalesced, and correctness never depends on them.
+	ListenChanges(ctx context.Context) (ChangeListener, error)
+}
+
+// ChangeListener waits for change-log wake-ups.
+type ChangeListener interface {
+	// Wait blocks until a wake-up arrives (nil), ctx ends, or the listener breaks (an error;
+	// the caller closes it and listens again).
+	Wait(ctx context.Context) error
+	// Close releases the listener.
+	Close() error
+}
+
+// SlotRequest asks for a resource's slots on one of a provisioner's hosts.
+type SlotRequest struct {
+	Provisioner string
+	ResourceID  string
+	Owner       string
+	Slots       int
+}
+
+// Reservation is a resource's hold on slots of one host.
+type Reservation struct {
+	Provisioner string
+	ResourceID  string
+	Owner       string
+	Host        string
+	Slots       int
+}
+
+// HostUsage is a host's committed slots, as seen inside a reservation transaction.
+type HostUsage struct {
+	Host           string
+	UsedSlots      int // slots reserved on the host by every resource
+	OwnerResources int // how many of the requesting owner's resources the host holds
+}
+
+// PickHost chooses a host for req given the current usage of every host that holds a
+// reservation of the provisioner (hosts with none are absent). existing is the resource's
+// current reservation, or nil. It returns the host, or an error wrapping ErrNoCapacity.
+// It runs inside the reservation's transaction: it must not block or do I/O.
+type PickHost func(req SlotRequest, existing *Reservation, usage []HostUsage) (string, error)
+
+// SlotStore keeps slot reservations so that no two reconciles, in one agent or in several,
+// can ever overfill a host.
+type SlotStore interface {
+	// ReserveSlots atomically records (or resizes) req's reservation on the host pick chooses,
+	// serialised per provisioner. When the existing reservation already has req.Slots it is
+	// returned without calling pick.
+	ReserveSlots(ctx context.Context, req SlotRequest, pick PickHost) (Reservation, error)
+	// ReleaseSlots removes the resource's reservation; a missing one is not an error.
+	ReleaseSlots(ctx context.Context, provisioner, resourceID string) error
+	// ListReservations returns the provisioner's reservations ordered by host, resource.
+	ListReservations(ctx context.Context, provisioner string) ([]Reservation, error)
+}

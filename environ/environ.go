@@ -1,0 +1,86 @@
+// Package environ defines the broker contract every provisioner type implements, and the
+// registry that builds a named provisioner set from its JSON specification.
+//
+// Brokers stay dumb and idempotent: the provisioner worker owns statuses, retries, backoff and
+// ordering. A broker only makes the world match a resource's args, reports what clients need
+// to reach it, and lets go of it again.
+package environ
+
+import (
+	"context"
+	"errors"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// Resource is what a broker sees of a resource.
+type Resource struct {
+	ID   string
+	Type domain.ResourceType
+	// State is private to the broker; what it returns is saved and handed back next time.
+	State map[string]any
+	// Config is what clients use to reach the resource.
+	Config map[string]any
+}
+
+// ResourceOptions carries the desired state and metadata of a resource.
+type ResourceOptions struct {
+	Name       string
+	Owner      string // resources of one owner are spread across hosts where possible
+	Args       map[string]any
+	Generation int64
+	// Annotations are free-form labels of the owner (e.g. for cluster objects).
+	Annotations map[string]string
+}
+
+// Environ provisions resources of one or more types in one place (a static host pool, a
+// Kubernetes cluster, ...).
+type Environ interface {
+	// Type returns the provisioner type (e.g. "static").
+	Type() string
+	// Supports reports whether the environ can provision resources of type t.
+	Supports(t domain.ResourceType) bool
+	// Reconcile creates the resource or updates it to match opts.Args, and returns it with its
+	// new State and Config. It is idempotent per resource ID: it is called again after an
+	// interruption, after every args change and after a restart, and must neither leak nor
+	// double-allocate. Errors wrapping domain.ErrNoCapacity mean "wait for room"; errors
+	// marked Permanent mean "do not retry until the args change"; any other error is retried.
+	Reconcile(ctx context.Context, r *Resource, opts *ResourceOptions) (*Resource, error)
+	// AwaitReady blocks until the reconciled resource serves, or ctx ends.
+	AwaitReady(ctx context.Context, r *Resource) error
+	// Deprovision frees everything the resource holds. A resource that is already gone (or
+	// was never provisioned) is a success.
+	Deprovision(ctx context.Context, r *Resource) error
+	// Check health-checks the environ itself and does its housekeeping (e.g. sweeping what
+	// no resource owns any more). ctx carries a generous deadline.
+	Check(ctx context.Context) error
+	// CheckResource health-checks one ready resource, repairing drift where it can, and returns
+	// the resource with the State to save.
+	CheckResource(ctx context.Context, r *Resource, opts *ResourceOptions) (*Resource, error)
+	// Close releases the environ's clients; it is called when the set is replaced or the
+	// agent stops.
+	Close() error
+}
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one that no retry can fix until the resource's args change (for
+// example invalid args or an unsupported resource type).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked Permanent. Argument
+// decoding errors (*domain.FieldError) are permanent too.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	var f *domain.FieldError
+	return errors.As(err, &p) || errors.As(err, &f)
+}

@@ -1,0 +1,181 @@
+package environ
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/juju/clock"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// Deps are what a broker may use besides its own spec.
+type Deps struct {
+	// Slots records slot reservations (the static environ's source of truth).
+	Slots domain.SlotStore
+	// Logger is already tagged with the provisioner's name.
+	Logger *slog.Logger
+	Clock  clock.Clock
+}
+
+// Initializer builds a broker named name from its JSON spec.
+type Initializer func(name string, spec json.RawMessage, deps Deps) (Environ, error)
+
+// Registry maps provisioner types to their initializers.
+type Registry struct {
+	initializers map[string]Initializer
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{initializers: make(map[string]Initializer)}
+}
+
+// Register makes provisioner type typ available. Registering a type twice is a programming
+// error and panics.
+func (r *Registry) Register(typ string, fn Initializer) {
+	if typ == "" || fn == nil {
+		panic("environ: Register needs a type and an initializer")
+	}
+	if _, dup := r.initializers[typ]; dup {
+		panic(fmt.Sprintf("environ: provisioner type %q registered twice", typ))
+	}
+	r.initializers[typ] = fn
+}
+
+// Types returns the registered provisioner types, sorted.
+func (r *Registry) Types() []string {
+	types := make([]string, 0, len(r.initializers))
+	for t := range r.initializers {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	return types
+}
+
+// Spec is one entry of a provisioner set: {"type": ..., "spec": {...}}.
+type Spec struct {
+	Type string          `json:"type"`
+	Spec json.RawMessage `json:"spec"`
+}
+
+// Set is a named set of brokers and the name of the default one.
+type Set struct {
+	Default  string
+	Environs map[string]Environ
+	Specs    map[string]Spec
+}
+
+// Names returns the provisioner names, sorted.
+func (s *Set) Names() []string {
+	names := make([]string, 0, len(s.Environs))
+	for n := range s.Environs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Get returns the broker named name; an empty name means the default.
+func (s *Set) Get(name string) (Environ, string, error) {
+	if name == "" {
+		name = s.Default
+	}
+	env, ok := s.Environs[name]
+	if !ok {
+		return nil, name, fmt.Errorf("provisioner %q is not in the provisioner set (known: %s)", name, strings.Join(s.Names(), ", "))
+	}
+	return env, name, nil
+}
+
+// Close closes every broker and returns the first error.
+func (s *Set) Close() error {
+	var first error
+	for _, name := range s.Names() {
+		if err := s.Environs[name].Close(); err != nil && first == nil {
+			first = fmt.Errorf("close provisioner %q: %w", name, err)
+		}
+	}
+	return first
+}
+
+// NewSet builds every provisioner of setJSON, a JSON object mapping names to Specs, and checks
+// that defaultName names one of them. An empty defaultName is allowed when the set has exactly
+// one provisioner, which becomes the default. Errors name the provisioner and the field.
+func (r *Registry) NewSet(setJSON []byte, defaultName string, deps Deps) (*Set, error) {
+	specs, err := parseSet(setJSON)
+	if err != nil {
+		return nil, err
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("provisioner set is empty: it must name at least one provisioner, e.g. {\"pool\": {\"type\": \"static\", \"spec\": {...}}}")
+	}
+	set := &Set{Default: defaultName, Environs: make(map[string]Environ, len(specs)), Specs: specs}
+	names := make([]string, 0, len(specs))
+	for name := range specs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if set.Default == "" {
+		if len(names) != 1 {
+			return nil, fmt.Errorf("no default provisioner: set BERTH_DEFAULT_PROVISIONER (or --default-provisioner) to one of %s", strings.Join(names, ", "))
+		}
+		set.Default = names[0]
+	}
+	if _, ok := specs[set.Default]; !ok {
+		return nil, fmt.Errorf("default provisioner %q is not in the provisioner set: use one of %s", set.Default, strings.Join(names, ", "))
+	}
+	for _, name := range names {
+		spec := specs[name]
+		if spec.Type == "" {
+			set.Close()
+			return nil, fmt.Errorf("provisioner %q: field \"type\" is missing: use one of %s", name, strings.Join(r.Types(), ", "))
+		}
+		init, ok := r.initializers[spec.Type]
+		if !ok {
+			set.Close()
+			return nil, fmt.Errorf("provisioner %q: type %q is unknown: use one of %s", name, spec.Type, strings.Join(r.Types(), ", "))
+		}
+		d := deps
+		if d.Logger == nil {
+			d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}
+		d.Logger = d.Logger.With("provisioner", name)
+		env, err := init(name, spec.Spec, d)
+		if err != nil {
+			set.Close()
+			return nil, fmt.Errorf("provisioner %q (%s): %w", name, spec.Type, err)
+		}
+		set.Environs[name] = env
+	}
+	return set, nil
+}
+
+func parseSet(setJSON []byte) (map[string]Spec, error) {
+	if len(bytes.TrimSpace(setJSON)) == 0 {
+		return nil, fmt.Errorf("provisioner set is empty: set BERTH_PROVISIONER_SET_JSON or --provisioners FILE")
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(setJSON, &raw); err != nil {
+		return nil, fmt.Errorf("provisioner set is not a JSON object of name -> {type, spec}: %w", err)
+	}
+	specs := make(map[string]Spec, len(raw))
+	for name, msg := range raw {
+		if strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("provisioner set: a provisioner has an empty name")
+		}
+		dec := json.NewDecoder(bytes.NewReader(msg))
+		dec.DisallowUnknownFields()
+		var spec Spec
+		if err := dec.Decode(&spec); err != nil {
+			return nil, fmt.Errorf("provisioner %q: want {\"type\": ..., \"spec\": {...}}: %w", name, err)
+		}
+		specs[name] = spec
+	}
+	return specs, nil
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# pg-local.sh: a throwaway local PostgreSQL cluster for tests, benchmarks and `make run`.
+#
+#   scripts/pg-local.sh start   initialise (first time) and start; prints the database URL
+#   scripts/pg-local.sh stop    stop the cluster (data kept)
+#   scripts/pg-local.sh destroy stop and delete the cluster
+#   scripts/pg-local.sh url     print the database URL
+#
+# BERTH_PG_DIR (default: ${TMPDIR:-/tmp}/berth-pg) and BERTH_PG_PORT (default 55432) choose where
+# it lives. The cluster trusts local connections only and listens on 127.0.0.1: it is for
+# development, never production. PostgreSQL refuses to run as root, so as root the cluster
+# belongs to the `postgres` system user.
+set -euo pipefail
+
+dir=${BERTH_PG_DIR:-${TMPDIR:-/tmp}/berth-pg}
+port=${BERTH_PG_PORT:-55432}
+url="postgres://postgres@127.0.0.1:${port}/postgres?sslmode=disable"
+
+bindir=${BERTH_PG_BINDIR:-}
+if [ -z "$bindir" ]; then
+  if command -v pg_ctl >/dev/null 2>&1; then
+    bindir=$(dirname "$(command -v pg_ctl)")
+  else
+    bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  fi
+fi
+if [ -z "$bindir" ] || [ ! -x "$bindir/pg_ctl" ]; then
+  echo "pg-local: no PostgreSQL server binaries found; install them (Debian: apt-get install postgresql) or set BERTH_PG_BINDIR" >&2
+  exit 1
+fi
+
+as_owner() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+start() {
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres: "$dir"
+    as_owner "$bindir/initdb" -D "$dir" -U postgres --auth=trust --encoding=UTF8 --no-instructions >"$dir.initdb.log" 2>&1 || {
+      cat "$dir.initdb.log" >&2; exit 1; }
+    cat >>"$dir/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = ${port}
+unix_socket_directories = ''
+max_connections = 300
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 256MB
+CONF
+  fi
+  if as_owner "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+    echo "$url"
+    return
+  fi
+  as_owner "$bindir/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start >/dev/null || {
+    tail -n 30 "$dir/server.log" >&2; exit 1; }
+  echo "$url"
+}
+
+stop() {
+  if [ -f "$dir/PG_VERSION" ]; then
+    as_owner "$bindir/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  destroy) stop; rm -rf "$dir" "$dir.initdb.log" ;;
+  url) echo "$url" ;;
+  *) echo "usage: $0 start|stop|destroy|url" >&2; exit 2 ;;
+esac
