@@ -7,22 +7,22 @@
 //
 // The status column is the reconcile state machine. Nothing else holds hidden state:
 //
-//	             create (row inserted)
-//	                    │
-//	                    ▼
-//	   ┌──────────► pending ◄──────────────┐ no host has room: waits, retried
-//	   │                │ reconcile starts  │ with backoff and when slots free
-//	   │                ▼                   │
-//	   │          provisioning ─────────────┘
-//	   │           │   ▲   │ transient failure: stays provisioning,
-//	   │           │   │   │ retried with backoff (attempts, next_attempt_at)
-//	   │    ready  │   │   └──────┐
-//	   │           ▼   │ args     ▼ permanent failure (invalid args,
-//	   │         ready ┘ change   error   unknown provisioner, unsupported type):
-//	   │                          │       waits until the args change
-//	   │                          └─ args change ─► provisioning
-//	   │
-//	  any status ── delete requested ──► deleting ── deprovisioned ──► row removed
+//	           create (row inserted)
+//	                  │
+//	                  ▼
+//	 ┌──────────► pending ◄──────────────┐ no host has room: waits, retried
+//	 │                │ reconcile starts  │ with backoff and when slots free
+//	 │                ▼                   │
+//	 │          provisioning ─────────────┘
+//	 │           │   ▲   │ transient failure: stays provisioning,
+//	 │           │   │   │ retried with backoff (attempts, next_attempt_at)
+//	 │    ready  │   │   └──────┐
+//	 │           ▼   │ args     ▼ permanent failure (invalid args,
+//	 │         ready ┘ change   error   unknown provisioner, unsupported type):
+//	 │                          │       waits until the args change
+//	 │                          └─ args change ─► provisioning
+//	 │
+//	any status ── delete requested ──► deleting ── deprovisioned ──► row removed
 //
 // Every change of args bumps generation (a database trigger does it, so direct SQL writes count
 // too); a resource is up to date when observed_generation equals generation and it is ready.
