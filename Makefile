@@ -23,3 +23,8 @@ fmt:
 
 lint:
 	$(GO) vet ./...
+
+# The agent on the example provisioner set (examples/provisioners.json); without
+# BERTH_DATABASE_URL a throwaway local PostgreSQL is started and a `berth` database used.
+run: build
+	scripts/run-local.sh

@@ -1,0 +1,35 @@
+// Package logging adapts log/slog to the loggers Berth's libraries expect.
+package logging
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// LevelTrace is below debug: the dependency engine's chatter about every start and stop.
+const LevelTrace = slog.LevelDebug - 4
+
+// EngineLogger adapts a slog.Logger to the dependency engine's printf-style Logger.
+type EngineLogger struct {
+	Logger *slog.Logger
+}
+
+func (l EngineLogger) log(level slog.Level, format string, args ...any) {
+	if !l.Logger.Enabled(context.Background(), level) {
+		return
+	}
+	l.Logger.Log(context.Background(), level, fmt.Sprintf(format, args...))
+}
+
+// Tracef logs at LevelTrace.
+func (l EngineLogger) Tracef(format string, args ...any) { l.log(LevelTrace, format, args...) }
+
+// Debugf logs at debug level.
+func (l EngineLogger) Debugf(format string, args ...any) { l.log(slog.LevelDebug, format, args...) }
+
+// Infof logs at info level.
+func (l EngineLogger) Infof(format string, args ...any) { l.log(slog.LevelInfo, format, args...) }
+
+// Errorf logs at error level.
+func (l EngineLogger) Errorf(format string, args ...any) { l.log(slog.LevelError, format, args...) }

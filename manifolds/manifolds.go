@@ -1,0 +1,171 @@
+// Package manifolds is the one place the agent's workers are wired together: Manifolds
+// returns the whole dependency graph, read top to bottom.
+//
+//	clock ─┬─► database ─┬─► environs ──► provisioner (starts its own resources watcher)
+//	       │             └─────────────► changelog-pruner
+//	       └──────────────────────────────────────────────────────►(every worker)
+//
+// The provisioner starts its own watcher rather than sharing one from a manifold: a
+// restarted consumer must get the watcher's initial event (every resource needing attention)
+// again, which a shared watcher would already have delivered to its previous consumer.
+package manifolds
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/valueworker"
+	"github.com/berth-dev/berth/watcher"
+	"github.com/berth-dev/berth/worker/changelog"
+	"github.com/berth-dev/berth/worker/database"
+	"github.com/berth-dev/berth/worker/environs"
+	"github.com/berth-dev/berth/worker/provisioner"
+)
+
+// Names of the agent's manifolds.
+const (
+	ClockName           = "clock"
+	DatabaseName        = "database"
+	EnvironsName        = "environs"
+	ProvisionerName     = "provisioner"
+	ChangeLogPrunerName = "changelog-pruner"
+)
+
+// Config is everything the agent's workers are configured with.
+type Config struct {
+	Clock  clock.Clock
+	Logger *slog.Logger
+	Rand   func() float64
+
+	DatabaseURL  string
+	OpenDatabase database.Opener
+
+	ProvisionerSetJSON []byte
+	DefaultProvisioner string
+	SetBuilder         environs.SetBuilder
+
+	Provisioner ProvisionerSettings
+	Watcher     WatcherSettings
+
+	ChangeLogRetain time.Duration
+}
+
+// ProvisionerSettings tune the provisioner worker.
+type ProvisionerSettings struct {
+	Holder           string // this agent's lease identity
+	Concurrency      int
+	LeaseTTL         time.Duration
+	ReconcileTimeout time.Duration
+	BackoffBase      time.Duration
+	BackoffMax       time.Duration
+	CapacityRetry    time.Duration
+}
+
+// WatcherSettings tune the resources watcher.
+type WatcherSettings struct {
+	PollInterval time.Duration
+	GapTimeout   time.Duration
+	BatchSize    int
+}
+
+// Validate reports the first missing field.
+func (c Config) Validate() error {
+	switch {
+	case c.Clock == nil:
+		return errors.New("manifolds: Clock is required")
+	case c.Logger == nil:
+		return errors.New("manifolds: Logger is required")
+	case c.Rand == nil:
+		return errors.New("manifolds: Rand is required")
+	case c.OpenDatabase == nil:
+		return errors.New("manifolds: OpenDatabase is required")
+	case c.SetBuilder == nil:
+		return errors.New("manifolds: SetBuilder is required")
+	}
+	return nil
+}
+
+// Manifolds returns the agent's dependency graph.
+func Manifolds(config Config) dependency.Manifolds {
+	logger := config.Logger
+	return dependency.Manifolds{
+		ClockName: clockManifold(config.Clock),
+
+		DatabaseName: database.Manifold(database.ManifoldConfig{
+			ClockName:       ClockName,
+			URL:             config.DatabaseURL,
+			Open:            config.OpenDatabase,
+			Logger:          logger.With("worker", DatabaseName),
+			ConnectTimeout:  30 * time.Second,
+			PingInterval:    5 * time.Second,
+			PingTimeout:     5 * time.Second,
+			MaxPingFailures: 3,
+			NewWorker:       database.NewManifoldWorker,
+		}),
+
+		EnvironsName: environs.Manifold(environs.ManifoldConfig{
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			SetJSON:      config.ProvisionerSetJSON,
+			Default:      config.DefaultProvisioner,
+			Builder:      config.SetBuilder,
+			Logger:       logger.With("worker", EnvironsName),
+			NewWorker:    environs.NewManifoldWorker,
+		}),
+
+		ProvisionerName: provisioner.Manifold(provisioner.ManifoldConfig{
+			ClockName:        ClockName,
+			DatabaseName:     DatabaseName,
+			EnvironsName:     EnvironsName,
+			Holder:           config.Provisioner.Holder,
+			Concurrency:      config.Provisioner.Concurrency,
+			LeaseTTL:         config.Provisioner.LeaseTTL,
+			ReconcileTimeout: config.Provisioner.ReconcileTimeout,
+			BackoffBase:      config.Provisioner.BackoffBase,
+			BackoffMax:       config.Provisioner.BackoffMax,
+			CapacityRetry:    config.Provisioner.CapacityRetry,
+			Logger:           logger.With("worker", ProvisionerName),
+			Rand:             config.Rand,
+			NewWorker:        provisioner.NewWorker,
+			NewWatcher:       newResourcesWatcher(config.Watcher),
+		}),
+
+		ChangeLogPrunerName: changelog.Manifold(changelog.ManifoldConfig{
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			Interval:     10 * time.Minute,
+			Retain:       config.ChangeLogRetain,
+			Logger:       logger.With("worker", ChangeLogPrunerName),
+			NewWorker:    changelog.NewWorker,
+		}),
+	}
+}
+
+func clockManifold(clk clock.Clock) dependency.Manifold {
+	return dependency.Manifold{
+		Start: func(ctx context.Context, _ dependency.Getter) (worker.Worker, error) {
+			return valueworker.New(clk)
+		},
+		Output: valueworker.Output,
+	}
+}
+
+func newResourcesWatcher(settings WatcherSettings) func(domain.State, clock.Clock, *slog.Logger) (provisioner.Watcher, error) {
+	return func(state domain.State, clk clock.Clock, logger *slog.Logger) (provisioner.Watcher, error) {
+		return watcher.NewResourcesWatcher(watcher.ResourcesConfig{
+			Source:       state,
+			Clock:        clk,
+			Logger:       logger.With("watcher", "resources"),
+			PollInterval: settings.PollInterval,
+			GapTimeout:   settings.GapTimeout,
+			BatchSize:    settings.BatchSize,
+		})
+	}
+}

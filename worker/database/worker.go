@@ -1,0 +1,138 @@
+// Package database runs the agent's connection to its store, keeps checking it, and hands it
+// to the workers that need it. When the store stays unreachable the worker dies, so the
+// dependency engine bounces every worker that depends on it and starts them again, with
+// backoff, once the store is back.
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4/catacomb"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// DB is a store with the housekeeping the agent needs at start and while it runs.
+type DB interface {
+	domain.State
+	Migrate(ctx context.Context) error
+	Ping(ctx context.Context) error
+}
+
+// Opener connects to the store at url.
+type Opener func(ctx context.Context, url string) (DB, error)
+
+// Config holds what the worker needs.
+type Config struct {
+	URL             string
+	Open            Opener
+	Clock           clock.Clock
+	Logger          *slog.Logger
+	ConnectTimeout  time.Duration // for connecting and migrating at start
+	PingInterval    time.Duration
+	PingTimeout     time.Duration
+	MaxPingFailures int // consecutive failed pings before the worker gives up the connection
+}
+
+// Validate reports the first missing or invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.URL == "":
+		return errors.New("database: URL is required (--database-url or BERTH_DATABASE_URL)")
+	case c.Open == nil:
+		return errors.New("database: Open is required")
+	case c.Clock == nil:
+		return errors.New("database: Clock is required")
+	case c.Logger == nil:
+		return errors.New("database: Logger is required")
+	case c.ConnectTimeout <= 0:
+		return errors.New("database: ConnectTimeout must be positive")
+	case c.PingInterval <= 0:
+		return errors.New("database: PingInterval must be positive")
+	case c.PingTimeout <= 0:
+		return errors.New("database: PingTimeout must be positive")
+	case c.MaxPingFailures < 1:
+		return errors.New("database: MaxPingFailures must be at least 1")
+	}
+	return nil
+}
+
+// Worker owns one open store.
+type Worker struct {
+	catacomb catacomb.Catacomb
+	config   Config
+	db       DB
+	failures int
+}
+
+// NewWorker connects, brings the schema up to date and starts checking the connection.
+func NewWorker(config Config) (*Worker, error) {
+	if err := config.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), config.ConnectTimeout)
+	defer cancel()
+	db, err := config.Open(ctx, config.URL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate database: %w", err)
+	}
+	w := &Worker{config: config, db: db}
+	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Kill asks the worker to stop.
+func (w *Worker) Kill() { w.catacomb.Kill(nil) }
+
+// Wait waits for the worker to stop and returns why it stopped.
+func (w *Worker) Wait() error { return w.catacomb.Wait() }
+
+// Report shows the connection's health in the engine report.
+func (w *Worker) Report() map[string]any {
+	return map[string]any{"consecutive-ping-failures": w.failures}
+}
+
+func (w *Worker) loop() error {
+	defer w.db.Close()
+	for {
+		select {
+		case <-w.catacomb.Dying():
+			return w.catacomb.ErrDying()
+		case <-w.config.Clock.After(w.config.PingInterval):
+			if err := w.ping(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (w *Worker) ping() error {
+	ctx, cancel := context.WithTimeout(w.catacomb.Context(context.Background()), w.config.PingTimeout)
+	defer cancel()
+	err := w.db.Ping(ctx)
+	if err == nil {
+		if w.failures > 0 {
+			w.config.Logger.Info("database reachable again", "after-failures", w.failures)
+		}
+		w.failures = 0
+		return nil
+	}
+	w.failures++
+	if w.failures >= w.config.MaxPingFailures {
+		return fmt.Errorf("database unreachable after %d checks: %w", w.failures, err)
+	}
+	w.config.Logger.Warn("database check failed", "failures", w.failures, "err", err)
+	return nil
+}

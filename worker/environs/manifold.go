@@ -1,0 +1,92 @@
+package environs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// ManifoldConfig names the manifold's inputs and carries the set's specification.
+type ManifoldConfig struct {
+	ClockName    string
+	DatabaseName string
+	SetJSON      []byte
+	Default      string
+	Builder      SetBuilder
+	Logger       *slog.Logger
+	NewWorker    func(Config) (worker.Worker, error)
+}
+
+// Validate reports the first missing field.
+func (c ManifoldConfig) Validate() error {
+	switch {
+	case c.ClockName == "":
+		return errors.New("environs manifold: ClockName is required")
+	case c.DatabaseName == "":
+		return errors.New("environs manifold: DatabaseName is required")
+	case len(c.SetJSON) == 0:
+		return errors.New("environs manifold: SetJSON is required (--provisioners FILE or BERTH_PROVISIONER_SET_JSON)")
+	case c.Builder == nil:
+		return errors.New("environs manifold: Builder is required")
+	case c.Logger == nil:
+		return errors.New("environs manifold: Logger is required")
+	case c.NewWorker == nil:
+		return errors.New("environs manifold: NewWorker is required")
+	}
+	return nil
+}
+
+// Manifold runs the environs worker; its output is the *environ.Set.
+func Manifold(config ManifoldConfig) dependency.Manifold {
+	return dependency.Manifold{
+		Inputs: []string{config.ClockName, config.DatabaseName},
+		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
+			if err := config.Validate(); err != nil {
+				return nil, err
+			}
+			var clk clock.Clock
+			if err := getter.Get(config.ClockName, &clk); err != nil {
+				return nil, err
+			}
+			var state domain.State
+			if err := getter.Get(config.DatabaseName, &state); err != nil {
+				return nil, err
+			}
+			return config.NewWorker(Config{
+				SetJSON: config.SetJSON,
+				Default: config.Default,
+				Builder: config.Builder,
+				Slots:   state,
+				Clock:   clk,
+				Logger:  config.Logger,
+			})
+		},
+		Output: output,
+	}
+}
+
+// NewManifoldWorker adapts NewWorker to ManifoldConfig.NewWorker.
+func NewManifoldWorker(config Config) (worker.Worker, error) {
+	return NewWorker(config)
+}
+
+func output(in worker.Worker, out any) error {
+	w, ok := in.(*Worker)
+	if !ok {
+		return fmt.Errorf("environs manifold: expected *environs.Worker, got %T", in)
+	}
+	setOut, ok := out.(**environ.Set)
+	if !ok {
+		return fmt.Errorf("environs manifold: cannot output into %T (want **environ.Set)", out)
+	}
+	*setOut = w.set
+	return nil
+}
