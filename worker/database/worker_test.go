@@ -1,0 +1,204 @@
+package database_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	dt "github.com/juju/worker/v4/dependency/testing"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/worker/database"
+)
+
+type workerSuite struct {
+	clock *testclock.Clock
+	db    *fakeDB
+}
+
+var _ = gc.Suite(&workerSuite{})
+
+func (s *workerSuite) SetUpTest(c *gc.C) {
+	s.clock = testclock.NewClock(time.Now())
+	s.db = &fakeDB{pinged: make(chan struct{}, 10)}
+}
+
+func (s *workerSuite) config() database.Config {
+	return database.Config{
+		URL:             "postgres://berth:secret@db/berth",
+		Open:            func(context.Context, string) (database.DB, error) { return s.db, nil },
+		Clock:           s.clock,
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ConnectTimeout:  time.Second,
+		PingInterval:    time.Second,
+		PingTimeout:     time.Second,
+		MaxPingFailures: 2,
+	}
+}
+
+func (s *workerSuite) TestValidate(c *gc.C) {
+	for _, breakIt := range []func(*database.Config){
+		func(cfg *database.Config) { cfg.URL = "" },
+		func(cfg *database.Config) { cfg.Open = nil },
+		func(cfg *database.Config) { cfg.Clock = nil },
+		func(cfg *database.Config) { cfg.Logger = nil },
+		func(cfg *database.Config) { cfg.PingInterval = 0 },
+		func(cfg *database.Config) { cfg.MaxPingFailures = 0 },
+	} {
+		cfg := s.config()
+		breakIt(&cfg)
+		_, err := database.NewWorker(cfg)
+		c.Check(err, gc.NotNil)
+	}
+}
+
+func (s *workerSuite) TestMigratesAtStartAndClosesOnKill(c *gc.C) {
+	w, err := database.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	c.Check(s.db.migrated(), gc.Equals, 1)
+	workertest.CleanKill(c, w)
+	c.Check(s.db.closed(), gc.Equals, true)
+}
+
+func (s *workerSuite) TestOpenFailureIsAnError(c *gc.C) {
+	cfg := s.config()
+	cfg.Open = func(context.Context, string) (database.DB, error) { return nil, errors.New("connection refused") }
+	_, err := database.NewWorker(cfg)
+	c.Assert(err, gc.ErrorMatches, "open database: connection refused")
+}
+
+func (s *workerSuite) TestMigrateFailureClosesTheConnection(c *gc.C) {
+	s.db.migrateErr = errors.New("permission denied")
+	_, err := database.NewWorker(s.config())
+	c.Assert(err, gc.ErrorMatches, "migrate database: permission denied")
+	c.Check(s.db.closed(), gc.Equals, true)
+}
+
+func (s *workerSuite) TestDiesAfterConsecutivePingFailures(c *gc.C) {
+	w, err := database.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	defer workertest.DirtyKill(c, w)
+
+	s.db.setPingErr(errors.New("server closed the connection"))
+	c.Assert(s.clock.WaitAdvance(time.Second, time.Second, 1), gc.IsNil)
+	s.db.waitPing(c)
+	workertest.CheckAlive(c, w)
+
+	// One success resets the count.
+	s.db.setPingErr(nil)
+	c.Assert(s.clock.WaitAdvance(time.Second, time.Second, 1), gc.IsNil)
+	s.db.waitPing(c)
+	s.db.setPingErr(errors.New("server closed the connection"))
+	c.Assert(s.clock.WaitAdvance(time.Second, time.Second, 1), gc.IsNil)
+	s.db.waitPing(c)
+	workertest.CheckAlive(c, w)
+
+	c.Assert(s.clock.WaitAdvance(time.Second, time.Second, 1), gc.IsNil)
+	err = workertest.CheckKilled(c, w)
+	c.Assert(err, gc.ErrorMatches, "database unreachable after 2 checks: server closed the connection")
+	c.Check(s.db.closed(), gc.Equals, true)
+}
+
+func (s *workerSuite) TestManifoldOutputsTheState(c *gc.C) {
+	cfg := database.ManifoldConfig{
+		ClockName:      "clock",
+		URL:            "postgres://db/berth",
+		Open:           func(context.Context, string) (database.DB, error) { return s.db, nil },
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewWorker:      database.NewManifoldWorker,
+		ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+	}
+	manifold := database.Manifold(cfg)
+	c.Check(manifold.Inputs, gc.DeepEquals, []string{"clock"})
+
+	_, err := manifold.Start(context.Background(), dt.StubGetter(map[string]any{"clock": dt.StubResource{}}))
+	c.Check(err, gc.NotNil)
+	_, err = manifold.Start(context.Background(), dt.StubGetter(map[string]any{}))
+	c.Check(err, gc.NotNil)
+
+	w, err := manifold.Start(context.Background(), dt.StubGetter(map[string]any{"clock": s.clock}))
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	var state domain.State
+	c.Assert(manifold.Output(w, &state), gc.IsNil)
+	c.Check(state, gc.Equals, domain.State(s.db))
+	var wrong *int
+	c.Check(manifold.Output(w, &wrong), gc.NotNil)
+}
+
+func (s *workerSuite) TestManifoldValidate(c *gc.C) {
+	cfg := database.ManifoldConfig{ClockName: "clock", URL: "u", Open: func(context.Context, string) (database.DB, error) { return nil, nil },
+		Logger: slog.Default(), NewWorker: func(database.Config) (worker.Worker, error) { return nil, nil }}
+	c.Check(cfg.Validate(), gc.IsNil)
+	noURL := cfg
+	noURL.URL = ""
+	c.Check(noURL.Validate(), gc.ErrorMatches, ".*URL is required.*BERTH_DATABASE_URL.*")
+	noClock := cfg
+	noClock.ClockName = ""
+	c.Check(noClock.Validate(), gc.ErrorMatches, ".*ClockName is required")
+}
+
+// fakeDB is a domain.State whose health the test controls; only the methods the worker calls
+// do anything.
+type fakeDB struct {
+	domain.State
+	mu         sync.Mutex
+	migrations int
+	migrateErr error
+	pingErr    error
+	isClosed   bool
+	pinged     chan struct{}
+}
+
+func (f *fakeDB) Migrate(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.migrations++
+	return f.migrateErr
+}
+
+func (f *fakeDB) Ping(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pinged <- struct{}{}
+	return f.pingErr
+}
+
+func (f *fakeDB) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.isClosed = true
+}
+
+func (f *fakeDB) setPingErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pingErr = err
+}
+
+func (f *fakeDB) migrated() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.migrations
+}
+
+func (f *fakeDB) closed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.isClosed
+}
+
+func (f *fakeDB) waitPing(c *gc.C) {
+	select {
+	case <-f.pinged:
+	case <-time.After(10 * time.Second):
+		c.Fatal("the worker never pinged the database")
+	}
+}
