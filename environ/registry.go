@@ -164,6 +164,9 @@ func parseSet(setJSON []byte) (map[string]Spec, error) {
 	if err := json.Unmarshal(setJSON, &raw); err != nil {
 		return nil, fmt.Errorf("provisioner set is not a JSON object of name -> {type, spec}: %w", err)
 	}
+	if name, dup := duplicateName(setJSON); dup {
+		return nil, fmt.Errorf("provisioner set: provisioner %q is defined twice: give each provisioner its own name", name)
+	}
 	specs := make(map[string]Spec, len(raw))
 	for name, msg := range raw {
 		if strings.TrimSpace(name) == "" {
@@ -178,4 +181,30 @@ func parseSet(setJSON []byte) (map[string]Spec, error) {
 		specs[name] = spec
 	}
 	return specs, nil
+}
+
+// duplicateName finds a name the set object defines more than once, which decoding into a map
+// would silently resolve to the last definition. setJSON is known to be a valid JSON object.
+func duplicateName(setJSON []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(setJSON))
+	if _, err := dec.Token(); err != nil {
+		return "", false
+	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := tok.(string)
+		if seen[name] {
+			return name, true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

@@ -1,0 +1,28 @@
+// Package static is the environ of a static pool: runtime hosts that were provisioned ahead of
+// time and are listed in the provisioner's spec, each offering a number of slots.
+//
+// Provisioning a runtime reserves args.slots slots on one host of the pool; the runtime's
+// config is that host's URL and audience and the resources of its slots (cpu_per_slot,
+// memory_gb_per_slot and storage_bytes_per_slot times the slot count). Deprovisioning releases
+// the reservation. The environ never starts or stops anything on the hosts.
+//
+// # Placement
+//
+// A new runtime goes to a configured host with enough free slots, preferring the host that
+// holds the fewest runtimes of the same owner (so one owner's runtimes spread across hosts and
+// a lost host takes as few of them as possible), then the host with the most free slots, then
+// the host listed first. A change of slot count resizes the reservation in place when its host
+// has room and is refused otherwise: a runtime never moves to another host behind its
+// clients' back. When no host has room the error wraps domain.ErrNoCapacity, and the
+// provisioner worker waits for slots to free up.
+//
+// # No overfilling
+//
+// Reservations live in the slot store (domain.SlotStore), not in the environ. The store runs
+// each reservation as one transaction serialised per provisioner, hands the pick policy the
+// usage committed at that moment and records the pick before the next reservation of the
+// provisioner can look. So however many reconciles run at once, in one agent or in several
+// agents sharing the database, the slots reserved on a host never exceed what the spec gives
+// it. Removing a host or cutting its slots in the spec leaves existing reservations in place;
+// Check reports them until they are gone.
+package static

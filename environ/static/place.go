@@ -1,0 +1,121 @@
+package static
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// placement is the static environ's pick policy over its configured hosts. Its pick method is
+// a domain.PickHost: the slot store calls it inside the reservation's transaction with the
+// committed usage of every host, so it is pure and does no I/O.
+type placement struct {
+	provisioner string
+	hosts       []Runtime // canonical hosts, in config order
+}
+
+// pick chooses the host for req.
+//
+// A new reservation goes to a host with room for req.Slots, preferring the host holding the
+// fewest of the owner's resources (spreading an owner across hosts), then the host with the
+// most free slots, then the host listed first. A resize stays on the resource's host when the
+// host has room (a shrink always does) and is refused otherwise: a runtime never moves hosts.
+// Hosts no longer configured take no new slots.
+func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
+	used := make(map[string]domain.HostUsage, len(usage))
+	for _, u := range usage {
+		host, err := canonicalURL(u.Host)
+		if err != nil {
+			host = u.Host
+		}
+		sum := used[host]
+		sum.UsedSlots += u.UsedSlots
+		sum.OwnerResources += u.OwnerResources
+		used[host] = sum
+	}
+	if existing != nil {
+		return p.resize(req, existing, used)
+	}
+
+	type candidate struct {
+		host        string
+		free, owned int
+		order       int
+	}
+	var candidates []candidate
+	largest := candidate{free: -1}
+	for i, rt := range p.hosts {
+		u := used[rt.Host]
+		c := candidate{host: rt.Host, free: rt.Slots - u.UsedSlots, owned: u.OwnerResources, order: i}
+		if c.free > largest.free {
+			largest = c
+		}
+		if c.free >= req.Slots {
+			candidates = append(candidates, c)
+		}
+	}
+	if len(candidates) == 0 {
+		return "", noCapacity("no host of provisioner %q has %s (largest free: %d on %s)",
+			p.provisioner, count(req.Slots, "free slot"), max(largest.free, 0), largest.host)
+	}
+	sort.Slice(candidates, func(i, j int) bool {
+		a, b := candidates[i], candidates[j]
+		if a.owned != b.owned {
+			return a.owned < b.owned
+		}
+		if a.free != b.free {
+			return a.free > b.free
+		}
+		return a.order < b.order
+	})
+	return candidates[0].host, nil
+}
+
+func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, used map[string]domain.HostUsage) (string, error) {
+	host, err := canonicalURL(existing.Host)
+	if err != nil {
+		host = existing.Host
+	}
+	var capacity int
+	configured := false
+	for _, rt := range p.hosts {
+		if rt.Host == host {
+			capacity, configured = rt.Slots, true
+		}
+	}
+	if req.Slots <= existing.Slots {
+		return existing.Host, nil
+	}
+	if !configured {
+		return "", noCapacity("host %s is no longer configured in provisioner %q; resize from %d to %s cannot be placed there: add the host back, or delete and recreate the resource",
+			existing.Host, p.provisioner, existing.Slots, count(req.Slots, "slot"))
+	}
+	// usage counts the resource's own slots; the resize needs only the difference.
+	free := capacity - used[host].UsedSlots
+	need := req.Slots - existing.Slots
+	if free < need {
+		return "", noCapacity("host %s has %s; resize from %d to %s needs %d",
+			existing.Host, count(max(free, 0), "free slot"), existing.Slots, count(req.Slots, "slot"), need)
+	}
+	return existing.Host, nil
+}
+
+// capacityError is a placement refusal; it wraps domain.ErrNoCapacity so the worker waits for
+// room instead of failing the resource.
+type capacityError struct{ msg string }
+
+func (e *capacityError) Error() string { return e.msg }
+func (e *capacityError) Unwrap() error { return domain.ErrNoCapacity }
+
+func noCapacity(format string, args ...any) error {
+	return &capacityError{msg: fmt.Sprintf(format, args...)}
+}
+
+// count returns "1 slot", "2 slots" and the like.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

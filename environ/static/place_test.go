@@ -1,0 +1,114 @@
+package static
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+func TestPick(t *testing.T) {
+	const a, b, c = "http://a:9091", "http://b:9091", "http://c:9091"
+	pool := placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 10}, {Host: b, Slots: 10}, {Host: c, Slots: 4}}}
+	type usage = domain.HostUsage
+	tests := []struct {
+		name     string
+		place    placement
+		slots    int
+		existing *domain.Reservation
+		usage    []usage
+		want     string // the host, or the error's message
+		noRoom   bool   // want an error wrapping domain.ErrNoCapacity
+	}{{
+		name: "empty pool: most free, then config order", place: pool, slots: 1,
+		want: a,
+	}, {
+		name: "most free slots", place: pool, slots: 2,
+		usage: []usage{{Host: a, UsedSlots: 5}, {Host: b, UsedSlots: 3}},
+		want:  b,
+	}, {
+		name: "spread an owner before filling the freest host", place: pool, slots: 2,
+		usage: []usage{{Host: a, UsedSlots: 1, OwnerResources: 1}, {Host: b, UsedSlots: 8}, {Host: c, UsedSlots: 4}},
+		want:  b,
+	}, {
+		name: "fewest of the owner's resources wins over free slots", place: pool, slots: 1,
+		usage: []usage{{Host: a, OwnerResources: 2}, {Host: b, UsedSlots: 5, OwnerResources: 1}, {Host: c, UsedSlots: 3, OwnerResources: 1}},
+		want:  b,
+	}, {
+		name: "owner's host when the others are full", place: pool, slots: 3,
+		usage: []usage{{Host: a, UsedSlots: 2, OwnerResources: 1}, {Host: b, UsedSlots: 9}, {Host: c, UsedSlots: 2}},
+		want:  a,
+	}, {
+		name: "exactly full fits", place: pool, slots: 4,
+		usage: []usage{{Host: a, UsedSlots: 10}, {Host: b, UsedSlots: 10}},
+		want:  c,
+	}, {
+		name: "no host has room", place: pool, slots: 4,
+		usage:  []usage{{Host: a, UsedSlots: 8}, {Host: b, UsedSlots: 9}, {Host: c, UsedSlots: 3}},
+		want:   `no host of provisioner "pool" has 4 free slots (largest free: 2 on http://a:9091)`,
+		noRoom: true,
+	}, {
+		name: "full pool", place: pool, slots: 1,
+		usage:  []usage{{Host: a, UsedSlots: 10}, {Host: b, UsedSlots: 11}, {Host: c, UsedSlots: 4}},
+		want:   `no host of provisioner "pool" has 1 free slot (largest free: 0 on http://a:9091)`,
+		noRoom: true,
+	}, {
+		name: "hosts no longer configured take nothing new", place: placement{provisioner: "pool", hosts: []Runtime{{Host: b, Slots: 2}}}, slots: 1,
+		usage: []usage{{Host: "http://old:9091"}, {Host: b, UsedSlots: 1, OwnerResources: 1}},
+		want:  b,
+	}, {
+		name: "usage spelled differently still counts", place: placement{provisioner: "pool", hosts: []Runtime{{Host: b, Slots: 3}, {Host: a, Slots: 3}}}, slots: 2,
+		usage: []usage{{Host: "HTTP://A:9091/", UsedSlots: 1}, {Host: "http://b:9091", UsedSlots: 1}, {Host: "http://b:9091/", UsedSlots: 1}},
+		want:  a,
+	}, {
+		name: "resize in place", place: pool, slots: 8,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
+		usage:    []usage{{Host: a, UsedSlots: 4, OwnerResources: 1}},
+		want:     a,
+	}, {
+		name: "resize to exactly full", place: pool, slots: 8,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
+		usage:    []usage{{Host: a, UsedSlots: 4}},
+		want:     a,
+	}, {
+		name: "resize refused rather than moved", place: pool, slots: 8,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
+		usage:    []usage{{Host: a, UsedSlots: 9}},
+		want:     "host http://a:9091 has 1 free slot; resize from 2 to 8 slots needs 6",
+		noRoom:   true,
+	}, {
+		name: "shrink stays even on an overfull host", place: pool, slots: 1,
+		existing: &domain.Reservation{ResourceID: "r", Host: c, Slots: 3},
+		usage:    []usage{{Host: c, UsedSlots: 7}},
+		want:     c,
+	}, {
+		name: "shrink on a removed host stays", place: pool, slots: 1,
+		existing: &domain.Reservation{ResourceID: "r", Host: "http://old:9091", Slots: 2},
+		usage:    []usage{{Host: "http://old:9091", UsedSlots: 2}},
+		want:     "http://old:9091",
+	}, {
+		name: "grow on a removed host refused", place: pool, slots: 3,
+		existing: &domain.Reservation{ResourceID: "r", Host: "http://old:9091", Slots: 2},
+		usage:    []usage{{Host: "http://old:9091", UsedSlots: 2}},
+		want:     `host http://old:9091 is no longer configured in provisioner "pool"; resize from 2 to 3 slots cannot be placed there: add the host back, or delete and recreate the resource`,
+		noRoom:   true,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := domain.SlotRequest{Provisioner: "pool", ResourceID: "r", Owner: "o", Slots: tt.slots}
+			host, err := tt.place.pick(req, tt.existing, tt.usage)
+			if tt.noRoom {
+				if !errors.Is(err, domain.ErrNoCapacity) {
+					t.Fatalf("pick = %q, %v; want an error wrapping ErrNoCapacity", host, err)
+				}
+				if err.Error() != tt.want {
+					t.Errorf("error = %q, want %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil || host != tt.want {
+				t.Errorf("pick = %q, %v; want %q", host, err, tt.want)
+			}
+		})
+	}
+}

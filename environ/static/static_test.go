@@ -1,0 +1,418 @@
+package static
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// fakeSlots is an in-memory domain.SlotStore that keeps the contract: reservations are
+// serialised per store, an existing reservation of the requested size is returned without
+// calling pick, and pick sees the usage of every host holding a reservation of the provisioner,
+// the resource's own included.
+type fakeSlots struct {
+	mu    sync.Mutex
+	res   map[[2]string]domain.Reservation // by provisioner, resource ID
+	picks int
+}
+
+func newFakeSlots() *fakeSlots {
+	return &fakeSlots{res: make(map[[2]string]domain.Reservation)}
+}
+
+func (f *fakeSlots) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := [2]string{req.Provisioner, req.ResourceID}
+	var existing *domain.Reservation
+	if r, ok := f.res[key]; ok {
+		if r.Slots == req.Slots {
+			return r, nil
+		}
+		existing = &r
+	}
+	byHost := make(map[string]*domain.HostUsage)
+	var usage []domain.HostUsage
+	for _, r := range f.sorted(req.Provisioner) {
+		u, ok := byHost[r.Host]
+		if !ok {
+			usage = append(usage, domain.HostUsage{Host: r.Host})
+			u = &usage[len(usage)-1]
+			byHost[r.Host] = u
+		}
+		u.UsedSlots += r.Slots
+		if r.Owner == req.Owner {
+			u.OwnerResources++
+		}
+	}
+	f.picks++
+	host, err := pick(req, existing, usage)
+	if err != nil {
+		return domain.Reservation{}, err
+	}
+	r := domain.Reservation{Provisioner: req.Provisioner, ResourceID: req.ResourceID, Owner: req.Owner, Host: host, Slots: req.Slots}
+	f.res[key] = r
+	return r, nil
+}
+
+func (f *fakeSlots) ReleaseSlots(ctx context.Context, provisioner, resourceID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.res, [2]string{provisioner, resourceID})
+	return nil
+}
+
+func (f *fakeSlots) ListReservations(ctx context.Context, provisioner string) ([]domain.Reservation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sorted(provisioner), nil
+}
+
+// sorted returns the provisioner's reservations by host, resource; f.mu is held.
+func (f *fakeSlots) sorted(provisioner string) []domain.Reservation {
+	var out []domain.Reservation
+	for key, r := range f.res {
+		if key[0] == provisioner {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Host != out[j].Host {
+			return out[i].Host < out[j].Host
+		}
+		return out[i].ResourceID < out[j].ResourceID
+	})
+	return out
+}
+
+func (f *fakeSlots) put(r domain.Reservation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.res[[2]string{r.Provisioner, r.ResourceID}] = r
+}
+
+const (
+	hostA = "http://a:9091"
+	hostB = "http://b:9091"
+)
+
+// twoHosts is a pool of a (3 slots, own audience) and b (2 slots) with custom sizing.
+const twoHosts = `{
+	"runtimes": [
+		{"host": "http://a:9091", "slots": 3, "audience_url": "http://aud-a:8081"},
+		{"host": "http://b:9091", "slots": 2}
+	],
+	"cpu_per_slot": 2, "memory_gb_per_slot": 8, "storage_bytes_per_slot": 100
+}`
+
+func newTestEnviron(t *testing.T, name, spec string, slots domain.SlotStore) environ.Environ {
+	t.Helper()
+	env, err := New(name, json.RawMessage(spec), environ.Deps{Slots: slots})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return env
+}
+
+func runtime(id string) *environ.Resource {
+	return &environ.Resource{ID: id, Type: domain.ResourceTypeRuntime}
+}
+
+func withSlots(owner string, n int) *environ.ResourceOptions {
+	return &environ.ResourceOptions{Owner: owner, Args: map[string]any{"slots": float64(n)}}
+}
+
+func wantResource(t *testing.T, got *environ.Resource, id, host, audience string, slots int) {
+	t.Helper()
+	if got.ID != id || got.Type != domain.ResourceTypeRuntime {
+		t.Errorf("resource = %s %s, want %s runtime", got.ID, got.Type, id)
+	}
+	if got.State["host"] != host || got.State["slots"] != slots {
+		t.Errorf("state = %v, want host %s, slots %d", got.State, host, slots)
+	}
+	cfg, err := domain.NewRuntimeConfig(got.Config)
+	if err != nil {
+		t.Fatalf("config %v does not decode: %v", got.Config, err)
+	}
+	want := domain.RuntimeConfig{Host: host, Audience: audience, CPU: 2 * slots, MemoryGB: 8 * slots, StorageBytes: 100 * int64(slots)}
+	if *cfg != want {
+		t.Errorf("config = %+v, want %+v", *cfg, want)
+	}
+}
+
+func TestNew(t *testing.T) {
+	env := newTestEnviron(t, "pool", twoHosts, newFakeSlots())
+	if env.Type() != Type || !env.Supports(domain.ResourceTypeRuntime) || env.Supports(domain.ResourceTypeClickHouse) {
+		t.Errorf("type %q, supports runtime %v, clickhouse %v; want static, true, false",
+			env.Type(), env.Supports(domain.ResourceTypeRuntime), env.Supports(domain.ResourceTypeClickHouse))
+	}
+	if err := env.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := New("pool", json.RawMessage(twoHosts), environ.Deps{}); err == nil || !strings.Contains(err.Error(), "slot store") {
+		t.Errorf("New without a slot store: %v, want an error saying it needs one", err)
+	}
+	if _, err := New("pool", json.RawMessage(`{"runtimes": []}`), environ.Deps{Slots: newFakeSlots()}); err == nil || !strings.Contains(err.Error(), "runtimes") {
+		t.Errorf("New with a bad spec: %v, want an error naming runtimes", err)
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	env := newTestEnviron(t, "pool", twoHosts, store)
+
+	got, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
+	if err != nil {
+		t.Fatalf("Reconcile r1: %v", err)
+	}
+	wantResource(t, got, "r1", hostA, "http://aud-a:8081", 2)
+
+	// The same args again change nothing and do not even consult the pick policy.
+	picks := store.picks
+	again, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
+	if err != nil {
+		t.Fatalf("Reconcile r1 again: %v", err)
+	}
+	wantResource(t, again, "r1", hostA, "http://aud-a:8081", 2)
+	if store.picks != picks {
+		t.Errorf("reconciling unchanged args picked a host again")
+	}
+
+	// Alice's next runtime goes to b although a has as much room: owners are spread.
+	got, err = env.Reconcile(ctx, runtime("r2"), withSlots("alice", 1))
+	if err != nil {
+		t.Fatalf("Reconcile r2: %v", err)
+	}
+	wantResource(t, got, "r2", hostB, hostB, 1)
+
+	// Args without slots mean one slot.
+	got, err = env.Reconcile(ctx, runtime("r3"), &environ.ResourceOptions{Owner: "bob"})
+	if err != nil {
+		t.Fatalf("Reconcile r3: %v", err)
+	}
+	wantResource(t, got, "r3", hostA, "http://aud-a:8081", 1)
+
+	// Only b's last slot is left: two slots do not fit anywhere.
+	_, err = env.Reconcile(ctx, runtime("r4"), withSlots("carol", 2))
+	if !errors.Is(err, domain.ErrNoCapacity) || environ.IsPermanent(err) {
+		t.Fatalf("Reconcile r4 = %v, want an ErrNoCapacity error that is not permanent", err)
+	}
+	if want := `no host of provisioner "pool" has 2 free slots (largest free: 1 on http://b:9091)`; !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %q, want it to say %q", err, want)
+	}
+
+	// Growing r2 in place uses b's last slot; growing r1 would need a third slot on a.
+	got, err = env.Reconcile(ctx, runtime("r2"), withSlots("alice", 2))
+	if err != nil {
+		t.Fatalf("Reconcile r2 to 2 slots: %v", err)
+	}
+	wantResource(t, got, "r2", hostB, hostB, 2)
+	_, err = env.Reconcile(ctx, runtime("r1"), withSlots("alice", 3))
+	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "host http://a:9091 has 0 free slots; resize from 2 to 3 slots needs 1") {
+		t.Fatalf("Reconcile r1 to 3 slots = %v, want a refused resize", err)
+	}
+	reservations, _ := store.ListReservations(ctx, "pool")
+	want := []domain.Reservation{
+		{Provisioner: "pool", ResourceID: "r1", Owner: "alice", Host: hostA, Slots: 2},
+		{Provisioner: "pool", ResourceID: "r3", Owner: "bob", Host: hostA, Slots: 1},
+		{Provisioner: "pool", ResourceID: "r2", Owner: "alice", Host: hostB, Slots: 2},
+	}
+	if !equalReservations(reservations, want) {
+		t.Errorf("reservations = %+v, want %+v", reservations, want)
+	}
+}
+
+func TestReconcileRefusesWhatItCannotDo(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	env := newTestEnviron(t, "pool", twoHosts, store)
+
+	_, err := env.Reconcile(ctx, &environ.Resource{ID: "c1", Type: domain.ResourceTypeClickHouse}, withSlots("alice", 1))
+	if !environ.IsPermanent(err) || !strings.Contains(err.Error(), `provisioner "pool"`) || !strings.Contains(err.Error(), "clickhouse") {
+		t.Errorf("Reconcile clickhouse = %v, want a permanent error naming the provisioner and the type", err)
+	}
+	_, err = env.CheckResource(ctx, &environ.Resource{ID: "c1", Type: domain.ResourceTypeClickHouse}, withSlots("alice", 1))
+	if !environ.IsPermanent(err) {
+		t.Errorf("CheckResource clickhouse = %v, want a permanent error", err)
+	}
+
+	for _, args := range []map[string]any{{"slots": float64(0)}, {"slots": "2"}, {"size": float64(1)}} {
+		_, err = env.Reconcile(ctx, runtime("r1"), &environ.ResourceOptions{Args: args})
+		var fe *domain.FieldError
+		if !environ.IsPermanent(err) || !errors.As(err, &fe) {
+			t.Errorf("Reconcile with args %v = %v, want a permanent *domain.FieldError", args, err)
+		}
+	}
+	if reservations, _ := store.ListReservations(ctx, "pool"); len(reservations) != 0 {
+		t.Errorf("refused reconciles left reservations %+v", reservations)
+	}
+}
+
+func TestReconcileKeepsReservationOnRemovedHost(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	store.put(domain.Reservation{Provisioner: "pool", ResourceID: "r1", Owner: "alice", Host: "http://old:9091", Slots: 2})
+	env := newTestEnviron(t, "pool", twoHosts, store)
+
+	got, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	wantResource(t, got, "r1", "http://old:9091", "http://old:9091", 2)
+
+	_, err = env.Reconcile(ctx, runtime("r1"), withSlots("alice", 3))
+	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "no longer configured") {
+		t.Errorf("growing on a removed host = %v, want ErrNoCapacity saying the host is gone", err)
+	}
+}
+
+func TestDeprovision(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	env := newTestEnviron(t, "pool", twoHosts, store)
+	other := newTestEnviron(t, "other", twoHosts, store)
+	for _, e := range []environ.Environ{env, other} {
+		if _, err := e.Reconcile(ctx, runtime("r1"), withSlots("alice", 3)); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+	}
+
+	for i := 0; i < 2; i++ {
+		if err := env.Deprovision(ctx, runtime("r1")); err != nil {
+			t.Fatalf("Deprovision #%d: %v", i+1, err)
+		}
+	}
+	if err := env.Deprovision(ctx, runtime("never-reconciled")); err != nil {
+		t.Errorf("Deprovision of a runtime never reconciled: %v", err)
+	}
+	if reservations, _ := store.ListReservations(ctx, "pool"); len(reservations) != 0 {
+		t.Errorf("reservations after Deprovision: %+v", reservations)
+	}
+	if reservations, _ := store.ListReservations(ctx, "other"); len(reservations) != 1 {
+		t.Errorf("Deprovision released another provisioner's reservation: %+v", reservations)
+	}
+	// The freed slots are usable again.
+	if _, err := env.Reconcile(ctx, runtime("r2"), withSlots("bob", 3)); err != nil {
+		t.Errorf("Reconcile after Deprovision: %v", err)
+	}
+}
+
+func TestAwaitReady(t *testing.T) {
+	env := newTestEnviron(t, "pool", twoHosts, newFakeSlots())
+	if err := env.AwaitReady(context.Background(), runtime("r1")); err != nil {
+		t.Errorf("AwaitReady: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := env.AwaitReady(ctx, runtime("r1")); !errors.Is(err, context.Canceled) {
+		t.Errorf("AwaitReady with a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	env := newTestEnviron(t, "pool", twoHosts, store)
+	if err := env.Check(ctx); err != nil {
+		t.Errorf("Check of an empty pool: %v", err)
+	}
+	for _, id := range []string{"r1", "r2"} {
+		if _, err := env.Reconcile(ctx, runtime(id), withSlots("alice", 2)); err != nil {
+			t.Fatalf("Reconcile %s: %v", id, err)
+		}
+	}
+	if _, err := env.Reconcile(ctx, runtime("r3"), withSlots("bob", 1)); err != nil {
+		t.Fatalf("Reconcile r3: %v", err)
+	}
+	if err := env.Check(ctx); err != nil {
+		t.Errorf("Check of a full, configured pool: %v", err)
+	}
+
+	// The operator drops b and cuts a to 2 slots: a holds 3, b's runtime is stranded.
+	shrunk := newTestEnviron(t, "pool", `{"runtimes": [{"host": "http://a:9091", "slots": 2}, {"host": "http://c:9091", "slots": 5}]}`, store)
+	err := shrunk.Check(ctx)
+	if err == nil {
+		t.Fatal("Check after the spec dropped b and shrank a: nil, want an error")
+	}
+	for _, want := range []string{
+		`provisioner "pool"`,
+		"host http://a:9091 has 3 slots reserved but only 2 configured",
+		"host http://b:9091 is no longer configured but holds 2 slots of 1 runtime",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Check = %q, want it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "c:9091") {
+		t.Errorf("Check = %q, names a healthy host", err)
+	}
+}
+
+func TestCheckResource(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	env := newTestEnviron(t, "pool", twoHosts, store)
+	if _, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2)); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+
+	// A resource with stale state gets the reservation's state and config back.
+	stale := &environ.Resource{ID: "r1", Type: domain.ResourceTypeRuntime, State: map[string]any{"host": hostB, "slots": 1}}
+	got, err := env.CheckResource(ctx, stale, withSlots("alice", 2))
+	if err != nil {
+		t.Fatalf("CheckResource: %v", err)
+	}
+	wantResource(t, got, "r1", hostA, "http://aud-a:8081", 2)
+
+	// A lost reservation is made again.
+	if err := store.ReleaseSlots(ctx, "pool", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Reconcile(ctx, runtime("r2"), withSlots("bob", 2)); err != nil {
+		t.Fatalf("Reconcile r2: %v", err)
+	}
+	got, err = env.CheckResource(ctx, runtime("r1"), withSlots("alice", 2))
+	if err != nil {
+		t.Fatalf("CheckResource of a lost reservation: %v", err)
+	}
+	wantResource(t, got, "r1", hostB, hostB, 2)
+	reservations, _ := store.ListReservations(ctx, "pool")
+	want := []domain.Reservation{
+		{Provisioner: "pool", ResourceID: "r2", Owner: "bob", Host: hostA, Slots: 2},
+		{Provisioner: "pool", ResourceID: "r1", Owner: "alice", Host: hostB, Slots: 2},
+	}
+	if !equalReservations(reservations, want) {
+		t.Errorf("reservations = %+v, want %+v", reservations, want)
+	}
+
+	// With no room left the repair says so and waits for room.
+	if err := store.ReleaseSlots(ctx, "pool", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Reconcile(ctx, runtime("r3"), withSlots("carol", 2)); err != nil {
+		t.Fatalf("Reconcile r3: %v", err)
+	}
+	if _, err := env.CheckResource(ctx, runtime("r1"), withSlots("alice", 2)); !errors.Is(err, domain.ErrNoCapacity) {
+		t.Errorf("CheckResource with the pool full = %v, want ErrNoCapacity", err)
+	}
+}
+
+func equalReservations(a, b []domain.Reservation) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
