@@ -174,12 +174,21 @@ func ParseArgFlags(t ResourceType, pairs []string) (map[string]any, error) {
 		if !ok || key == "" {
 			return nil, &FieldError{"--arg", fmt.Sprintf("%q is not key=value (e.g. --arg slots=2)", pair)}
 		}
-		args[key] = parseArgValue(value)
+		if contains(stringArgKeys[t], key) {
+			args[key] = value
+		} else {
+			args[key] = parseArgValue(value)
+		}
 	}
 	if err := ValidateArgs(t, args); err != nil {
 		return nil, err
 	}
 	return args, nil
+}
+
+// stringArgKeys are the args that are strings even when they look like numbers ("version=15").
+var stringArgKeys = map[ResourceType][]string{
+	ResourceTypeRuntime: {"version"},
 }
 
 func parseArgValue(s string) any {

@@ -1,0 +1,154 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// changesChannel is the NOTIFY channel the change-log trigger announces entries on.
+const changesChannel = "berth_resource_changes"
+
+// LatestChangeSeq returns the highest sequence number in the change log (0 when empty).
+func (s *State) LatestChangeSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM change_log`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read latest change: %w", err)
+	}
+	return seq, nil
+}
+
+// ChangesAfter returns up to limit entries with Seq > after, in Seq order (limit <= 0: all).
+func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error) {
+	var limitArg *int
+	if limit > 0 {
+		limitArg = &limit
+	}
+	return s.changes(ctx, "read changes after "+fmt.Sprint(after),
+		`SELECT seq, resource_id::text FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limitArg)
+}
+
+// ChangesIn returns the entries among seqs that are committed now, in Seq order.
+func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	return s.changes(ctx, "read changes by sequence",
+		`SELECT seq, resource_id::text FROM change_log WHERE seq = ANY($1) ORDER BY seq`, seqs)
+}
+
+func (s *State) changes(ctx context.Context, what, query string, args ...any) ([]domain.Change, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Change, error) {
+		var c domain.Change
+		err := row.Scan(&c.Seq, &c.ResourceID)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// PruneChanges deletes entries written before cutoff and returns how many.
+func (s *State) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM change_log WHERE created_at < $1`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("prune change log: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ListenChanges takes a connection out of the pool for good and LISTENs on it.
+func (s *State) ListenChanges(ctx context.Context) (domain.ChangeListener, error) {
+	pooled, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listen for changes: %w", err)
+	}
+	conn := pooled.Hijack()
+	if _, err := conn.Exec(ctx, "LISTEN "+changesChannel); err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("listen for changes: %w", err)
+	}
+	return &listener{conn: conn}, nil
+}
+
+// errListenerClosed is what Wait returns once the listener is closed.
+var errListenerClosed = errors.New("change listener closed")
+
+// listener owns one connection LISTENing on changesChannel. Close may be called while a Wait
+// is in progress: it interrupts the Wait, then closes the connection.
+type listener struct {
+	connMu sync.Mutex // serialises use of conn
+	conn   *pgx.Conn
+
+	mu         sync.Mutex // guards closed and cancelWait
+	closed     bool
+	cancelWait context.CancelFunc
+}
+
+// Wait blocks until a notification arrives (nil), ctx ends, or the connection breaks.
+func (l *listener) Wait(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return errListenerClosed
+	}
+	l.cancelWait = cancel
+	l.mu.Unlock()
+
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	if _, err := l.conn.WaitForNotification(ctx); err != nil {
+		if l.isClosed() {
+			return errListenerClosed
+		}
+		return fmt.Errorf("wait for changes: %w", err)
+	}
+	return nil
+}
+
+// Close interrupts any Wait and closes the connection.
+func (l *listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	if l.cancelWait != nil {
+		l.cancelWait()
+	}
+	l.mu.Unlock()
+
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	closeConn(l.conn)
+	return nil
+}
+
+func (l *listener) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// closeTimeout bounds the goodbye to the server when a connection is closed.
+const closeTimeout = 5 * time.Second
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = conn.Close(ctx)
+}

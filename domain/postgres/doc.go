@@ -1,0 +1,36 @@
+// Package postgres is the PostgreSQL backend of Berth's storage contract (domain.State).
+//
+// The schema lives in versioned SQL migrations embedded in the binary (migrations/*.sql).
+// Migrate applies the pending ones, each in its own transaction that first takes a fixed
+// advisory lock and re-reads schema_migrations, so agents starting together do not race.
+//
+// # Direct SQL is a first-class client
+//
+// Triggers carry the rules, so a client that writes the tables with plain SQL gets the same
+// behaviour as the CLI:
+//
+//   - UPDATE of args bumps generation and clears attempts, next_attempt_at and last_error;
+//     every UPDATE sets updated_at.
+//   - INSERT, DELETE, and an UPDATE that changes generation, changes a set provisioner or
+//     moves the row to deleting append an entry to change_log and NOTIFY
+//     berth_resource_changes. The agent's own writes (status, state, config, leases, and
+//     pinning a provisioner that was unset) log nothing, so the agent never wakes itself.
+//   - DELETE does not remove the row: it becomes a delete request (status deleting,
+//     "delete requested"), so the environ frees what it holds first. The agent removes the
+//     row with FinalizeDelete, in a transaction that runs SET LOCAL berth.finalizing = 'on'.
+//     An operator who must drop a row without deprovisioning it can do the same.
+//
+// # Leases
+//
+// A reconcile holds a lease on the row (lease_holder, lease_expires_at, compared against the
+// database clock). ClaimResource takes a free or expired lease or renews one's own;
+// RecordProgress and FinalizeDelete apply only while the lease is live and the row is still
+// at the generation the reconcile read, so a slow or partitioned agent cannot overwrite the
+// work of the one that took over, nor resurrect a resource whose args or deletion moved on.
+//
+// # Slots
+//
+// ReserveSlots serialises reservations per provisioner with a transaction-scoped advisory
+// lock, so the host choice (made by the caller's PickHost inside the transaction) always sees
+// every committed reservation and no host is ever overfilled, by one agent or several.
+package postgres

@@ -1,0 +1,224 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// ResourcesNeedingAttention lists the resources the agent has work on, soonest due first.
+// Its WHERE clause is the predicate of resources_needing_attention_idx.
+func (s *State) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id::text, next_attempt_at FROM resources
+		 WHERE status IN ('pending', 'provisioning', 'deleting', 'error')
+		    OR generation <> observed_generation
+		 ORDER BY next_attempt_at NULLS FIRST, created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list resources needing attention: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Attention, error) {
+		var a domain.Attention
+		err := row.Scan(&a.ID, &a.NotBefore)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resources needing attention: %w", err)
+	}
+	return out, nil
+}
+
+// claimAttempts bounds ClaimResource's retries when the lease it saw held is freed meanwhile.
+const claimAttempts = 3
+
+// ClaimResource takes or renews holder's lease on the resource for ttl (database clock).
+func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	if holder == "" {
+		return domain.Resource{}, fmt.Errorf("claim resource %s: holder is empty: give the agent an identity", id)
+	}
+	if ttl <= 0 {
+		return domain.Resource{}, fmt.Errorf("claim resource %s: lease ttl is %v: use a positive duration", id, ttl)
+	}
+	for attempt := 0; ; attempt++ {
+		r, err := scanResource(s.pool.QueryRow(ctx, `
+			UPDATE resources
+			   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second'
+			 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
+			RETURNING `+resourceColumns, uid, holder, ttl.Seconds()))
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, err)
+		}
+		l, err := s.readLease(ctx, uid)
+		if err != nil {
+			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, err)
+		}
+		if (l.live && l.holder != holder) || attempt+1 == claimAttempts {
+			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, l.heldError())
+		}
+	}
+}
+
+// ReleaseResource clears holder's lease; it does nothing when holder does not hold it.
+func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `
+		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+		 WHERE id = $1 AND lease_holder = $2`, uid, holder)
+	if err != nil {
+		return fmt.Errorf("release lease on resource %s: %w", id, err)
+	}
+	return nil
+}
+
+// RecordProgress applies u while holder's lease is live, the row is at u.Generation and not
+// being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
+// row's provisioner is unset or already the same; a client's different choice gives ErrStale.
+func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	r, err := scanResource(s.pool.QueryRow(ctx, `
+		UPDATE resources
+		   SET status = $4,
+		       status_message = $5,
+		       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,
+		       state = coalesce($7, state),
+		       config = coalesce($8, config),
+		       observed_generation = coalesce($9, observed_generation),
+		       attempts = $10,
+		       next_attempt_at = $11,
+		       last_error = $12,
+		       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, now()) ELSE ready_at END
+		 WHERE id = $1
+		   AND lease_holder = $2 AND lease_expires_at >= now()
+		   AND generation = $3
+		   AND (status <> 'deleting' OR $4 = 'deleting')
+		   AND ($6 = '' OR provisioner IN ('', $6))
+		RETURNING `+resourceColumns,
+		uid, holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
+		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
+		u.Attempts, u.NextAttemptAt, u.LastError))
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, describeDBError(err))
+	}
+	l, err := s.readLease(ctx, uid)
+	if err != nil {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
+	}
+	switch {
+	case !l.live || l.holder != holder:
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: lease of %s lost: %w", id, holder, l.heldError())
+	case l.generation != u.Generation:
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: args changed (generation %d, worked on %d): %w",
+			id, l.generation, u.Generation, domain.ErrStale)
+	case l.status == domain.StatusDeleting:
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: a delete was requested: %w", id, domain.ErrStale)
+	default:
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: provisioner is %q, not %q: %w",
+			id, l.provisioner, u.Provisioner, domain.ErrStale)
+	}
+}
+
+// FinalizeDelete removes a deleting resource's row while holder holds its lease. A row already
+// gone gives ErrNotFound (the caller's work is done); one no longer deleting gives ErrStale.
+func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	var deleted int64
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL berth.finalizing = 'on'`); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `
+			DELETE FROM resources
+			 WHERE id = $1 AND status = 'deleting'
+			   AND lease_holder = $2 AND lease_expires_at >= now()`, uid, holder)
+		deleted = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("finalize delete of resource %s: %w", id, err)
+	}
+	if deleted == 1 {
+		return nil
+	}
+	l, err := s.readLease(ctx, uid)
+	if err != nil {
+		return fmt.Errorf("finalize delete of resource %s: %w", id, err)
+	}
+	if l.status != domain.StatusDeleting {
+		return fmt.Errorf("finalize delete of resource %s: it is %s, not deleting: %w", id, l.status, domain.ErrStale)
+	}
+	return fmt.Errorf("finalize delete of resource %s: lease of %s lost: %w", id, holder, l.heldError())
+}
+
+// lease is what explains why a guarded write matched no row.
+type lease struct {
+	holder      string
+	expiresAt   time.Time
+	live        bool
+	generation  int64
+	status      domain.Status
+	provisioner string
+}
+
+func (l lease) heldError() error {
+	return &domain.LeaseHeldError{Holder: l.holder, ExpiresAt: l.expiresAt}
+}
+
+// readLease reads the row's lease and guards; a missing row gives ErrNotFound.
+func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (lease, error) {
+	var (
+		l         lease
+		holder    *string
+		expiresAt *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT lease_holder, lease_expires_at, coalesce(lease_expires_at >= now(), false),
+		       generation, status, provisioner
+		  FROM resources WHERE id = $1`, uid,
+	).Scan(&holder, &expiresAt, &l.live, &l.generation, &l.status, &l.provisioner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, notFound(uid.String())
+	}
+	if err != nil {
+		return l, err
+	}
+	if holder != nil {
+		l.holder = *holder
+	}
+	if expiresAt != nil {
+		l.expiresAt = *expiresAt
+	}
+	return l, nil
+}
+
+// nilMap keeps a nil map nil (SQL NULL: keep the column) rather than encoding it as {}.
+func nilMap(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	return m
+}

@@ -1,0 +1,189 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// resourceColumns is the select list scanResource reads, in order.
+const resourceColumns = `id::text, type, name, owner, provisioner, args, generation, observed_generation,
+	status, status_message, state, config, attempts, next_attempt_at, last_error,
+	created_at, updated_at, ready_at`
+
+func scanResource(row pgx.Row) (domain.Resource, error) {
+	var r domain.Resource
+	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
+		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
+		&r.NextAttemptAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt)
+	return r, err
+}
+
+// CreateResource inserts a pending resource at generation 1.
+func (s *State) CreateResource(ctx context.Context, nr domain.NewResource) (domain.Resource, error) {
+	args := nr.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	r, err := scanResource(s.pool.QueryRow(ctx, `
+		INSERT INTO resources (type, name, owner, provisioner, args)
+		VALUES ($1, $2, $3, $4, $5)
+		RETURNING `+resourceColumns,
+		string(nr.Type), nr.Name, nr.Owner, nr.Provisioner, args))
+	if err != nil {
+		if isUniqueViolation(err) {
+			return domain.Resource{}, fmt.Errorf("create resource: owner %q already has a %s resource named %q (names are case-insensitive): %w",
+				nr.Owner, nr.Type, nr.Name, domain.ErrAlreadyExists)
+		}
+		return domain.Resource{}, fmt.Errorf("create resource %q: %w", nr.Name, describeDBError(err))
+	}
+	return r, nil
+}
+
+// GetResource returns the resource or an error wrapping domain.ErrNotFound.
+func (s *State) GetResource(ctx context.Context, id string) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	r, err := scanResource(s.pool.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources WHERE id = $1`, uid))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Resource{}, notFound(id)
+	}
+	if err != nil {
+		return domain.Resource{}, fmt.Errorf("get resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListResources returns the resources f matches, oldest first.
+func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domain.Resource, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(column, value string) {
+		if value != "" {
+			args = append(args, value)
+			where = append(where, column+" = $"+strconv.Itoa(len(args)))
+		}
+	}
+	add("owner", f.Owner)
+	add("type", string(f.Type))
+	add("provisioner", f.Provisioner)
+	add("status", string(f.Status))
+	query := `SELECT ` + resourceColumns + ` FROM resources`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY created_at, id`
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		query += ` LIMIT $` + strconv.Itoa(len(args))
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list resources: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Resource, error) {
+		return scanResource(row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resources: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateResourceArgs replaces the resource's args; the trigger bumps generation when they
+// differ. A resource being deleted gives domain.ErrStale.
+func (s *State) UpdateResourceArgs(ctx context.Context, id string, args map[string]any) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	r, err := scanResource(s.pool.QueryRow(ctx, `
+		UPDATE resources SET args = $2
+		 WHERE id = $1 AND status <> 'deleting'
+		RETURNING `+resourceColumns, uid, args))
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return domain.Resource{}, fmt.Errorf("update args of resource %s: %w", id, describeDBError(err))
+	}
+	if _, err := s.GetResource(ctx, id); err != nil {
+		return domain.Resource{}, err
+	}
+	return domain.Resource{}, fmt.Errorf("update args of resource %s: it is being deleted: %w", id, domain.ErrStale)
+}
+
+// RequestDelete moves the resource to deleting; a resource already deleting is returned as is.
+func (s *State) RequestDelete(ctx context.Context, id string) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	r, err := scanResource(s.pool.QueryRow(ctx, `
+		UPDATE resources
+		   SET status = 'deleting', status_message = 'delete requested', next_attempt_at = NULL, attempts = 0
+		 WHERE id = $1 AND status <> 'deleting'
+		RETURNING `+resourceColumns, uid))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.GetResource(ctx, id)
+	}
+	if err != nil {
+		return domain.Resource{}, fmt.Errorf("request delete of resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// parseID checks id is a UUID; one that is not names no resource.
+func parseID(id string) (pgtype.UUID, error) {
+	var uid pgtype.UUID
+	if err := uid.Scan(id); err != nil {
+		return uid, fmt.Errorf("resource %q: %w (resource ids are UUIDs)", id, domain.ErrNotFound)
+	}
+	return uid, nil
+}
+
+func notFound(id string) error {
+	return fmt.Errorf("resource %s: %w", id, domain.ErrNotFound)
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// checkMessages explains each check constraint of the schema as a field error.
+var checkMessages = map[string]domain.FieldError{
+	"resources_type_check":          {Field: "type", Msg: "must be one of runtime, clickhouse"},
+	"resources_name_check":          {Field: "name", Msg: "must not be blank"},
+	"resources_args_check":          {Field: "args", Msg: "must be a JSON object"},
+	"resources_status_check":        {Field: "status", Msg: "must be one of pending, provisioning, ready, error, deleting"},
+	"slot_reservations_slots_check": {Field: "slots", Msg: "must be at least 1"},
+}
+
+// describeDBError turns a check violation into a *domain.FieldError naming the column; other
+// errors are returned unchanged.
+func describeDBError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23514" {
+		if fe, ok := checkMessages[pgErr.ConstraintName]; ok {
+			return &fe
+		}
+		return fmt.Errorf("violates %s: %w", pgErr.ConstraintName, err)
+	}
+	return err
+}

@@ -1,0 +1,195 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/internal/pgtest"
+)
+
+// testTimeout bounds every test's database work, so a hang fails instead of stalling.
+const testTimeout = 30 * time.Second
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newState opens a migrated State on a fresh database of t's own.
+func newState(t *testing.T) *postgres.State {
+	t.Helper()
+	ctx := testContext(t)
+	st, err := postgres.Open(ctx, pgtest.New(t), postgres.PoolConfig{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return st
+}
+
+func mustCreate(t *testing.T, st *postgres.State, nr domain.NewResource) domain.Resource {
+	t.Helper()
+	r, err := st.CreateResource(testContext(t), nr)
+	if err != nil {
+		t.Fatalf("create %q: %v", nr.Name, err)
+	}
+	return r
+}
+
+func runtime(name string) domain.NewResource {
+	return domain.NewResource{Type: domain.ResourceTypeRuntime, Name: name, Owner: "alice", Args: map[string]any{"slots": 1}}
+}
+
+func mustExec(t *testing.T, st *postgres.State, sql string, args ...any) int64 {
+	t.Helper()
+	tag, err := st.Pool().Exec(testContext(t), sql, args...)
+	if err != nil {
+		t.Fatalf("exec %q: %v", sql, err)
+	}
+	return tag.RowsAffected()
+}
+
+func latestSeq(t *testing.T, st *postgres.State) int64 {
+	t.Helper()
+	seq, err := st.LatestChangeSeq(testContext(t))
+	if err != nil {
+		t.Fatalf("latest change seq: %v", err)
+	}
+	return seq
+}
+
+// changesSince returns the resource ids logged after seq.
+func changesSince(t *testing.T, st *postgres.State, seq int64) []string {
+	t.Helper()
+	changes, err := st.ChangesAfter(testContext(t), seq, 0)
+	if err != nil {
+		t.Fatalf("changes after %d: %v", seq, err)
+	}
+	ids := make([]string, len(changes))
+	for i, c := range changes {
+		ids[i] = c.ResourceID
+	}
+	return ids
+}
+
+func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
+	ctx := testContext(t)
+	url := pgtest.New(t)
+	const agents = 8
+	states := make([]*postgres.State, agents)
+	for i := range states {
+		st, err := postgres.Open(ctx, url, postgres.PoolConfig{MaxConns: 2})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		defer st.Close()
+		states[i] = st
+	}
+	errs := make([]error, agents)
+	var wg sync.WaitGroup
+	for i, st := range states {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = st.Migrate(ctx)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent migrate %d: %v", i, err)
+		}
+	}
+	if err := states[0].Migrate(ctx); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+	var applied, versions int
+	if err := states[0].Pool().QueryRow(ctx, `SELECT count(*), count(DISTINCT version) FROM schema_migrations`).Scan(&applied, &versions); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 1 || versions != 1 {
+		t.Fatalf("schema_migrations has %d rows of %d versions, want the one migration once", applied, versions)
+	}
+	if _, err := states[0].CreateResource(ctx, runtime("after-migrate")); err != nil {
+		t.Fatalf("schema unusable after concurrent migrations: %v", err)
+	}
+}
+
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	ctx := testContext(t)
+	for _, url := range []string{
+		"postgres://berth:s3cret-pw@127.0.0.1:1/berth?sslmode=disable&connect_timeout=5",
+		"postgres://berth:s3cret-pw@127.0.0.1:notaport/berth",
+		"host=127.0.0.1 port=1 user=berth password=s3cret-pw dbname=berth sslmode=disable connect_timeout=5",
+	} {
+		st, err := postgres.Open(ctx, url, postgres.PoolConfig{})
+		if err == nil {
+			st.Close()
+			t.Fatalf("open %s succeeded, want a connection error", postgres.RedactURL(url))
+		}
+		if strings.Contains(err.Error(), "s3cret-pw") {
+			t.Errorf("open error reveals the password: %v", err)
+		}
+		if !strings.Contains(err.Error(), "berth") {
+			t.Errorf("open error does not name the user or database: %v", err)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://u:pw@h:5432/db?sslmode=disable", "postgres://u:xxxxx@h:5432/db?sslmode=disable"},
+		{"postgresql://u@h/db", "postgresql://u@h/db"},
+		{"postgres://u@h/db?password=pw", "postgres://u@h/db?password=xxxxx"},
+		{"host=h user=u password=pw dbname=db", "host=h user=u password=xxxxx dbname=db"},
+		{"host=h password='p w' dbname=db", "host=h password=xxxxx dbname=db"},
+		{"postgres://u:p%zz@h/db", "postgres://xxxxx@h/db"},
+	} {
+		if got := postgres.RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestPing(t *testing.T) {
+	st := newState(t)
+	if err := st.Ping(testContext(t)); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+}
+
+func expectLeaseHeld(t *testing.T, err error, holder string) {
+	t.Helper()
+	var held *domain.LeaseHeldError
+	if !errors.As(err, &held) || !errors.Is(err, domain.ErrLeaseHeld) {
+		t.Fatalf("err = %v, want a LeaseHeldError", err)
+	}
+	if held.Holder != holder {
+		t.Fatalf("lease held by %q, want %q", held.Holder, holder)
+	}
+}
+
+func TestOpenWithEndedContextSaysSo(t *testing.T) {
+	url := pgtest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	st, err := postgres.Open(ctx, url, postgres.PoolConfig{MaxConns: 1})
+	if err == nil {
+		st.Close()
+		t.Fatal("open with an ended context succeeded")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want it to wrap context.Canceled", err)
+	}
+}
