@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/juju/worker/v4"
 	"gopkg.in/tomb.v2"
 )
 
@@ -35,7 +36,7 @@ func (w *Worker) Kill() { w.tomb.Kill(nil) }
 func (w *Worker) Wait() error { return w.tomb.Wait() }
 
 // Output assigns the held value to out, a pointer to a type the value is assignable to.
-func Output(in, out any) error {
+func Output(in worker.Worker, out any) error {
 	w, ok := in.(*Worker)
 	if !ok {
 		return fmt.Errorf("valueworker: expected *valueworker.Worker, got %T", in)

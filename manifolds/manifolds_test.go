@@ -1,0 +1,80 @@
+package manifolds_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4/dependency"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/manifolds"
+	"github.com/berth-dev/berth/worker/database"
+)
+
+func TestPackage(t *testing.T) { gc.TestingT(t) }
+
+type manifoldsSuite struct{}
+
+var _ = gc.Suite(&manifoldsSuite{})
+
+func config() manifolds.Config {
+	return manifolds.Config{
+		Clock:              testclock.NewClock(time.Now()),
+		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Rand:               func() float64 { return 0.5 },
+		DatabaseURL:        "postgres://db/berth",
+		OpenDatabase:       func(context.Context, string) (database.DB, error) { return nil, nil },
+		ProvisionerSetJSON: []byte(`{}`),
+		SetBuilder:         environ.NewRegistry(),
+	}
+}
+
+func (*manifoldsSuite) TestNames(c *gc.C) {
+	var names []string
+	for name := range manifolds.Manifolds(config()) {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	c.Check(names, gc.DeepEquals, []string{"changelog-pruner", "clock", "database", "environs", "provisioner"})
+}
+
+func (*manifoldsSuite) TestInputs(c *gc.C) {
+	got := map[string][]string{}
+	for name, m := range manifolds.Manifolds(config()) {
+		inputs := append([]string(nil), m.Inputs...)
+		sort.Strings(inputs)
+		got[name] = inputs
+	}
+	c.Check(got, gc.DeepEquals, map[string][]string{
+		"clock":            nil,
+		"database":         {"clock"},
+		"environs":         {"clock", "database"},
+		"provisioner":      {"clock", "database", "environs"},
+		"changelog-pruner": {"clock", "database"},
+	})
+}
+
+func (*manifoldsSuite) TestAcyclic(c *gc.C) {
+	c.Check(dependency.Validate(manifolds.Manifolds(config())), gc.IsNil)
+}
+
+func (*manifoldsSuite) TestValidate(c *gc.C) {
+	c.Check(config().Validate(), gc.IsNil)
+	for _, breakIt := range []func(*manifolds.Config){
+		func(cfg *manifolds.Config) { cfg.Clock = nil },
+		func(cfg *manifolds.Config) { cfg.Logger = nil },
+		func(cfg *manifolds.Config) { cfg.Rand = nil },
+		func(cfg *manifolds.Config) { cfg.OpenDatabase = nil },
+		func(cfg *manifolds.Config) { cfg.SetBuilder = nil },
+	} {
+		cfg := config()
+		breakIt(&cfg)
+		c.Check(cfg.Validate(), gc.NotNil)
+	}
+}
