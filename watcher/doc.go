@@ -1,0 +1,41 @@
+// Package watcher turns the store's change log into batches of resource ids for workers to act on.
+//
+// The resources watcher starts by noting the newest change-log sequence number and sending,
+// as its first event, every resource that needs attention (so nothing that changed while no
+// agent ran is lost). From then on it tails the change log from that cursor and sends the ids
+// of every resource whose desired state changed.
+//
+// # NOTIFY is only a hint
+//
+// The store can wake the watcher when it appends to the log (PostgreSQL LISTEN/NOTIFY), but a
+// notification can be lost: the listening connection drops, the server restarts, or the hint
+// arrives before the transaction that sent it is visible. So a wake-up only makes the watcher
+// read sooner. It also reads every PollInterval and right after (re)listening, and it reads by
+// sequence number, so a lost notification delays an event by at most one PollInterval and
+// never drops it. A failing listener is closed, logged and re-opened after a backoff that
+// doubles from one second up to thirty; the watcher keeps polling meanwhile. A failing read
+// of the change log, on the other hand, kills the watcher: the dependency engine restarts it,
+// and the new watcher starts again from the resources that need attention.
+//
+// # Gaps
+//
+// Sequence numbers are taken when a transaction writes its log entry but become visible
+// only when it commits, so entries can appear out of order: seq 7 may be readable while seq 6
+// is not yet. Moving the cursor past 7 must not lose 6. Every sequence number the cursor
+// skips is therefore remembered as a gap, with the time it was first seen, and looked up
+// again on every read; when it shows up its resource is reported. A gap that stays empty for
+// GapTimeout is taken to be a rolled-back transaction (which burns its number for good) and
+// forgotten. At start, the BatchSize numbers below the cursor that are missing are gaps too,
+// since a transaction that took one of them may still commit. A run of more than BatchSize
+// missing numbers (a burst of rollbacks, or history the pruner removed) is remembered by its
+// newest BatchSize numbers only: those are the ones an open transaction most likely holds,
+// and the bound keeps a pruned log from turning into millions of gaps. A transaction that
+// stays open across more than BatchSize rolled-back numbers can thus go unreported by the
+// log; the resource is still picked up from the attention list when the watcher restarts.
+//
+// # Delivery
+//
+// Changed ids collect in a pending set that is offered on Changes in the same select as
+// everything else: a slow consumer gets one coalesced batch (ids in order of first
+// appearance, without repeats), and a dying watcher never blocks on a send.
+package watcher

@@ -1,0 +1,211 @@
+package watcher_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// fakeSource is an in-memory change log. Sequence numbers are taken (reserve) and made
+// visible (commit) separately, so tests can produce the out-of-order commits and rollbacks a
+// real database does.
+type fakeSource struct {
+	mu        sync.Mutex
+	nextSeq   int64
+	committed map[int64]string // seq -> resource id
+	attention []string
+
+	// readErr, when set, fails every read of the log.
+	readErr error
+	// listenErrs are returned, one per call, by ListenChanges before it succeeds again.
+	listenErrs []error
+	// listenHangs makes ListenChanges block until its context ends.
+	listenHangs bool
+	listeners   []*fakeListener
+
+	// listens receives every listener that ListenChanges opens.
+	listens chan *fakeListener
+	// reads receives the entries every ChangesAfter call returns.
+	reads chan []domain.Change
+}
+
+func newFakeSource() *fakeSource {
+	return &fakeSource{
+		nextSeq:   1,
+		committed: make(map[int64]string),
+		listens:   make(chan *fakeListener, 100),
+		reads:     make(chan []domain.Change, 1000),
+	}
+}
+
+// reserve takes a sequence number without making it visible.
+func (s *fakeSource) reserve() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := s.nextSeq
+	s.nextSeq++
+	return seq
+}
+
+// commitReserved makes a reserved entry visible.
+func (s *fakeSource) commitReserved(seq int64, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committed[seq] = id
+}
+
+// commit appends visible entries for ids, one each, and returns the last seq.
+func (s *fakeSource) commit(ids ...string) int64 {
+	var seq int64
+	for _, id := range ids {
+		seq = s.reserve()
+		s.commitReserved(seq, id)
+	}
+	return seq
+}
+
+// notify wakes every open listener, coalescing like the database does.
+func (s *fakeSource) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.listeners {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *fakeSource) setAttention(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attention = ids
+}
+
+func (s *fakeSource) setReadErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readErr = err
+}
+
+func (s *fakeSource) LatestChangeSeq(ctx context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return 0, s.readErr
+	}
+	var latest int64
+	for seq := range s.committed {
+		latest = max(latest, seq)
+	}
+	return latest, nil
+}
+
+func (s *fakeSource) ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	var out []domain.Change
+	for _, change := range s.sortedLocked() {
+		if change.Seq > after && len(out) < limit {
+			out = append(out, change)
+		}
+	}
+	s.reads <- out
+	return out, nil
+}
+
+func (s *fakeSource) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	var out []domain.Change
+	for _, seq := range seqs {
+		if id, ok := s.committed[seq]; ok {
+			out = append(out, domain.Change{Seq: seq, ResourceID: id})
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeSource) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
+	return 0, errors.New("the watcher never prunes")
+}
+
+func (s *fakeSource) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	out := make([]domain.Attention, len(s.attention))
+	for i, id := range s.attention {
+		out[i] = domain.Attention{ID: id}
+	}
+	return out, nil
+}
+
+func (s *fakeSource) ListenChanges(ctx context.Context) (domain.ChangeListener, error) {
+	s.mu.Lock()
+	if s.listenHangs {
+		s.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if len(s.listenErrs) > 0 {
+		err := s.listenErrs[0]
+		s.listenErrs = s.listenErrs[1:]
+		s.mu.Unlock()
+		return nil, err
+	}
+	l := &fakeListener{
+		wake:   make(chan struct{}, 1),
+		fail:   make(chan error, 1),
+		closed: make(chan struct{}),
+	}
+	s.listeners = append(s.listeners, l)
+	s.mu.Unlock()
+	s.listens <- l
+	return l, nil
+}
+
+func (s *fakeSource) sortedLocked() []domain.Change {
+	out := make([]domain.Change, 0, len(s.committed))
+	for seq, id := range s.committed {
+		out = append(out, domain.Change{Seq: seq, ResourceID: id})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
+}
+
+// fakeListener delivers the source's wake-ups; fail breaks it.
+type fakeListener struct {
+	wake      chan struct{}
+	fail      chan error
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *fakeListener) Wait(ctx context.Context) error {
+	select {
+	case <-l.wake:
+		return nil
+	case err := <-l.fail:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *fakeListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}

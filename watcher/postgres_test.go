@@ -1,0 +1,174 @@
+package watcher_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/internal/pgtest"
+	"github.com/berth-dev/berth/watcher"
+)
+
+// postgresSuite runs the resources watcher on a real database with the wall clock. Its
+// waits are bounded by longWait; none of them asserts timing.
+type postgresSuite struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	drop   func()
+	state  *postgres.State
+}
+
+var _ = gc.Suite(&postgresSuite{})
+
+func (s *postgresSuite) SetUpTest(c *gc.C) {
+	s.ctx, s.cancel = context.WithTimeout(context.Background(), time.Minute)
+	url, drop, err := pgtest.CreateDatabase(s.ctx)
+	c.Assert(err, gc.IsNil)
+	s.drop = drop
+	s.state, err = postgres.Open(s.ctx, url, postgres.PoolConfig{})
+	c.Assert(err, gc.IsNil)
+	c.Assert(s.state.Migrate(s.ctx), gc.IsNil)
+}
+
+func (s *postgresSuite) TearDownTest(c *gc.C) {
+	if s.state != nil {
+		s.state.Close()
+	}
+	if s.drop != nil {
+		s.drop()
+	}
+	s.cancel()
+}
+
+// start starts a watcher whose poll is too slow to matter: what it sees within longWait
+// comes from wake-ups and the reads that follow listening.
+func (s *postgresSuite) start(c *gc.C) watcher.StringsWatcher {
+	w, err := watcher.NewResourcesWatcher(watcher.ResourcesConfig{
+		Source:       s.state,
+		Clock:        clock.WallClock,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PollInterval: time.Hour,
+		GapTimeout:   time.Minute,
+		BatchSize:    100,
+	})
+	c.Assert(err, gc.IsNil)
+	return w
+}
+
+func (s *postgresSuite) TestSeesInsertUpdateAndDelete(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	a := s.insert(c, "a")
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{a})
+
+	s.exec(c, `UPDATE resources SET args = '{"slots": 2}' WHERE id = $1`, a)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{a})
+
+	// The agent's progress writes are not desired-state changes: the next event is b's alone.
+	s.exec(c, `UPDATE resources SET status = 'provisioning', status_message = 'working' WHERE id = $1`, a)
+	b := s.insert(c, "b")
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{b})
+
+	s.exec(c, `DELETE FROM resources WHERE id = $1`, a)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{a})
+}
+
+func (s *postgresSuite) TestSeesCommitsOutOfOrder(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	// slow takes its change-log number first and commits last.
+	tx, err := s.state.Pool().Begin(s.ctx)
+	c.Assert(err, gc.IsNil)
+	defer tx.Rollback(s.ctx)
+	var slow string
+	err = tx.QueryRow(s.ctx, `INSERT INTO resources (type, name) VALUES ('runtime', 'slow') RETURNING id::text`).Scan(&slow)
+	c.Assert(err, gc.IsNil)
+
+	fast := s.insert(c, "fast")
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{fast})
+
+	c.Assert(tx.Commit(s.ctx), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{slow})
+}
+
+func (s *postgresSuite) TestChangeAfterListenConnectionDropsArrives(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	first := s.listenBackend(c, 0)
+	var terminated bool
+	err := s.state.Pool().QueryRow(s.ctx, `SELECT pg_terminate_backend($1)`, first).Scan(&terminated)
+	c.Assert(err, gc.IsNil)
+	c.Assert(terminated, gc.Equals, true)
+
+	a := s.insert(c, "after-drop")
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{a})
+	s.listenBackend(c, first)
+}
+
+func (s *postgresSuite) TestChangesWhileNoWatcherRanAreSeenAtStart(c *gc.C) {
+	pending := s.insert(c, "pending")
+	changed := s.insert(c, "changed")
+	s.exec(c, `UPDATE resources SET status = 'ready', observed_generation = generation WHERE id = $1`, changed)
+	s.exec(c, `UPDATE resources SET args = '{"slots": 3}' WHERE id = $1`, changed)
+	done := s.insert(c, "done")
+	s.exec(c, `UPDATE resources SET status = 'ready', observed_generation = generation WHERE id = $1`, done)
+
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{pending, changed})
+}
+
+func (s *postgresSuite) insert(c *gc.C, name string) string {
+	var id string
+	err := s.state.Pool().QueryRow(s.ctx,
+		`INSERT INTO resources (type, name) VALUES ('runtime', $1) RETURNING id::text`, name).Scan(&id)
+	c.Assert(err, gc.IsNil)
+	return id
+}
+
+func (s *postgresSuite) exec(c *gc.C, sql string, args ...any) {
+	_, err := s.state.Pool().Exec(s.ctx, sql, args...)
+	c.Assert(err, gc.IsNil)
+}
+
+// listenBackend waits for the backend LISTENing for change-log wake-ups, other than the one
+// with pid not, and returns its pid. Nothing announces the LISTEN, so it asks the server
+// every few milliseconds until longWait runs out.
+func (s *postgresSuite) listenBackend(c *gc.C, not int32) int32 {
+	deadline := time.After(longWait)
+	for {
+		var pids []int32
+		rows, err := s.state.Pool().Query(s.ctx, `
+			SELECT pid FROM pg_stat_activity
+			 WHERE datname = current_database() AND query = 'LISTEN berth_resource_changes'
+			   AND pid <> $1`, not)
+		c.Assert(err, gc.IsNil)
+		for rows.Next() {
+			var pid int32
+			c.Assert(rows.Scan(&pid), gc.IsNil)
+			pids = append(pids, pid)
+		}
+		c.Assert(rows.Err(), gc.IsNil)
+		if len(pids) == 1 {
+			return pids[0]
+		}
+		c.Assert(pids, gc.HasLen, 0)
+		select {
+		case <-deadline:
+			c.Fatalf("no backend is listening for change-log wake-ups")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

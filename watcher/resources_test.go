@@ -1,0 +1,363 @@
+package watcher_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/watcher"
+)
+
+const (
+	// longWait bounds every wait for something the test expects to happen.
+	longWait = 10 * time.Second
+	// shortWait is how long the test gives something it expects not to happen.
+	shortWait = 50 * time.Millisecond
+)
+
+type resourcesSuite struct {
+	source *fakeSource
+	clock  *testclock.Clock
+	config watcher.ResourcesConfig
+}
+
+var _ = gc.Suite(&resourcesSuite{})
+
+func (s *resourcesSuite) SetUpTest(c *gc.C) {
+	s.source = newFakeSource()
+	s.clock = testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s.config = watcher.ResourcesConfig{
+		Source:       s.source,
+		Clock:        s.clock,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PollInterval: time.Minute,
+		GapTimeout:   30 * time.Second,
+		BatchSize:    3,
+	}
+}
+
+func (s *resourcesSuite) TestValidate(c *gc.C) {
+	for _, t := range []struct {
+		mutate func(*watcher.ResourcesConfig)
+		err    string
+	}{
+		{func(cfg *watcher.ResourcesConfig) { cfg.Source = nil }, ".*Source is required.*"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.Clock = nil }, ".*Clock is required.*"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.Logger = nil }, ".*Logger is required.*"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.PollInterval = 0 }, ".*PollInterval must be positive, got 0s"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.GapTimeout = -time.Second }, ".*GapTimeout must be positive, got -1s"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.BatchSize = 0 }, ".*BatchSize must be at least 1, got 0"},
+	} {
+		config := s.config
+		t.mutate(&config)
+		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		w, err := watcher.NewResourcesWatcher(config)
+		workertest.CheckNilOrKill(c, w)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+	c.Check(s.config.Validate(), gc.IsNil)
+}
+
+func (s *resourcesSuite) TestInitialEventIsEveryResourceNeedingAttention(c *gc.C) {
+	s.source.commit("old")
+	s.source.setAttention("r1", "r2")
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"r1", "r2"})
+}
+
+func (s *resourcesSuite) TestInitialEventIsSentWhenEmpty(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	event := nextEvent(c, w)
+	c.Check(event, gc.NotNil)
+	c.Check(event, gc.HasLen, 0)
+}
+
+func (s *resourcesSuite) TestChangesDelivered(c *gc.C) {
+	s.source.commit("before-start")
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	// Three entries fill a batch, so the watcher has to read again to find out it has all.
+	s.source.commit("a", "b", "a")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a", "b"})
+
+	s.source.commit("c", "d", "e", "f", "g", "h", "i")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"c", "d", "e", "f", "g", "h", "i"})
+	assertNoEvent(c, w)
+}
+
+func (s *resourcesSuite) TestCoalescesWhileConsumerIsSlow(c *gc.C) {
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	seq := s.source.commit("a", "b")
+	s.source.notify()
+	s.waitRead(c, seq)
+	seq = s.source.commit("c", "a")
+	s.source.notify()
+	s.waitRead(c, seq)
+	s.sync(c)
+	c.Check(report(w)["pending"], gc.Equals, 3)
+
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a", "b", "c"})
+}
+
+func (s *resourcesSuite) TestGapFilledLaterIsDelivered(c *gc.C) {
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	// "a" takes its sequence number first but commits after "b".
+	slow := s.source.reserve()
+	s.source.commit("b")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"b"})
+	c.Check(report(w)["gaps"], gc.Equals, 1)
+
+	s.source.commitReserved(slow, "a")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a"})
+	c.Check(report(w)["gaps"], gc.Equals, 0)
+}
+
+func (s *resourcesSuite) TestGapForgottenAfterGapTimeout(c *gc.C) {
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	rolledBack := s.source.reserve()
+	s.source.commit("b")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"b"})
+	c.Check(report(w)["gaps"], gc.Equals, 1)
+
+	// The poll timer (a minute) does not fire; the next read happens on a wake-up.
+	s.clock.Advance(s.config.GapTimeout)
+	s.source.commit("c")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"c"})
+	c.Check(report(w)["gaps"], gc.Equals, 0)
+
+	// Had the gap still been watched, this read would have found "late".
+	s.source.commitReserved(rolledBack, "late")
+	s.source.commit("d")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"d"})
+}
+
+func (s *resourcesSuite) TestGapBelowStartCursorIsWatched(c *gc.C) {
+	s.source.commit("x")
+	open := s.source.reserve()
+	s.source.commit("y")
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(report(w)["gaps"], gc.Equals, 1)
+
+	s.source.commitReserved(open, "late")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"late"})
+}
+
+func (s *resourcesSuite) TestLongRunOfMissingSeqsIsBounded(c *gc.C) {
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	for range 10 {
+		s.source.reserve()
+	}
+	s.source.commit("a")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a"})
+	c.Check(report(w)["gaps"], gc.Equals, s.config.BatchSize)
+}
+
+func (s *resourcesSuite) TestPollsWithoutWakeups(c *gc.C) {
+	s.source.listenHangs = true
+	w, err := watcher.NewResourcesWatcher(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	s.source.commit("a")
+	assertNoEvent(c, w)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a"})
+
+	s.source.commit("b")
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"b"})
+	c.Check(report(w)["listening"], gc.Equals, false)
+}
+
+func (s *resourcesSuite) TestListenerFailuresAreRetriedWithBackoff(c *gc.C) {
+	s.config.PollInterval = time.Hour
+	s.source.listenErrs = []error{errors.New("connection refused")}
+	w, err := watcher.NewResourcesWatcher(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	// The poll timer and the one-second backoff.
+	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 2), gc.IsNil)
+	first := s.waitListener(c)
+	first.fail <- errors.New("connection reset")
+	select {
+	case <-first.closed:
+	case <-time.After(longWait):
+		c.Fatalf("broken listener was not closed")
+	}
+
+	// A second failure in a row doubles the backoff: one second is not enough.
+	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 2), gc.IsNil)
+	select {
+	case <-s.source.listens:
+		c.Fatalf("listened again before the backoff ran out")
+	case <-time.After(shortWait):
+	}
+	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 2), gc.IsNil)
+	s.waitListener(c)
+
+	s.source.commit("a")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a"})
+}
+
+func (s *resourcesSuite) TestReadFailureKillsWatcher(c *gc.C) {
+	w := s.startListening(c)
+	defer workertest.DirtyKill(c, w)
+
+	s.source.setReadErr(errors.New("connection lost"))
+	s.source.notify()
+	err := workertest.CheckKilled(c, w)
+	c.Check(err, gc.ErrorMatches, `resources watcher: read the change log after entry 0: connection lost`)
+}
+
+func (s *resourcesSuite) TestStartFailureKillsWatcher(c *gc.C) {
+	s.source.setReadErr(errors.New("connection lost"))
+	w, err := watcher.NewResourcesWatcher(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.DirtyKill(c, w)
+
+	err = workertest.CheckKilled(c, w)
+	c.Check(err, gc.ErrorMatches, `resources watcher: read the newest change-log entry: connection lost`)
+}
+
+func (s *resourcesSuite) TestKillWithUndeliveredChanges(c *gc.C) {
+	s.source.setAttention("a")
+	w := s.start(c)
+	workertest.CleanKill(c, w)
+}
+
+func (s *resourcesSuite) TestReport(c *gc.C) {
+	s.source.commit("x")
+	s.source.reserve()
+	s.source.commit("y")
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	seq := s.source.commit("a", "b")
+	s.source.notify()
+	s.waitRead(c, seq)
+	s.sync(c)
+	c.Check(report(w), gc.DeepEquals, map[string]any{
+		"cursor":    int64(5),
+		"gaps":      1,
+		"pending":   2,
+		"listening": true,
+	})
+}
+
+// start starts a watcher on the suite's config.
+func (s *resourcesSuite) start(c *gc.C) watcher.StringsWatcher {
+	w, err := watcher.NewResourcesWatcher(s.config)
+	c.Assert(err, gc.IsNil)
+	return w
+}
+
+// startListening starts a watcher, takes its first event, and returns once its listener is
+// open and the read that follows listening is done, so later reads are the test's own.
+func (s *resourcesSuite) startListening(c *gc.C) watcher.StringsWatcher {
+	w := s.start(c)
+	nextEvent(c, w)
+	s.waitListener(c)
+	// The first read is the start's look below the cursor; then the read after listening
+	// runs until a short batch.
+	s.nextRead(c)
+	for len(s.nextRead(c)) == s.config.BatchSize {
+	}
+	return w
+}
+
+func (s *resourcesSuite) waitListener(c *gc.C) *fakeListener {
+	select {
+	case l := <-s.source.listens:
+		return l
+	case <-time.After(longWait):
+		c.Fatalf("watcher did not listen for wake-ups")
+		return nil
+	}
+}
+
+func (s *resourcesSuite) nextRead(c *gc.C) []int64 {
+	select {
+	case changes := <-s.source.reads:
+		seqs := make([]int64, len(changes))
+		for i, change := range changes {
+			seqs[i] = change.Seq
+		}
+		return seqs
+	case <-time.After(longWait):
+		c.Fatalf("watcher did not read the change log")
+		return nil
+	}
+}
+
+// waitRead waits for a read of the change log that returns seq.
+func (s *resourcesSuite) waitRead(c *gc.C, seq int64) {
+	for {
+		for _, got := range s.nextRead(c) {
+			if got == seq {
+				return
+			}
+		}
+	}
+}
+
+// sync returns once the watcher has finished every read it started before: it wakes the
+// watcher and waits for the read that follows, which the loop only starts after the others.
+func (s *resourcesSuite) sync(c *gc.C) {
+	s.source.notify()
+	s.nextRead(c)
+}
+
+func nextEvent(c *gc.C, w watcher.StringsWatcher) []string {
+	select {
+	case ids := <-w.Changes():
+		return ids
+	case <-time.After(longWait):
+		c.Fatalf("no event from the watcher")
+		return nil
+	}
+}
+
+func assertNoEvent(c *gc.C, w watcher.StringsWatcher) {
+	select {
+	case ids := <-w.Changes():
+		c.Fatalf("unexpected event %v", ids)
+	case <-time.After(shortWait):
+	}
+}
+
+func report(w watcher.StringsWatcher) map[string]any {
+	return w.(worker.Reporter).Report()
+}

@@ -1,0 +1,75 @@
+package changelog_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/internal/pgtest"
+	"github.com/berth-dev/berth/worker/changelog"
+)
+
+// postgresSuite prunes a real change log; the test clock says when, the database's rows say
+// what was written when.
+type postgresSuite struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	drop   func()
+	state  *postgres.State
+}
+
+var _ = gc.Suite(&postgresSuite{})
+
+func (s *postgresSuite) SetUpTest(c *gc.C) {
+	s.ctx, s.cancel = context.WithTimeout(context.Background(), time.Minute)
+	url, drop, err := pgtest.CreateDatabase(s.ctx)
+	c.Assert(err, gc.IsNil)
+	s.drop = drop
+	s.state, err = postgres.Open(s.ctx, url, postgres.PoolConfig{})
+	c.Assert(err, gc.IsNil)
+	c.Assert(s.state.Migrate(s.ctx), gc.IsNil)
+}
+
+func (s *postgresSuite) TearDownTest(c *gc.C) {
+	if s.state != nil {
+		s.state.Close()
+	}
+	if s.drop != nil {
+		s.drop()
+	}
+	s.cancel()
+}
+
+func (s *postgresSuite) TestPrunesEntriesOlderThanRetain(c *gc.C) {
+	_, err := s.state.Pool().Exec(s.ctx, `
+		INSERT INTO change_log (resource_id, created_at) VALUES
+			(gen_random_uuid(), now() - interval '3 hours'),
+			(gen_random_uuid(), now() - interval '2 hours'),
+			(gen_random_uuid(), now())`)
+	c.Assert(err, gc.IsNil)
+	clk := testclock.NewClock(time.Now())
+	w, err := changelog.NewWorker(changelog.Config{
+		Pruner:   s.state,
+		Clock:    clk,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Interval: time.Minute,
+		Retain:   time.Hour,
+	})
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+
+	c.Assert(clk.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	// The timer is set again once the prune is done.
+	c.Assert(clk.WaitAdvance(0, longWait, 1), gc.IsNil)
+
+	var left int
+	err = s.state.Pool().QueryRow(s.ctx, `SELECT count(*) FROM change_log`).Scan(&left)
+	c.Assert(err, gc.IsNil)
+	c.Check(left, gc.Equals, 1)
+}

@@ -1,0 +1,161 @@
+package changelog_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/worker/changelog"
+)
+
+const longWait = 10 * time.Second
+
+type workerSuite struct {
+	clock  *testclock.Clock
+	pruner *fakePruner
+	config changelog.Config
+}
+
+var _ = gc.Suite(&workerSuite{})
+
+// fakePruner reports every cutoff it is given and answers with the next scripted error.
+type fakePruner struct {
+	cutoffs chan time.Time
+	errs    chan error
+}
+
+func (p *fakePruner) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
+	p.cutoffs <- cutoff
+	select {
+	case err := <-p.errs:
+		return 0, err
+	default:
+		return 7, nil
+	}
+}
+
+func (s *workerSuite) SetUpTest(c *gc.C) {
+	s.clock = testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s.pruner = &fakePruner{cutoffs: make(chan time.Time, 10), errs: make(chan error, 10)}
+	s.config = changelog.Config{
+		Pruner:   s.pruner,
+		Clock:    s.clock,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Interval: time.Hour,
+		Retain:   24 * time.Hour,
+	}
+}
+
+func (s *workerSuite) TestValidate(c *gc.C) {
+	for _, t := range []struct {
+		mutate func(*changelog.Config)
+		err    string
+	}{
+		{func(cfg *changelog.Config) { cfg.Pruner = nil }, ".*Pruner is required.*"},
+		{func(cfg *changelog.Config) { cfg.Clock = nil }, ".*Clock is required"},
+		{func(cfg *changelog.Config) { cfg.Logger = nil }, ".*Logger is required"},
+		{func(cfg *changelog.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
+		{func(cfg *changelog.Config) { cfg.Retain = 0 }, ".*Retain must be positive, got 0s"},
+	} {
+		config := s.config
+		t.mutate(&config)
+		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		w, err := changelog.NewWorker(config)
+		workertest.CheckNilOrKill(c, w)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+}
+
+func (s *workerSuite) TestPrunesEveryInterval(c *gc.C) {
+	start := s.clock.Now()
+	w, err := changelog.NewWorker(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+
+	for tick := 1; tick <= 3; tick++ {
+		c.Assert(s.clock.WaitAdvance(time.Hour, longWait, 1), gc.IsNil)
+		now := start.Add(time.Duration(tick) * time.Hour)
+		c.Check(s.nextCutoff(c), gc.Equals, now.Add(-24*time.Hour))
+	}
+	s.assertNoPrune(c)
+}
+
+func (s *workerSuite) TestDoesNotPruneBeforeInterval(c *gc.C) {
+	w, err := changelog.NewWorker(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+
+	c.Assert(s.clock.WaitAdvance(time.Hour-time.Second, longWait, 1), gc.IsNil)
+	s.assertNoPrune(c)
+}
+
+func (s *workerSuite) TestSurvivesPruneError(c *gc.C) {
+	start := s.clock.Now()
+	s.pruner.errs <- errors.New("connection lost")
+	w, err := changelog.NewWorker(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+
+	c.Assert(s.clock.WaitAdvance(time.Hour, longWait, 1), gc.IsNil)
+	s.nextCutoff(c)
+	// The timer is set again only once the failed prune is done, so this also waits for it.
+	c.Assert(s.clock.WaitAdvance(time.Hour, longWait, 1), gc.IsNil)
+	c.Check(s.nextCutoff(c), gc.Equals, start.Add(2*time.Hour-24*time.Hour))
+	workertest.CheckAlive(c, w)
+}
+
+func (s *workerSuite) TestReport(c *gc.C) {
+	start := s.clock.Now()
+	s.pruner.errs <- errors.New("connection lost")
+	w, err := changelog.NewWorker(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	reporter := w.(worker.Reporter)
+	c.Check(reporter.Report(), gc.DeepEquals, map[string]any{"interval": "1h0m0s", "retain": "24h0m0s"})
+
+	c.Assert(s.clock.WaitAdvance(time.Hour, longWait, 1), gc.IsNil)
+	s.nextCutoff(c)
+	c.Assert(s.clock.WaitAdvance(0, longWait, 1), gc.IsNil)
+	c.Check(reporter.Report(), gc.DeepEquals, map[string]any{
+		"interval":    "1h0m0s",
+		"retain":      "24h0m0s",
+		"last-cutoff": start.Add(time.Hour - 24*time.Hour),
+		"last-pruned": int64(0),
+		"last-error":  "connection lost",
+	})
+
+	c.Assert(s.clock.WaitAdvance(time.Hour, longWait, 1), gc.IsNil)
+	s.nextCutoff(c)
+	c.Assert(s.clock.WaitAdvance(0, longWait, 1), gc.IsNil)
+	c.Check(reporter.Report(), gc.DeepEquals, map[string]any{
+		"interval":    "1h0m0s",
+		"retain":      "24h0m0s",
+		"last-cutoff": start.Add(2*time.Hour - 24*time.Hour),
+		"last-pruned": int64(7),
+	})
+}
+
+func (s *workerSuite) nextCutoff(c *gc.C) time.Time {
+	select {
+	case cutoff := <-s.pruner.cutoffs:
+		return cutoff
+	case <-time.After(longWait):
+		c.Fatalf("the worker did not prune")
+		return time.Time{}
+	}
+}
+
+func (s *workerSuite) assertNoPrune(c *gc.C) {
+	select {
+	case cutoff := <-s.pruner.cutoffs:
+		c.Fatalf("unexpected prune with cutoff %v", cutoff)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
