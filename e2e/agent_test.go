@@ -99,9 +99,9 @@ const roomySet = `{
     "type": "static",
     "spec": {
       "runtimes": [
-        {"host": "http://rt-a:9091", "slots": 60},
-        {"host": "http://rt-b:9091", "slots": 60},
-        {"host": "http://rt-c:9091", "slots": 60}
+        {"host": "http://rt-a:9091", "slots": 100},
+        {"host": "http://rt-b:9091", "slots": 100},
+        {"host": "http://rt-c:9091", "slots": 100}
       ]
     }
   }
@@ -112,7 +112,7 @@ const roomySet = `{
 // overfilled, nothing left provisioning; then deletes everything and finds nothing held.
 func TestCrashRecovery(t *testing.T) {
 	e := newEnv(t, roomySet)
-	capacity := map[string]int{"http://rt-a:9091": 60, "http://rt-b:9091": 60, "http://rt-c:9091": 60}
+	capacity := map[string]int{"http://rt-a:9091": 100, "http://rt-b:9091": 100, "http://rt-c:9091": 100}
 	a := e.startAgent("--concurrency", "8")
 
 	const n = 150

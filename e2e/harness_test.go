@@ -120,8 +120,8 @@ func (e *env) startAgent(extra ...string) *agent {
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = e.cmdEnv()
 	logs := &bytes.Buffer{}
-	cmd.Stdout = logs
-	cmd.Stderr = &lockedWriter{w: logs}
+	out := &lockedWriter{w: logs}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
@@ -131,7 +131,10 @@ func (e *env) startAgent(extra ...string) *agent {
 		_ = cmd.Process.Kill()
 		<-a.done
 		if e.t.Failed() {
-			e.t.Logf("agent log:\n%s", a.logs.String())
+			e.t.Log("agent log follows")
+			for _, line := range strings.Split(a.logs.String(), "\n") {
+				e.t.Log("agent: " + line)
+			}
 		}
 	})
 	return a

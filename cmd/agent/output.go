@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// resourceJSON is a resource as -o json prints it: exactly these keys, args and config with
+// their JSON types (slots is a number).
+type resourceJSON struct {
+	ID                 string         `json:"id"`
+	Type               string         `json:"type"`
+	Name               string         `json:"name"`
+	Owner              string         `json:"owner"`
+	Provisioner        string         `json:"provisioner"`
+	Status             string         `json:"status"`
+	StatusMessage      string         `json:"status_message"`
+	Args               map[string]any `json:"args"`
+	Config             map[string]any `json:"config"`
+	Generation         int64          `json:"generation"`
+	ObservedGeneration int64          `json:"observed_generation"`
+}
+
+func toJSON(r domain.Resource) resourceJSON {
+	return resourceJSON{
+		ID:                 r.ID,
+		Type:               string(r.Type),
+		Name:               r.Name,
+		Owner:              r.Owner,
+		Provisioner:        r.Provisioner,
+		Status:             string(r.Status),
+		StatusMessage:      r.StatusMessage,
+		Args:               nonNil(r.Args),
+		Config:             nonNil(r.Config),
+		Generation:         r.Generation,
+		ObservedGeneration: r.ObservedGeneration,
+	}
+}
+
+func nonNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeResourceTable prints one resource as aligned "field: value" lines.
+func writeResourceTable(w io.Writer, r domain.Resource) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	provisioner := r.Provisioner
+	if provisioner == "" {
+		provisioner = "(the agent's default, not yet chosen)"
+	}
+	rows := [][2]string{
+		{"id", r.ID},
+		{"type", string(r.Type)},
+		{"name", r.Name},
+		{"owner", r.Owner},
+		{"provisioner", provisioner},
+		{"status", string(r.Status)},
+		{"status message", r.StatusMessage},
+		{"args", formatMap(r.Args)},
+		{"config", formatMap(r.Config)},
+		{"generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", row[0], tableText(row[1]))
+	}
+	return tw.Flush()
+}
+
+// writeResourceList prints resources as an aligned table with a header.
+func writeResourceList(w io.Writer, rs []domain.Resource) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTYPE\tNAME\tOWNER\tPROVISIONER\tSTATUS\tGEN\tARGS\tMESSAGE")
+	for _, r := range rs {
+		gen := fmt.Sprint(r.Generation)
+		if r.ObservedGeneration != r.Generation {
+			gen = fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.ID, r.Type, tableText(r.Name), tableText(r.Owner), tableText(r.Provisioner), r.Status,
+			gen, tableText(formatMap(r.Args)), tableText(r.StatusMessage))
+	}
+	return tw.Flush()
+}
+
+// formatMap renders a map as sorted key=value pairs, values other than strings as JSON.
+func formatMap(m map[string]any) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v, ok := m[k].(string)
+		if !ok {
+			b, err := json.Marshal(m[k])
+			if err != nil {
+				b = []byte(fmt.Sprint(m[k]))
+			}
+			v = string(b)
+		}
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// tableText keeps a value on one table cell: control characters (tabs, newlines) become
+// spaces.
+func tableText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}

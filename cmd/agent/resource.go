@@ -1,0 +1,457 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// defaultWaitTimeout bounds --wait unless --timeout says otherwise.
+const defaultWaitTimeout = 5 * time.Minute
+
+func newResourceCommand(opts *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "resource",
+		Aliases: []string{"resources"},
+		Short:   "Create, inspect, update and delete resources",
+		Long: `Manage the rows of the resources table. Changes are written straight to the database: the
+agent notices them and reconciles each resource (watch its status, or use --wait). The
+database must already have Berth's schema (berth migrate).
+
+With -o json every command prints one JSON object (list: a JSON array of them) with exactly
+the keys id, type, name, owner, provisioner, status, status_message, args, config, generation
+and observed_generation.`,
+		Example: `  id=$(berth resource create --type runtime --name analytics --arg slots=2 | tail -n1)
+  berth resource get "$id"
+  berth resource update "$id" --arg slots=4 --wait
+  berth resource delete "$id" --wait`,
+		// Runnable with no args, so that a mistyped subcommand is an error rather than help.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(
+		newResourceCreateCommand(opts),
+		newResourceGetCommand(opts),
+		newResourceListCommand(opts),
+		newResourceUpdateCommand(opts),
+		newResourceDeleteCommand(opts),
+	)
+	return cmd
+}
+
+func newResourceCreateCommand(opts *globalOptions) *cobra.Command {
+	var (
+		typ, name, owner, provisioner string
+		argPairs                      []string
+		wait                          bool
+		timeout                       time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "create --type TYPE --name NAME [--owner OWNER] [--provisioner P] [--arg key=value ...]",
+		Short: "Create a resource",
+		Long: `Create a resource; it starts pending and the agent provisions it.
+
+Resource types and their args:
+  runtime      slots (whole number, at least 1; default 1), version (string)
+  clickhouse   takes no args
+
+A resource's name is unique per owner and type (ignoring case). Without --provisioner the
+agent's default provisioner takes it.
+
+The new resource's id is the last line of the output (with -o json, the "id" field of the one
+JSON object printed). With --wait the command returns once the resource is ready (exit 0), or
+fails with its status message when provisioning fails or after --timeout (the resource is
+kept and the agent keeps working on it).`,
+		Example: `  berth resource create --type runtime --name analytics --owner acme --arg slots=2 --arg version=1.4.0
+  berth resource create --type clickhouse --name events --owner acme --wait --timeout 10m
+  berth resource create --type runtime --name scratch -o json | jq -r .id`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := opts.outputFormat()
+			if err != nil {
+				return err
+			}
+			t, err := parseTypeFlag(typ)
+			if err != nil {
+				return err
+			}
+			args, err := domain.ParseArgFlags(t, argPairs)
+			if err != nil {
+				return flagError(err)
+			}
+			if err := checkTimeout(wait, timeout); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			return opts.withService(ctx, func(svc *domain.Service) error {
+				r, err := svc.Create(ctx, domain.NewResource{Type: t, Name: name, Owner: owner, Provisioner: provisioner, Args: args})
+				if errors.Is(err, domain.ErrAlreadyExists) {
+					return fmt.Errorf("--name: a %s named %q already exists for owner %q: choose another name, or update that one", t, strings.TrimSpace(name), strings.TrimSpace(owner))
+				}
+				if err != nil {
+					return flagError(err)
+				}
+				var waitErr error
+				if wait {
+					r, waitErr = waitReady(ctx, opts, svc, r, false, timeout)
+				}
+				if format == outputJSON {
+					return errors.Join(writeJSON(cmd.OutOrStdout(), toJSON(r)), waitErr)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "created %s %q%s (status %s)\n%s\n",
+					r.Type, r.Name, ownerText(r.Owner), r.Status, r.ID)
+				return errors.Join(err, waitErr)
+			})
+		},
+	}
+	flags := cmd.Flags()
+	flags.StringVar(&typ, "type", "", "resource type: "+typeList())
+	flags.StringVar(&name, "name", "", "resource name, unique per owner and type (at most 128 characters)")
+	flags.StringVar(&owner, "owner", "", "owner the resource belongs to (resources of one owner are spread across hosts)")
+	flags.StringVar(&provisioner, "provisioner", "", "provisioner to use (default: the agent's default provisioner)")
+	flags.StringArrayVar(&argPairs, "arg", nil, "argument as key=value; repeat for more (e.g. --arg slots=2)")
+	addWaitFlags(cmd, &wait, &timeout, "until the resource is ready")
+	return cmd
+}
+
+func newResourceGetCommand(opts *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one resource",
+		Long:  "Show a resource's desired args, status, client config and generations.",
+		Example: `  berth resource get 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
+  berth resource get 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a -o json | jq .config`,
+		Args: idArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := opts.outputFormat()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			return opts.withService(ctx, func(svc *domain.Service) error {
+				r, err := svc.Get(ctx, args[0])
+				if err != nil {
+					return storeError(err)
+				}
+				return printResource(cmd, format, r)
+			})
+		},
+	}
+}
+
+func newResourceListCommand(opts *globalOptions) *cobra.Command {
+	var (
+		f           domain.ListFilter
+		typ, status string
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS]",
+		Short: "List resources, oldest first",
+		Long:  "List resources, oldest first. The filters combine; without any every resource is listed.",
+		Example: `  berth resource list
+  berth resource list --owner acme --type runtime
+  berth resource list --status error -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := opts.outputFormat()
+			if err != nil {
+				return err
+			}
+			f.Type = domain.ResourceType(typ)
+			f.Status = domain.Status(status)
+			ctx := cmd.Context()
+			return opts.withService(ctx, func(svc *domain.Service) error {
+				rs, err := svc.List(ctx, f)
+				if err != nil {
+					return flagError(err)
+				}
+				if format == outputJSON {
+					out := make([]resourceJSON, len(rs))
+					for i, r := range rs {
+						out[i] = toJSON(r)
+					}
+					return writeJSON(cmd.OutOrStdout(), out)
+				}
+				return writeResourceList(cmd.OutOrStdout(), rs)
+			})
+		},
+	}
+	flags := cmd.Flags()
+	flags.StringVar(&f.Owner, "owner", "", "only resources of this owner")
+	flags.StringVar(&typ, "type", "", "only resources of this type: "+typeList())
+	flags.StringVar(&status, "status", "", "only resources in this status: "+statusList())
+	flags.StringVar(&f.Provisioner, "provisioner", "", "only resources pinned to this provisioner")
+	flags.IntVar(&f.Limit, "limit", 0, "list at most this many (0: all)")
+	return cmd
+}
+
+func newResourceUpdateCommand(opts *globalOptions) *cobra.Command {
+	var (
+		argPairs, unset []string
+		wait            bool
+		timeout         time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "update ID [--arg key=value ...] [--unset key ...]",
+		Short: "Change a resource's args",
+		Long: `Change a resource's args. The given --arg values are MERGED into the current args (keys not
+mentioned keep their values); --unset removes a key, bringing back its default. The merged
+args are checked against the resource's type before anything is written, and the agent
+reconciles the resource again when they differ from the current ones.`,
+		Example: `  berth resource update 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --arg slots=4
+  berth resource update 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --unset version --wait`,
+		Args: idArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := opts.outputFormat()
+			if err != nil {
+				return err
+			}
+			if len(argPairs) == 0 && len(unset) == 0 {
+				return errors.New("nothing to update: give --arg key=value or --unset key")
+			}
+			if err := checkTimeout(wait, timeout); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			return opts.withService(ctx, func(svc *domain.Service) error {
+				before, err := svc.Get(ctx, args[0])
+				if err != nil {
+					return storeError(err)
+				}
+				set, err := domain.ParseArgFlags(before.Type, argPairs)
+				if err != nil {
+					return flagError(err)
+				}
+				r, err := svc.UpdateArgs(ctx, before.ID, set, unset)
+				if err != nil {
+					return flagError(storeError(err))
+				}
+				var waitErr error
+				if wait {
+					// An error status recorded for the previous args says nothing about the new ones.
+					staleError := before.Status == domain.StatusError && r.Generation != before.Generation
+					r, waitErr = waitReady(ctx, opts, svc, r, staleError, timeout)
+				}
+				return errors.Join(printResource(cmd, format, r), waitErr)
+			})
+		},
+	}
+	flags := cmd.Flags()
+	flags.StringArrayVar(&argPairs, "arg", nil, "argument to set as key=value, merged into the current args; repeat for more")
+	flags.StringArrayVar(&unset, "unset", nil, "argument key to remove; repeat for more")
+	addWaitFlags(cmd, &wait, &timeout, "until the resource is ready with the new args")
+	return cmd
+}
+
+func newResourceDeleteCommand(opts *globalOptions) *cobra.Command {
+	var (
+		wait    bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "delete ID",
+		Short: "Delete a resource",
+		Long: `Ask the agent to delete a resource: it moves to deleting, the agent frees what the resource
+holds and then removes the row. Deleting a resource that is already being deleted is fine.
+With --wait the command returns once the row is gone. With -o json it prints the resource as
+it was when the delete was requested.`,
+		Example: `  berth resource delete 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
+  berth resource delete 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --wait --timeout 2m`,
+		Args: idArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := opts.outputFormat()
+			if err != nil {
+				return err
+			}
+			if err := checkTimeout(wait, timeout); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			return opts.withService(ctx, func(svc *domain.Service) error {
+				r, err := svc.Delete(ctx, args[0])
+				if err != nil {
+					return storeError(err)
+				}
+				var waitErr error
+				if wait {
+					waitErr = waitGone(ctx, opts, svc, r.ID, timeout)
+				}
+				if format == outputJSON {
+					return errors.Join(writeJSON(cmd.OutOrStdout(), toJSON(r)), waitErr)
+				}
+				msg := "delete requested: the agent frees it and then removes it"
+				if wait && waitErr == nil {
+					msg = "deleted"
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "resource %s (%s %q): %s\n", r.ID, r.Type, r.Name, msg)
+				return errors.Join(err, waitErr)
+			})
+		},
+	}
+	addWaitFlags(cmd, &wait, &timeout, "until the agent has removed the resource")
+	return cmd
+}
+
+// withService opens the database, runs fn with a Service on it and closes the database.
+func (o *globalOptions) withService(ctx context.Context, fn func(*domain.Service) error) error {
+	st, err := o.openState(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return needsSchema(fn(domain.NewService(st)))
+}
+
+// waitReady polls r until it is ready at its current generation. It fails when the resource
+// reaches the error status (unless staleError: then only an error recorded after the agent
+// picked up the new args counts), is deleted, or the timeout passes on opts.clock.
+func waitReady(ctx context.Context, opts *globalOptions, svc *domain.Service, r domain.Resource, staleError bool, timeout time.Duration) (domain.Resource, error) {
+	deadline := opts.clock.Now().Add(timeout)
+	last, err := svc.Wait(ctx, opts.clock, r.ID, func(cur domain.Resource, err error) (bool, error) {
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			return false, fmt.Errorf("resource %s was deleted while waiting for it to become ready", r.ID)
+		case err != nil:
+			return false, err
+		case cur.UpToDate():
+			return true, nil
+		case cur.Status == domain.StatusDeleting:
+			return false, fmt.Errorf("resource %s is being deleted: it will not become ready", r.ID)
+		case cur.Status == domain.StatusError && !staleError:
+			return false, fmt.Errorf("resource %s failed: %s", r.ID, orNone(cur.StatusMessage))
+		}
+		if cur.Status != domain.StatusError {
+			staleError = false
+		}
+		if !opts.clock.Now().Before(deadline) {
+			return false, fmt.Errorf("--timeout: resource %s is not ready after %v (status %s: %s); the agent keeps working on it: check with `berth resource get %s`",
+				r.ID, timeout, cur.Status, orNone(cur.StatusMessage), r.ID)
+		}
+		return false, nil
+	}, opts.pollInterval)
+	if last.ID == "" {
+		last = r
+	}
+	return last, err
+}
+
+// waitGone polls until the resource's row is gone or the timeout passes on opts.clock.
+func waitGone(ctx context.Context, opts *globalOptions, svc *domain.Service, id string, timeout time.Duration) error {
+	deadline := opts.clock.Now().Add(timeout)
+	_, err := svc.Wait(ctx, opts.clock, id, func(cur domain.Resource, err error) (bool, error) {
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			return true, nil
+		case err != nil:
+			return false, err
+		case !opts.clock.Now().Before(deadline):
+			return false, fmt.Errorf("--timeout: resource %s is still %s after %v (%s); is the agent running? Check with `berth resource get %s`",
+				id, cur.Status, timeout, orNone(cur.StatusMessage), id)
+		}
+		return false, nil
+	}, opts.pollInterval)
+	return err
+}
+
+func printResource(cmd *cobra.Command, format string, r domain.Resource) error {
+	if format == outputJSON {
+		return writeJSON(cmd.OutOrStdout(), toJSON(r))
+	}
+	return writeResourceTable(cmd.OutOrStdout(), r)
+}
+
+func addWaitFlags(cmd *cobra.Command, wait *bool, timeout *time.Duration, until string) {
+	cmd.Flags().BoolVar(wait, "wait", false, "wait "+until)
+	cmd.Flags().DurationVar(timeout, "timeout", defaultWaitTimeout, "how long --wait waits (e.g. 90s, 10m)")
+}
+
+func checkTimeout(wait bool, timeout time.Duration) error {
+	if wait && timeout <= 0 {
+		return fmt.Errorf("--timeout: must be positive, got %v (e.g. --timeout 5m)", timeout)
+	}
+	return nil
+}
+
+func idArg(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
+		return fmt.Errorf("%s needs exactly one resource ID, got %d arguments (see `berth resource list` for IDs)", cmd.CommandPath(), len(args))
+	}
+	return nil
+}
+
+func parseTypeFlag(typ string) (domain.ResourceType, error) {
+	if typ == "" {
+		return "", fmt.Errorf("--type is required: use one of %s", typeList())
+	}
+	t := domain.ResourceType(typ)
+	if !t.Valid() {
+		return "", fmt.Errorf("--type: %q is not a resource type: use one of %s", typ, typeList())
+	}
+	return t, nil
+}
+
+// flagError rewords a *domain.FieldError to name the flag the user typed.
+func flagError(err error) error {
+	var fe *domain.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	var flag string
+	switch {
+	case strings.HasPrefix(fe.Field, "args."):
+		flag = "--arg " + strings.TrimPrefix(fe.Field, "args.")
+	case strings.HasPrefix(fe.Field, "--"):
+		flag = fe.Field
+	case fe.Field == "id":
+		flag = "ID"
+	default:
+		flag = "--" + fe.Field
+	}
+	return &rewordedError{msg: flag + ": " + fe.Msg, err: err}
+}
+
+// storeError says what to do about the store's sentinel errors.
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return fmt.Errorf("%w: see `berth resource list` for IDs", err)
+	default:
+		return flagError(err)
+	}
+}
+
+func ownerText(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return fmt.Sprintf(" for owner %q", owner)
+}
+
+func orNone(msg string) string {
+	if msg == "" {
+		return "no message"
+	}
+	return msg
+}
+
+func typeList() string {
+	names := make([]string, len(domain.ResourceTypes))
+	for i, t := range domain.ResourceTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+func statusList() string {
+	names := make([]string, len(domain.Statuses))
+	for i, s := range domain.Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4/dependency"
+	"github.com/spf13/cobra"
+
+	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/internal/logging"
+	"github.com/berth-dev/berth/manifolds"
+	"github.com/berth-dev/berth/worker/database"
+)
+
+// runOptions are the agent's tuning flags; the defaults suit a production agent.
+type runOptions struct {
+	agentID          string
+	concurrency      int
+	leaseTTL         time.Duration
+	reconcileTimeout time.Duration
+	backoffBase      time.Duration
+	backoffMax       time.Duration
+	capacityRetry    time.Duration
+	pollInterval     time.Duration
+	changeLogRetain  time.Duration
+	shutdownTimeout  time.Duration
+}
+
+func newRunCommand(opts *globalOptions) *cobra.Command {
+	run := runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the agent: watch the resources table and provision every change",
+		Long: `Run the Berth agent in the foreground.
+
+The agent brings the database schema up to date, builds the provisioner set, and then
+reconciles every resource row through its provisioner until it receives SIGTERM or SIGINT,
+when it stops its workers and exits within --shutdown-timeout.
+
+Several agents may share one database: each needs its own --agent-id (default: the host
+name), which names the leases it takes on resources it is reconciling. An agent restarted
+under the same id resumes its own leases at once; another agent's leases are taken over
+when they expire (--lease-ttl).`,
+		Example: `  # Run against a database with a provisioner set from a file
+  berth run --database-url postgres://berth@db/berth --provisioners provisioners.json
+
+  # The same with environment variables
+  export BERTH_DATABASE_URL=postgres://berth@db/berth
+  export BERTH_PROVISIONER_SET_JSON="$(cat provisioners.json)"
+  export BERTH_DEFAULT_PROVISIONER=static-example
+  berth run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAgent(cmd.Context(), opts, run)
+		},
+	}
+	hostname, _ := os.Hostname()
+	f := cmd.Flags()
+	f.StringVar(&run.agentID, "agent-id", envOr("BERTH_AGENT_ID", hostname), "this agent's identity for resource leases (env BERTH_AGENT_ID); unique per agent")
+	f.IntVar(&run.concurrency, "concurrency", 16, "how many resources are reconciled at once")
+	f.DurationVar(&run.leaseTTL, "lease-ttl", 10*time.Minute, "how long a resource's reconcile lease lasts; must exceed --reconcile-timeout")
+	f.DurationVar(&run.reconcileTimeout, "reconcile-timeout", 5*time.Minute, "time limit of one reconcile attempt (provision and wait for ready, or deprovision)")
+	f.DurationVar(&run.backoffBase, "backoff-base", time.Second, "first retry delay after a failed attempt; it doubles per attempt, with jitter")
+	f.DurationVar(&run.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
+	f.DurationVar(&run.capacityRetry, "capacity-retry", 30*time.Second, "longest wait between retries of a resource waiting for capacity")
+	f.DurationVar(&run.pollInterval, "poll-interval", 2*time.Second, "how often the change log is read when no notification arrives")
+	f.DurationVar(&run.changeLogRetain, "change-log-retention", 24*time.Hour, "how long change-log entries are kept")
+	f.DurationVar(&run.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take before the agent exits anyway")
+	return cmd
+}
+
+func (r runOptions) validate() error {
+	switch {
+	case r.agentID == "":
+		return errors.New("--agent-id is empty: pass a name unique to this agent (or set BERTH_AGENT_ID)")
+	case r.concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1, got %d", r.concurrency)
+	case r.reconcileTimeout <= 0:
+		return errors.New("--reconcile-timeout must be positive")
+	case r.leaseTTL <= r.reconcileTimeout:
+		return fmt.Errorf("--lease-ttl (%s) must exceed --reconcile-timeout (%s), or another agent could take over a resource mid-reconcile", r.leaseTTL, r.reconcileTimeout)
+	case r.backoffBase <= 0 || r.backoffMax < r.backoffBase:
+		return fmt.Errorf("--backoff-base must be positive and at most --backoff-max (got %s and %s)", r.backoffBase, r.backoffMax)
+	case r.capacityRetry <= 0:
+		return errors.New("--capacity-retry must be positive")
+	case r.pollInterval <= 0:
+		return errors.New("--poll-interval must be positive")
+	case r.changeLogRetain <= 0:
+		return errors.New("--change-log-retention must be positive")
+	case r.shutdownTimeout <= 0:
+		return errors.New("--shutdown-timeout must be positive")
+	}
+	return nil
+}
+
+func runAgent(parent context.Context, opts *globalOptions, run runOptions) error {
+	if err := run.validate(); err != nil {
+		return err
+	}
+	logger, err := opts.newLogger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	dbURL, err := opts.resolvedDatabaseURL()
+	if err != nil {
+		return err
+	}
+	set, setJSON, source, err := loadProvisionerSet(opts, logger)
+	if err != nil {
+		return err
+	}
+	if err := set.Close(); err != nil {
+		return err
+	}
+	registry := newRegistry()
+	logger.Info("starting berth agent", "agent-id", run.agentID, "database", postgres.RedactURL(dbURL), "provisioners", source)
+
+	clk := clock.WallClock
+	engine, err := dependency.NewEngine(dependency.EngineConfig{
+		IsFatal:          func(error) bool { return false },
+		WorstError:       func(err0, _ error) error { return err0 },
+		ErrorDelay:       3 * time.Second,
+		BounceDelay:      10 * time.Millisecond,
+		BackoffFactor:    2,
+		BackoffResetTime: time.Minute,
+		MaxDelay:         time.Minute,
+		Clock:            clk,
+		Metrics:          dependency.DefaultMetrics(),
+		Logger:           logging.EngineLogger{Logger: logger.With("component", "engine")},
+	})
+	if err != nil {
+		return err
+	}
+	config := manifolds.Config{
+		Clock:              clk,
+		Logger:             logger,
+		Rand:               rand.Float64, // goroutine-safe
+		DatabaseURL:        dbURL,
+		OpenDatabase:       openPostgres,
+		ProvisionerSetJSON: setJSON,
+		DefaultProvisioner: opts.defaultProvisioner,
+		SetBuilder:         registry,
+		Provisioner: manifolds.ProvisionerSettings{
+			Holder:           run.agentID,
+			Concurrency:      run.concurrency,
+			LeaseTTL:         run.leaseTTL,
+			ReconcileTimeout: run.reconcileTimeout,
+			BackoffBase:      run.backoffBase,
+			BackoffMax:       run.backoffMax,
+			CapacityRetry:    run.capacityRetry,
+		},
+		Watcher: manifolds.WatcherSettings{
+			PollInterval: run.pollInterval,
+			GapTimeout:   time.Minute,
+			BatchSize:    1000,
+		},
+		ChangeLogRetain: run.changeLogRetain,
+	}
+	if err := config.Validate(); err != nil {
+		engine.Kill()
+		_ = engine.Wait()
+		return err
+	}
+	if err := dependency.Install(engine, manifolds.Manifolds(config)); err != nil {
+		engine.Kill()
+		_ = engine.Wait()
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	stopped := make(chan error, 1)
+	go func() { stopped <- engine.Wait() }()
+	select {
+	case err := <-stopped:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("stopping berth agent", "timeout", run.shutdownTimeout)
+	engine.Kill()
+	select {
+	case err := <-stopped:
+		if err != nil && !errors.Is(err, dependency.ErrUninstall) {
+			logger.Warn("workers stopped with an error", "err", err)
+		}
+		logger.Info("berth agent stopped")
+		return nil
+	case <-clk.After(run.shutdownTimeout):
+		return fmt.Errorf("workers did not stop within --shutdown-timeout %s; exiting anyway (leases expire after --lease-ttl)", run.shutdownTimeout)
+	}
+}
+
+func openPostgres(ctx context.Context, url string) (database.DB, error) {
+	return postgres.Open(ctx, url, postgres.PoolConfig{})
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}

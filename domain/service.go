@@ -1,0 +1,200 @@
+package domain
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/juju/clock"
+)
+
+// MaxNameLength and MaxOwnerLength bound a resource's name and owner, in characters.
+const (
+	MaxNameLength  = 128
+	MaxOwnerLength = 128
+)
+
+// Service is the client-facing way to change resources: it validates what a client asks for
+// (naming the field and the fix) before a ResourceStore sees it, so the CLI and any other
+// client share one set of rules. The store's own errors (which say which resource and wrap
+// ErrNotFound, ErrAlreadyExists, ErrStale) are returned as they are.
+type Service struct {
+	store ResourceStore
+}
+
+// NewService returns a Service storing resources in store.
+func NewService(store ResourceStore) *Service {
+	return &Service{store: store}
+}
+
+// Create validates r and inserts it as a pending resource. The name and owner are trimmed of
+// surrounding spaces; nil args become empty args.
+func (s *Service) Create(ctx context.Context, r NewResource) (Resource, error) {
+	if !r.Type.Valid() {
+		return Resource{}, typeError(string(r.Type))
+	}
+	r.Name = strings.TrimSpace(r.Name)
+	if r.Name == "" {
+		return Resource{}, &FieldError{"name", "is required: give the resource a name, e.g. \"analytics\""}
+	}
+	if err := checkText("name", r.Name, MaxNameLength); err != nil {
+		return Resource{}, err
+	}
+	r.Owner = strings.TrimSpace(r.Owner)
+	if err := checkText("owner", r.Owner, MaxOwnerLength); err != nil {
+		return Resource{}, err
+	}
+	r.Provisioner = strings.TrimSpace(r.Provisioner)
+	if err := checkText("provisioner", r.Provisioner, MaxNameLength); err != nil {
+		return Resource{}, err
+	}
+	if r.Args == nil {
+		r.Args = map[string]any{}
+	}
+	if err := ValidateArgs(r.Type, r.Args); err != nil {
+		return Resource{}, err
+	}
+	return s.store.CreateResource(ctx, r)
+}
+
+// Get returns the resource with id, or an error wrapping ErrNotFound.
+func (s *Service) Get(ctx context.Context, id string) (Resource, error) {
+	id, err := checkID(id)
+	if err != nil {
+		return Resource{}, err
+	}
+	return s.store.GetResource(ctx, id)
+}
+
+// List returns the resources matching f, oldest first.
+func (s *Service) List(ctx context.Context, f ListFilter) ([]Resource, error) {
+	if f.Type != "" && !f.Type.Valid() {
+		return nil, typeError(string(f.Type))
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, &FieldError{"status", fmt.Sprintf("%q is not a status: use one of %s", f.Status, joinStatuses())}
+	}
+	if f.Limit < 0 {
+		return nil, &FieldError{"limit", fmt.Sprintf("must not be negative, got %d", f.Limit)}
+	}
+	return s.store.ListResources(ctx, f)
+}
+
+// UpdateArgs merges set into the resource's args, removes the keys in unset, validates the
+// result against the resource's type and stores it (the generation moves on only when the
+// args actually change). Unsetting a key the args do not have is an error, since it is
+// usually a misspelling.
+func (s *Service) UpdateArgs(ctx context.Context, id string, set map[string]any, unset []string) (Resource, error) {
+	current, err := s.Get(ctx, id)
+	if err != nil {
+		return Resource{}, err
+	}
+	merged := maps.Clone(current.Args)
+	if merged == nil {
+		merged = map[string]any{}
+	}
+	for _, key := range unset {
+		if _, both := set[key]; both {
+			return Resource{}, &FieldError{"unset", fmt.Sprintf("%q is both set and unset: give it once", key)}
+		}
+		if _, ok := merged[key]; !ok {
+			return Resource{}, &FieldError{"unset", fmt.Sprintf("the resource has no arg %q (its args: %s)", key, keyList(current.Args))}
+		}
+		delete(merged, key)
+	}
+	maps.Copy(merged, set)
+	if err := ValidateArgs(current.Type, merged); err != nil {
+		return Resource{}, err
+	}
+	return s.store.UpdateResourceArgs(ctx, current.ID, merged)
+}
+
+// Delete asks the agent to deprovision the resource and then remove it (idempotent).
+func (s *Service) Delete(ctx context.Context, id string) (Resource, error) {
+	id, err := checkID(id)
+	if err != nil {
+		return Resource{}, err
+	}
+	return s.store.RequestDelete(ctx, id)
+}
+
+// Wait reads the resource every interval (on clk) until until says it is done or fails, or
+// ctx ends. until sees every read, including a failed one (ErrNotFound once the row is gone),
+// so callers decide what "done" means. It returns the last resource read; when ctx ends the
+// error wraps ctx.Err().
+func (s *Service) Wait(ctx context.Context, clk clock.Clock, id string, until func(Resource, error) (done bool, err error), every time.Duration) (Resource, error) {
+	if every <= 0 {
+		return Resource{}, fmt.Errorf("wait for resource %s: poll interval must be positive, got %v", id, every)
+	}
+	id, err := checkID(id)
+	if err != nil {
+		return Resource{}, err
+	}
+	var last Resource
+	for {
+		r, getErr := s.store.GetResource(ctx, id)
+		if getErr == nil {
+			last = r
+		}
+		done, err := until(r, getErr)
+		if err != nil {
+			return last, err
+		}
+		if done {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return last, fmt.Errorf("wait for resource %s: %w", id, ctx.Err())
+		case <-clk.After(every):
+		}
+	}
+}
+
+func checkID(id string) (string, error) {
+	id = strings.TrimSpace(id)
+	if id == "" {
+		return "", &FieldError{"id", "is required: give the resource's id (see the id column of the resource list)"}
+	}
+	return id, nil
+}
+
+// checkText refuses text longer than max characters or holding control characters (which
+// would garble table output and logs).
+func checkText(field, s string, max int) error {
+	if !utf8.ValidString(s) {
+		return &FieldError{field, "must be valid UTF-8 text"}
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return &FieldError{field, fmt.Sprintf("is %d characters long: use at most %d", n, max)}
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		c, _ := utf8.DecodeRuneInString(s[i:])
+		return &FieldError{field, fmt.Sprintf("contains the control character %q: use printable characters only", c)}
+	}
+	return nil
+}
+
+func typeError(t string) error {
+	return &FieldError{"type", fmt.Sprintf("%q is not a resource type: use one of %s", t, joinTypes())}
+}
+
+func joinStatuses() string {
+	names := make([]string, len(Statuses))
+	for i, s := range Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+func keyList(m map[string]any) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}

@@ -1,0 +1,84 @@
+// Package provisioner is the worker that makes every resource match what its row asks for:
+// it provisions new resources, brings changed ones to their new generation, retries failures
+// with backoff and deprovisions deleted ones, through the resource's environ.
+//
+// # State machine
+//
+// The status column is the whole state machine (it is domain's, drawn here with the step
+// of this worker that moves each edge). A reconcile reads the row under a lease, takes
+// one path below, and records every step before the next, so a restarted agent resumes
+// from the row alone.
+//
+//	                row inserted
+//	                     │
+//	                     ▼
+//	   ┌─────────────► pending
+//	   │ no capacity     │ reconcile starts
+//	   │                 ▼
+//	   └──────────── provisioning ◄──┐ transient failure: stays provisioning,
+//	                 │    │     │    │ attempts+1, retried at next_attempt_at
+//	       permanent │    │     └────┘
+//	       failure   ▼    │ Reconcile, save state, AwaitReady
+//	             error    ▼
+//	                 │  ready (observed_generation = generation)
+//	                 │    │
+//	    args change  └────┴──► provisioning (at the new generation)
+//
+//	any status ── delete requested ──► deleting ── Deprovision, FinalizeDelete ──► row removed
+//	                                    ▲    │
+//	                                    └────┘ failure: stays deleting, retried with
+//	                                           backoff whatever the error (giving up
+//	                                           would leak what the resource holds)
+//
+// A permanent failure (unknown provisioner, unsupported type, an error the broker marks
+// Permanent) is not retried while the generation stays. A resource waiting for capacity is
+// retried after min(backoff, CapacityRetry), and at once when a deprovision by this agent
+// frees room on the same provisioner.
+//
+// One reconcile of a claimed row, in order:
+//
+//   - next_attempt_at in the future: a retry scheduled earlier (perhaps by an agent that has
+//     since stopped) is not due; schedule it for then and stop. An args change or a delete
+//     request clears next_attempt_at, so new intent is acted on at once. A pending row with
+//     a retry is waiting for capacity and is remembered as such; when this agent frees room
+//     on its provisioner, the wait ends early.
+//   - deleting: Deprovision with the saved broker state, then FinalizeDelete. A row that
+//     never had a provisioner pinned nor broker state saved is removed directly.
+//   - ready at its generation: nothing to do (health checks belong to another worker).
+//   - error with a last_error: a permanent failure at this generation; nothing to do. (An
+//     args change clears last_error, so such a row is provisioned again.)
+//   - otherwise provision: resolve the provisioner (pinning the default on the row when it
+//     names none), check the type is supported, record "provisioning generation N", call
+//     Reconcile, record the broker state it returns at once, AwaitReady, and record ready
+//     with the observed generation, client config and attempts and last_error cleared.
+//
+// Every progress record is conditional on the generation the attempt read; when the row
+// has moved on (args changed, delete requested) the database answers ErrStale and the
+// resource is queued again at once, to be read afresh. The lease is released at the end
+// of every attempt, even when the worker is being killed; if that fails, it expires.
+//
+// # Queue and concurrency
+//
+// The loop owns a de-duplicated FIFO queue of ids, the set of ids in flight and a min-heap
+// of (time, id) retries, with a single clock timer for the earliest retry. Watcher events
+// and due retries enqueue ids; at most Concurrency reconciles run at once, each in a
+// goroutine the loop waits for before it returns, with a context that ends when the worker
+// is killed or after ReconcileTimeout. An id that changes while its reconcile is in flight
+// is marked dirty and queued again when that reconcile ends: one resource is never
+// reconciled twice at once. Enqueueing an id drops its scheduled retry; the reconcile
+// decides afresh.
+//
+// # Retries
+//
+// After failed attempt n (the row's attempts column), the next is due after
+//
+//	delay = max(BackoffBase/2, rand * min(BackoffMax, BackoffBase * 2^(n-1)))
+//
+// with rand uniform in [0, 1): exponential backoff with full jitter and a floor. A resource
+// waiting for capacity waits at most CapacityRetry. A lease held by another agent is tried
+// again when it expires. The retry time is stored in next_attempt_at, so a restarted worker
+// (whose watcher's first event lists every resource needing attention) keeps the schedule.
+//
+// Status messages and logs name the resource's id, provisioner, type and generation, and
+// the error; they never include args, config or broker state.
+package provisioner

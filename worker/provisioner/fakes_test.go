@@ -1,0 +1,523 @@
+package provisioner_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	gc "gopkg.in/check.v1"
+	"gopkg.in/tomb.v2"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+const (
+	longWait  = 10 * time.Second
+	shortWait = 50 * time.Millisecond
+)
+
+// fakeState is an in-memory ResourceState that keeps the domain contract: leases with
+// expiry, ErrStale when the generation moved on or a delete was requested, FinalizeDelete
+// only of deleting rows. Tests wait on it with waitFor rather than sleeping.
+type fakeState struct {
+	clock clock.Clock
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every call
+	rows      map[string]*domain.Resource
+	leases    map[string]lease
+	claims    map[string]int
+	releases  map[string]int
+	updates   map[string][]domain.ProgressUpdate
+	claimErrs []error // returned by the next claims, in order
+}
+
+type lease struct {
+	holder  string
+	expires time.Time
+}
+
+func newFakeState(clk clock.Clock) *fakeState {
+	return &fakeState{
+		clock:    clk,
+		changed:  make(chan struct{}),
+		rows:     make(map[string]*domain.Resource),
+		leases:   make(map[string]lease),
+		claims:   make(map[string]int),
+		releases: make(map[string]int),
+		updates:  make(map[string][]domain.ProgressUpdate),
+	}
+}
+
+// notify wakes waitFor; the caller holds mu.
+func (s *fakeState) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *fakeState) ClaimResource(_ context.Context, id, holder string, ttl time.Duration) (domain.Resource, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	s.claims[id]++
+	if len(s.claimErrs) > 0 {
+		err := s.claimErrs[0]
+		s.claimErrs = s.claimErrs[1:]
+		return domain.Resource{}, err
+	}
+	row, ok := s.rows[id]
+	if !ok {
+		return domain.Resource{}, domain.ErrNotFound
+	}
+	now := s.clock.Now()
+	if l, ok := s.leases[id]; ok && l.holder != holder && l.expires.After(now) {
+		return domain.Resource{}, &domain.LeaseHeldError{Holder: l.holder, ExpiresAt: l.expires}
+	}
+	s.leases[id] = lease{holder: holder, expires: now.Add(ttl)}
+	return copyResource(*row), nil
+}
+
+func (s *fakeState) ReleaseResource(_ context.Context, id, holder string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	if l, ok := s.leases[id]; ok && l.holder == holder {
+		delete(s.leases, id)
+		s.releases[id]++
+	}
+	return nil
+}
+
+// holds checks holder's lease of id; the caller holds mu.
+func (s *fakeState) holds(id, holder string) error {
+	l, ok := s.leases[id]
+	if !ok || l.holder != holder || !l.expires.After(s.clock.Now()) {
+		return fmt.Errorf("%s does not hold the lease of %s", holder, id)
+	}
+	return nil
+}
+
+func (s *fakeState) RecordProgress(_ context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	row, ok := s.rows[id]
+	if !ok {
+		return domain.Resource{}, domain.ErrNotFound
+	}
+	if err := s.holds(id, holder); err != nil {
+		return domain.Resource{}, err
+	}
+	if u.Generation != row.Generation || (row.Status == domain.StatusDeleting && u.Status != domain.StatusDeleting) {
+		return domain.Resource{}, domain.ErrStale
+	}
+	s.updates[id] = append(s.updates[id], u)
+	row.Status = u.Status
+	row.StatusMessage = u.StatusMessage
+	if u.Provisioner != "" {
+		row.Provisioner = u.Provisioner
+	}
+	if u.State != nil {
+		row.State = maps.Clone(u.State)
+	}
+	if u.Config != nil {
+		row.Config = maps.Clone(u.Config)
+	}
+	if u.ObservedGeneration != nil {
+		row.ObservedGeneration = *u.ObservedGeneration
+	}
+	row.Attempts = u.Attempts
+	row.NextAttemptAt = nil
+	if u.NextAttemptAt != nil {
+		t := *u.NextAttemptAt
+		row.NextAttemptAt = &t
+	}
+	row.LastError = u.LastError
+	return copyResource(*row), nil
+}
+
+func (s *fakeState) FinalizeDelete(_ context.Context, id, holder string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	row, ok := s.rows[id]
+	if !ok {
+		return domain.ErrNotFound
+	}
+	if err := s.holds(id, holder); err != nil {
+		return err
+	}
+	if row.Status != domain.StatusDeleting {
+		return domain.ErrStale
+	}
+	delete(s.rows, id)
+	delete(s.leases, id)
+	return nil
+}
+
+// add inserts r as it is (tests set whatever status and bookkeeping they need).
+func (s *fakeState) add(r domain.Resource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	if r.Generation == 0 {
+		r.Generation = 1
+	}
+	if r.Status == "" {
+		r.Status = domain.StatusPending
+	}
+	if r.Type == "" {
+		r.Type = domain.ResourceTypeRuntime
+	}
+	s.rows[r.ID] = &r
+}
+
+// updateArgs changes args the way the database does: generation bumped, retry bookkeeping
+// cleared.
+func (s *fakeState) updateArgs(id string, args map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	row := s.rows[id]
+	row.Args = args
+	row.Generation++
+	row.Attempts, row.NextAttemptAt, row.LastError = 0, nil, ""
+}
+
+// requestDelete moves the row to deleting and clears its retry bookkeeping.
+func (s *fakeState) requestDelete(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	row := s.rows[id]
+	row.Status = domain.StatusDeleting
+	row.StatusMessage = "delete requested"
+	row.Attempts, row.NextAttemptAt, row.LastError = 0, nil, ""
+}
+
+func (s *fakeState) setLease(id, holder string, expires time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leases[id] = lease{holder: holder, expires: expires}
+}
+
+func (s *fakeState) get(id string) (domain.Resource, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row, ok := s.rows[id]
+	if !ok {
+		return domain.Resource{}, false
+	}
+	return copyResource(*row), true
+}
+
+func (s *fakeState) leased(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.leases[id]
+	return ok
+}
+
+func (s *fakeState) claimCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claims[id]
+}
+
+func (s *fakeState) progress(id string) []domain.ProgressUpdate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]domain.ProgressUpdate(nil), s.updates[id]...)
+}
+
+// waitFor waits until pred, called with the state locked, holds.
+func (s *fakeState) waitFor(c *gc.C, what string, pred func() bool) {
+	timeout := time.After(longWait)
+	for {
+		s.mu.Lock()
+		ok := pred()
+		changed := s.changed
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			c.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// waitRow waits until id's row satisfies pred and returns it.
+func (s *fakeState) waitRow(c *gc.C, id, what string, pred func(r *domain.Resource) bool) domain.Resource {
+	var out domain.Resource
+	s.waitFor(c, id+" "+what, func() bool {
+		row, ok := s.rows[id]
+		if !ok || !pred(row) {
+			return false
+		}
+		out = copyResource(*row)
+		return true
+	})
+	return out
+}
+
+// waitIdle waits until id has been claimed n times in all and its lease is released.
+func (s *fakeState) waitIdle(c *gc.C, id string, claims int) {
+	s.waitFor(c, fmt.Sprintf("%s claimed %d times and released", id, claims), func() bool {
+		_, leased := s.leases[id]
+		return s.claims[id] >= claims && !leased
+	})
+}
+
+func (s *fakeState) waitGone(c *gc.C, id string) {
+	s.waitFor(c, id+" removed", func() bool {
+		_, ok := s.rows[id]
+		return !ok
+	})
+}
+
+func copyResource(r domain.Resource) domain.Resource {
+	r.Args = maps.Clone(r.Args)
+	r.State = maps.Clone(r.State)
+	r.Config = maps.Clone(r.Config)
+	if r.NextAttemptAt != nil {
+		t := *r.NextAttemptAt
+		r.NextAttemptAt = &t
+	}
+	return r
+}
+
+// fakeEnviron is a scriptable broker. Each operation pops its next scripted error (nil:
+// succeed). When gated, Reconcile and AwaitReady wait for a token on gate (or the end of
+// their context). It counts how many calls run at once, overall and per resource.
+type fakeEnviron struct {
+	mu          sync.Mutex
+	types       map[domain.ResourceType]bool
+	reconcileEr []error
+	awaitErr    []error
+	deprovErr   []error
+	calls       map[string]int // "reconcile", "await", "deprovision" -> count
+	opts        []environ.ResourceOptions
+	inputs      []environ.Resource
+	active      int
+	maxActive   int
+	activeByID  map[string]int
+	maxByID     int
+
+	gateReconcile bool
+	gateAwait     bool
+	gate          chan struct{}
+	entered       chan string // "reconcile:<id>" / "await:<id>" on every gated call
+}
+
+func newFakeEnviron() *fakeEnviron {
+	return &fakeEnviron{
+		types:      map[domain.ResourceType]bool{domain.ResourceTypeRuntime: true},
+		calls:      make(map[string]int),
+		activeByID: make(map[string]int),
+		gate:       make(chan struct{}),
+		entered:    make(chan string, 100),
+	}
+}
+
+func (e *fakeEnviron) Type() string { return "fake" }
+
+func (e *fakeEnviron) Supports(t domain.ResourceType) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.types[t]
+}
+
+func (e *fakeEnviron) begin(op, id string) (func(), error, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls[op]++
+	e.active++
+	e.activeByID[id]++
+	e.maxActive = max(e.maxActive, e.active)
+	e.maxByID = max(e.maxByID, e.activeByID[id])
+	var script *[]error
+	gated := false
+	switch op {
+	case "reconcile":
+		script, gated = &e.reconcileEr, e.gateReconcile
+	case "await":
+		script, gated = &e.awaitErr, e.gateAwait
+	default:
+		script = &e.deprovErr
+	}
+	var err error
+	if len(*script) > 0 {
+		err = (*script)[0]
+		*script = (*script)[1:]
+	}
+	end := func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.active--
+		e.activeByID[id]--
+	}
+	return end, err, gated
+}
+
+// wait blocks a gated call until a token arrives or ctx ends.
+func (e *fakeEnviron) wait(ctx context.Context, op, id string) error {
+	e.entered <- op + ":" + id
+	select {
+	case <-e.gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *fakeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	end, err, gated := e.begin("reconcile", r.ID)
+	defer end()
+	e.mu.Lock()
+	e.opts = append(e.opts, *opts)
+	e.inputs = append(e.inputs, *r)
+	e.mu.Unlock()
+	if gated {
+		if werr := e.wait(ctx, "reconcile", r.ID); werr != nil {
+			return nil, werr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &environ.Resource{
+		ID:     r.ID,
+		Type:   r.Type,
+		State:  map[string]any{"generation": opts.Generation},
+		Config: map[string]any{"host": "host-" + r.ID},
+	}, nil
+}
+
+func (e *fakeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error {
+	end, err, gated := e.begin("await", r.ID)
+	defer end()
+	if gated {
+		if werr := e.wait(ctx, "await", r.ID); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
+
+func (e *fakeEnviron) Deprovision(ctx context.Context, r *environ.Resource) error {
+	end, err, _ := e.begin("deprovision", r.ID)
+	defer end()
+	e.mu.Lock()
+	e.inputs = append(e.inputs, *r)
+	e.mu.Unlock()
+	return err
+}
+
+func (e *fakeEnviron) Check(context.Context) error { return nil }
+
+func (e *fakeEnviron) CheckResource(context.Context, *environ.Resource, *environ.ResourceOptions) (*environ.Resource, error) {
+	return nil, errors.New("the provisioner worker does not health-check")
+}
+
+func (e *fakeEnviron) Close() error { return nil }
+
+func (e *fakeEnviron) callCount(op string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls[op]
+}
+
+func (e *fakeEnviron) script(op string, errs ...error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch op {
+	case "reconcile":
+		e.reconcileEr = append(e.reconcileEr, errs...)
+	case "await":
+		e.awaitErr = append(e.awaitErr, errs...)
+	default:
+		e.deprovErr = append(e.deprovErr, errs...)
+	}
+}
+
+func (e *fakeEnviron) lastInput() environ.Resource {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.inputs[len(e.inputs)-1]
+}
+
+func (e *fakeEnviron) lastOpts() environ.ResourceOptions {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.opts[len(e.opts)-1]
+}
+
+func (e *fakeEnviron) concurrency() (overall, perID int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.maxActive, e.maxByID
+}
+
+// waitEntered waits for the next gated call and says which it is.
+func (e *fakeEnviron) waitEntered(c *gc.C) string {
+	select {
+	case got := <-e.entered:
+		return got
+	case <-time.After(longWait):
+		c.Fatalf("timed out waiting for a gated environ call")
+		return ""
+	}
+}
+
+func (e *fakeEnviron) checkNotEntered(c *gc.C) {
+	select {
+	case got := <-e.entered:
+		c.Fatalf("unexpected environ call %s", got)
+	case <-time.After(shortWait):
+	}
+}
+
+func (e *fakeEnviron) open(c *gc.C) {
+	select {
+	case e.gate <- struct{}{}:
+	case <-time.After(longWait):
+		c.Fatalf("timed out opening the gate: no gated call waiting")
+	}
+}
+
+// fakeWatcher delivers the ids tests send on changes.
+type fakeWatcher struct {
+	tomb    tomb.Tomb
+	changes chan []string
+}
+
+func newFakeWatcher() *fakeWatcher {
+	w := &fakeWatcher{changes: make(chan []string)}
+	w.tomb.Go(func() error {
+		<-w.tomb.Dying()
+		return tomb.ErrDying
+	})
+	return w
+}
+
+func (w *fakeWatcher) Changes() <-chan []string { return w.changes }
+func (w *fakeWatcher) Kill()                    { w.tomb.Kill(nil) }
+func (w *fakeWatcher) Wait() error              { return w.tomb.Wait() }
+
+func (w *fakeWatcher) fail(err error) { w.tomb.Kill(err) }
+
+func (w *fakeWatcher) send(c *gc.C, ids ...string) {
+	select {
+	case w.changes <- ids:
+	case <-time.After(longWait):
+		c.Fatalf("timed out sending %v to the worker", ids)
+	}
+}

@@ -1,0 +1,113 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// ManifoldConfig names the manifold's inputs and carries the worker's settings.
+type ManifoldConfig struct {
+	ClockName    string // a clock.Clock
+	DatabaseName string // a domain.State
+	EnvironsName string // an *environ.Set
+
+	Holder           string
+	Concurrency      int
+	LeaseTTL         time.Duration
+	ReconcileTimeout time.Duration
+	BackoffBase      time.Duration
+	BackoffMax       time.Duration
+	CapacityRetry    time.Duration
+
+	Logger     *slog.Logger
+	Rand       func() float64
+	NewWorker  func(Config) (worker.Worker, error)
+	NewWatcher func(state domain.State, clk clock.Clock, logger *slog.Logger) (Watcher, error)
+}
+
+// Validate reports the first missing field. The worker's Config checks how the settings
+// relate to each other.
+func (c ManifoldConfig) Validate() error {
+	switch {
+	case c.ClockName == "":
+		return errors.New("provisioner manifold: ClockName is required")
+	case c.DatabaseName == "":
+		return errors.New("provisioner manifold: DatabaseName is required")
+	case c.EnvironsName == "":
+		return errors.New("provisioner manifold: EnvironsName is required")
+	case c.Holder == "":
+		return errors.New("provisioner manifold: Holder is required: set it to this agent's identity (e.g. its host name)")
+	case c.Concurrency < 1:
+		return fmt.Errorf("provisioner manifold: Concurrency must be at least 1, got %d", c.Concurrency)
+	case c.LeaseTTL <= 0:
+		return errors.New("provisioner manifold: LeaseTTL is required")
+	case c.ReconcileTimeout <= 0:
+		return errors.New("provisioner manifold: ReconcileTimeout is required")
+	case c.BackoffBase <= 0:
+		return errors.New("provisioner manifold: BackoffBase is required")
+	case c.BackoffMax <= 0:
+		return errors.New("provisioner manifold: BackoffMax is required")
+	case c.CapacityRetry <= 0:
+		return errors.New("provisioner manifold: CapacityRetry is required")
+	case c.Logger == nil:
+		return errors.New("provisioner manifold: Logger is required")
+	case c.Rand == nil:
+		return errors.New("provisioner manifold: Rand is required")
+	case c.NewWorker == nil:
+		return errors.New("provisioner manifold: NewWorker is required")
+	case c.NewWatcher == nil:
+		return errors.New("provisioner manifold: NewWatcher is required")
+	}
+	return nil
+}
+
+// Manifold runs the provisioner worker on the agent's clock, database and provisioner set.
+func Manifold(config ManifoldConfig) dependency.Manifold {
+	return dependency.Manifold{
+		Inputs: []string{config.ClockName, config.DatabaseName, config.EnvironsName},
+		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
+			if err := config.Validate(); err != nil {
+				return nil, err
+			}
+			var clk clock.Clock
+			if err := getter.Get(config.ClockName, &clk); err != nil {
+				return nil, err
+			}
+			var state domain.State
+			if err := getter.Get(config.DatabaseName, &state); err != nil {
+				return nil, err
+			}
+			var set *environ.Set
+			if err := getter.Get(config.EnvironsName, &set); err != nil {
+				return nil, err
+			}
+			return config.NewWorker(Config{
+				State:    state,
+				Environs: set,
+				NewWatcher: func() (Watcher, error) {
+					return config.NewWatcher(state, clk, config.Logger)
+				},
+				Clock:            clk,
+				Rand:             config.Rand,
+				Logger:           config.Logger,
+				Holder:           config.Holder,
+				Concurrency:      config.Concurrency,
+				LeaseTTL:         config.LeaseTTL,
+				ReconcileTimeout: config.ReconcileTimeout,
+				BackoffBase:      config.BackoffBase,
+				BackoffMax:       config.BackoffMax,
+				CapacityRetry:    config.CapacityRetry,
+			})
+		},
+	}
+}

@@ -1,0 +1,174 @@
+package provisioner_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+
+	"github.com/juju/clock"
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+	dt "github.com/juju/worker/v4/dependency/testing"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/worker/provisioner"
+)
+
+type manifoldSuite struct {
+	clock  *testclock.Clock
+	state  domain.State
+	set    *environ.Set
+	logger *slog.Logger
+}
+
+var _ = gc.Suite(&manifoldSuite{})
+
+func (s *manifoldSuite) SetUpTest(c *gc.C) {
+	s.clock = testclock.NewClock(epoch)
+	s.state = stubState{}
+	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": newFakeEnviron()}}
+	s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// stubState stands in for the database's output; the manifold only passes it on.
+type stubState struct{ domain.State }
+
+func (s *manifoldSuite) config() provisioner.ManifoldConfig {
+	return provisioner.ManifoldConfig{
+		ClockName:        "clock",
+		DatabaseName:     "database",
+		EnvironsName:     "environs",
+		Holder:           holder,
+		Concurrency:      4,
+		LeaseTTL:         leaseTTL,
+		ReconcileTimeout: reconcileTimeout,
+		BackoffBase:      backoffBase,
+		BackoffMax:       backoffMax,
+		CapacityRetry:    capacityRetry,
+		Logger:           s.logger,
+		Rand:             func() float64 { return 0.25 },
+		NewWorker: func(provisioner.Config) (worker.Worker, error) {
+			return nil, errors.New("NewWorker not expected")
+		},
+		NewWatcher: func(domain.State, clock.Clock, *slog.Logger) (provisioner.Watcher, error) {
+			return nil, errors.New("NewWatcher not expected")
+		},
+	}
+}
+
+func (s *manifoldSuite) getter(overrides map[string]any) dependency.Getter {
+	resources := map[string]any{
+		"clock":    s.clock,
+		"database": s.state,
+		"environs": s.set,
+	}
+	for k, v := range overrides {
+		resources[k] = v
+	}
+	return dt.StubGetter(resources)
+}
+
+func (s *manifoldSuite) TestInputs(c *gc.C) {
+	c.Check(provisioner.Manifold(s.config()).Inputs, gc.DeepEquals, []string{"clock", "database", "environs"})
+}
+
+func (s *manifoldSuite) TestValidate(c *gc.C) {
+	for i, t := range []struct {
+		change func(*provisioner.ManifoldConfig)
+		err    string
+	}{
+		{func(m *provisioner.ManifoldConfig) { m.ClockName = "" }, "provisioner manifold: ClockName is required"},
+		{func(m *provisioner.ManifoldConfig) { m.DatabaseName = "" }, "provisioner manifold: DatabaseName is required"},
+		{func(m *provisioner.ManifoldConfig) { m.EnvironsName = "" }, "provisioner manifold: EnvironsName is required"},
+		{func(m *provisioner.ManifoldConfig) { m.Holder = "" }, "provisioner manifold: Holder is required: .*"},
+		{func(m *provisioner.ManifoldConfig) { m.Concurrency = 0 }, "provisioner manifold: Concurrency must be at least 1, got 0"},
+		{func(m *provisioner.ManifoldConfig) { m.LeaseTTL = 0 }, "provisioner manifold: LeaseTTL is required"},
+		{func(m *provisioner.ManifoldConfig) { m.ReconcileTimeout = 0 }, "provisioner manifold: ReconcileTimeout is required"},
+		{func(m *provisioner.ManifoldConfig) { m.BackoffBase = 0 }, "provisioner manifold: BackoffBase is required"},
+		{func(m *provisioner.ManifoldConfig) { m.BackoffMax = 0 }, "provisioner manifold: BackoffMax is required"},
+		{func(m *provisioner.ManifoldConfig) { m.CapacityRetry = 0 }, "provisioner manifold: CapacityRetry is required"},
+		{func(m *provisioner.ManifoldConfig) { m.Logger = nil }, "provisioner manifold: Logger is required"},
+		{func(m *provisioner.ManifoldConfig) { m.Rand = nil }, "provisioner manifold: Rand is required"},
+		{func(m *provisioner.ManifoldConfig) { m.NewWorker = nil }, "provisioner manifold: NewWorker is required"},
+		{func(m *provisioner.ManifoldConfig) { m.NewWatcher = nil }, "provisioner manifold: NewWatcher is required"},
+	} {
+		c.Logf("test %d: %s", i, t.err)
+		cfg := s.config()
+		t.change(&cfg)
+		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		w, err := provisioner.Manifold(cfg).Start(context.Background(), s.getter(nil))
+		c.Check(w, gc.IsNil)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+	c.Check(s.config().Validate(), gc.IsNil)
+}
+
+func (s *manifoldSuite) TestMissingInputs(c *gc.C) {
+	for _, name := range []string{"clock", "database", "environs"} {
+		c.Logf("missing %s", name)
+		getter := s.getter(map[string]any{name: dependency.ErrMissing})
+		w, err := provisioner.Manifold(s.config()).Start(context.Background(), getter)
+		c.Check(w, gc.IsNil)
+		c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true)
+	}
+}
+
+func (s *manifoldSuite) TestStart(c *gc.C) {
+	cfg := s.config()
+	var got provisioner.Config
+	cfg.NewWorker = func(config provisioner.Config) (worker.Worker, error) {
+		got = config
+		return workertest.NewErrorWorker(nil), nil
+	}
+	watcher := newFakeWatcher()
+	defer workertest.CleanKill(c, watcher)
+	var watcherArgs []any
+	cfg.NewWatcher = func(state domain.State, clk clock.Clock, logger *slog.Logger) (provisioner.Watcher, error) {
+		watcherArgs = []any{state, clk, logger}
+		return watcher, nil
+	}
+
+	w, err := provisioner.Manifold(cfg).Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	workertest.CleanKill(c, w)
+
+	c.Check(got.State, gc.Equals, s.state)
+	c.Check(got.Environs, gc.Equals, s.set)
+	c.Check(got.Clock, gc.Equals, s.clock)
+	c.Check(got.Logger, gc.Equals, s.logger)
+	c.Check(got.Rand(), gc.Equals, 0.25)
+	c.Check(got.Holder, gc.Equals, holder)
+	c.Check(got.Concurrency, gc.Equals, 4)
+	c.Check(got.LeaseTTL, gc.Equals, leaseTTL)
+	c.Check(got.ReconcileTimeout, gc.Equals, reconcileTimeout)
+	c.Check(got.BackoffBase, gc.Equals, backoffBase)
+	c.Check(got.BackoffMax, gc.Equals, backoffMax)
+	c.Check(got.CapacityRetry, gc.Equals, capacityRetry)
+	c.Check(got.Validate(), gc.IsNil)
+
+	// The watcher is started by the worker, on the manifold's inputs.
+	c.Check(watcherArgs, gc.IsNil)
+	started, err := got.NewWatcher()
+	c.Assert(err, gc.IsNil)
+	c.Check(started, gc.Equals, provisioner.Watcher(watcher))
+	c.Check(watcherArgs, gc.DeepEquals, []any{s.state, s.clock, s.logger})
+}
+
+func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
+	cfg := s.config()
+	cfg.NewWorker = provisioner.NewWorker
+	watcher := newFakeWatcher()
+	cfg.NewWatcher = func(domain.State, clock.Clock, *slog.Logger) (provisioner.Watcher, error) {
+		return watcher, nil
+	}
+	w, err := provisioner.Manifold(cfg).Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	workertest.CheckAlive(c, w)
+	workertest.CleanKill(c, w)
+	workertest.CheckKilled(c, watcher)
+}

@@ -1,0 +1,299 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// outcome is what one reconcile tells the loop about when to come back to the resource.
+type outcome struct {
+	id         string
+	requeue    bool      // reconcile again at once: the row moved on under the attempt
+	retryAt    time.Time // zero: no retry
+	waitingFor string    // the provisioner whose capacity the resource waits for
+	freed      string    // the provisioner on which a deprovision freed capacity
+}
+
+// reconcile claims resource id, brings it one step closer to its desired state and releases
+// it. ctx ends when the worker is killed. woken says capacity was freed for the resource, so
+// a wait for capacity ends early.
+func (w *Worker) reconcile(ctx context.Context, id string, woken bool) outcome {
+	attemptCtx, cancel := w.withTimeout(ctx, w.config.ReconcileTimeout)
+	a := &attempt{w: w, ctx: ctx, attemptCtx: attemptCtx, log: w.config.Logger.With("id", id)}
+	a.r.ID = id
+	o := a.run(woken)
+	o.id = id
+	cancel()
+	if a.holdsLease {
+		a.release()
+	}
+	return o
+}
+
+// attempt is one reconcile of one resource.
+type attempt struct {
+	w           *Worker
+	ctx         context.Context // the worker's: ends when it is killed
+	attemptCtx  context.Context // ctx bounded by ReconcileTimeout
+	log         *slog.Logger
+	holdsLease  bool
+	r           domain.Resource // the row as last read or written
+	provisioner string          // the canonical provisioner name, once resolved
+}
+
+func (a *attempt) run(woken bool) outcome {
+	cfg := a.w.config
+	r, err := cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL)
+	var held *domain.LeaseHeldError
+	switch {
+	case err == nil:
+	case errors.Is(err, domain.ErrNotFound):
+		return outcome{}
+	case errors.As(err, &held):
+		a.log.Debug("another agent holds the resource's lease", "holder", held.Holder, "expires", held.ExpiresAt)
+		return outcome{retryAt: a.leaseRetry(held.ExpiresAt)}
+	case a.ctx.Err() != nil:
+		return outcome{}
+	default:
+		delay := a.w.backoff(1)
+		a.log.Warn("cannot claim resource; retrying", "error", err, "retry-in", delay)
+		return outcome{retryAt: a.w.now().Add(delay)}
+	}
+	a.holdsLease = true
+	a.r = r
+	a.resolved(r.Provisioner)
+
+	wokenForCapacity := woken && r.Status == domain.StatusPending
+	if next := r.NextAttemptAt; next != nil && next.After(a.w.now()) && !wokenForCapacity {
+		a.log.Debug("retry not due yet", "status", r.Status, "next-attempt-at", *next)
+		o := outcome{retryAt: *next}
+		if r.Status == domain.StatusPending && r.Provisioner != "" {
+			o.waitingFor = r.Provisioner
+		}
+		return o
+	}
+	switch {
+	case r.Status == domain.StatusDeleting:
+		return a.deprovision()
+	case r.UpToDate():
+		return outcome{}
+	case r.Status == domain.StatusError && r.LastError != "":
+		a.log.Debug("permanent failure at this generation; waiting for new args")
+		return outcome{}
+	}
+	return a.provision()
+}
+
+// provision brings the resource to ready at its current generation.
+func (a *attempt) provision() outcome {
+	cfg := a.w.config
+	env, name, err := cfg.Environs.Get(a.r.Provisioner)
+	if err != nil {
+		return a.fail(environ.Permanent(err))
+	}
+	if !env.Supports(a.r.Type) {
+		return a.fail(environ.Permanent(fmt.Errorf(
+			"provisioner %q (%s) does not provision resources of type %q: choose a provisioner that does", name, env.Type(), a.r.Type)))
+	}
+	a.resolved(name)
+	gen := a.r.Generation
+	a.log.Info("provisioning")
+
+	u := domain.ProgressUpdate{
+		Generation:    gen,
+		Status:        domain.StatusProvisioning,
+		StatusMessage: fmt.Sprintf("provisioning generation %d", gen),
+		Attempts:      a.r.Attempts,
+		LastError:     a.r.LastError,
+	}
+	if a.r.Provisioner == "" {
+		u.Provisioner = name
+	}
+	if err := a.record(a.attemptCtx, u); err != nil {
+		return a.fail(err)
+	}
+
+	res, err := env.Reconcile(a.attemptCtx,
+		&environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config},
+		&environ.ResourceOptions{Name: a.r.Name, Owner: a.r.Owner, Args: a.r.Args, Generation: gen})
+	if err != nil {
+		return a.fail(fmt.Errorf("reconcile: %w", err))
+	}
+	// Save the broker's state before waiting: if the agent dies now, the next attempt hands
+	// it back instead of starting from what the broker may already have replaced.
+	u.StatusMessage = fmt.Sprintf("provisioning generation %d: waiting for it to serve", gen)
+	u.Provisioner = ""
+	u.State = orEmpty(res.State)
+	if err := a.record(a.attemptCtx, u); err != nil {
+		return a.fail(err)
+	}
+
+	if err := env.AwaitReady(a.attemptCtx, res); err != nil {
+		return a.fail(fmt.Errorf("await ready: %w", err))
+	}
+	err = a.record(a.attemptCtx, domain.ProgressUpdate{
+		Generation:         gen,
+		Status:             domain.StatusReady,
+		StatusMessage:      fmt.Sprintf("ready at generation %d", gen),
+		State:              orEmpty(res.State),
+		Config:             orEmpty(res.Config),
+		ObservedGeneration: &gen,
+	})
+	if err != nil {
+		return a.fail(err)
+	}
+	a.log.Info("ready")
+	return outcome{}
+}
+
+// deprovision frees what the resource holds and removes its row.
+func (a *attempt) deprovision() outcome {
+	cfg := a.w.config
+	if a.r.Provisioner == "" && len(a.r.State) == 0 {
+		// No provisioner was ever pinned and no broker state saved: nothing was provisioned.
+		return a.finalize("")
+	}
+	env, name, err := cfg.Environs.Get(a.r.Provisioner)
+	if err != nil {
+		return a.fail(err)
+	}
+	a.resolved(name)
+	a.log.Info("deprovisioning")
+	err = env.Deprovision(a.attemptCtx, &environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config})
+	if err != nil {
+		return a.fail(fmt.Errorf("deprovision: %w", err))
+	}
+	return a.finalize(name)
+}
+
+func (a *attempt) finalize(freed string) outcome {
+	cfg := a.w.config
+	err := cfg.State.FinalizeDelete(a.attemptCtx, a.r.ID, cfg.Holder)
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
+		return a.fail(fmt.Errorf("remove deprovisioned resource: %w", err))
+	}
+	a.holdsLease = false
+	a.log.Info("deleted")
+	return outcome{freed: freed}
+}
+
+// fail records why the attempt failed and says when to retry. Broker errors are reported
+// as they are: brokers keep secrets out of their errors, and args and config values are
+// never added here.
+func (a *attempt) fail(err error) outcome {
+	var held *domain.LeaseHeldError
+	switch {
+	case errors.Is(err, domain.ErrStale):
+		a.log.Debug("resource changed during the attempt; reconciling again")
+		return outcome{requeue: true}
+	case errors.Is(err, domain.ErrNotFound):
+		a.holdsLease = false
+		return outcome{}
+	case a.ctx.Err() != nil:
+		// The worker is stopping: the next agent (or this one, restarted) carries on.
+		return outcome{}
+	case errors.As(err, &held):
+		a.log.Warn("lost the resource's lease to another agent", "holder", held.Holder)
+		a.holdsLease = false
+		return outcome{retryAt: a.leaseRetry(held.ExpiresAt)}
+	}
+	if a.attemptCtx.Err() != nil {
+		err = fmt.Errorf("%w (%v)", err, context.Cause(a.attemptCtx))
+	}
+
+	attempts := a.r.Attempts + 1
+	now := a.w.now()
+	u := domain.ProgressUpdate{
+		Generation: a.r.Generation,
+		Attempts:   attempts,
+		LastError:  err.Error(),
+	}
+	var o outcome
+	switch {
+	case a.r.Status == domain.StatusDeleting:
+		// Deprovisioning is retried whatever the error: giving up would leak what the
+		// resource holds.
+		o.retryAt = now.Add(a.w.backoff(attempts))
+		u.Status = domain.StatusDeleting
+		u.StatusMessage = fmt.Sprintf("deprovision attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
+	case environ.IsPermanent(err):
+		u.Status = domain.StatusError
+		u.StatusMessage = err.Error()
+	case errors.Is(err, domain.ErrNoCapacity):
+		o.retryAt = now.Add(min(a.w.backoff(attempts), a.w.config.CapacityRetry))
+		o.waitingFor = a.provisioner
+		u.Status = domain.StatusPending
+		u.StatusMessage = "waiting for capacity: " + err.Error()
+	default:
+		o.retryAt = now.Add(a.w.backoff(attempts))
+		u.Status = domain.StatusProvisioning
+		u.StatusMessage = fmt.Sprintf("attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
+	}
+	if !o.retryAt.IsZero() {
+		u.NextAttemptAt = &o.retryAt
+	}
+	a.log.Warn("reconcile failed", "status", u.Status, "attempts", attempts, "error", err, "next-attempt-at", u.NextAttemptAt)
+
+	// The attempt's own context may have timed out; the record gets a fresh bound.
+	ctx, cancel := a.w.withTimeout(a.ctx, bookkeepingTimeout)
+	defer cancel()
+	if rerr := a.record(ctx, u); rerr != nil {
+		if errors.Is(rerr, domain.ErrStale) {
+			return outcome{requeue: true}
+		}
+		a.log.Warn("cannot record failed attempt; retrying anyway", "error", rerr)
+	}
+	return o
+}
+
+// resolved notes the resource's provisioner, and tags every later log line with it.
+func (a *attempt) resolved(provisioner string) {
+	a.provisioner = provisioner
+	a.log = a.w.config.Logger.With("id", a.r.ID, "provisioner", provisioner, "type", a.r.Type, "generation", a.r.Generation)
+}
+
+// record applies u to the resource's row and remembers the row it returns.
+func (a *attempt) record(ctx context.Context, u domain.ProgressUpdate) error {
+	cfg := a.w.config
+	r, err := cfg.State.RecordProgress(ctx, a.r.ID, cfg.Holder, u)
+	if err != nil {
+		return fmt.Errorf("record progress: %w", err)
+	}
+	a.r = r
+	return nil
+}
+
+// release gives up the lease. It runs even when the worker is being killed, bounded by its
+// own timeout; should it fail, the lease simply expires.
+func (a *attempt) release() {
+	cfg := a.w.config
+	ctx, cancel := a.w.withTimeout(context.WithoutCancel(a.ctx), bookkeepingTimeout)
+	defer cancel()
+	if err := cfg.State.ReleaseResource(ctx, a.r.ID, cfg.Holder); err != nil && !errors.Is(err, domain.ErrNotFound) {
+		a.log.Warn("cannot release the resource's lease; it will expire", "error", err)
+	}
+}
+
+// leaseRetry is when to try a resource whose lease another agent holds until expires: then,
+// or after half the base backoff when that time has passed already (the clocks of the
+// agents and the database differ a little; this keeps the retries from spinning).
+func (a *attempt) leaseRetry(expires time.Time) time.Time {
+	now := a.w.now()
+	if !expires.After(now) {
+		return now.Add(a.w.config.BackoffBase / 2)
+	}
+	return expires
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}

@@ -1,0 +1,244 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/catacomb"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// ResourceState is the part of domain.State the worker uses.
+type ResourceState interface {
+	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error)
+	ReleaseResource(ctx context.Context, id, holder string) error
+	RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error)
+	FinalizeDelete(ctx context.Context, id, holder string) error
+}
+
+// Environs resolves a provisioner name ("" = the default) to its broker and canonical name
+// (*environ.Set is one).
+type Environs interface {
+	Get(name string) (environ.Environ, string, error)
+}
+
+// Watcher reports the ids of resources that need attention; its first event lists every one.
+type Watcher interface {
+	worker.Worker
+	Changes() <-chan []string
+}
+
+// Config holds what the worker needs.
+type Config struct {
+	State      ResourceState
+	Environs   Environs
+	NewWatcher func() (Watcher, error) // the worker starts the watcher and owns it
+	Clock      clock.Clock
+	Rand       func() float64 // uniform in [0, 1), for jitter
+	Logger     *slog.Logger
+
+	Holder      string // this agent's identity on reconcile leases
+	Concurrency int    // most reconciles in flight at once
+
+	LeaseTTL         time.Duration // must exceed ReconcileTimeout
+	ReconcileTimeout time.Duration // per attempt: Reconcile and AwaitReady, or Deprovision
+	BackoffBase      time.Duration // first retry delay (see backoff)
+	BackoffMax       time.Duration // retry delays never exceed it
+	CapacityRetry    time.Duration // longest wait between retries of a resource waiting for capacity
+}
+
+// Validate reports the first missing or inconsistent field and how to fix it.
+func (c Config) Validate() error {
+	switch {
+	case c.State == nil:
+		return errors.New("provisioner: State is required")
+	case c.Environs == nil:
+		return errors.New("provisioner: Environs is required")
+	case c.NewWatcher == nil:
+		return errors.New("provisioner: NewWatcher is required")
+	case c.Clock == nil:
+		return errors.New("provisioner: Clock is required")
+	case c.Rand == nil:
+		return errors.New("provisioner: Rand is required")
+	case c.Logger == nil:
+		return errors.New("provisioner: Logger is required")
+	case c.Holder == "":
+		return errors.New("provisioner: Holder is required: set it to this agent's identity (e.g. its host name)")
+	case c.Concurrency < 1:
+		return fmt.Errorf("provisioner: Concurrency must be at least 1, got %d", c.Concurrency)
+	case c.ReconcileTimeout <= 0:
+		return fmt.Errorf("provisioner: ReconcileTimeout must be positive, got %s", c.ReconcileTimeout)
+	case c.LeaseTTL <= c.ReconcileTimeout:
+		return fmt.Errorf("provisioner: LeaseTTL (%s) must exceed ReconcileTimeout (%s) so that a lease outlives the attempt it guards: raise LeaseTTL", c.LeaseTTL, c.ReconcileTimeout)
+	case c.BackoffBase <= 0:
+		return fmt.Errorf("provisioner: BackoffBase must be positive, got %s", c.BackoffBase)
+	case c.BackoffMax < c.BackoffBase:
+		return fmt.Errorf("provisioner: BackoffMax (%s) must be at least BackoffBase (%s)", c.BackoffMax, c.BackoffBase)
+	case c.CapacityRetry <= 0:
+		return fmt.Errorf("provisioner: CapacityRetry must be positive, got %s", c.CapacityRetry)
+	}
+	return nil
+}
+
+// bookkeepingTimeout bounds the database calls made after an attempt: recording its failure
+// and releasing its lease.
+const bookkeepingTimeout = 10 * time.Second
+
+// Worker reconciles resources as its watcher reports them. See the package doc.
+type Worker struct {
+	catacomb catacomb.Catacomb
+	config   Config
+
+	mu     sync.Mutex
+	report map[string]any
+}
+
+// NewWorker starts a worker that reconciles resources as config's watcher reports them.
+func NewWorker(config Config) (worker.Worker, error) {
+	if err := config.Validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{config: config, report: map[string]any{}}
+	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Kill asks the worker to stop; reconciles in flight are cancelled.
+func (w *Worker) Kill() { w.catacomb.Kill(nil) }
+
+// Wait waits for the worker, and every reconcile it started, to stop.
+func (w *Worker) Wait() error { return w.catacomb.Wait() }
+
+// Report describes the work queue for the engine report.
+func (w *Worker) Report() map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]any, len(w.report))
+	for k, v := range w.report {
+		out[k] = v
+	}
+	return out
+}
+
+// loop runs the scheduler, then cancels and waits for every reconcile it started.
+func (w *Worker) loop() error {
+	var running sync.WaitGroup
+	err := w.run(&running)
+	w.catacomb.Kill(err)
+	running.Wait()
+	return err
+}
+
+func (w *Worker) run(running *sync.WaitGroup) error {
+	watcher, err := w.config.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("start resources watcher: %w", err)
+	}
+	if err := w.catacomb.Add(watcher); err != nil {
+		return err
+	}
+	ctx := w.catacomb.Context(context.Background())
+	// Never more than Concurrency reconciles are in flight, so their sends never block,
+	// even after the loop has stopped reading.
+	done := make(chan outcome, w.config.Concurrency)
+	s := newSchedule()
+	var timer clock.Timer
+	var timerAt time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.due(w.config.Clock.Now())
+		for {
+			id, woken, ok := s.start(w.config.Concurrency)
+			if !ok {
+				break
+			}
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				done <- w.reconcile(ctx, id, woken)
+			}()
+		}
+		// One timer, for the earliest retry.
+		var timerC <-chan time.Time
+		if at, ok := s.nextRetry(); ok {
+			if timer == nil || !at.Equal(timerAt) {
+				if timer != nil {
+					timer.Stop()
+				}
+				timer, timerAt = w.config.Clock.NewTimer(at.Sub(w.config.Clock.Now())), at
+			}
+			timerC = timer.Chan()
+		} else if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		w.publish(s)
+
+		select {
+		case <-w.catacomb.Dying():
+			return w.catacomb.ErrDying()
+		case ids, ok := <-watcher.Changes():
+			if !ok {
+				return errors.New("resources watcher stopped unexpectedly")
+			}
+			for _, id := range ids {
+				s.enqueue(id)
+			}
+		case o := <-done:
+			s.finish(o)
+		case <-timerC:
+			timer = nil
+		}
+	}
+}
+
+func (w *Worker) publish(s *schedule) {
+	report := map[string]any{
+		"queue-depth":          len(s.queue),
+		"in-flight":            len(s.running),
+		"waiting-for-capacity": len(s.capacity),
+		"scheduled-retries":    len(s.retries),
+	}
+	if at, ok := s.nextRetry(); ok {
+		report["next-retry-at"] = at.UTC().Format(time.RFC3339)
+	}
+	w.mu.Lock()
+	w.report = report
+	w.mu.Unlock()
+}
+
+// withTimeout returns a context that ends with parent or after d on the worker's clock.
+func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	timer := w.config.Clock.AfterFunc(d, func() {
+		cancel(fmt.Errorf("timed out after %s", d))
+	})
+	return ctx, func() {
+		timer.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// now returns the worker's time at the precision the database keeps, so that a retry time
+// read back from a row equals the one the worker scheduled.
+func (w *Worker) now() time.Time {
+	return w.config.Clock.Now().Truncate(time.Microsecond)
+}
+
+func (w *Worker) backoff(attempts int) time.Duration {
+	return backoff(w.config.BackoffBase, w.config.BackoffMax, attempts, w.config.Rand())
+}

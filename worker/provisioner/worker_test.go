@@ -1,0 +1,650 @@
+package provisioner_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/worker/provisioner"
+)
+
+func TestPackage(t *testing.T) { gc.TestingT(t) }
+
+type workerSuite struct {
+	clock   *testclock.Clock
+	state   *fakeState
+	env     *fakeEnviron
+	set     *environ.Set
+	watcher *fakeWatcher
+	logs    *syncBuffer
+
+	mu   sync.Mutex
+	rand float64
+}
+
+var _ = gc.Suite(&workerSuite{})
+
+var epoch = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const (
+	backoffBase      = 10 * time.Second
+	backoffMax       = 5 * time.Minute
+	capacityRetry    = time.Minute
+	reconcileTimeout = 5 * time.Minute
+	leaseTTL         = 10 * time.Minute
+	holder           = "agent-1"
+)
+
+func (s *workerSuite) SetUpTest(c *gc.C) {
+	s.clock = testclock.NewClock(epoch)
+	s.state = newFakeState(s.clock)
+	s.env = newFakeEnviron()
+	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": s.env}}
+	s.watcher = newFakeWatcher()
+	s.logs = &syncBuffer{}
+	s.rand = 0.5
+}
+
+func (s *workerSuite) setRand(r float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rand = r
+}
+
+func (s *workerSuite) config() provisioner.Config {
+	return provisioner.Config{
+		State:      s.state,
+		Environs:   s.set,
+		NewWatcher: func() (provisioner.Watcher, error) { return s.watcher, nil },
+		Clock:      s.clock,
+		Rand: func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.rand
+		},
+		Logger:           slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Holder:           holder,
+		Concurrency:      2,
+		LeaseTTL:         leaseTTL,
+		ReconcileTimeout: reconcileTimeout,
+		BackoffBase:      backoffBase,
+		BackoffMax:       backoffMax,
+		CapacityRetry:    capacityRetry,
+	}
+}
+
+func (s *workerSuite) start(c *gc.C, cfg provisioner.Config) worker.Worker {
+	w, err := provisioner.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	return w
+}
+
+func ready(gen int64) func(r *domain.Resource) bool {
+	return func(r *domain.Resource) bool {
+		return r.Status == domain.StatusReady && r.ObservedGeneration == gen
+	}
+}
+
+func statuses(updates []domain.ProgressUpdate) []domain.Status {
+	out := make([]domain.Status, len(updates))
+	for i, u := range updates {
+		out[i] = u.Status
+	}
+	return out
+}
+
+func (s *workerSuite) TestPendingToReady(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Name: "web", Owner: "acme", Args: map[string]any{"slots": 2}})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "ready", ready(1))
+	s.state.waitIdle(c, "r1", 1)
+
+	c.Check(row.Provisioner, gc.Equals, "pool") // the default, pinned
+	c.Check(row.Config, gc.DeepEquals, map[string]any{"host": "host-r1"})
+	c.Check(row.State, gc.DeepEquals, map[string]any{"generation": int64(1)})
+	c.Check(row.StatusMessage, gc.Equals, "ready at generation 1")
+	c.Check(row.Attempts, gc.Equals, 0)
+	c.Check(row.NextAttemptAt, gc.IsNil)
+	c.Check(row.LastError, gc.Equals, "")
+
+	updates := s.state.progress("r1")
+	c.Check(statuses(updates), gc.DeepEquals, []domain.Status{
+		domain.StatusProvisioning, domain.StatusProvisioning, domain.StatusReady,
+	})
+	c.Check(updates[0].StatusMessage, gc.Equals, "provisioning generation 1")
+	c.Check(updates[0].Provisioner, gc.Equals, "pool")
+	c.Check(updates[1].State, gc.DeepEquals, map[string]any{"generation": int64(1)}) // saved before AwaitReady
+	c.Check(s.env.lastOpts(), gc.DeepEquals, environ.ResourceOptions{
+		Name: "web", Owner: "acme", Args: map[string]any{"slots": 2}, Generation: 1,
+	})
+	c.Check(s.env.callCount("await"), gc.Equals, 1)
+}
+
+func (s *workerSuite) TestGenerationBump(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Args: map[string]any{"slots": 1}})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+	s.watcher.send(c, "r1")
+	s.state.waitRow(c, "r1", "ready", ready(1))
+	s.state.waitIdle(c, "r1", 1)
+
+	s.state.updateArgs("r1", map[string]any{"slots": 3})
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "ready at generation 2", ready(2))
+
+	c.Check(row.Generation, gc.Equals, int64(2))
+	c.Check(row.State, gc.DeepEquals, map[string]any{"generation": int64(2)})
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 2)
+	c.Check(s.env.lastOpts().Args, gc.DeepEquals, map[string]any{"slots": 3})
+	// The broker gets back the state it returned for generation 1.
+	c.Check(s.env.lastInput().State, gc.DeepEquals, map[string]any{"generation": int64(1)})
+	updates := s.state.progress("r1")
+	c.Check(statuses(updates[3:]), gc.DeepEquals, []domain.Status{
+		domain.StatusProvisioning, domain.StatusProvisioning, domain.StatusReady,
+	})
+	c.Check(updates[3].StatusMessage, gc.Equals, "provisioning generation 2")
+}
+
+func (s *workerSuite) TestReadyAtGenerationIsLeftAlone(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Provisioner: "pool", Status: domain.StatusReady, ObservedGeneration: 1})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitIdle(c, "r1", 1)
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+	c.Check(s.state.progress("r1"), gc.HasLen, 0)
+}
+
+func (s *workerSuite) TestDelete(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1"})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+	s.watcher.send(c, "r1")
+	s.state.waitRow(c, "r1", "ready", ready(1))
+	s.state.waitIdle(c, "r1", 1)
+
+	s.state.requestDelete("r1")
+	s.watcher.send(c, "r1")
+	s.state.waitGone(c, "r1")
+
+	c.Check(s.env.callCount("deprovision"), gc.Equals, 1)
+	c.Check(s.env.lastInput().State, gc.DeepEquals, map[string]any{"generation": int64(1)})
+	c.Check(s.env.lastInput().Config, gc.DeepEquals, map[string]any{"host": "host-r1"})
+}
+
+func (s *workerSuite) TestDeleteNeverProvisioned(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Status: domain.StatusDeleting})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitGone(c, "r1")
+	c.Check(s.env.callCount("deprovision"), gc.Equals, 0)
+}
+
+func (s *workerSuite) TestDeprovisionFailureRetried(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Provisioner: "pool", Status: domain.StatusDeleting, State: map[string]any{"host": "a"}})
+	s.env.script("deprovision", errors.New("host unreachable"))
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "failed deprovision recorded", func(r *domain.Resource) bool { return r.Attempts == 1 })
+	s.state.waitIdle(c, "r1", 1)
+	due := epoch.Add(backoffBase / 2) // rand 0.5 of a 10s ceiling
+	c.Check(row.Status, gc.Equals, domain.StatusDeleting)
+	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
+	c.Check(row.LastError, gc.Equals, "deprovision: host unreachable")
+	c.Check(row.StatusMessage, gc.Equals, "deprovision attempt 1 failed: deprovision: host unreachable; retrying at 2025-03-01T12:00:05Z")
+
+	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
+	s.state.waitGone(c, "r1")
+	c.Check(s.env.callCount("deprovision"), gc.Equals, 2)
+}
+
+func (s *workerSuite) TestTransientFailureRetriedWithBackoff(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1"})
+	s.env.script("reconcile", errors.New("host busy"))
+	s.setRand(0.8)
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "failure recorded", func(r *domain.Resource) bool { return r.Attempts == 1 })
+	s.state.waitIdle(c, "r1", 1)
+	delay := 8 * time.Second // 0.8 * min(5m, 10s * 2^0)
+	due := epoch.Add(delay)
+	c.Check(row.Status, gc.Equals, domain.StatusProvisioning)
+	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
+	c.Check(row.LastError, gc.Equals, "reconcile: host busy")
+	c.Check(row.StatusMessage, gc.Equals, "attempt 1 failed: reconcile: host busy; retrying at 2025-03-01T12:00:08Z")
+	waitReport(c, w, "scheduled-retries", 1)
+
+	// Nothing runs before the retry is due.
+	c.Assert(s.clock.WaitAdvance(delay-time.Second, longWait, 1), gc.IsNil)
+	s.env.checkNotEntered(c)
+	c.Check(s.state.claimCount("r1"), gc.Equals, 1)
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 1)
+
+	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 1), gc.IsNil)
+	row = s.state.waitRow(c, "r1", "ready", ready(1))
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 2)
+	c.Check(row.Attempts, gc.Equals, 0)
+	c.Check(row.LastError, gc.Equals, "")
+	c.Check(row.NextAttemptAt, gc.IsNil)
+}
+
+func (s *workerSuite) TestBackoffGrowsWithAttempts(c *gc.C) {
+	// The third failure in a row: ceiling 10s * 2^2 = 40s.
+	s.state.add(domain.Resource{ID: "r1", Status: domain.StatusProvisioning, Attempts: 2, LastError: "earlier"})
+	s.env.script("reconcile", errors.New("boom"))
+	s.setRand(0.999)
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "third failure", func(r *domain.Resource) bool { return r.Attempts == 3 })
+	due := epoch.Add(time.Duration(0.999 * float64(40*time.Second))).Truncate(time.Microsecond)
+	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
+}
+
+func (s *workerSuite) TestBackoffFloor(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1"})
+	s.env.script("reconcile", errors.New("boom"))
+	s.setRand(0)
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "failure", func(r *domain.Resource) bool { return r.Attempts == 1 })
+	due := epoch.Add(backoffBase / 2)
+	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
+}
+
+func (s *workerSuite) TestPermanentErrorWaitsForNewGeneration(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Args: map[string]any{"slots": 0}})
+	s.env.script("reconcile", environ.Permanent(&domain.FieldError{Field: "args.slots", Msg: "must be at least 1, got 0"}))
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "error", func(r *domain.Resource) bool { return r.Status == domain.StatusError })
+	s.state.waitIdle(c, "r1", 1)
+	c.Check(row.StatusMessage, gc.Equals, "reconcile: args.slots: must be at least 1, got 0")
+	c.Check(row.LastError, gc.Equals, row.StatusMessage)
+	c.Check(row.NextAttemptAt, gc.IsNil)
+	// No retry is scheduled: the clock has nothing waiting on it.
+	c.Assert(s.clock.WaitAdvance(backoffMax, longWait, 0), gc.IsNil)
+	c.Check(s.state.claimCount("r1"), gc.Equals, 1)
+
+	// Another event at the same generation (e.g. after a restart) leaves it alone.
+	s.watcher.send(c, "r1")
+	s.state.waitIdle(c, "r1", 2)
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 1)
+
+	s.state.updateArgs("r1", map[string]any{"slots": 1})
+	s.watcher.send(c, "r1")
+	s.state.waitRow(c, "r1", "ready at generation 2", ready(2))
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 2)
+}
+
+func (s *workerSuite) TestUnknownProvisioner(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Provisioner: "elsewhere"})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "error", func(r *domain.Resource) bool { return r.Status == domain.StatusError })
+	c.Check(row.StatusMessage, gc.Equals, `provisioner "elsewhere" is not in the provisioner set (known: pool)`)
+	c.Check(row.NextAttemptAt, gc.IsNil)
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+}
+
+func (s *workerSuite) TestUnsupportedType(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Type: domain.ResourceTypeClickHouse})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "error", func(r *domain.Resource) bool { return r.Status == domain.StatusError })
+	c.Check(row.StatusMessage, gc.Equals, `provisioner "pool" (fake) does not provision resources of type "clickhouse": choose a provisioner that does`)
+	c.Check(row.Provisioner, gc.Equals, "") // not pinned to a provisioner that cannot serve it
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+}
+
+func (s *workerSuite) TestNoCapacityWokenByDeprovision(c *gc.C) {
+	s.state.add(domain.Resource{ID: "old", Provisioner: "pool", Status: domain.StatusReady, ObservedGeneration: 1,
+		State: map[string]any{"host": "a"}})
+	s.state.add(domain.Resource{ID: "new"})
+	s.env.script("reconcile", fmt.Errorf("reserve 1 slot: %w", domain.ErrNoCapacity))
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "new")
+	row := s.state.waitRow(c, "new", "pending", func(r *domain.Resource) bool { return r.Attempts == 1 })
+	s.state.waitIdle(c, "new", 1)
+	due := epoch.Add(backoffBase / 2)
+	c.Check(row.Status, gc.Equals, domain.StatusPending)
+	c.Check(row.StatusMessage, gc.Equals, "waiting for capacity: reconcile: reserve 1 slot: no capacity")
+	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
+	waitReport(c, w, "waiting-for-capacity", 1)
+
+	// Deleting another resource of the same provisioner frees room: no clock advance needed.
+	s.state.requestDelete("old")
+	s.watcher.send(c, "old")
+	s.state.waitGone(c, "old")
+	s.state.waitRow(c, "new", "ready", ready(1))
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 2)
+}
+
+func (s *workerSuite) TestNoCapacityRetryCapped(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Status: domain.StatusPending, Attempts: 5})
+	s.env.script("reconcile", domain.ErrNoCapacity)
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "pending", func(r *domain.Resource) bool { return r.Attempts == 6 })
+	s.state.waitIdle(c, "r1", 1)
+	due := epoch.Add(capacityRetry) // backoff would be 0.5 * 5m
+	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
+
+	c.Assert(s.clock.WaitAdvance(capacityRetry, longWait, 1), gc.IsNil)
+	s.state.waitRow(c, "r1", "ready", ready(1))
+}
+
+func (s *workerSuite) TestLeaseHeldRetriedAtExpiry(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1"})
+	expires := epoch.Add(30 * time.Second)
+	s.state.setLease("r1", "agent-2", expires)
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitFor(c, "a claim", func() bool { return s.state.claims["r1"] == 1 })
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+	waitReport(c, w, "next-retry-at", "2025-03-01T12:00:30Z")
+
+	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
+	s.state.waitRow(c, "r1", "ready", ready(1))
+	c.Check(s.state.claimCount("r1"), gc.Equals, 2)
+}
+
+func (s *workerSuite) TestClaimFailureRetried(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1"})
+	s.state.claimErrs = []error{errors.New("connection refused")}
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitFor(c, "a claim", func() bool { return s.state.claims["r1"] == 1 })
+	waitReport(c, w, "next-retry-at", "2025-03-01T12:00:05Z")
+	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
+	s.state.waitRow(c, "r1", "ready", ready(1))
+}
+
+func (s *workerSuite) TestOneReconcilePerResource(c *gc.C) {
+	s.env.gateReconcile = true
+	s.state.add(domain.Resource{ID: "a"})
+	s.state.add(domain.Resource{ID: "b"})
+	cfg := s.config()
+	cfg.Concurrency = 3
+	w := s.start(c, cfg)
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "a", "b")
+	entered := []string{s.env.waitEntered(c), s.env.waitEntered(c)}
+	sort.Strings(entered)
+	c.Check(entered, gc.DeepEquals, []string{"reconcile:a", "reconcile:b"})
+
+	// a changes while in flight: it is marked dirty, not started again.
+	s.state.updateArgs("a", map[string]any{"slots": 2})
+	s.watcher.send(c, "a")
+	s.env.checkNotEntered(c)
+	waitReport(c, w, "in-flight", 2)
+
+	s.env.open(c)
+	s.env.open(c)
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:a") // generation 2, after the first ended
+	s.env.open(c)
+	s.state.waitRow(c, "a", "ready at generation 2", ready(2))
+	s.state.waitRow(c, "b", "ready", ready(1))
+
+	overall, perID := s.env.concurrency()
+	c.Check(overall, gc.Equals, 2) // a and b ran in parallel
+	c.Check(perID, gc.Equals, 1)   // never a twice at once
+}
+
+func (s *workerSuite) TestConcurrencyBound(c *gc.C) {
+	s.env.gateReconcile = true
+	ids := []string{"r1", "r2", "r3", "r4"}
+	for _, id := range ids {
+		s.state.add(domain.Resource{ID: id})
+	}
+	w := s.start(c, s.config()) // Concurrency 2
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, ids...)
+	entered := []string{s.env.waitEntered(c), s.env.waitEntered(c)}
+	sort.Strings(entered)
+	c.Check(entered, gc.DeepEquals, []string{"reconcile:r1", "reconcile:r2"}) // first in, first out
+	s.env.checkNotEntered(c)
+	waitReport(c, w, "in-flight", 2)
+	waitReport(c, w, "queue-depth", 2)
+
+	s.env.open(c)
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r3")
+	s.env.open(c)
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r4")
+	s.env.open(c)
+	s.env.open(c)
+	for _, id := range ids {
+		s.state.waitRow(c, id, "ready", ready(1))
+	}
+	overall, _ := s.env.concurrency()
+	c.Check(overall, gc.Equals, 2)
+}
+
+func (s *workerSuite) TestStaleRequeuedAndConverges(c *gc.C) {
+	s.env.gateReconcile = true
+	s.state.add(domain.Resource{ID: "r1", Args: map[string]any{"slots": 1}})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	// The args change under the attempt and no watcher event follows: recording the
+	// broker's state gives ErrStale, which alone brings the worker back.
+	s.state.updateArgs("r1", map[string]any{"slots": 2})
+	s.env.open(c)
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	c.Check(s.env.lastOpts().Generation, gc.Equals, int64(2))
+	s.env.open(c)
+	s.state.waitRow(c, "r1", "ready at generation 2", ready(2))
+	c.Check(s.env.callCount("await"), gc.Equals, 1)
+}
+
+func (s *workerSuite) TestDeleteDuringProvisioning(c *gc.C) {
+	s.env.gateReconcile = true
+	s.state.add(domain.Resource{ID: "r1"})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	s.state.requestDelete("r1")
+	s.env.open(c)
+	s.state.waitGone(c, "r1")
+	c.Check(s.env.callCount("deprovision"), gc.Equals, 1)
+	c.Check(s.env.callCount("await"), gc.Equals, 0)
+}
+
+func (s *workerSuite) TestPersistedRetryHonouredAfterRestart(c *gc.C) {
+	next := epoch.Add(time.Minute)
+	// As a previous agent left them: a transient failure and a wait for capacity.
+	s.state.add(domain.Resource{ID: "r1", Provisioner: "pool", Status: domain.StatusProvisioning,
+		Attempts: 2, NextAttemptAt: &next, LastError: "host busy"})
+	s.state.add(domain.Resource{ID: "r2", Provisioner: "pool", Status: domain.StatusPending,
+		Attempts: 1, NextAttemptAt: &next, LastError: "no capacity"})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1", "r2") // the watcher's initial event
+	s.state.waitIdle(c, "r1", 1)
+	s.state.waitIdle(c, "r2", 1)
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+	waitReport(c, w, "scheduled-retries", 2)
+	waitReport(c, w, "waiting-for-capacity", 1)
+	waitReport(c, w, "next-retry-at", "2025-03-01T12:01:00Z")
+
+	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	s.state.waitRow(c, "r1", "ready", ready(1))
+	s.state.waitRow(c, "r2", "ready", ready(1))
+}
+
+func (s *workerSuite) TestKillDuringReconcile(c *gc.C) {
+	s.env.gateReconcile = true
+	s.state.add(domain.Resource{ID: "r1"})
+	w := s.start(c, s.config())
+
+	s.watcher.send(c, "r1")
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	workertest.CleanKill(c, w)
+
+	c.Check(s.state.leased("r1"), gc.Equals, false) // released on the way out
+	row, _ := s.state.get("r1")
+	c.Check(row.Status, gc.Equals, domain.StatusProvisioning)
+	c.Check(row.Attempts, gc.Equals, 0) // a kill is no failure
+	c.Check(row.LastError, gc.Equals, "")
+	workertest.CheckKilled(c, s.watcher)
+}
+
+func (s *workerSuite) TestReconcileTimeout(c *gc.C) {
+	s.env.gateAwait = true
+	s.state.add(domain.Resource{ID: "r1"})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	c.Check(s.env.waitEntered(c), gc.Equals, "await:r1")
+	c.Assert(s.clock.WaitAdvance(reconcileTimeout, longWait, 1), gc.IsNil)
+	row := s.state.waitRow(c, "r1", "failure", func(r *domain.Resource) bool { return r.Attempts == 1 })
+	c.Check(row.Status, gc.Equals, domain.StatusProvisioning)
+	c.Check(row.LastError, gc.Equals, "await ready: context canceled (timed out after 5m0s)")
+	c.Check(row.State, gc.DeepEquals, map[string]any{"generation": int64(1)}) // kept for the next attempt
+}
+
+func (s *workerSuite) TestWatcherFailureStopsWorker(c *gc.C) {
+	w := s.start(c, s.config())
+	s.watcher.fail(errors.New("change log unreadable"))
+	c.Check(workertest.CheckKilled(c, w), gc.ErrorMatches, "change log unreadable")
+}
+
+func (s *workerSuite) TestWatcherStartFailure(c *gc.C) {
+	cfg := s.config()
+	cfg.NewWatcher = func() (provisioner.Watcher, error) { return nil, errors.New("no database") }
+	w := s.start(c, cfg)
+	c.Check(workertest.CheckKilled(c, w), gc.ErrorMatches, "start resources watcher: no database")
+}
+
+func (s *workerSuite) TestNoSecretsInLogsOrMessages(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Args: map[string]any{"version": "secret-arg-value"}})
+	s.env.script("reconcile", errors.New("busy"))
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitIdle(c, "r1", 1)
+	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
+	s.state.waitRow(c, "r1", "ready", ready(1))
+	s.state.waitIdle(c, "r1", 2)
+
+	logs := s.logs.String()
+	c.Check(logs, gc.Not(gc.Matches), "(?s).*secret-arg-value.*")
+	c.Check(logs, gc.Not(gc.Matches), "(?s).*host-r1.*") // client config
+	c.Check(logs, gc.Matches, `(?s).*msg=ready id=r1 provisioner=pool type=runtime generation=1.*`)
+	for _, u := range s.state.progress("r1") {
+		c.Check(u.StatusMessage, gc.Not(gc.Matches), ".*secret-arg-value.*")
+	}
+}
+
+func (s *workerSuite) TestValidate(c *gc.C) {
+	for i, t := range []struct {
+		change func(*provisioner.Config)
+		err    string
+	}{
+		{func(cfg *provisioner.Config) { cfg.State = nil }, "provisioner: State is required"},
+		{func(cfg *provisioner.Config) { cfg.Environs = nil }, "provisioner: Environs is required"},
+		{func(cfg *provisioner.Config) { cfg.NewWatcher = nil }, "provisioner: NewWatcher is required"},
+		{func(cfg *provisioner.Config) { cfg.Clock = nil }, "provisioner: Clock is required"},
+		{func(cfg *provisioner.Config) { cfg.Rand = nil }, "provisioner: Rand is required"},
+		{func(cfg *provisioner.Config) { cfg.Logger = nil }, "provisioner: Logger is required"},
+		{func(cfg *provisioner.Config) { cfg.Holder = "" }, "provisioner: Holder is required: .*"},
+		{func(cfg *provisioner.Config) { cfg.Concurrency = 0 }, "provisioner: Concurrency must be at least 1, got 0"},
+		{func(cfg *provisioner.Config) { cfg.ReconcileTimeout = 0 }, "provisioner: ReconcileTimeout must be positive, got 0s"},
+		{func(cfg *provisioner.Config) { cfg.LeaseTTL = reconcileTimeout }, `provisioner: LeaseTTL \(5m0s\) must exceed ReconcileTimeout \(5m0s\).*raise LeaseTTL`},
+		{func(cfg *provisioner.Config) { cfg.BackoffBase = 0 }, "provisioner: BackoffBase must be positive, got 0s"},
+		{func(cfg *provisioner.Config) { cfg.BackoffMax = time.Second }, `provisioner: BackoffMax \(1s\) must be at least BackoffBase \(10s\)`},
+		{func(cfg *provisioner.Config) { cfg.CapacityRetry = 0 }, "provisioner: CapacityRetry must be positive, got 0s"},
+	} {
+		c.Logf("test %d: %s", i, t.err)
+		cfg := s.config()
+		t.change(&cfg)
+		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		w, err := provisioner.NewWorker(cfg)
+		c.Check(w, gc.IsNil)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+	c.Check(s.config().Validate(), gc.IsNil)
+}
+
+// waitReport waits until the worker's report shows want under key. The report has no
+// change notification, so this polls.
+func waitReport(c *gc.C, w worker.Worker, key string, want any) {
+	reporter := w.(interface{ Report() map[string]any })
+	deadline := time.Now().Add(longWait)
+	for {
+		got := reporter.Report()[key]
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.Fatalf("report %s: got %v, want %v", key, got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the worker's goroutines to log into.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
