@@ -175,18 +175,6 @@ func TestDirectSQLGetsTheSameBehaviour(t *testing.T) {
 	}
 
 	seq = latestSeq(t, st)
-	if n := mustExec(t, st, `DELETE FROM resources WHERE id = $1`, r.ID); n != 0 {
-		t.Fatalf("direct delete removed %d rows, want it turned into a delete request", n)
-	}
-	got, err = st.GetResource(ctx, r.ID)
-	if err != nil || got.Status != domain.StatusDeleting || got.StatusMessage != "delete requested" {
-		t.Fatalf("after a direct delete: %+v, %v; want the row deleting", got, err)
-	}
-	if ids := changesSince(t, st, seq); len(ids) != 1 || ids[0] != r.ID {
-		t.Fatalf("changes logged by the direct delete = %v, want [%s]", ids, r.ID)
-	}
-
-	seq = latestSeq(t, st)
 	mustExec(t, st, `UPDATE resources SET provisioner = 'p1' WHERE id = $1`, r.ID)
 	if ids := changesSince(t, st, seq); len(ids) != 0 {
 		t.Fatalf("setting an unset provisioner logged %v, want nothing (it is how the agent pins)", ids)
@@ -194,6 +182,28 @@ func TestDirectSQLGetsTheSameBehaviour(t *testing.T) {
 	mustExec(t, st, `UPDATE resources SET provisioner = 'p2' WHERE id = $1`, r.ID)
 	if ids := changesSince(t, st, seq); len(ids) != 1 {
 		t.Fatalf("changing a set provisioner logged %v, want one change", ids)
+	}
+
+	mustExec(t, st, `UPDATE resources SET observed_generation = 2, status = 'ready' WHERE id = $1`, r.ID)
+	if _, err := st.Pool().Exec(ctx, `UPDATE resources SET provisioner = 'p3' WHERE id = $1`, r.ID); err == nil ||
+		!strings.Contains(err.Error(), "provisioner cannot change") {
+		t.Fatalf("moving a provisioned resource to another provisioner: err = %v, want it refused", err)
+	}
+
+	mustExec(t, st, `UPDATE resources SET attempts = 3, last_error = 'boom', next_attempt_at = now() + interval '1 hour' WHERE id = $1`, r.ID)
+	seq = latestSeq(t, st)
+	if n := mustExec(t, st, `DELETE FROM resources WHERE id = $1`, r.ID); n != 0 {
+		t.Fatalf("direct delete removed %d rows, want it turned into a delete request", n)
+	}
+	got, err = st.GetResource(ctx, r.ID)
+	if err != nil || got.Status != domain.StatusDeleting || got.StatusMessage != "delete requested" {
+		t.Fatalf("after a direct delete: %+v, %v; want the row deleting", got, err)
+	}
+	if got.Attempts != 0 || got.LastError != "" || got.NextAttemptAt != nil {
+		t.Fatalf("after a direct delete: attempts %d, last error %q, next attempt %v; want a fresh retry budget", got.Attempts, got.LastError, got.NextAttemptAt)
+	}
+	if ids := changesSince(t, st, seq); len(ids) != 1 || ids[0] != r.ID {
+		t.Fatalf("changes logged by the direct delete = %v, want [%s]", ids, r.ID)
 	}
 
 	seq = latestSeq(t, st)

@@ -82,6 +82,26 @@ BEGIN
         NEW.next_attempt_at := NULL;
         NEW.last_error := '';
     END IF;
+    -- A delete request starts a fresh retry budget: failures of provisioning say nothing
+    -- about deprovisioning.
+    IF NEW.status = 'deleting' AND OLD.status <> 'deleting' THEN
+        NEW.attempts := 0;
+        NEW.next_attempt_at := NULL;
+        NEW.last_error := '';
+    END IF;
+    -- Moving a resource to another provisioner once something may have been provisioned for
+    -- it would leak what the old one holds; before that, it is how a client fixes a resource
+    -- that named an unknown provisioner.
+    IF OLD.provisioner <> '' AND NEW.provisioner IS DISTINCT FROM OLD.provisioner THEN
+        IF OLD.status NOT IN ('pending', 'error') OR OLD.observed_generation > 0 OR OLD.state <> '{}'::jsonb THEN
+            RAISE EXCEPTION 'resource %: provisioner cannot change from "%" to "%" once provisioning started; delete the resource and create it again',
+                OLD.id, OLD.provisioner, NEW.provisioner
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'resources_provisioner_fixed';
+        END IF;
+        NEW.attempts := 0;
+        NEW.next_attempt_at := NULL;
+        NEW.last_error := '';
+    END IF;
     NEW.updated_at := now();
     RETURN NEW;
 END
