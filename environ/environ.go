@@ -21,6 +21,9 @@ type Resource struct {
 	State map[string]any
 	// Config is what clients use to reach the resource.
 	Config map[string]any
+	// Repairs lists what CheckResource (or Reconcile) found drifted and put right, one line
+	// each (e.g. "deployment re-applied: deleted out of band"), for the resource's history.
+	Repairs []string
 }
 
 // ResourceOptions carries the desired state and metadata of a resource.
@@ -83,4 +86,28 @@ func IsPermanent(err error) bool {
 	var p *permanentError
 	var f *domain.FieldError
 	return errors.As(err, &p) || errors.As(err, &f)
+}
+
+// CapacityReporter is implemented by environs that can say how much room they have.
+type CapacityReporter interface {
+	// Capacity reports the environ's total and used capacity, overall and per host (or
+	// node), in the environ's own unit.
+	Capacity(ctx context.Context) (Capacity, error)
+}
+
+// Capacity is an environ's room, in one unit (e.g. "slots", "millicpu").
+type Capacity struct {
+	Unit  string
+	Total int64
+	Used  int64
+	Hosts []HostCapacity
+}
+
+// HostCapacity is one host's (or node's) share of an environ's capacity.
+type HostCapacity struct {
+	Host  string
+	Total int64
+	Used  int64
+	// Down is true while the host fails its health checks; new resources avoid it.
+	Down bool
 }
