@@ -24,6 +24,9 @@ type Resource struct {
 	// Repairs lists what CheckResource (or Reconcile) found drifted and put right, one line
 	// each (e.g. "deployment re-applied: deleted out of band"), for the resource's history.
 	Repairs []string
+	// Notice is a remark for the resource's status message about a request the environ did
+	// not (fully) apply, e.g. a volume it will not shrink. Empty when there is none.
+	Notice string
 }
 
 // ResourceOptions carries the desired state and metadata of a resource.

@@ -2,6 +2,7 @@ package environ
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,10 +15,18 @@ import (
 	"github.com/berth-dev/berth/domain"
 )
 
+// ResourceGetter looks up a resource row; brokers use it to tell orphans (objects whose
+// resource no longer exists) from live ones.
+type ResourceGetter interface {
+	GetResource(ctx context.Context, id string) (domain.Resource, error)
+}
+
 // Deps are what a broker may use besides its own spec.
 type Deps struct {
 	// Slots records slot reservations (the static environ's source of truth).
 	Slots domain.SlotStore
+	// Resources looks up resource rows (nil where no database is at hand, e.g. check-config).
+	Resources ResourceGetter
 	// Logger is already tagged with the provisioner's name.
 	Logger *slog.Logger
 	Clock  clock.Clock

@@ -61,12 +61,13 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			return config.NewWorker(Config{
-				SetJSON: config.SetJSON,
-				Default: config.Default,
-				Builder: config.Builder,
-				Slots:   state,
-				Clock:   clk,
-				Logger:  config.Logger,
+				SetJSON:   config.SetJSON,
+				Default:   config.Default,
+				Builder:   config.Builder,
+				Slots:     state,
+				Resources: state,
+				Clock:     clk,
+				Logger:    config.Logger,
 			})
 		},
 		Output: output,

@@ -26,8 +26,10 @@ type Config struct {
 	Default string
 	Builder SetBuilder
 	Slots   domain.SlotStore
-	Clock   clock.Clock
-	Logger  *slog.Logger
+	// Resources looks up resource rows for the environs' orphan sweeps.
+	Resources environ.ResourceGetter
+	Clock     clock.Clock
+	Logger    *slog.Logger
 }
 
 // Validate reports the first missing field.
@@ -59,9 +61,10 @@ func NewWorker(config Config) (*Worker, error) {
 		return nil, err
 	}
 	set, err := config.Builder.NewSet(config.SetJSON, config.Default, environ.Deps{
-		Slots:  config.Slots,
-		Logger: config.Logger,
-		Clock:  config.Clock,
+		Slots:     config.Slots,
+		Resources: config.Resources,
+		Logger:    config.Logger,
+		Clock:     config.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build provisioner set: %w", err)
