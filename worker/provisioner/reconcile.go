@@ -137,10 +137,14 @@ func (a *attempt) provision() outcome {
 	if err := env.AwaitReady(a.attemptCtx, res); err != nil {
 		return a.fail(fmt.Errorf("await ready: %w", err))
 	}
+	message := fmt.Sprintf("ready at generation %d", gen)
+	if res.Notice != "" {
+		message += "; " + res.Notice
+	}
 	err = a.record(a.attemptCtx, domain.ProgressUpdate{
 		Generation:         gen,
 		Status:             domain.StatusReady,
-		StatusMessage:      fmt.Sprintf("ready at generation %d", gen),
+		StatusMessage:      message,
 		State:              orEmpty(res.State),
 		Config:             orEmpty(res.Config),
 		ObservedGeneration: &gen,
