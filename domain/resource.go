@@ -53,12 +53,15 @@ const (
 	StatusPending      Status = "pending"
 	StatusProvisioning Status = "provisioning"
 	StatusReady        Status = "ready"
-	StatusError        Status = "error"
-	StatusDeleting     Status = "deleting"
+	// StatusUnhealthy is a ready resource whose health check fails; it is not deprovisioned
+	// and returns to ready when the check passes again.
+	StatusUnhealthy Status = "unhealthy"
+	StatusError     Status = "error"
+	StatusDeleting  Status = "deleting"
 )
 
 // Statuses lists every status.
-var Statuses = []Status{StatusPending, StatusProvisioning, StatusReady, StatusError, StatusDeleting}
+var Statuses = []Status{StatusPending, StatusProvisioning, StatusReady, StatusUnhealthy, StatusError, StatusDeleting}
 
 // Valid reports whether s is a known status.
 func (s Status) Valid() bool {
@@ -97,7 +100,9 @@ type Resource struct {
 	ReadyAt   *time.Time // first time the resource became ready
 }
 
-// UpToDate reports whether the resource is ready at its current generation.
+// UpToDate reports whether the resource was brought to its current generation and is still
+// provisioned (ready, or unhealthy: health is the health checker's business, not a reason to
+// provision again).
 func (r Resource) UpToDate() bool {
-	return r.Status == StatusReady && r.ObservedGeneration == r.Generation
+	return (r.Status == StatusReady || r.Status == StatusUnhealthy) && r.ObservedGeneration == r.Generation
 }

@@ -26,7 +26,7 @@ CREATE TABLE resources (
     observed_generation bigint NOT NULL DEFAULT 0,
     status              text NOT NULL DEFAULT 'pending'
                         CONSTRAINT resources_status_check
-                        CHECK (status IN ('pending', 'provisioning', 'ready', 'error', 'deleting')),
+                        CHECK (status IN ('pending', 'provisioning', 'ready', 'unhealthy', 'error', 'deleting')),
     status_message      text NOT NULL DEFAULT '',
     state               jsonb NOT NULL DEFAULT '{}',
     config              jsonb NOT NULL DEFAULT '{}',
