@@ -221,7 +221,7 @@ func TestListAndGetValidateInput(t *testing.T) {
 		t.Errorf("list with a bad type: %v", err)
 	}
 	_, err := svc.List(ctx, domain.ListFilter{Status: "done"})
-	if fieldOf(t, err) != "status" || !strings.Contains(err.Error(), "pending, provisioning, ready, error, deleting") {
+	if fieldOf(t, err) != "status" || !strings.Contains(err.Error(), "pending, provisioning, ready, unhealthy, error, deleting") {
 		t.Errorf("list with a bad status: %v", err)
 	}
 	if _, err := svc.Get(ctx, " "); fieldOf(t, err) != "id" {
