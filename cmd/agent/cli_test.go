@@ -249,7 +249,7 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"resource", "create", "--type", "runtime", "--name", "DUP"}, `--name: a runtime named "DUP" already exists for owner ""`},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--wait", "--timeout", "0s"}, "--timeout: must be positive"},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--bogus"}, "unknown flag: --bogus"},
-		{[]string{"resource", "list", "--status", "done"}, `--status: "done" is not a status: use one of pending, provisioning, ready, error, deleting`},
+		{[]string{"resource", "list", "--status", "done"}, `--status: "done" is not a status: use one of pending, provisioning, ready, unhealthy, error, deleting`},
 		{[]string{"resource", "list", "--type", "vm"}, `--type: "vm" is not a resource type`},
 		{[]string{"resource", "list", "-o", "yaml"}, `-o/--output: "yaml" is not an output format: use table or json`},
 		{[]string{"resource", "get"}, "needs exactly one resource ID"},
