@@ -24,6 +24,13 @@ fmt:
 lint:
 	$(GO) vet ./...
 
+# Berth's static-environ throughput, latency and memory, measured beside River on the same
+# database server (see bench/doc.go). BENCH_FLAGS passes flags, e.g. BENCH_FLAGS="-n 2000".
+bench: build
+	$(GO) build -o bin/berth-bench ./bench
+	@url="$${BERTH_BENCH_DATABASE_URL:-$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}}" && \
+	BERTH_BENCH_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" bin/berth-bench $(BENCH_FLAGS)
+
 # The agent on the example provisioner set (examples/provisioners.json); without
 # BERTH_DATABASE_URL a throwaway local PostgreSQL is started and a `berth` database used.
 run: build

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	provisionerName = "bench-pool"
+	slotsPerHost    = 1000
+	minHosts        = 12
+	// stopGrace is how long the agent gets after SIGTERM; its own shutdown timeout is 30s.
+	stopGrace = 40 * time.Second
+)
+
+// agent is a running Berth agent process.
+type agent struct {
+	cmd    *exec.Cmd
+	log    *tailBuffer
+	exited chan struct{} // closed when the process has exited
+	err    error         // the process's exit error; read after exited is closed
+}
+
+// migrate applies Berth's schema to the database with the agent binary.
+func migrate(ctx context.Context, binary, dbURL string) error {
+	cmd := exec.CommandContext(ctx, binary, "migrate")
+	cmd.Env = append(os.Environ(), "BERTH_DATABASE_URL="+dbURL)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s migrate: %w\n%s", binary, err, out)
+	}
+	return nil
+}
+
+// startAgent starts the agent on the database with a static pool holding at least slots
+// one-slot resources. The caller must stop it.
+func startAgent(binary, dbURL string, concurrency, slots int) (*agent, error) {
+	set, err := provisionerSet(slots)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, "run", "--agent-id", "bench", "--concurrency", strconv.Itoa(concurrency))
+	cmd.Env = append(os.Environ(),
+		"BERTH_DATABASE_URL="+dbURL,
+		"BERTH_PROVISIONER_SET_JSON="+set,
+		"BERTH_DEFAULT_PROVISIONER="+provisionerName,
+		"BERTH_LOG_LEVEL=warn", // as River's client logs in the bench
+	)
+	a := &agent{cmd: cmd, log: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
+	cmd.Stdout = a.log
+	cmd.Stderr = a.log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the agent %s (build it with make build, or set BERTH_BINARY): %w", binary, err)
+	}
+	go func() {
+		a.err = cmd.Wait()
+		close(a.exited)
+	}()
+	return a, nil
+}
+
+// alive returns an error when the agent has exited.
+func (a *agent) alive() error {
+	select {
+	case <-a.exited:
+		return fmt.Errorf("the agent exited early (%v); its last output:\n%s", a.err, a.log)
+	default:
+		return nil
+	}
+}
+
+// peakRSS is the agent's peak resident set size in bytes (VmHWM).
+func (a *agent) peakRSS() (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read the agent's peak RSS (needs Linux /proc): %w", err)
+	}
+	return vmHWM(status)
+}
+
+// stop sends SIGTERM and waits; after stopGrace it kills the agent. An agent that had
+// already exited is not reported again (alive reports it).
+func (a *agent) stop() error {
+	if a.alive() != nil {
+		return nil
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+	case <-time.After(stopGrace):
+		_ = a.cmd.Process.Kill()
+		<-a.exited
+		return fmt.Errorf("the agent did not stop within %s of SIGTERM and was killed", stopGrace)
+	}
+	var exit *exec.ExitError
+	if errors.As(a.err, &exit) && !exit.Success() {
+		return fmt.Errorf("the agent exited with %v on SIGTERM; its last output:\n%s", a.err, a.log)
+	}
+	return nil
+}
+
+// vmHWM parses the VmHWM line of a /proc/<pid>/status file.
+func vmHWM(status []byte) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 3 && fields[0] == "VmHWM:" && fields[2] == "kB" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmHWM %q: %w", fields[1], err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no VmHWM line in the agent's /proc status")
+}
+
+// provisionerSet is the agent's provisioner-set JSON: one static pool of hosts offering
+// slotsPerHost slots each, at least minHosts of them and enough for slots.
+func provisionerSet(slots int) (string, error) {
+	type runtime struct {
+		Host        string `json:"host"`
+		Slots       int    `json:"slots"`
+		DataDir     string `json:"data_dir"`
+		AudienceURL string `json:"audience_url"`
+	}
+	hosts := max(minHosts, (slots+slotsPerHost-1)/slotsPerHost)
+	runtimes := make([]runtime, hosts)
+	for i := range runtimes {
+		runtimes[i] = runtime{
+			Host:        fmt.Sprintf("http://host-%02d.bench:9091", i),
+			Slots:       slotsPerHost,
+			DataDir:     "/mnt/data",
+			AudienceURL: fmt.Sprintf("http://host-%02d.bench:8081", i),
+		}
+	}
+	set := map[string]any{provisionerName: map[string]any{
+		"type": "static",
+		"spec": map[string]any{"runtimes": runtimes},
+	}}
+	out, err := json.Marshal(set)
+	return string(out), err
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

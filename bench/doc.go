@@ -1,0 +1,37 @@
+// Command bench compares Berth's provisioning throughput and latency with River's job
+// throughput and latency on the same PostgreSQL server.
+//
+// It measures, each on a fresh database that is dropped afterwards:
+//
+//   - Berth throughput: the real agent binary (BERTH_BINARY, default ./bin/berth) runs with a
+//     static provisioner of one-slot hosts big enough for every resource. After one warm-up
+//     resource is ready (so agent start-up is not timed), -n runtime resources are inserted in
+//     one statement and the bench polls until all are ready. Throughput is
+//     n / (max(ready_at) - min(created_at)), both columns set by the database clock. The
+//     agent's peak RSS is VmHWM from /proc/<pid>/status, read just before it is stopped. Each
+//     -berth-concurrency value is a separate run; the best is compared with River.
+//   - Berth latency: after a warm-up resource, -latency-n resources are inserted one at a
+//     time at -rate per second; latency is ready_at - created_at, both database timestamps,
+//     so no clock skew between agent and bench enters.
+//   - River throughput: -n no-op jobs are inserted with InsertMany before the client starts;
+//     the time from Start until the last completion event is the drain time. Each
+//     -river-workers value (MaxWorkers of the default queue) is a separate run; the best
+//     counts.
+//   - River latency: like Berth's, at the same rate and with a warm-up job; latency is
+//     attempted_at - created_at of river_job, both database timestamps, matching Berth's
+//     method. The client uses the best MaxWorkers, FetchCooldown 1ms and FetchPollInterval
+//     50ms, and LISTEN/NOTIFY wake-ups (its pgx pool driver supports them).
+//
+// Both the agent and the River client log at warn level, so neither pays for per-item logs.
+//
+// The Berth throughput window starts when the insert transaction starts, so it includes the
+// insert itself; River's starts after its insert. That favours River slightly.
+//
+// The server is BERTH_BENCH_DATABASE_URL, else BERTH_TEST_DATABASE_URL: a maintenance-database
+// URL of a server on which the bench may create and drop databases.
+//
+// The bench prints a table, then PASS or MISS for each target (Berth/River throughput ratio
+// at least 0.5; Berth p99 latency below River's) and "bench: ok". It exits 0 whether targets
+// pass or miss, and non-zero only when a measurement could not be made. The agent is stopped
+// (SIGTERM, then SIGKILL after a grace period) on every exit path, including an interrupt.
+package main

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Targets Berth is held to.
+const (
+	targetRatio = 0.5 // Berth resources/s ÷ River jobs/s
+)
+
+// config is what one bench run measures, from flags and environment.
+type config struct {
+	server           string // maintenance-database URL
+	binary           string // the agent binary
+	n                int
+	berthConcurrency []int
+	riverWorkers     []int
+	latencyN         int
+	rate             float64
+	waitTimeout      time.Duration
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run measures, prints the report and returns the exit code: 0 when every measurement was
+// made (targets met or missed), 1 when one failed, 2 on bad flags.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	rep := &report{cfg: cfg}
+	err = measure(ctx, cfg, rep)
+	rep.print(stdout)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stdout, "bench: interrupted")
+		return 1
+	case err != nil:
+		fmt.Fprintln(stdout, "bench: FAILED:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "bench: ok")
+	return 0
+}
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := config{binary: os.Getenv("BERTH_BINARY")}
+	if cfg.binary == "" {
+		cfg.binary = "./bin/berth"
+	}
+	fs.IntVar(&cfg.n, "n", 10000, "resources (and River jobs) in each throughput run")
+	concurrency := fs.String("berth-concurrency", "16,64", "comma-separated agent --concurrency values, one throughput run each")
+	workers := fs.String("river-workers", "10,50,100,200", "comma-separated River MaxWorkers values, one throughput run each")
+	fs.IntVar(&cfg.latencyN, "latency-n", 300, "resources (and River jobs) in each latency run")
+	fs.Float64Var(&cfg.rate, "rate", 20, "inserts per second in the latency runs")
+	fs.DurationVar(&cfg.waitTimeout, "wait-timeout", 10*time.Minute, "how long one run may wait for its resources or jobs")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.berthConcurrency, err = positiveInts("-berth-concurrency", *concurrency); err != nil {
+		return cfg, err
+	}
+	if cfg.riverWorkers, err = positiveInts("-river-workers", *workers); err != nil {
+		return cfg, err
+	}
+	switch {
+	case cfg.n < 1:
+		return cfg, fmt.Errorf("-n must be at least 1, got %d", cfg.n)
+	case cfg.latencyN < 1:
+		return cfg, fmt.Errorf("-latency-n must be at least 1, got %d", cfg.latencyN)
+	case cfg.rate <= 0:
+		return cfg, fmt.Errorf("-rate must be positive, got %g", cfg.rate)
+	case cfg.waitTimeout <= 0:
+		return cfg, fmt.Errorf("-wait-timeout must be positive, got %s", cfg.waitTimeout)
+	}
+	if _, err := exec.LookPath(cfg.binary); err != nil {
+		return cfg, fmt.Errorf("no agent binary at %s: build it with make build, or set BERTH_BINARY", cfg.binary)
+	}
+	cfg.server, err = serverURL()
+	return cfg, err
+}
+
+// positiveInts parses a comma-separated list of positive integers given to flag name.
+func positiveInts(name, list string) ([]int, error) {
+	var out []int
+	for _, field := range strings.Split(list, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive integer; give a list like 16,64", name, field)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// measure runs every measurement in turn, filling rep as results arrive.
+func measure(ctx context.Context, cfg config, rep *report) error {
+	for _, c := range cfg.berthConcurrency {
+		res, err := berthThroughput(ctx, cfg, c)
+		if err != nil {
+			return fmt.Errorf("berth throughput at concurrency %d: %w", c, err)
+		}
+		rep.berth = append(rep.berth, res)
+	}
+	best := fastest(rep.berth)
+	lat, err := berthLatency(ctx, cfg, best.parallel)
+	if err != nil {
+		return fmt.Errorf("berth latency: %w", err)
+	}
+	if rep.berthLatency, err = summarize(best.setting, lat); err != nil {
+		return err
+	}
+	for _, w := range cfg.riverWorkers {
+		res, err := riverThroughput(ctx, cfg, w)
+		if err != nil {
+			return fmt.Errorf("river throughput at MaxWorkers %d: %w", w, err)
+		}
+		rep.river = append(rep.river, res)
+	}
+	best = fastest(rep.river)
+	if lat, err = riverLatency(ctx, cfg, best.parallel); err != nil {
+		return fmt.Errorf("river latency: %w", err)
+	}
+	rep.riverLatency, err = summarize(best.setting, lat)
+	return err
+}
+
+// fastest is the run with the highest throughput; runs is not empty.
+func fastest(runs []throughputResult) throughputResult {
+	best := runs[0]
+	for _, r := range runs[1:] {
+		if r.perSecond() > best.perSecond() {
+			best = r
+		}
+	}
+	return best
+}
