@@ -116,6 +116,7 @@ func (e *env) startAgent(extra ...string) *agent {
 		"--backoff-max", "1s",
 		"--capacity-retry", "500ms",
 		"--log-level", "debug",
+		"--http-addr", "127.0.0.1:0",
 	}, extra...)
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = e.cmdEnv()

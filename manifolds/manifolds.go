@@ -21,11 +21,13 @@ import (
 	"github.com/juju/worker/v4/dependency"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/valueworker"
 	"github.com/berth-dev/berth/watcher"
 	"github.com/berth-dev/berth/worker/changelog"
 	"github.com/berth-dev/berth/worker/database"
 	"github.com/berth-dev/berth/worker/environs"
+	"github.com/berth-dev/berth/worker/httpserver"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -36,6 +38,9 @@ const (
 	EnvironsName        = "environs"
 	ProvisionerName     = "provisioner"
 	ChangeLogPrunerName = "changelog-pruner"
+	EngineName          = "engine"
+	HTTPServerName      = "http-server"
+	ResourceMetricsName = "resource-metrics"
 )
 
 // Config is everything the agent's workers are configured with.
@@ -43,6 +48,10 @@ type Config struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
 	Rand   func() float64
+
+	Engine   *dependency.Engine // the engine the manifolds run in, for its own report
+	Metrics  *metrics.Metrics
+	HTTPAddr string
 
 	DatabaseURL  string
 	OpenDatabase database.Opener
@@ -88,6 +97,10 @@ func (c Config) Validate() error {
 		return errors.New("manifolds: OpenDatabase is required")
 	case c.SetBuilder == nil:
 		return errors.New("manifolds: SetBuilder is required")
+	case c.Engine == nil:
+		return errors.New("manifolds: Engine is required")
+	case c.Metrics == nil:
+		return errors.New("manifolds: Metrics is required")
 	}
 	return nil
 }
@@ -96,7 +109,21 @@ func (c Config) Validate() error {
 func Manifolds(config Config) dependency.Manifolds {
 	logger := config.Logger
 	return dependency.Manifolds{
-		ClockName: clockManifold(config.Clock),
+		ClockName:  clockManifold(config.Clock),
+		EngineName: dependency.SelfManifold(config.Engine),
+
+		HTTPServerName: httpserver.Manifold(httpserver.ManifoldConfig{
+			ClockName:       ClockName,
+			EngineName:      EngineName,
+			Addr:            config.HTTPAddr,
+			Gatherer:        config.Metrics,
+			Required:        []string{DatabaseName, EnvironsName},
+			ShutdownTimeout: 5 * time.Second,
+			Logger:          logger.With("worker", HTTPServerName),
+			NewWorker:       httpserver.NewManifoldWorker,
+		}),
+
+		ResourceMetricsName: resourceMetricsManifold(config.Metrics),
 
 		DatabaseName: database.Manifold(database.ManifoldConfig{
 			ClockName:       ClockName,
@@ -133,6 +160,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			CapacityRetry:    config.Provisioner.CapacityRetry,
 			Logger:           logger.With("worker", ProvisionerName),
 			Rand:             config.Rand,
+			Metrics:          config.Metrics,
 			NewWorker:        provisioner.NewWorker,
 			NewWatcher:       newResourcesWatcher(config.Watcher),
 		}),
@@ -154,6 +182,21 @@ func clockManifold(clk clock.Clock) dependency.Manifold {
 			return valueworker.New(clk)
 		},
 		Output: valueworker.Output,
+	}
+}
+
+// resourceMetricsManifold makes berth_resources count the database's resources while it is
+// up.
+func resourceMetricsManifold(m *metrics.Metrics) dependency.Manifold {
+	return dependency.Manifold{
+		Inputs: []string{DatabaseName},
+		Start: func(_ context.Context, getter dependency.Getter) (worker.Worker, error) {
+			var state domain.State
+			if err := getter.Get(DatabaseName, &state); err != nil {
+				return nil, err
+			}
+			return m.TrackResources(state), nil
+		},
 	}
 }
 

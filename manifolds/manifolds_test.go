@@ -13,6 +13,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/manifolds"
 	"github.com/berth-dev/berth/worker/database"
 )
@@ -32,6 +33,9 @@ func config() manifolds.Config {
 		OpenDatabase:       func(context.Context, string) (database.DB, error) { return nil, nil },
 		ProvisionerSetJSON: []byte(`{}`),
 		SetBuilder:         environ.NewRegistry(),
+		Engine:             &dependency.Engine{}, // never started: only its report manifold is built
+		Metrics:            metrics.New(),
+		HTTPAddr:           "127.0.0.1:0",
 	}
 }
 
@@ -41,7 +45,7 @@ func (*manifoldsSuite) TestNames(c *gc.C) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	c.Check(names, gc.DeepEquals, []string{"changelog-pruner", "clock", "database", "environs", "provisioner"})
+	c.Check(names, gc.DeepEquals, []string{"changelog-pruner", "clock", "database", "engine", "environs", "http-server", "provisioner", "resource-metrics"})
 }
 
 func (*manifoldsSuite) TestInputs(c *gc.C) {
@@ -57,6 +61,9 @@ func (*manifoldsSuite) TestInputs(c *gc.C) {
 		"environs":         {"clock", "database"},
 		"provisioner":      {"clock", "database", "environs"},
 		"changelog-pruner": {"clock", "database"},
+		"engine":           nil,
+		"http-server":      {"clock", "engine"},
+		"resource-metrics": {"database"},
 	})
 }
 
@@ -72,6 +79,8 @@ func (*manifoldsSuite) TestValidate(c *gc.C) {
 		func(cfg *manifolds.Config) { cfg.Rand = nil },
 		func(cfg *manifolds.Config) { cfg.OpenDatabase = nil },
 		func(cfg *manifolds.Config) { cfg.SetBuilder = nil },
+		func(cfg *manifolds.Config) { cfg.Engine = nil },
+		func(cfg *manifolds.Config) { cfg.Metrics = nil },
 	} {
 		cfg := config()
 		breakIt(&cfg)

@@ -86,6 +86,7 @@ Global flags have environment variables; a flag beats its variable:
 		newCheckConfigCommand(opts),
 		newResourceCommand(opts),
 		newVersionCommand(opts),
+		newStatusCommand(opts),
 	)
 	return root
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/internal/logging"
+	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/manifolds"
 	"github.com/berth-dev/berth/worker/database"
+	"github.com/berth-dev/berth/worker/httpserver"
 )
 
 // runOptions are the agent's tuning flags; the defaults suit a production agent.
@@ -32,6 +35,7 @@ type runOptions struct {
 	pollInterval     time.Duration
 	changeLogRetain  time.Duration
 	shutdownTimeout  time.Duration
+	httpAddr         string
 }
 
 func newRunCommand(opts *globalOptions) *cobra.Command {
@@ -74,6 +78,7 @@ when they expire (--lease-ttl).`,
 	f.DurationVar(&run.pollInterval, "poll-interval", 2*time.Second, "how often the change log is read when no notification arrives")
 	f.DurationVar(&run.changeLogRetain, "change-log-retention", 24*time.Hour, "how long change-log entries are kept")
 	f.DurationVar(&run.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take before the agent exits anyway")
+	f.StringVar(&run.httpAddr, "http-addr", defaultAgentAddr, "where to serve /healthz, /readyz, /metrics and /debug/engine (read by berth status --agent-addr)")
 	return cmd
 }
 
@@ -97,6 +102,9 @@ func (r runOptions) validate() error {
 		return errors.New("--change-log-retention must be positive")
 	case r.shutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
+	}
+	if _, _, err := net.SplitHostPort(r.httpAddr); err != nil {
+		return fmt.Errorf("--http-addr %q is not HOST:PORT (e.g. %s): %w", r.httpAddr, defaultAgentAddr, err)
 	}
 	return nil
 }
@@ -124,8 +132,10 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	logger.Info("starting berth agent", "agent-id", run.agentID, "database", postgres.RedactURL(dbURL), "provisioners", source)
 
 	clk := clock.WallClock
+	agentMetrics := metrics.New()
 	engine, err := dependency.NewEngine(dependency.EngineConfig{
-		IsFatal:          func(error) bool { return false },
+		// A taken --http-addr stays taken: stop with its error rather than retry forever.
+		IsFatal:          func(err error) bool { return errors.Is(err, httpserver.ErrCannotListen) },
 		WorstError:       func(err0, _ error) error { return err0 },
 		ErrorDelay:       3 * time.Second,
 		BounceDelay:      10 * time.Millisecond,
@@ -133,7 +143,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		BackoffResetTime: time.Minute,
 		MaxDelay:         time.Minute,
 		Clock:            clk,
-		Metrics:          dependency.DefaultMetrics(),
+		Metrics:          agentMetrics,
 		Logger:           logging.EngineLogger{Logger: logger.With("component", "engine")},
 	})
 	if err != nil {
@@ -143,6 +153,9 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		Clock:              clk,
 		Logger:             logger,
 		Rand:               rand.Float64, // goroutine-safe
+		Engine:             engine,
+		Metrics:            agentMetrics,
+		HTTPAddr:           run.httpAddr,
 		DatabaseURL:        dbURL,
 		OpenDatabase:       openPostgres,
 		ProvisionerSetJSON: setJSON,

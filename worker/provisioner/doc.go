@@ -79,6 +79,14 @@
 // again when it expires. The retry time is stored in next_attempt_at, so a restarted worker
 // (whose watcher's first event lists every resource needing attention) keeps the schedule.
 //
+// # Observability
+//
 // Status messages and logs name the resource's id, provisioner, type and generation, and
-// the error; they never include args, config or broker state.
+// the error; they never include args, config or broker state. (The few lines logged
+// before the row is read, about its lease, can name only the id.)
+//
+// Every attempt that does something is reported to Metrics with its outcome (ready, retry,
+// capacity, permanent, deleted, stale) and its duration on the worker's clock; the queue's
+// depth and the reconciles in flight are reported whenever they may have changed; and a
+// resource's first ready reports its time from creation, from the row's own timestamps.
 package provisioner

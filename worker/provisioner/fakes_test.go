@@ -131,6 +131,10 @@ func (s *fakeState) RecordProgress(_ context.Context, id, holder string, u domai
 	if u.ObservedGeneration != nil {
 		row.ObservedGeneration = *u.ObservedGeneration
 	}
+	if u.Status == domain.StatusReady && row.ReadyAt == nil {
+		now := s.clock.Now()
+		row.ReadyAt = &now
+	}
 	row.Attempts = u.Attempts
 	row.NextAttemptAt = nil
 	if u.NextAttemptAt != nil {
@@ -173,6 +177,9 @@ func (s *fakeState) add(r domain.Resource) {
 	}
 	if r.Type == "" {
 		r.Type = domain.ResourceTypeRuntime
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.clock.Now()
 	}
 	s.rows[r.ID] = &r
 }
@@ -290,6 +297,10 @@ func copyResource(r domain.Resource) domain.Resource {
 	if r.NextAttemptAt != nil {
 		t := *r.NextAttemptAt
 		r.NextAttemptAt = &t
+	}
+	if r.ReadyAt != nil {
+		t := *r.ReadyAt
+		r.ReadyAt = &t
 	}
 	return r
 }
@@ -520,4 +531,101 @@ func (w *fakeWatcher) send(c *gc.C, ids ...string) {
 	case <-time.After(longWait):
 		c.Fatalf("timed out sending %v to the worker", ids)
 	}
+}
+
+// reconcileObservation is one ObserveReconcile (or ObserveCreateToReady) call.
+type reconcileObservation struct {
+	provisioner string
+	typ         domain.ResourceType
+	outcome     string
+	d           time.Duration
+}
+
+// queueObservation is one ObserveQueue call.
+type queueObservation struct{ depth, inFlight int }
+
+// fakeMetrics records what the worker observes, in order.
+type fakeMetrics struct {
+	mu            sync.Mutex
+	changed       chan struct{} // closed and replaced on every observation
+	reconciles    []reconcileObservation
+	queues        []queueObservation
+	createToReady []reconcileObservation // without an outcome
+}
+
+func newFakeMetrics() *fakeMetrics {
+	return &fakeMetrics{changed: make(chan struct{})}
+}
+
+func (m *fakeMetrics) notify() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+func (m *fakeMetrics) ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.notify()
+	m.reconciles = append(m.reconciles, reconcileObservation{provisioner, t, outcome, d})
+}
+
+func (m *fakeMetrics) ObserveQueue(depth, inFlight int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.notify()
+	m.queues = append(m.queues, queueObservation{depth, inFlight})
+}
+
+func (m *fakeMetrics) ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.notify()
+	m.createToReady = append(m.createToReady, reconcileObservation{provisioner: provisioner, typ: t, d: d})
+}
+
+// waitFor waits until pred, called with the metrics locked, holds.
+func (m *fakeMetrics) waitFor(c *gc.C, what string, pred func() bool) {
+	timeout := time.After(longWait)
+	for {
+		m.mu.Lock()
+		ok := pred()
+		changed := m.changed
+		m.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			c.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// waitOutcomes waits for n reconciles to be observed and returns their outcomes in order.
+func (m *fakeMetrics) waitOutcomes(c *gc.C, n int) []string {
+	var out []string
+	m.waitFor(c, fmt.Sprintf("%d reconciles observed", n), func() bool {
+		if len(m.reconciles) < n {
+			return false
+		}
+		out = nil
+		for _, o := range m.reconciles {
+			out = append(out, o.outcome)
+		}
+		return true
+	})
+	return out
+}
+
+func (m *fakeMetrics) reconcileObservations() []reconcileObservation {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]reconcileObservation(nil), m.reconciles...)
+}
+
+func (m *fakeMetrics) createToReadyObservations() []reconcileObservation {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]reconcileObservation(nil), m.createToReady...)
 }

@@ -31,6 +31,7 @@ type ManifoldConfig struct {
 
 	Logger     *slog.Logger
 	Rand       func() float64
+	Metrics    Metrics
 	NewWorker  func(Config) (worker.Worker, error)
 	NewWatcher func(state domain.State, clk clock.Clock, logger *slog.Logger) (Watcher, error)
 }
@@ -63,6 +64,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("provisioner manifold: Logger is required")
 	case c.Rand == nil:
 		return errors.New("provisioner manifold: Rand is required")
+	case c.Metrics == nil:
+		return errors.New("provisioner manifold: Metrics is required")
 	case c.NewWorker == nil:
 		return errors.New("provisioner manifold: NewWorker is required")
 	case c.NewWatcher == nil:
@@ -100,6 +103,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Clock:            clk,
 				Rand:             config.Rand,
 				Logger:           config.Logger,
+				Metrics:          config.Metrics,
 				Holder:           config.Holder,
 				Concurrency:      config.Concurrency,
 				LeaseTTL:         config.LeaseTTL,

@@ -20,10 +20,11 @@ import (
 )
 
 type manifoldSuite struct {
-	clock  *testclock.Clock
-	state  domain.State
-	set    *environ.Set
-	logger *slog.Logger
+	clock   *testclock.Clock
+	state   domain.State
+	set     *environ.Set
+	logger  *slog.Logger
+	metrics *fakeMetrics
 }
 
 var _ = gc.Suite(&manifoldSuite{})
@@ -33,6 +34,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.state = stubState{}
 	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": newFakeEnviron()}}
 	s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s.metrics = newFakeMetrics()
 }
 
 // stubState stands in for the database's output; the manifold only passes it on.
@@ -52,6 +54,7 @@ func (s *manifoldSuite) config() provisioner.ManifoldConfig {
 		CapacityRetry:    capacityRetry,
 		Logger:           s.logger,
 		Rand:             func() float64 { return 0.25 },
+		Metrics:          s.metrics,
 		NewWorker: func(provisioner.Config) (worker.Worker, error) {
 			return nil, errors.New("NewWorker not expected")
 		},
@@ -94,6 +97,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(m *provisioner.ManifoldConfig) { m.CapacityRetry = 0 }, "provisioner manifold: CapacityRetry is required"},
 		{func(m *provisioner.ManifoldConfig) { m.Logger = nil }, "provisioner manifold: Logger is required"},
 		{func(m *provisioner.ManifoldConfig) { m.Rand = nil }, "provisioner manifold: Rand is required"},
+		{func(m *provisioner.ManifoldConfig) { m.Metrics = nil }, "provisioner manifold: Metrics is required"},
 		{func(m *provisioner.ManifoldConfig) { m.NewWorker = nil }, "provisioner manifold: NewWorker is required"},
 		{func(m *provisioner.ManifoldConfig) { m.NewWatcher = nil }, "provisioner manifold: NewWatcher is required"},
 	} {
@@ -142,6 +146,7 @@ func (s *manifoldSuite) TestStart(c *gc.C) {
 	c.Check(got.Clock, gc.Equals, s.clock)
 	c.Check(got.Logger, gc.Equals, s.logger)
 	c.Check(got.Rand(), gc.Equals, 0.25)
+	c.Check(got.Metrics, gc.Equals, provisioner.Metrics(s.metrics))
 	c.Check(got.Holder, gc.Equals, holder)
 	c.Check(got.Concurrency, gc.Equals, 4)
 	c.Check(got.LeaseTTL, gc.Equals, leaseTTL)

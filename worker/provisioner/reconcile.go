@@ -18,18 +18,23 @@ type outcome struct {
 	retryAt    time.Time // zero: no retry
 	waitingFor string    // the provisioner whose capacity the resource waits for
 	freed      string    // the provisioner on which a deprovision freed capacity
+	result     string    // Outcome* for Metrics; "" when the attempt did nothing to report
 }
 
 // reconcile claims resource id, brings it one step closer to its desired state and releases
 // it. ctx ends when the worker is killed. woken says capacity was freed for the resource, so
 // a wait for capacity ends early.
 func (w *Worker) reconcile(ctx context.Context, id string, woken bool) outcome {
+	started := w.config.Clock.Now()
 	attemptCtx, cancel := w.withTimeout(ctx, w.config.ReconcileTimeout)
 	a := &attempt{w: w, ctx: ctx, attemptCtx: attemptCtx, log: w.config.Logger.With("id", id)}
 	a.r.ID = id
 	o := a.run(woken)
 	o.id = id
 	cancel()
+	if o.result != "" {
+		w.config.Metrics.ObserveReconcile(a.provisioner, a.r.Type, o.result, w.config.Clock.Now().Sub(started))
+	}
 	if a.holdsLease {
 		a.release()
 	}
@@ -63,7 +68,7 @@ func (a *attempt) run(woken bool) outcome {
 	default:
 		delay := a.w.backoff(1)
 		a.log.Warn("cannot claim resource; retrying", "error", err, "retry-in", delay)
-		return outcome{retryAt: a.w.now().Add(delay)}
+		return outcome{retryAt: a.w.now().Add(delay), result: OutcomeRetry}
 	}
 	a.holdsLease = true
 	a.r = r
@@ -141,6 +146,7 @@ func (a *attempt) provision() outcome {
 	if res.Notice != "" {
 		message += "; " + res.Notice
 	}
+	firstReady := a.r.ReadyAt == nil
 	err = a.record(a.attemptCtx, domain.ProgressUpdate{
 		Generation:         gen,
 		Status:             domain.StatusReady,
@@ -153,7 +159,10 @@ func (a *attempt) provision() outcome {
 		return a.fail(err)
 	}
 	a.log.Info("ready")
-	return outcome{}
+	if firstReady && a.r.ReadyAt != nil {
+		a.w.config.Metrics.ObserveCreateToReady(a.provisioner, a.r.Type, a.r.ReadyAt.Sub(a.r.CreatedAt))
+	}
+	return outcome{result: OutcomeReady}
 }
 
 // deprovision frees what the resource holds and removes its row.
@@ -184,7 +193,7 @@ func (a *attempt) finalize(freed string) outcome {
 	}
 	a.holdsLease = false
 	a.log.Info("deleted")
-	return outcome{freed: freed}
+	return outcome{freed: freed, result: OutcomeDeleted}
 }
 
 // fail records why the attempt failed and says when to retry. Broker errors are reported
@@ -195,7 +204,7 @@ func (a *attempt) fail(err error) outcome {
 	switch {
 	case errors.Is(err, domain.ErrStale):
 		a.log.Debug("resource changed during the attempt; reconciling again")
-		return outcome{requeue: true}
+		return outcome{requeue: true, result: OutcomeStale}
 	case errors.Is(err, domain.ErrNotFound):
 		a.holdsLease = false
 		return outcome{}
@@ -205,7 +214,7 @@ func (a *attempt) fail(err error) outcome {
 	case errors.As(err, &held):
 		a.log.Warn("lost the resource's lease to another agent", "holder", held.Holder)
 		a.holdsLease = false
-		return outcome{retryAt: a.leaseRetry(held.ExpiresAt)}
+		return outcome{retryAt: a.leaseRetry(held.ExpiresAt), result: OutcomeRetry}
 	}
 	if a.attemptCtx.Err() != nil {
 		err = fmt.Errorf("%w (%v)", err, context.Cause(a.attemptCtx))
@@ -218,7 +227,7 @@ func (a *attempt) fail(err error) outcome {
 		Attempts:   attempts,
 		LastError:  err.Error(),
 	}
-	var o outcome
+	o := outcome{result: OutcomeRetry}
 	switch {
 	case a.r.Status == domain.StatusDeleting:
 		// Deprovisioning is retried whatever the error: giving up would leak what the
@@ -227,11 +236,13 @@ func (a *attempt) fail(err error) outcome {
 		u.Status = domain.StatusDeleting
 		u.StatusMessage = fmt.Sprintf("deprovision attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
 	case environ.IsPermanent(err):
+		o.result = OutcomePermanent
 		u.Status = domain.StatusError
 		u.StatusMessage = err.Error()
 	case errors.Is(err, domain.ErrNoCapacity):
 		o.retryAt = now.Add(min(a.w.backoff(attempts), a.w.config.CapacityRetry))
 		o.waitingFor = a.provisioner
+		o.result = OutcomeCapacity
 		u.Status = domain.StatusPending
 		u.StatusMessage = "waiting for capacity: " + err.Error()
 	default:
@@ -249,7 +260,7 @@ func (a *attempt) fail(err error) outcome {
 	defer cancel()
 	if rerr := a.record(ctx, u); rerr != nil {
 		if errors.Is(rerr, domain.ErrStale) {
-			return outcome{requeue: true}
+			return outcome{requeue: true, result: OutcomeStale}
 		}
 		a.log.Warn("cannot record failed attempt; retrying anyway", "error", rerr)
 	}

@@ -36,6 +36,29 @@ type Watcher interface {
 	Changes() <-chan []string
 }
 
+// Metrics records how reconciles go (*metrics.Metrics is one). Durations are measured on
+// the worker's clock.
+type Metrics interface {
+	// ObserveReconcile counts one attempt that did something, by its outcome (Outcome*).
+	ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration)
+	// ObserveQueue records the queue's depth and the reconciles in flight.
+	ObserveQueue(depth, inFlight int)
+	// ObserveCreateToReady records a resource's time from creation to its first ready, as
+	// the database's timestamps say.
+	ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration)
+}
+
+// Outcomes of a reconcile attempt, as reported to Metrics. Attempts that find nothing to
+// do (up to date, a retry not yet due, another agent's lease) are not reported.
+const (
+	OutcomeReady     = "ready"     // brought to ready at its generation
+	OutcomeRetry     = "retry"     // failed; retried with backoff
+	OutcomeCapacity  = "capacity"  // no capacity; waits for room
+	OutcomePermanent = "permanent" // failed for good at this generation
+	OutcomeDeleted   = "deleted"   // deprovisioned and removed
+	OutcomeStale     = "stale"     // the row moved on under the attempt; reconciled again
+)
+
 // Config holds what the worker needs.
 type Config struct {
 	State      ResourceState
@@ -44,6 +67,7 @@ type Config struct {
 	Clock      clock.Clock
 	Rand       func() float64 // uniform in [0, 1), for jitter
 	Logger     *slog.Logger
+	Metrics    Metrics
 
 	Holder      string // this agent's identity on reconcile leases
 	Concurrency int    // most reconciles in flight at once
@@ -70,6 +94,8 @@ func (c Config) Validate() error {
 		return errors.New("provisioner: Rand is required")
 	case c.Logger == nil:
 		return errors.New("provisioner: Logger is required")
+	case c.Metrics == nil:
+		return errors.New("provisioner: Metrics is required")
 	case c.Holder == "":
 		return errors.New("provisioner: Holder is required: set it to this agent's identity (e.g. its host name)")
 	case c.Concurrency < 1:
@@ -219,6 +245,7 @@ func (w *Worker) publish(s *schedule) {
 	w.mu.Lock()
 	w.report = report
 	w.mu.Unlock()
+	w.config.Metrics.ObserveQueue(len(s.queue), len(s.running))
 }
 
 // withTimeout returns a context that ends with parent or after d on the worker's clock.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ type workerSuite struct {
 	set     *environ.Set
 	watcher *fakeWatcher
 	logs    *syncBuffer
+	metrics *fakeMetrics
 
 	mu   sync.Mutex
 	rand float64
@@ -54,6 +56,7 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": s.env}}
 	s.watcher = newFakeWatcher()
 	s.logs = &syncBuffer{}
+	s.metrics = newFakeMetrics()
 	s.rand = 0.5
 }
 
@@ -75,6 +78,7 @@ func (s *workerSuite) config() provisioner.Config {
 			return s.rand
 		},
 		Logger:           slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics:          s.metrics,
 		Holder:           holder,
 		Concurrency:      2,
 		LeaseTTL:         leaseTTL,
@@ -133,6 +137,14 @@ func (s *workerSuite) TestPendingToReady(c *gc.C) {
 		Name: "web", Owner: "acme", Args: map[string]any{"slots": 2}, Generation: 1,
 	})
 	c.Check(s.env.callCount("await"), gc.Equals, 1)
+
+	c.Check(s.metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
+	c.Check(s.metrics.reconcileObservations(), gc.DeepEquals, []reconcileObservation{
+		{provisioner: "pool", typ: domain.ResourceTypeRuntime, outcome: provisioner.OutcomeReady, d: 0}, // the clock stood still
+	})
+	c.Check(s.metrics.createToReadyObservations(), gc.DeepEquals, []reconcileObservation{
+		{provisioner: "pool", typ: domain.ResourceTypeRuntime, d: 0},
+	})
 }
 
 func (s *workerSuite) TestGenerationBump(c *gc.C) {
@@ -158,6 +170,8 @@ func (s *workerSuite) TestGenerationBump(c *gc.C) {
 		domain.StatusProvisioning, domain.StatusProvisioning, domain.StatusReady,
 	})
 	c.Check(updates[3].StatusMessage, gc.Equals, "provisioning generation 2")
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeReady, provisioner.OutcomeReady})
+	c.Check(s.metrics.createToReadyObservations(), gc.HasLen, 1) // only the first ready
 }
 
 func (s *workerSuite) TestReadyAtGenerationIsLeftAlone(c *gc.C) {
@@ -169,6 +183,7 @@ func (s *workerSuite) TestReadyAtGenerationIsLeftAlone(c *gc.C) {
 	s.state.waitIdle(c, "r1", 1)
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
 	c.Check(s.state.progress("r1"), gc.HasLen, 0)
+	c.Check(s.metrics.reconcileObservations(), gc.HasLen, 0) // nothing to do is no outcome
 }
 
 func (s *workerSuite) TestDelete(c *gc.C) {
@@ -186,6 +201,7 @@ func (s *workerSuite) TestDelete(c *gc.C) {
 	c.Check(s.env.callCount("deprovision"), gc.Equals, 1)
 	c.Check(s.env.lastInput().State, gc.DeepEquals, map[string]any{"generation": int64(1)})
 	c.Check(s.env.lastInput().Config, gc.DeepEquals, map[string]any{"host": "host-r1"})
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeReady, provisioner.OutcomeDeleted})
 }
 
 func (s *workerSuite) TestDeleteNeverProvisioned(c *gc.C) {
@@ -196,6 +212,8 @@ func (s *workerSuite) TestDeleteNeverProvisioned(c *gc.C) {
 	s.watcher.send(c, "r1")
 	s.state.waitGone(c, "r1")
 	c.Check(s.env.callCount("deprovision"), gc.Equals, 0)
+	c.Check(s.metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeDeleted})
+	c.Check(s.metrics.reconcileObservations()[0].provisioner, gc.Equals, "") // none was ever pinned
 }
 
 func (s *workerSuite) TestDeprovisionFailureRetried(c *gc.C) {
@@ -216,6 +234,7 @@ func (s *workerSuite) TestDeprovisionFailureRetried(c *gc.C) {
 	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
 	s.state.waitGone(c, "r1")
 	c.Check(s.env.callCount("deprovision"), gc.Equals, 2)
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeRetry, provisioner.OutcomeDeleted})
 }
 
 func (s *workerSuite) TestTransientFailureRetriedWithBackoff(c *gc.C) {
@@ -248,6 +267,12 @@ func (s *workerSuite) TestTransientFailureRetriedWithBackoff(c *gc.C) {
 	c.Check(row.Attempts, gc.Equals, 0)
 	c.Check(row.LastError, gc.Equals, "")
 	c.Check(row.NextAttemptAt, gc.IsNil)
+
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeRetry, provisioner.OutcomeReady})
+	// Created at the epoch, ready after the 8s backoff: the row's own timestamps say so.
+	c.Check(s.metrics.createToReadyObservations(), gc.DeepEquals, []reconcileObservation{
+		{provisioner: "pool", typ: domain.ResourceTypeRuntime, d: delay},
+	})
 }
 
 func (s *workerSuite) TestBackoffGrowsWithAttempts(c *gc.C) {
@@ -297,11 +322,13 @@ func (s *workerSuite) TestPermanentErrorWaitsForNewGeneration(c *gc.C) {
 	s.watcher.send(c, "r1")
 	s.state.waitIdle(c, "r1", 2)
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 1)
+	c.Check(s.metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomePermanent}) // the second look is no outcome
 
 	s.state.updateArgs("r1", map[string]any{"slots": 1})
 	s.watcher.send(c, "r1")
 	s.state.waitRow(c, "r1", "ready at generation 2", ready(2))
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 2)
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomePermanent, provisioner.OutcomeReady})
 }
 
 func (s *workerSuite) TestUnknownProvisioner(c *gc.C) {
@@ -314,6 +341,10 @@ func (s *workerSuite) TestUnknownProvisioner(c *gc.C) {
 	c.Check(row.StatusMessage, gc.Equals, `provisioner "elsewhere" is not in the provisioner set (known: pool)`)
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+	s.metrics.waitOutcomes(c, 1)
+	c.Check(s.metrics.reconcileObservations(), gc.DeepEquals, []reconcileObservation{
+		{provisioner: "elsewhere", typ: domain.ResourceTypeRuntime, outcome: provisioner.OutcomePermanent},
+	})
 }
 
 func (s *workerSuite) TestUnsupportedType(c *gc.C) {
@@ -351,6 +382,9 @@ func (s *workerSuite) TestNoCapacityWokenByDeprovision(c *gc.C) {
 	s.state.waitGone(c, "old")
 	s.state.waitRow(c, "new", "ready", ready(1))
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 2)
+	c.Check(s.metrics.waitOutcomes(c, 3), gc.DeepEquals, []string{
+		provisioner.OutcomeCapacity, provisioner.OutcomeDeleted, provisioner.OutcomeReady,
+	})
 }
 
 func (s *workerSuite) TestNoCapacityRetryCapped(c *gc.C) {
@@ -384,6 +418,10 @@ func (s *workerSuite) TestLeaseHeldRetriedAtExpiry(c *gc.C) {
 	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	c.Check(s.state.claimCount("r1"), gc.Equals, 2)
+	// Finding another agent's lease is no outcome; the ready after it is.
+	c.Check(s.metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
+	s.state.waitIdle(c, "r1", 2)
+	c.Check(s.metrics.reconcileObservations(), gc.HasLen, 1)
 }
 
 func (s *workerSuite) TestClaimFailureRetried(c *gc.C) {
@@ -397,6 +435,9 @@ func (s *workerSuite) TestClaimFailureRetried(c *gc.C) {
 	waitReport(c, w, "next-retry-at", "2025-03-01T12:00:05Z")
 	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeRetry, provisioner.OutcomeReady})
+	// The failed claim read no row: neither provisioner nor type is known.
+	c.Check(s.metrics.reconcileObservations()[0], gc.DeepEquals, reconcileObservation{outcome: provisioner.OutcomeRetry})
 }
 
 func (s *workerSuite) TestOneReconcilePerResource(c *gc.C) {
@@ -429,6 +470,10 @@ func (s *workerSuite) TestOneReconcilePerResource(c *gc.C) {
 	overall, perID := s.env.concurrency()
 	c.Check(overall, gc.Equals, 2) // a and b ran in parallel
 	c.Check(perID, gc.Equals, 1)   // never a twice at once
+	// a's first attempt found its row at generation 2 when it recorded: stale.
+	outcomes := s.metrics.waitOutcomes(c, 3)
+	sort.Strings(outcomes)
+	c.Check(outcomes, gc.DeepEquals, []string{provisioner.OutcomeReady, provisioner.OutcomeReady, provisioner.OutcomeStale})
 }
 
 func (s *workerSuite) TestConcurrencyBound(c *gc.C) {
@@ -447,6 +492,9 @@ func (s *workerSuite) TestConcurrencyBound(c *gc.C) {
 	s.env.checkNotEntered(c)
 	waitReport(c, w, "in-flight", 2)
 	waitReport(c, w, "queue-depth", 2)
+	s.metrics.waitFor(c, "queue observed as 2 queued, 2 in flight", func() bool {
+		return slices.Contains(s.metrics.queues, queueObservation{depth: 2, inFlight: 2})
+	})
 
 	s.env.open(c)
 	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r3")
@@ -478,6 +526,7 @@ func (s *workerSuite) TestStaleRequeuedAndConverges(c *gc.C) {
 	s.env.open(c)
 	s.state.waitRow(c, "r1", "ready at generation 2", ready(2))
 	c.Check(s.env.callCount("await"), gc.Equals, 1)
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeStale, provisioner.OutcomeReady})
 }
 
 func (s *workerSuite) TestDeleteDuringProvisioning(c *gc.C) {
@@ -493,6 +542,7 @@ func (s *workerSuite) TestDeleteDuringProvisioning(c *gc.C) {
 	s.state.waitGone(c, "r1")
 	c.Check(s.env.callCount("deprovision"), gc.Equals, 1)
 	c.Check(s.env.callCount("await"), gc.Equals, 0)
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeStale, provisioner.OutcomeDeleted})
 }
 
 func (s *workerSuite) TestPersistedRetryHonouredAfterRestart(c *gc.C) {
@@ -513,9 +563,12 @@ func (s *workerSuite) TestPersistedRetryHonouredAfterRestart(c *gc.C) {
 	waitReport(c, w, "waiting-for-capacity", 1)
 	waitReport(c, w, "next-retry-at", "2025-03-01T12:01:00Z")
 
+	c.Check(s.metrics.reconcileObservations(), gc.HasLen, 0) // retries not due are no outcome
+
 	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	s.state.waitRow(c, "r2", "ready", ready(1))
+	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeReady, provisioner.OutcomeReady})
 }
 
 func (s *workerSuite) TestKillDuringReconcile(c *gc.C) {
@@ -533,6 +586,7 @@ func (s *workerSuite) TestKillDuringReconcile(c *gc.C) {
 	c.Check(row.Attempts, gc.Equals, 0) // a kill is no failure
 	c.Check(row.LastError, gc.Equals, "")
 	workertest.CheckKilled(c, s.watcher)
+	c.Check(s.metrics.reconcileObservations(), gc.HasLen, 0) // nor an outcome
 }
 
 func (s *workerSuite) TestReconcileTimeout(c *gc.C) {
@@ -548,6 +602,10 @@ func (s *workerSuite) TestReconcileTimeout(c *gc.C) {
 	c.Check(row.Status, gc.Equals, domain.StatusProvisioning)
 	c.Check(row.LastError, gc.Equals, "await ready: context canceled (timed out after 5m0s)")
 	c.Check(row.State, gc.DeepEquals, map[string]any{"generation": int64(1)}) // kept for the next attempt
+	s.metrics.waitOutcomes(c, 1)
+	c.Check(s.metrics.reconcileObservations(), gc.DeepEquals, []reconcileObservation{
+		{provisioner: "pool", typ: domain.ResourceTypeRuntime, outcome: provisioner.OutcomeRetry, d: reconcileTimeout}, // on the worker's clock
+	})
 }
 
 func (s *workerSuite) TestWatcherFailureStopsWorker(c *gc.C) {
@@ -595,6 +653,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *provisioner.Config) { cfg.Clock = nil }, "provisioner: Clock is required"},
 		{func(cfg *provisioner.Config) { cfg.Rand = nil }, "provisioner: Rand is required"},
 		{func(cfg *provisioner.Config) { cfg.Logger = nil }, "provisioner: Logger is required"},
+		{func(cfg *provisioner.Config) { cfg.Metrics = nil }, "provisioner: Metrics is required"},
 		{func(cfg *provisioner.Config) { cfg.Holder = "" }, "provisioner: Holder is required: .*"},
 		{func(cfg *provisioner.Config) { cfg.Concurrency = 0 }, "provisioner: Concurrency must be at least 1, got 0"},
 		{func(cfg *provisioner.Config) { cfg.ReconcileTimeout = 0 }, "provisioner: ReconcileTimeout must be positive, got 0s"},

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// defaultAgentAddr is where `berth run` serves its HTTP endpoints unless --http-addr says
+// otherwise.
+const defaultAgentAddr = "127.0.0.1:9090"
+
+// statusTimeout bounds the whole exchange with the agent.
+const statusTimeout = 10 * time.Second
+
+// maxReportSize bounds how much of the agent's answer is read.
+const maxReportSize = 16 << 20
+
+func newStatusCommand(opts *globalOptions) *cobra.Command {
+	var agentAddr string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the running agent's workers: state, restarts and last error",
+		Long: `Ask a running agent (berth run) for its dependency engine's report, over the HTTP
+endpoint it serves on --http-addr, and print one line per worker: its state (started,
+starting, stopping, stopped), how often it was started, when it last started, the error it
+last stopped with, and what the worker reports about itself (e.g. the provisioner's queue).
+
+A worker stopped with an error names what it is waiting for, e.g. the database being
+unreachable. -o json prints the report as the agent sent it. The command needs no database.`,
+		Example: `  berth status
+  berth status --agent-addr 10.0.0.5:9090 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := opts.outputFormat()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), statusTimeout)
+			defer cancel()
+			report, err := fetchEngineReport(ctx, agentAddr)
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), report)
+			}
+			return writeEngineReport(cmd.OutOrStdout(), report)
+		},
+	}
+	cmd.Flags().StringVar(&agentAddr, "agent-addr", defaultAgentAddr, "the address the agent serves HTTP on (berth run --http-addr)")
+	return cmd
+}
+
+// fetchEngineReport GETs /debug/engine from the agent at addr (host:port, or a URL).
+func fetchEngineReport(ctx context.Context, addr string) (map[string]any, error) {
+	base := strings.TrimRight(addr, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/engine", nil)
+	if err != nil {
+		return nil, fmt.Errorf("--agent-addr %q is not an address: pass HOST:PORT, e.g. %s", addr, defaultAgentAddr)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cause := err
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			cause = urlErr.Err
+		}
+		return nil, &rewordedError{
+			msg: fmt.Sprintf("no agent answers on %s: is `berth run` running with --http-addr %s? (%v)", addr, addr, cause),
+			err: err,
+		}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReportSize))
+	if err != nil {
+		return nil, fmt.Errorf("read the agent's report from %s: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the server on %s answered /debug/engine with %s: is --agent-addr the address of `berth run --http-addr`?", addr, resp.Status)
+	}
+	var report map[string]any
+	if err := json.Unmarshal(body, &report); err != nil {
+		return nil, fmt.Errorf("the answer of %s to /debug/engine is not an engine report (%v): is --agent-addr the address of `berth run --http-addr`?", addr, err)
+	}
+	return report, nil
+}
+
+// writeEngineReport prints the engine's state, then one aligned line per worker, by name.
+func writeEngineReport(w io.Writer, report map[string]any) error {
+	engine := stringField(report, "state")
+	if msg := stringField(report, "error"); msg != "" {
+		engine += " (" + tableText(msg) + ")"
+	}
+	if _, err := fmt.Fprintf(w, "engine: %s\n\n", engine); err != nil {
+		return err
+	}
+	manifolds, _ := report["manifolds"].(map[string]any)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tSTATE\tSTARTS\tRESTARTS\tLAST START\tERROR\tREPORT")
+	for _, name := range slices.Sorted(maps.Keys(manifolds)) {
+		m, _ := manifolds[name].(map[string]any)
+		// JSON numbers decode as float64; a worker never started has no start-count.
+		starts, _ := m["start-count"].(float64)
+		restarts := max(int(starts)-1, 0)
+		workerReport, _ := m["report"].(map[string]any)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n",
+			name, stringField(m, "state"), int(starts), restarts, orDash(stringField(m, "started")),
+			orDash(tableText(stringField(m, "error"))), orDash(tableText(formatMap(workerReport))))
+	}
+	return tw.Flush()
+}
+
+func stringField(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+// orDash keeps an empty cell visible in a table.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

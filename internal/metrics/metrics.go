@@ -1,0 +1,293 @@
+// Package metrics holds the agent's Prometheus collectors: how reconciles go, how deep the
+// provisioner's queue is, how many resources are in each status, environ capacity and
+// health checks, and how often the dependency engine starts each worker. One *Metrics is
+// made per agent; the workers record into it through small interfaces of their own, and the
+// HTTP server serves it as a prometheus.Gatherer.
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/juju/worker/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
+	"gopkg.in/tomb.v2"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// resourcesTimeout bounds the database query a scrape of berth_resources makes, so that a
+// slow database never stalls a scrape.
+const resourcesTimeout = 5 * time.Second
+
+// StatusCounter counts resources by status (the database is one).
+type StatusCounter interface {
+	CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error)
+}
+
+// Metrics is the agent's registry and every collector in it. Its methods are safe for
+// concurrent use.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	reconciles        *prometheus.CounterVec
+	reconcileDuration *prometheus.HistogramVec
+	queueDepth        prometheus.Gauge
+	inFlight          prometheus.Gauge
+	createToReady     *prometheus.HistogramVec
+	capacityWarning   *prometheus.GaugeVec
+	healthChecks      *prometheus.CounterVec
+	environFailures   *prometheus.CounterVec
+	workerStarts      *prometheus.CounterVec
+
+	capacity  *capacityCollector
+	resources *resourcesCollector
+}
+
+// New returns a Metrics whose registry also holds the Go runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_reconcile_total",
+			Help: "Reconcile attempts by provisioner, resource type and outcome (ready, retry, capacity, permanent, deleted, stale).",
+		}, []string{"provisioner", "type", "outcome"}),
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "berth_reconcile_duration_seconds",
+			Help:    "How long reconcile attempts take, by provisioner and resource type.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600},
+		}, []string{"provisioner", "type"}),
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_provisioner_queue_depth",
+			Help: "Resources queued for a reconcile that has not started yet.",
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_provisioner_in_flight",
+			Help: "Reconciles running now.",
+		}),
+		createToReady: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "berth_create_to_ready_seconds",
+			Help:    "Time from a resource's creation to its first ready, by provisioner and resource type.",
+			Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+		}, []string{"provisioner", "type"}),
+		capacityWarning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "berth_capacity_warning",
+			Help: "1 while a provisioner's capacity warning of a kind is active, else 0.",
+		}, []string{"provisioner", "kind"}),
+		healthChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_health_checks_total",
+			Help: "Resource health checks by provisioner and result (healthy, unhealthy).",
+		}, []string{"provisioner", "result"}),
+		environFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_environ_check_failures_total",
+			Help: "Failed checks of a provisioner's environ (its API or hosts unreachable).",
+		}, []string{"provisioner"}),
+		workerStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_engine_worker_starts_total",
+			Help: "Starts of each of the agent's workers; more than one means restarts.",
+		}, []string{"worker"}),
+		capacity:  newCapacityCollector(),
+		resources: newResourcesCollector(resourcesTimeout),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.reconciles, m.reconcileDuration, m.queueDepth, m.inFlight, m.createToReady,
+		m.capacityWarning, m.healthChecks, m.environFailures, m.workerStarts,
+		m.capacity, m.resources,
+	)
+	return m
+}
+
+// Gather collects every metric; *Metrics is the prometheus.Gatherer the HTTP server serves.
+func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
+	return m.registry.Gather()
+}
+
+// ObserveReconcile counts one reconcile attempt and how long it took. The provisioner
+// worker names the outcomes: ready, retry, capacity, permanent, deleted or stale.
+func (m *Metrics) ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration) {
+	m.reconciles.WithLabelValues(provisioner, string(t), outcome).Inc()
+	m.reconcileDuration.WithLabelValues(provisioner, string(t)).Observe(d.Seconds())
+}
+
+// ObserveQueue records the provisioner's queue depth and reconciles in flight.
+func (m *Metrics) ObserveQueue(depth, inFlight int) {
+	m.queueDepth.Set(float64(depth))
+	m.inFlight.Set(float64(inFlight))
+}
+
+// ObserveCreateToReady records how long a resource took from creation to its first ready.
+func (m *Metrics) ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration) {
+	m.createToReady.WithLabelValues(provisioner, string(t)).Observe(d.Seconds())
+}
+
+// ObserveCapacity replaces what is known of provisioner's capacity: hosts absent from c
+// are no longer reported.
+func (m *Metrics) ObserveCapacity(provisioner string, c environ.Capacity) {
+	m.capacity.set(provisioner, c)
+}
+
+// ObserveCapacityWarning records whether provisioner's capacity warning of kind is active.
+func (m *Metrics) ObserveCapacityWarning(provisioner, kind string, active bool) {
+	v := 0.0
+	if active {
+		v = 1
+	}
+	m.capacityWarning.WithLabelValues(provisioner, kind).Set(v)
+}
+
+// ObserveHealthCheck counts one resource health check.
+func (m *Metrics) ObserveHealthCheck(provisioner string, healthy bool) {
+	result := "unhealthy"
+	if healthy {
+		result = "healthy"
+	}
+	m.healthChecks.WithLabelValues(provisioner, result).Inc()
+}
+
+// ObserveEnvironCheck counts a failed check of provisioner's environ (err != nil); a passing
+// one only makes the series appear, at its current count.
+func (m *Metrics) ObserveEnvironCheck(provisioner string, err error) {
+	c := m.environFailures.WithLabelValues(provisioner)
+	if err != nil {
+		c.Inc()
+	}
+}
+
+// RecordStart counts a start of the named worker; with it *Metrics is the dependency
+// engine's Metrics.
+func (m *Metrics) RecordStart(name string) {
+	m.workerStarts.WithLabelValues(name).Inc()
+}
+
+// TrackResources makes berth_resources count counter's resources at every scrape until the
+// returned worker is killed. Only the latest counter tracked is asked; while none is (the
+// database is down), berth_resources is absent rather than stale.
+func (m *Metrics) TrackResources(counter StatusCounter) worker.Worker {
+	w := &trackWorker{}
+	token := m.resources.track(counter)
+	w.tomb.Go(func() error {
+		<-w.tomb.Dying()
+		m.resources.untrack(token)
+		return nil
+	})
+	return w
+}
+
+// trackWorker keeps a StatusCounter tracked while it lives.
+type trackWorker struct{ tomb tomb.Tomb }
+
+func (w *trackWorker) Kill()       { w.tomb.Kill(nil) }
+func (w *trackWorker) Wait() error { return w.tomb.Wait() }
+
+// capacityCollector reports the last capacity observed of each provisioner, as one
+// consistent snapshot per scrape.
+type capacityCollector struct {
+	total, used *prometheus.Desc
+
+	mu    sync.Mutex
+	byEnv map[string]environ.Capacity
+}
+
+func newCapacityCollector() *capacityCollector {
+	labels := []string{"provisioner", "host", "unit"}
+	return &capacityCollector{
+		total: prometheus.NewDesc("berth_capacity_total",
+			"A provisioner's capacity on each host, in the provisioner's unit.", labels, nil),
+		used: prometheus.NewDesc("berth_capacity_used",
+			"A provisioner's capacity in use on each host, in the provisioner's unit.", labels, nil),
+		byEnv: make(map[string]environ.Capacity),
+	}
+}
+
+func (c *capacityCollector) set(provisioner string, capacity environ.Capacity) {
+	capacity.Hosts = append([]environ.HostCapacity(nil), capacity.Hosts...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byEnv[provisioner] = capacity
+}
+
+func (c *capacityCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.total
+	ch <- c.used
+}
+
+func (c *capacityCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for provisioner, capacity := range c.byEnv {
+		hosts := capacity.Hosts
+		if len(hosts) == 0 {
+			// An environ that reports no hosts: its whole capacity under host "".
+			hosts = []environ.HostCapacity{{Total: capacity.Total, Used: capacity.Used}}
+		}
+		for _, h := range hosts {
+			ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(h.Total), provisioner, h.Host, capacity.Unit)
+			ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(h.Used), provisioner, h.Host, capacity.Unit)
+		}
+	}
+}
+
+// resourcesCollector asks the tracked StatusCounter at scrape time, so the counts are never
+// older than the scrape.
+type resourcesCollector struct {
+	desc    *prometheus.Desc
+	timeout time.Duration
+
+	mu      sync.Mutex
+	counter StatusCounter
+	token   int // identifies the latest track call
+}
+
+func newResourcesCollector(timeout time.Duration) *resourcesCollector {
+	return &resourcesCollector{
+		desc: prometheus.NewDesc("berth_resources",
+			"Resources in each status, counted at scrape time.", []string{"status"}, nil),
+		timeout: timeout,
+	}
+}
+
+func (c *resourcesCollector) track(counter StatusCounter) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.token++
+	c.counter = counter
+	return c.token
+}
+
+// untrack forgets the counter tracked by token, unless a later one replaced it.
+func (c *resourcesCollector) untrack(token int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token == token {
+		c.counter = nil
+	}
+}
+
+func (c *resourcesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *resourcesCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	counter := c.counter
+	c.mu.Unlock()
+	if counter == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	counts, err := counter.CountResourcesByStatus(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("count resources by status: %w", err))
+		return
+	}
+	// Every status is reported, so a status with no resources reads 0 rather than missing.
+	for _, status := range domain.Statuses {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[status]), string(status))
+	}
+}

@@ -1,0 +1,128 @@
+package httpserver_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+	dt "github.com/juju/worker/v4/dependency/testing"
+	"github.com/juju/worker/v4/workertest"
+	"github.com/prometheus/client_golang/prometheus"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/worker/httpserver"
+)
+
+type manifoldSuite struct {
+	clock    *testclock.Clock
+	reporter *fakeReporter
+	registry *prometheus.Registry
+	logger   *slog.Logger
+}
+
+var _ = gc.Suite(&manifoldSuite{})
+
+func (s *manifoldSuite) SetUpTest(c *gc.C) {
+	s.clock = testclock.NewClock(epoch)
+	s.reporter = newFakeReporter(map[string]string{"database": "started"})
+	s.registry = prometheus.NewRegistry()
+	s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func (s *manifoldSuite) config() httpserver.ManifoldConfig {
+	return httpserver.ManifoldConfig{
+		ClockName:       "clock",
+		EngineName:      "engine",
+		Addr:            "127.0.0.1:0",
+		Gatherer:        s.registry,
+		Required:        []string{"database", "environs"},
+		ShutdownTimeout: shutdownTimeout,
+		Logger:          s.logger,
+		NewWorker: func(httpserver.Config) (worker.Worker, error) {
+			return nil, errors.New("NewWorker not expected")
+		},
+	}
+}
+
+func (s *manifoldSuite) getter(overrides map[string]any) dependency.Getter {
+	resources := map[string]any{"clock": s.clock, "engine": s.reporter}
+	for k, v := range overrides {
+		resources[k] = v
+	}
+	return dt.StubGetter(resources)
+}
+
+func (s *manifoldSuite) TestInputs(c *gc.C) {
+	c.Check(httpserver.Manifold(s.config()).Inputs, gc.DeepEquals, []string{"clock", "engine"})
+}
+
+func (s *manifoldSuite) TestValidate(c *gc.C) {
+	for i, t := range []struct {
+		change func(*httpserver.ManifoldConfig)
+		err    string
+	}{
+		{func(m *httpserver.ManifoldConfig) { m.ClockName = "" }, "httpserver manifold: ClockName is required"},
+		{func(m *httpserver.ManifoldConfig) { m.EngineName = "" }, "httpserver manifold: EngineName is required"},
+		{func(m *httpserver.ManifoldConfig) { m.Addr = "" }, "httpserver manifold: Addr is required: pass --http-addr .*"},
+		{func(m *httpserver.ManifoldConfig) { m.Gatherer = nil }, "httpserver manifold: Gatherer is required"},
+		{func(m *httpserver.ManifoldConfig) { m.Required = nil }, "httpserver manifold: Required is empty: .*"},
+		{func(m *httpserver.ManifoldConfig) { m.ShutdownTimeout = 0 }, "httpserver manifold: ShutdownTimeout is required"},
+		{func(m *httpserver.ManifoldConfig) { m.Logger = nil }, "httpserver manifold: Logger is required"},
+		{func(m *httpserver.ManifoldConfig) { m.NewWorker = nil }, "httpserver manifold: NewWorker is required"},
+	} {
+		c.Logf("test %d: %s", i, t.err)
+		cfg := s.config()
+		t.change(&cfg)
+		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		w, err := httpserver.Manifold(cfg).Start(context.Background(), s.getter(nil))
+		c.Check(w, gc.IsNil)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+	c.Check(s.config().Validate(), gc.IsNil)
+}
+
+func (s *manifoldSuite) TestMissingInputs(c *gc.C) {
+	for _, name := range []string{"clock", "engine"} {
+		c.Logf("missing %s", name)
+		w, err := httpserver.Manifold(s.config()).Start(context.Background(), s.getter(map[string]any{name: dependency.ErrMissing}))
+		c.Check(w, gc.IsNil)
+		c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true)
+	}
+}
+
+func (s *manifoldSuite) TestStart(c *gc.C) {
+	cfg := s.config()
+	var got httpserver.Config
+	cfg.NewWorker = func(config httpserver.Config) (worker.Worker, error) {
+		got = config
+		return workertest.NewErrorWorker(nil), nil
+	}
+	w, err := httpserver.Manifold(cfg).Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	workertest.CleanKill(c, w)
+
+	c.Check(got.Addr, gc.Equals, "127.0.0.1:0")
+	c.Check(got.Reporter, gc.Equals, httpserver.Reporter(s.reporter))
+	c.Check(got.Gatherer, gc.Equals, prometheus.Gatherer(s.registry))
+	c.Check(got.Required, gc.DeepEquals, []string{"database", "environs"})
+	c.Check(got.Logger, gc.Equals, s.logger)
+	c.Check(got.Clock, gc.Equals, s.clock)
+	c.Check(got.ShutdownTimeout, gc.Equals, shutdownTimeout)
+	c.Check(got.Validate(), gc.IsNil)
+}
+
+func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
+	cfg := s.config()
+	cfg.NewWorker = httpserver.NewManifoldWorker
+	w, err := httpserver.Manifold(cfg).Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	server, ok := w.(*httpserver.Worker)
+	c.Assert(ok, gc.Equals, true)
+	code, _ := getURL(c, "http://"+server.Addr()+"/readyz")
+	c.Check(code, gc.Equals, 503) // environs is not in the report
+}

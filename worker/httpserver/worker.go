@@ -1,0 +1,206 @@
+// Package httpserver is the agent's HTTP listener for operators and their tools: /healthz
+// (the process is up), /readyz (the workers it names are running, from the dependency
+// engine's report), /metrics (Prometheus) and /debug/engine (the engine's report as JSON).
+//
+// It depends on nothing but the clock and the engine, so it keeps answering, with /readyz
+// saying what is wrong, while the database or the environs are down.
+package httpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"gopkg.in/tomb.v2"
+)
+
+// Reporter describes the agent's workers: the dependency engine is one. Its report has the
+// engine's "manifolds", each with a "state" ("started" while its worker runs) and maybe an
+// "error".
+type Reporter interface {
+	Report() map[string]any
+}
+
+// Config holds what the worker needs.
+type Config struct {
+	Addr     string // host:port to listen on; port 0 picks a free one (see Addr)
+	Reporter Reporter
+	Gatherer prometheus.Gatherer
+	// Required names the engine's manifolds that must be started for /readyz to answer 200.
+	Required []string
+	Logger   *slog.Logger
+	Clock    clock.Clock
+	// ShutdownTimeout bounds how long requests in flight may take to finish after Kill.
+	ShutdownTimeout time.Duration
+}
+
+// Validate reports the first missing field.
+func (c Config) Validate() error {
+	switch {
+	case c.Addr == "":
+		return errors.New("httpserver: Addr is required: pass --http-addr HOST:PORT (e.g. 127.0.0.1:9090)")
+	case c.Reporter == nil:
+		return errors.New("httpserver: Reporter is required")
+	case c.Gatherer == nil:
+		return errors.New("httpserver: Gatherer is required")
+	case len(c.Required) == 0:
+		return errors.New("httpserver: Required is empty: name the workers /readyz waits for")
+	case c.Logger == nil:
+		return errors.New("httpserver: Logger is required")
+	case c.Clock == nil:
+		return errors.New("httpserver: Clock is required")
+	case c.ShutdownTimeout <= 0:
+		return fmt.Errorf("httpserver: ShutdownTimeout must be positive, got %s", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+// ErrCannotListen is wrapped by NewWorker's error when the address cannot be listened on;
+// the agent treats it as fatal rather than retrying a port that stays taken.
+var ErrCannotListen = errors.New("cannot listen")
+
+// readHeaderTimeout keeps a client that never finishes its request headers from holding a
+// connection.
+const readHeaderTimeout = 10 * time.Second
+
+// Worker serves the agent's HTTP endpoints until it is killed.
+type Worker struct {
+	tomb     tomb.Tomb
+	config   Config
+	listener net.Listener
+	server   *http.Server
+}
+
+// NewWorker listens on config.Addr at once, so that an address in use is an error here
+// rather than later, and serves until killed.
+func NewWorker(config Config) (*Worker, error) {
+	if err := config.Validate(); err != nil {
+		return nil, err
+	}
+	listener, err := net.Listen("tcp", config.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http-addr %s: %w: %w: choose a free address, or stop what is using it", config.Addr, ErrCannotListen, err)
+	}
+	w := &Worker{config: config, listener: listener}
+	w.server = &http.Server{
+		Handler:           w.routes(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(config.Logger.Handler(), slog.LevelWarn),
+	}
+	w.tomb.Go(w.loop)
+	config.Logger.Info("serving health, metrics and engine report", "address", w.Addr())
+	return w, nil
+}
+
+// NewManifoldWorker adapts NewWorker to ManifoldConfig.NewWorker.
+func NewManifoldWorker(config Config) (worker.Worker, error) {
+	return NewWorker(config)
+}
+
+// Addr is the address the worker listens on, with the port chosen when Addr's was 0.
+func (w *Worker) Addr() string { return w.listener.Addr().String() }
+
+// Kill asks the worker to stop: it stops accepting connections and lets requests in flight
+// finish, for at most ShutdownTimeout.
+func (w *Worker) Kill() { w.tomb.Kill(nil) }
+
+// Wait waits for the worker to stop.
+func (w *Worker) Wait() error { return w.tomb.Wait() }
+
+// Report shows where the worker listens in the engine report.
+func (w *Worker) Report() map[string]any {
+	return map[string]any{"address": w.Addr()}
+}
+
+func (w *Worker) loop() error {
+	served := make(chan error, 1)
+	go func() { served <- w.server.Serve(w.listener) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve HTTP on %s: %w", w.Addr(), err)
+	case <-w.tomb.Dying():
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	timer := w.config.Clock.AfterFunc(w.config.ShutdownTimeout, cancel)
+	defer timer.Stop()
+	if err := w.server.Shutdown(ctx); err != nil {
+		w.config.Logger.Warn("requests still running at shutdown were cut off", "timeout", w.config.ShutdownTimeout, "err", err)
+		_ = w.server.Close()
+	}
+	// Serve has returned http.ErrServerClosed by now.
+	<-served
+	return nil
+}
+
+func (w *Worker) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		writeJSON(rw, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", w.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.config.Gatherer, promhttp.HandlerOpts{
+		// A failing collector (the database is slow) must not hide every other metric.
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slog.NewLogLogger(w.config.Logger.Handler(), slog.LevelWarn),
+	}))
+	mux.HandleFunc("GET /debug/engine", func(rw http.ResponseWriter, _ *http.Request) {
+		writeJSON(rw, http.StatusOK, w.config.Reporter.Report())
+	})
+	return mux
+}
+
+// readiness is /readyz's body.
+type readiness struct {
+	Ready     bool                      `json:"ready"`
+	NotReady  []string                  `json:"not_ready,omitempty"` // the required workers not started, in Required's order
+	Manifolds map[string]manifoldStatus `json:"manifolds"`
+}
+
+type manifoldStatus struct {
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+}
+
+// readyz answers 200 when every required manifold is started, else 503 saying which are
+// not and why.
+func (w *Worker) readyz(rw http.ResponseWriter, _ *http.Request) {
+	manifolds, _ := w.config.Reporter.Report()["manifolds"].(map[string]any)
+	body := readiness{Ready: true, Manifolds: make(map[string]manifoldStatus, len(w.config.Required))}
+	for _, name := range w.config.Required {
+		status := manifoldStatus{State: "missing"}
+		if m, ok := manifolds[name].(map[string]any); ok {
+			status.State, _ = m["state"].(string)
+			status.Error, _ = m["error"].(string)
+		}
+		body.Manifolds[name] = status
+		if status.State != "started" {
+			body.Ready = false
+			body.NotReady = append(body.NotReady, name)
+		}
+	}
+	code := http.StatusOK
+	if !body.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(rw, code, body)
+}
+
+func writeJSON(rw http.ResponseWriter, code int, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		http.Error(rw, "cannot encode the answer as JSON: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(code)
+	_, _ = rw.Write(append(body, '\n')) // a write error means the client went away
+}

@@ -1,0 +1,434 @@
+package httpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+	"github.com/juju/worker/v4/workertest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/internal/logging"
+	"github.com/berth-dev/berth/internal/valueworker"
+	"github.com/berth-dev/berth/worker/httpserver"
+)
+
+const (
+	longWait        = 10 * time.Second
+	shutdownTimeout = 5 * time.Second
+)
+
+var epoch = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeReporter serves a report tests change as they go. When blocking, Report waits for
+// a token on release, so that a request can be held in flight.
+type fakeReporter struct {
+	mu       sync.Mutex
+	report   map[string]any
+	blocking bool
+	entered  chan struct{}
+	release  chan struct{}
+}
+
+func newFakeReporter(states map[string]string) *fakeReporter {
+	r := &fakeReporter{entered: make(chan struct{}, 10), release: make(chan struct{})}
+	r.set(states)
+	return r
+}
+
+// set replaces the manifolds' states; a state "stopped" comes with an error.
+func (r *fakeReporter) set(states map[string]string) {
+	manifolds := map[string]any{}
+	for name, state := range states {
+		m := map[string]any{"state": state, "inputs": []string{"clock"}, "start-count": 1}
+		if state != "started" {
+			m["error"] = name + " is down"
+		}
+		manifolds[name] = m
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.report = map[string]any{"state": "started", "manifolds": manifolds}
+}
+
+func (r *fakeReporter) block() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.blocking = true
+}
+
+func (r *fakeReporter) Report() map[string]any {
+	r.mu.Lock()
+	report, blocking := r.report, r.blocking
+	r.mu.Unlock()
+	if blocking {
+		r.entered <- struct{}{}
+		<-r.release
+	}
+	return report
+}
+
+type workerSuite struct {
+	clock    *testclock.Clock
+	reporter *fakeReporter
+	registry *prometheus.Registry
+	logger   *slog.Logger
+}
+
+var _ = gc.Suite(&workerSuite{})
+
+func (s *workerSuite) SetUpTest(c *gc.C) {
+	s.clock = testclock.NewClock(epoch)
+	s.reporter = newFakeReporter(map[string]string{"database": "started", "environs": "started", "clock": "started"})
+	s.registry = prometheus.NewRegistry()
+	requests := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_requests_total", Help: "Requests."})
+	requests.Add(3)
+	s.registry.MustRegister(requests)
+	s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func (s *workerSuite) config() httpserver.Config {
+	return httpserver.Config{
+		Addr:            "127.0.0.1:0",
+		Reporter:        s.reporter,
+		Gatherer:        s.registry,
+		Required:        []string{"database", "environs"},
+		Logger:          s.logger,
+		Clock:           s.clock,
+		ShutdownTimeout: shutdownTimeout,
+	}
+}
+
+func (s *workerSuite) start(c *gc.C) *httpserver.Worker {
+	w, err := httpserver.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	return w
+}
+
+// get fetches path from w and returns the status code and body.
+func get(c *gc.C, w *httpserver.Worker, path string) (int, string) {
+	client := &http.Client{Timeout: longWait}
+	resp, err := client.Get("http://" + w.Addr() + path)
+	c.Assert(err, gc.IsNil)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	c.Assert(err, gc.IsNil)
+	return resp.StatusCode, string(body)
+}
+
+func (s *workerSuite) TestHealthz(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(w.Addr(), gc.Matches, `127\.0\.0\.1:[1-9][0-9]*`)
+	code, body := get(c, w, "/healthz")
+	c.Check(code, gc.Equals, http.StatusOK)
+	c.Check(body, gc.Equals, "{\n  \"status\": \"ok\"\n}\n")
+}
+
+func (s *workerSuite) TestReadyzFollowsTheReport(c *gc.C) {
+	s.reporter.set(map[string]string{"database": "stopped", "environs": "starting", "clock": "started"})
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	code, body := get(c, w, "/readyz")
+	c.Check(code, gc.Equals, http.StatusServiceUnavailable)
+	var got map[string]any
+	c.Assert(json.Unmarshal([]byte(body), &got), gc.IsNil)
+	c.Check(got, gc.DeepEquals, map[string]any{
+		"ready":     false,
+		"not_ready": []any{"database", "environs"},
+		"manifolds": map[string]any{
+			"database": map[string]any{"state": "stopped", "error": "database is down"},
+			"environs": map[string]any{"state": "starting", "error": "environs is down"},
+		},
+	})
+
+	s.reporter.set(map[string]string{"database": "started", "environs": "stopped", "clock": "started"})
+	code, body = get(c, w, "/readyz")
+	c.Check(code, gc.Equals, http.StatusServiceUnavailable)
+	c.Check(body, gc.Matches, `(?s).*"not_ready": \[\s*"environs"\s*\].*`)
+
+	s.reporter.set(map[string]string{"database": "started", "environs": "started", "clock": "stopped"})
+	code, body = get(c, w, "/readyz")
+	c.Check(code, gc.Equals, http.StatusOK) // clock is not required
+	got = nil
+	c.Assert(json.Unmarshal([]byte(body), &got), gc.IsNil)
+	c.Check(got, gc.DeepEquals, map[string]any{
+		"ready": true,
+		"manifolds": map[string]any{
+			"database": map[string]any{"state": "started"},
+			"environs": map[string]any{"state": "started"},
+		},
+	})
+}
+
+func (s *workerSuite) TestReadyzMissingManifold(c *gc.C) {
+	s.reporter.set(map[string]string{"database": "started"})
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	code, body := get(c, w, "/readyz")
+	c.Check(code, gc.Equals, http.StatusServiceUnavailable)
+	c.Check(body, gc.Matches, `(?s).*"environs": \{\s*"state": "missing"\s*\}.*`)
+}
+
+func (s *workerSuite) TestMetrics(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	code, body := get(c, w, "/metrics")
+	c.Check(code, gc.Equals, http.StatusOK)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	c.Assert(err, gc.IsNil)
+	c.Assert(families["test_requests_total"], gc.NotNil)
+	c.Check(families["test_requests_total"].GetMetric()[0].GetCounter().GetValue(), gc.Equals, 3.0)
+}
+
+func (s *workerSuite) TestDebugEngine(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	code, body := get(c, w, "/debug/engine")
+	c.Check(code, gc.Equals, http.StatusOK)
+	var got map[string]any
+	c.Assert(json.Unmarshal([]byte(body), &got), gc.IsNil)
+	want, err := json.Marshal(s.reporter.Report())
+	c.Assert(err, gc.IsNil)
+	var wantAny map[string]any
+	c.Assert(json.Unmarshal(want, &wantAny), gc.IsNil)
+	c.Check(got, gc.DeepEquals, wantAny)
+	c.Check(got["manifolds"].(map[string]any)["database"].(map[string]any)["state"], gc.Equals, "started")
+}
+
+func (s *workerSuite) TestOnlyGet(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	resp, err := http.Post("http://"+w.Addr()+"/healthz", "text/plain", nil)
+	c.Assert(err, gc.IsNil)
+	resp.Body.Close()
+	c.Check(resp.StatusCode, gc.Equals, http.StatusMethodNotAllowed)
+	code, _ := get(c, w, "/nothing-here")
+	c.Check(code, gc.Equals, http.StatusNotFound)
+}
+
+func (s *workerSuite) TestKillClosesThePort(c *gc.C) {
+	w := s.start(c)
+	addr := w.Addr()
+	code, _ := get(c, w, "/healthz")
+	c.Check(code, gc.Equals, http.StatusOK)
+	workertest.CleanKill(c, w)
+	conn, err := net.Dial("tcp", addr)
+	if err == nil {
+		conn.Close()
+	}
+	c.Check(err, gc.ErrorMatches, ".*connection refused.*")
+}
+
+func (s *workerSuite) TestKillLetsARequestInFlightFinish(c *gc.C) {
+	w := s.start(c)
+	s.reporter.block()
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.Get("http://" + w.Addr() + "/debug/engine")
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	waitEntered(c, s.reporter)
+	w.Kill()
+	// Shutdown is waiting for the request, under its timeout.
+	c.Assert(s.clock.WaitAdvance(0, longWait, 1), gc.IsNil)
+	s.reporter.release <- struct{}{}
+	select {
+	case code := <-answered:
+		c.Check(code, gc.Equals, http.StatusOK)
+	case <-time.After(longWait):
+		c.Fatalf("the request in flight was not answered")
+	}
+	c.Check(workertest.CheckKilled(c, w), gc.IsNil)
+}
+
+func (s *workerSuite) TestKillCutsOffARequestAfterTheTimeout(c *gc.C) {
+	w := s.start(c)
+	s.reporter.block()
+	defer close(s.reporter.release) // let the stuck handler goroutine end
+	go func() {
+		resp, err := http.Get("http://" + w.Addr() + "/debug/engine")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitEntered(c, s.reporter)
+	w.Kill()
+	c.Assert(s.clock.WaitAdvance(shutdownTimeout, longWait, 1), gc.IsNil)
+	c.Check(workertest.CheckKilled(c, w), gc.IsNil)
+}
+
+func (s *workerSuite) TestBusyPortNamesTheFlag(c *gc.C) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	c.Assert(err, gc.IsNil)
+	defer busy.Close()
+	cfg := s.config()
+	cfg.Addr = busy.Addr().String()
+	w, err := httpserver.NewWorker(cfg)
+	c.Check(w, gc.IsNil)
+	c.Check(err, gc.ErrorMatches, `--http-addr 127\.0\.0\.1:[0-9]+: cannot listen: .*address already in use: choose a free address, or stop what is using it`)
+	c.Check(errors.Is(err, httpserver.ErrCannotListen), gc.Equals, true)
+}
+
+func (s *workerSuite) TestReport(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(w.Report(), gc.DeepEquals, map[string]any{"address": w.Addr()})
+}
+
+func (s *workerSuite) TestValidate(c *gc.C) {
+	for i, t := range []struct {
+		change func(*httpserver.Config)
+		err    string
+	}{
+		{func(cfg *httpserver.Config) { cfg.Addr = "" }, "httpserver: Addr is required: pass --http-addr HOST:PORT .*"},
+		{func(cfg *httpserver.Config) { cfg.Reporter = nil }, "httpserver: Reporter is required"},
+		{func(cfg *httpserver.Config) { cfg.Gatherer = nil }, "httpserver: Gatherer is required"},
+		{func(cfg *httpserver.Config) { cfg.Required = nil }, "httpserver: Required is empty: .*"},
+		{func(cfg *httpserver.Config) { cfg.Logger = nil }, "httpserver: Logger is required"},
+		{func(cfg *httpserver.Config) { cfg.Clock = nil }, "httpserver: Clock is required"},
+		{func(cfg *httpserver.Config) { cfg.ShutdownTimeout = 0 }, "httpserver: ShutdownTimeout must be positive, got 0s"},
+	} {
+		c.Logf("test %d: %s", i, t.err)
+		cfg := s.config()
+		t.change(&cfg)
+		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		w, err := httpserver.NewWorker(cfg)
+		c.Check(w, gc.IsNil)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+	c.Check(s.config().Validate(), gc.IsNil)
+}
+
+// TestInARealEngine runs the manifold beside dependency.SelfManifold, as the agent does:
+// /debug/engine is the engine's own report and /readyz follows its manifolds.
+func (s *workerSuite) TestInARealEngine(c *gc.C) {
+	engine, err := dependency.NewEngine(dependency.EngineConfig{
+		IsFatal:          func(error) bool { return false },
+		WorstError:       func(err0, _ error) error { return err0 },
+		ErrorDelay:       time.Second,
+		BounceDelay:      time.Millisecond,
+		BackoffFactor:    2,
+		BackoffResetTime: time.Minute,
+		MaxDelay:         time.Minute,
+		// The engine's own delays (a bounce while inputs start) run on the wall clock; the
+		// worker under test gets the test clock from the clock manifold.
+		Clock:   clock.WallClock,
+		Metrics: dependency.DefaultMetrics(),
+		Logger:  logging.EngineLogger{Logger: s.logger},
+	})
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, engine)
+
+	addrs := make(chan string, 1)
+	c.Assert(dependency.Install(engine, dependency.Manifolds{
+		"clock":  valueManifold(s.clock),
+		"engine": dependency.SelfManifold(engine),
+		"http": httpserver.Manifold(httpserver.ManifoldConfig{
+			ClockName:       "clock",
+			EngineName:      "engine",
+			Addr:            "127.0.0.1:0",
+			Gatherer:        s.registry,
+			Required:        []string{"database"},
+			ShutdownTimeout: shutdownTimeout,
+			Logger:          s.logger,
+			NewWorker: func(cfg httpserver.Config) (worker.Worker, error) {
+				w, err := httpserver.NewWorker(cfg)
+				if err == nil {
+					addrs <- w.Addr()
+				}
+				return w, err
+			},
+		}),
+	}), gc.IsNil)
+
+	var addr string
+	select {
+	case addr = <-addrs:
+	case <-time.After(longWait):
+		c.Fatalf("the HTTP worker did not start")
+	}
+	code, body := getURL(c, "http://"+addr+"/readyz")
+	c.Check(code, gc.Equals, http.StatusServiceUnavailable)
+	c.Check(body, gc.Matches, `(?s).*"database": \{\s*"state": "missing"\s*\}.*`)
+
+	c.Assert(engine.Install("database", valueManifold("a database")), gc.IsNil)
+	waitFor(c, "database started", func() bool {
+		code, _ := getURL(c, "http://"+addr+"/readyz")
+		return code == http.StatusOK
+	})
+
+	code, body = getURL(c, "http://"+addr+"/debug/engine")
+	c.Check(code, gc.Equals, http.StatusOK)
+	var report struct {
+		State     string                    `json:"state"`
+		Manifolds map[string]map[string]any `json:"manifolds"`
+	}
+	c.Assert(json.Unmarshal([]byte(body), &report), gc.IsNil)
+	c.Check(report.State, gc.Equals, "started")
+	c.Check(report.Manifolds["http"]["state"], gc.Equals, "started")
+	c.Check(report.Manifolds["http"]["inputs"], gc.DeepEquals, []any{"clock", "engine"})
+	c.Check(report.Manifolds["http"]["start-count"], gc.Equals, 1.0)
+	c.Check(report.Manifolds["http"]["report"], gc.DeepEquals, map[string]any{"address": addr})
+	c.Check(report.Manifolds["database"]["state"], gc.Equals, "started")
+}
+
+func valueManifold(v any) dependency.Manifold {
+	return dependency.Manifold{
+		Start: func(context.Context, dependency.Getter) (worker.Worker, error) {
+			return valueworker.New(v)
+		},
+		Output: valueworker.Output,
+	}
+}
+
+func getURL(c *gc.C, url string) (int, string) {
+	client := &http.Client{Timeout: longWait}
+	resp, err := client.Get(url)
+	c.Assert(err, gc.IsNil)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	c.Assert(err, gc.IsNil)
+	return resp.StatusCode, string(body)
+}
+
+// waitFor polls pred: the engine starts workers in its own goroutine and says nothing when
+// it has.
+func waitFor(c *gc.C, what string, pred func() bool) {
+	deadline := time.Now().Add(longWait)
+	for !pred() {
+		if time.Now().After(deadline) {
+			c.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func waitEntered(c *gc.C, r *fakeReporter) {
+	select {
+	case <-r.entered:
+	case <-time.After(longWait):
+		c.Fatalf("no request reached the reporter")
+	}
+}
