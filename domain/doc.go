@@ -19,8 +19,12 @@
 //	 │    ready  │   │   └──────┐
 //	 │           ▼   │ args     ▼ permanent failure (invalid args,
 //	 │         ready ┘ change   error   unknown provisioner, unsupported type):
-//	 │                          │       waits until the args change
-//	 │                          └─ args change ─► provisioning
+//	 │         │   ▲            │       waits until the args change
+//	 │  health │   │ health     └─ args change ─► provisioning
+//	 │  check  ▼   │ check
+//	 │  fails unhealthy passes    (still provisioned; never deprovisioned for
+//	 │           │                 failing; an args change provisions it again)
+//	 │           └─ args change ─► provisioning
 //	 │
 //	any status ── delete requested ──► deleting ── deprovisioned ──► row removed
 //
@@ -28,4 +32,7 @@
 // too); a resource is up to date when observed_generation equals generation and it is ready.
 // A DELETE issued directly against the table is turned into a delete request by a trigger, so
 // the environ always gets to free what it holds before the row goes.
+//
+// Every change of status or status message is recorded in the resource's history (EventLog)
+// by the backend itself, so writes made directly against the table are recorded too.
 package domain

@@ -98,6 +98,9 @@ type Resource struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ReadyAt   *time.Time // first time the resource became ready
+	// UnhealthySince is when the resource started failing its health check; nil unless it is
+	// unhealthy.
+	UnhealthySince *time.Time
 }
 
 // UpToDate reports whether the resource was brought to its current generation and is still

@@ -12,6 +12,9 @@ type State interface {
 	ReconcileStore
 	ChangeLog
 	SlotStore
+	HealthStore
+	EventLog
+	CapacityStore
 	// Close releases the backend's connections.
 	Close()
 }

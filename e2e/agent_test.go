@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,24 +10,10 @@ import (
 	"time"
 )
 
-const twoHostSet = `{
-  "pool": {
-    "type": "static",
-    "spec": {
-      "runtimes": [
-        {"host": "http://rt-a:9091", "slots": 4, "data_dir": "/mnt/data", "audience_url": "http://rt-a:8081"},
-        {"host": "http://rt-b:9091", "slots": 4, "data_dir": "/mnt/data", "audience_url": "http://rt-b:8081"}
-      ]
-    }
-  }
-}`
-
-var twoHostCapacity = map[string]int{"http://rt-a:9091": 4, "http://rt-b:9091": 4}
-
 // TestLifecycle walks resources through create, resize, capacity waits, deletes (through the
 // CLI and by direct SQL) and a graceful stop.
 func TestLifecycle(t *testing.T) {
-	e := newEnv(t, twoHostSet)
+	e := newEnv(t, map[string]int{"a": 4, "b": 4})
 	a := e.startAgent()
 
 	first := e.create("--name", "first", "--owner", "team-a", "--arg", "slots=2", "--wait")
@@ -34,7 +21,7 @@ func TestLifecycle(t *testing.T) {
 	if r.Status != "ready" || r.Provisioner != "pool" || r.ObservedGeneration != 1 {
 		t.Fatalf("first after --wait: %+v", r)
 	}
-	if r.Config["cpu"] != float64(2) || !strings.HasPrefix(r.Config["host"].(string), "http://rt-") {
+	if host, _ := r.Config["host"].(string); r.Config["cpu"] != float64(2) || (host != e.hosts["a"].url && host != e.hosts["b"].url) {
 		t.Fatalf("first config: %v", r.Config)
 	}
 
@@ -68,7 +55,7 @@ func TestLifecycle(t *testing.T) {
 		r := e.get(waiting)
 		return r.Status == "ready", r.Status + ": " + r.StatusMessage
 	})
-	e.assertNoOverfill(twoHostCapacity)
+	e.assertNoOverfill()
 
 	// Invalid args written directly are a permanent error naming the field, not a crash.
 	var badID string
@@ -94,25 +81,11 @@ func TestLifecycle(t *testing.T) {
 	a.stop(t)
 }
 
-const roomySet = `{
-  "pool": {
-    "type": "static",
-    "spec": {
-      "runtimes": [
-        {"host": "http://rt-a:9091", "slots": 100},
-        {"host": "http://rt-b:9091", "slots": 100},
-        {"host": "http://rt-c:9091", "slots": 100}
-      ]
-    }
-  }
-}`
-
 // TestCrashRecovery kills the agent with SIGKILL while it works through a batch, restarts
 // it, and checks convergence: every resource ready, exactly one reservation each, no host
 // overfilled, nothing left provisioning; then deletes everything and finds nothing held.
 func TestCrashRecovery(t *testing.T) {
-	e := newEnv(t, roomySet)
-	capacity := map[string]int{"http://rt-a:9091": 100, "http://rt-b:9091": 100, "http://rt-c:9091": 100}
+	e := newEnv(t, map[string]int{"a": 100, "b": 100, "c": 100})
 	a := e.startAgent("--concurrency", "8")
 
 	const n = 150
@@ -150,7 +123,7 @@ func TestCrashRecovery(t *testing.T) {
 	if got := e.queryInt("SELECT count(*) FROM slot_reservations"); got != n-2 {
 		t.Fatalf("%d reservations for %d resources: a slot is leaked or held twice", got, n-2)
 	}
-	e.assertNoOverfill(capacity)
+	e.assertNoOverfill()
 
 	// Delete everything concurrently through the CLI; nothing may stay held.
 	rows, err := e.pool.Query(context.Background(), "SELECT id::text FROM resources")
@@ -185,4 +158,68 @@ func TestCrashRecovery(t *testing.T) {
 		return left == 0, e.statusCounts()
 	})
 	b.stop(t)
+}
+
+// TestHealth takes a runtime host down and up again: its resource turns unhealthy (and is
+// not deprovisioned), new resources avoid the host, capacity shows it down, and everything
+// returns to ready when it recovers; the resource's events keep the story.
+func TestHealth(t *testing.T) {
+	e := newEnv(t, map[string]int{"a": 4, "b": 4})
+	a := e.startAgent()
+
+	onA := e.create("--name", "first", "--owner", "team", "--wait")
+	onB := e.create("--name", "second", "--owner", "team", "--wait")
+	byHost := map[string]string{e.get(onA).Config["host"].(string): onA, e.get(onB).Config["host"].(string): onB}
+	victim := byHost[e.hosts["a"].url]
+	if victim == "" {
+		t.Fatalf("owner not spread over both hosts: %v", byHost)
+	}
+
+	e.hosts["a"].healthy.Store(false)
+	e.eventually("the resource on the failing host turns unhealthy", 40*time.Second, func() (bool, string) {
+		r := e.get(victim)
+		return r.Status == "unhealthy" && strings.Contains(r.StatusMessage, "since"), r.Status + ": " + r.StatusMessage
+	})
+	if got := e.queryInt("SELECT count(*) FROM slot_reservations WHERE resource_id = $1", victim); got != 1 {
+		t.Fatalf("unhealthy resource lost its reservation (%d rows): it must not be deprovisioned", got)
+	}
+	third := e.create("--name", "third", "--owner", "other", "--wait")
+	if host := e.get(third).Config["host"]; host != e.hosts["b"].url {
+		t.Fatalf("new resource placed on %v while host a is down", host)
+	}
+	e.eventually("capacity shows host a down", 20*time.Second, func() (bool, string) {
+		out := e.berth("capacity", "-o", "json")
+		var report struct {
+			Provisioners []struct {
+				Hosts []struct {
+					Host string `json:"host"`
+					Down bool   `json:"down"`
+				} `json:"hosts"`
+			} `json:"provisioners"`
+		}
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			return false, err.Error()
+		}
+		for _, p := range report.Provisioners {
+			for _, h := range p.Hosts {
+				if h.Host == e.hosts["a"].url && h.Down {
+					return true, ""
+				}
+			}
+		}
+		return false, out
+	})
+
+	e.hosts["a"].healthy.Store(true)
+	e.eventually("the resource recovers", 60*time.Second, func() (bool, string) {
+		r := e.get(victim)
+		return r.Status == "ready", r.Status + ": " + r.StatusMessage
+	})
+	events := e.berth("resource", "events", victim)
+	for _, want := range []string{"pending", "ready", "unhealthy"} {
+		if !strings.Contains(events, want) {
+			t.Fatalf("events of %s lack %q:\n%s", victim, want, events)
+		}
+	}
+	a.stop(t)
 }

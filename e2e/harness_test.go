@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,19 +53,55 @@ func berthBinary(t *testing.T) string {
 	return binPath
 }
 
-// env is one test's database, provisioner set and agent processes.
+// env is one test's database, runtime hosts, provisioner set and agent processes.
 type env struct {
 	t      *testing.T
 	bin    string
 	dbURL  string
 	setDir string
 	pool   *pgxpool.Pool
+	hosts  map[string]*runtimeHost // by name
 }
 
-func newEnv(t *testing.T, setJSON string) *env {
+// runtimeHost stands in for a runtime host of the static pool: a real HTTP server answering
+// the health endpoint, healthy until told otherwise.
+type runtimeHost struct {
+	url     string
+	slots   int
+	healthy atomic.Bool
+}
+
+// newEnv starts one runtime host per entry of slots (name -> slot count) and writes a static
+// provisioner set "pool" of them.
+func newEnv(t *testing.T, slots map[string]int) *env {
 	t.Helper()
-	e := &env{t: t, bin: berthBinary(t), dbURL: pgtest.New(t), setDir: t.TempDir()}
-	if err := os.WriteFile(filepath.Join(e.setDir, "set.json"), []byte(setJSON), 0o600); err != nil {
+	e := &env{t: t, bin: berthBinary(t), dbURL: pgtest.New(t), setDir: t.TempDir(), hosts: map[string]*runtimeHost{}}
+	names := make([]string, 0, len(slots))
+	for name := range slots {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var runtimes []map[string]any
+	for _, name := range names {
+		h := &runtimeHost{slots: slots[name]}
+		h.healthy.Store(true)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/ping" && h.healthy.Load() {
+				w.WriteHeader(http.StatusOK)
+				return
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(srv.Close)
+		h.url = srv.URL
+		e.hosts[name] = h
+		runtimes = append(runtimes, map[string]any{"host": h.url, "slots": h.slots, "data_dir": "/mnt/data"})
+	}
+	set, err := json.Marshal(map[string]any{"pool": map[string]any{"type": "static", "spec": map[string]any{"runtimes": runtimes}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.setDir, "set.json"), set, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e.berth("migrate")
@@ -117,6 +157,8 @@ func (e *env) startAgent(extra ...string) *agent {
 		"--capacity-retry", "500ms",
 		"--log-level", "debug",
 		"--http-addr", "127.0.0.1:0",
+		"--health-interval", "1s",
+		"--capacity-interval", "1s",
 	}, extra...)
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = e.cmdEnv()
@@ -255,7 +297,7 @@ func (e *env) statusCounts() string {
 }
 
 // assertNoOverfill checks that no host holds more slots than it has.
-func (e *env) assertNoOverfill(capacity map[string]int) {
+func (e *env) assertNoOverfill() {
 	e.t.Helper()
 	rows, err := e.pool.Query(context.Background(), "SELECT host, sum(slots)::int FROM slot_reservations GROUP BY host")
 	if err != nil {
@@ -268,8 +310,18 @@ func (e *env) assertNoOverfill(capacity map[string]int) {
 		if err := rows.Scan(&host, &used); err != nil {
 			e.t.Fatal(err)
 		}
-		if used > capacity[host] {
-			e.t.Fatalf("host %s holds %d slots, more than its %d", host, used, capacity[host])
+		if limit := e.slotsOf(host); used > limit {
+			e.t.Fatalf("host %s holds %d slots, more than its %d", host, used, limit)
 		}
 	}
+}
+
+func (e *env) slotsOf(url string) int {
+	for _, h := range e.hosts {
+		if h.url == url {
+			return h.slots
+		}
+	}
+	e.t.Fatalf("%s is not a host of this test", url)
+	return 0
 }

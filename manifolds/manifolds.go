@@ -1,9 +1,16 @@
 // Package manifolds is the one place the agent's workers are wired together: Manifolds
 // returns the whole dependency graph, read top to bottom.
 //
-//	clock ─┬─► database ─┬─► environs ──► provisioner (starts its own resources watcher)
-//	       │             └─────────────► changelog-pruner
-//	       └──────────────────────────────────────────────────────►(every worker)
+//	clock ──► database ─┬─► environs ─┬─► provisioner (starts its own resources watcher)
+//	                    │             ├─► healthcheck
+//	                    │             └─► capacity
+//	                    ├─► changelog-pruner
+//	                    └─► resource-metrics
+//	engine ──► http-server (/healthz, /readyz, /metrics, /debug/engine)
+//
+// Every worker also takes the clock. When the database worker restarts (the store was
+// unreachable), the engine bounces everything below it; when the environs worker restarts,
+// only the workers that provision or check through the environs.
 //
 // The provisioner starts its own watcher rather than sharing one from a manifold: a
 // restarted consumer must get the watcher's initial event (every resource needing attention)
@@ -24,9 +31,11 @@ import (
 	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/valueworker"
 	"github.com/berth-dev/berth/watcher"
+	"github.com/berth-dev/berth/worker/capacity"
 	"github.com/berth-dev/berth/worker/changelog"
 	"github.com/berth-dev/berth/worker/database"
 	"github.com/berth-dev/berth/worker/environs"
+	"github.com/berth-dev/berth/worker/healthcheck"
 	"github.com/berth-dev/berth/worker/httpserver"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
@@ -38,6 +47,8 @@ const (
 	EnvironsName        = "environs"
 	ProvisionerName     = "provisioner"
 	ChangeLogPrunerName = "changelog-pruner"
+	HealthCheckName     = "healthcheck"
+	CapacityName        = "capacity"
 	EngineName          = "engine"
 	HTTPServerName      = "http-server"
 	ResourceMetricsName = "resource-metrics"
@@ -63,7 +74,24 @@ type Config struct {
 	Provisioner ProvisionerSettings
 	Watcher     WatcherSettings
 
+	Health   HealthSettings
+	Capacity CapacitySettings
+
 	ChangeLogRetain time.Duration
+	// HistoryRetain is how long resource events and capacity samples are kept.
+	HistoryRetain time.Duration
+}
+
+// HealthSettings tune the health-check worker.
+type HealthSettings struct {
+	Interval    time.Duration // every ready resource is checked once per interval
+	Concurrency int
+}
+
+// CapacitySettings tune the capacity worker.
+type CapacitySettings struct {
+	Interval   time.Duration
+	Thresholds capacity.Thresholds
 }
 
 // ProvisionerSettings tune the provisioner worker.
@@ -166,12 +194,39 @@ func Manifolds(config Config) dependency.Manifolds {
 		}),
 
 		ChangeLogPrunerName: changelog.Manifold(changelog.ManifoldConfig{
+			ClockName:     ClockName,
+			DatabaseName:  DatabaseName,
+			Interval:      10 * time.Minute,
+			Retain:        config.ChangeLogRetain,
+			HistoryRetain: config.HistoryRetain,
+			Logger:        logger.With("worker", ChangeLogPrunerName),
+			NewWorker:     changelog.NewWorker,
+		}),
+
+		HealthCheckName: healthcheck.Manifold(healthcheck.ManifoldConfig{
+			ClockName:           ClockName,
+			DatabaseName:        DatabaseName,
+			EnvironsName:        EnvironsName,
+			Interval:            config.Health.Interval,
+			Concurrency:         config.Health.Concurrency,
+			PageSize:            500,
+			CheckTimeout:        30 * time.Second,
+			EnvironCheckTimeout: time.Minute,
+			Logger:              logger.With("worker", HealthCheckName),
+			Rand:                config.Rand,
+			NewWorker:           healthcheck.NewWorker,
+		}),
+
+		CapacityName: capacity.Manifold(capacity.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
-			Interval:     10 * time.Minute,
-			Retain:       config.ChangeLogRetain,
-			Logger:       logger.With("worker", ChangeLogPrunerName),
-			NewWorker:    changelog.NewWorker,
+			EnvironsName: EnvironsName,
+			Interval:     config.Capacity.Interval,
+			Timeout:      30 * time.Second,
+			Thresholds:   config.Capacity.Thresholds,
+			Logger:       logger.With("worker", CapacityName),
+			Observer:     config.Metrics,
+			NewWorker:    capacity.NewWorker,
 		}),
 	}
 }

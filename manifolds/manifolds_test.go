@@ -45,7 +45,7 @@ func (*manifoldsSuite) TestNames(c *gc.C) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	c.Check(names, gc.DeepEquals, []string{"changelog-pruner", "clock", "database", "engine", "environs", "http-server", "provisioner", "resource-metrics"})
+	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environs", "healthcheck", "http-server", "provisioner", "resource-metrics"})
 }
 
 func (*manifoldsSuite) TestInputs(c *gc.C) {
@@ -64,6 +64,8 @@ func (*manifoldsSuite) TestInputs(c *gc.C) {
 		"engine":           nil,
 		"http-server":      {"clock", "engine"},
 		"resource-metrics": {"database"},
+		"healthcheck":      {"clock", "database", "environs"},
+		"capacity":         {"clock", "database", "environs"},
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/kubernetes"
 	"github.com/berth-dev/berth/environ/static"
 )
 
@@ -20,6 +21,7 @@ import (
 func newRegistry() *environ.Registry {
 	r := environ.NewRegistry()
 	r.Register(static.Type, static.New)
+	r.Register(kubernetes.Type, kubernetes.New)
 	return r
 }
 

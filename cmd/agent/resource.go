@@ -41,6 +41,7 @@ and observed_generation.`,
 		newResourceListCommand(opts),
 		newResourceUpdateCommand(opts),
 		newResourceDeleteCommand(opts),
+		newResourceEventsCommand(opts),
 	)
 	return cmd
 }

@@ -85,6 +85,7 @@ Global flags have environment variables; a flag beats its variable:
 		newMigrateCommand(opts),
 		newCheckConfigCommand(opts),
 		newResourceCommand(opts),
+		newCapacityCommand(opts),
 		newVersionCommand(opts),
 		newStatusCommand(opts),
 	)

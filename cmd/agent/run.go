@@ -19,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/internal/logging"
 	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/manifolds"
+	"github.com/berth-dev/berth/worker/capacity"
 	"github.com/berth-dev/berth/worker/database"
 	"github.com/berth-dev/berth/worker/httpserver"
 )
@@ -34,6 +35,12 @@ type runOptions struct {
 	capacityRetry    time.Duration
 	pollInterval     time.Duration
 	changeLogRetain  time.Duration
+	eventRetain      time.Duration
+	healthInterval   time.Duration
+	healthParallel   int
+	capacityInterval time.Duration
+	capacityWarnAll  float64
+	capacityWarnHost float64
 	shutdownTimeout  time.Duration
 	httpAddr         string
 }
@@ -77,6 +84,12 @@ when they expire (--lease-ttl).`,
 	f.DurationVar(&run.capacityRetry, "capacity-retry", 30*time.Second, "longest wait between retries of a resource waiting for capacity")
 	f.DurationVar(&run.pollInterval, "poll-interval", 2*time.Second, "how often the change log is read when no notification arrives")
 	f.DurationVar(&run.changeLogRetain, "change-log-retention", 24*time.Hour, "how long change-log entries are kept")
+	f.DurationVar(&run.eventRetain, "event-retention", 7*24*time.Hour, "how long resource events and capacity samples are kept")
+	f.DurationVar(&run.healthInterval, "health-interval", time.Minute, "every ready resource is health-checked once per interval, spread evenly over it; environs are checked once per interval")
+	f.IntVar(&run.healthParallel, "health-concurrency", 8, "how many resource health checks run at once")
+	f.DurationVar(&run.capacityInterval, "capacity-interval", time.Minute, "how often each environ's capacity is sampled")
+	f.Float64Var(&run.capacityWarnAll, "capacity-warn-total", 0.8, "warn when this fraction of an environ's usable capacity is used")
+	f.Float64Var(&run.capacityWarnHost, "capacity-warn-host", 0.7, "warn when every usable host of an environ is at least this fraction full")
 	f.DurationVar(&run.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take before the agent exits anyway")
 	f.StringVar(&run.httpAddr, "http-addr", defaultAgentAddr, "where to serve /healthz, /readyz, /metrics and /debug/engine (read by berth status --agent-addr)")
 	return cmd
@@ -100,6 +113,18 @@ func (r runOptions) validate() error {
 		return errors.New("--poll-interval must be positive")
 	case r.changeLogRetain <= 0:
 		return errors.New("--change-log-retention must be positive")
+	case r.eventRetain <= 0:
+		return errors.New("--event-retention must be positive")
+	case r.healthInterval <= 0:
+		return errors.New("--health-interval must be positive")
+	case r.healthParallel < 1:
+		return fmt.Errorf("--health-concurrency must be at least 1, got %d", r.healthParallel)
+	case r.capacityInterval <= 0:
+		return errors.New("--capacity-interval must be positive")
+	case r.capacityWarnAll <= 0 || r.capacityWarnAll > 1:
+		return fmt.Errorf("--capacity-warn-total must be a fraction in (0, 1], got %v", r.capacityWarnAll)
+	case r.capacityWarnHost <= 0 || r.capacityWarnHost > 1:
+		return fmt.Errorf("--capacity-warn-host must be a fraction in (0, 1], got %v", r.capacityWarnHost)
 	case r.shutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
 	}
@@ -175,7 +200,16 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 			GapTimeout:   time.Minute,
 			BatchSize:    1000,
 		},
+		Health: manifolds.HealthSettings{
+			Interval:    run.healthInterval,
+			Concurrency: run.healthParallel,
+		},
+		Capacity: manifolds.CapacitySettings{
+			Interval:   run.capacityInterval,
+			Thresholds: capacity.Thresholds{Total: run.capacityWarnAll, Host: run.capacityWarnHost},
+		},
 		ChangeLogRetain: run.changeLogRetain,
+		HistoryRetain:   run.eventRetain,
 	}
 	if err := config.Validate(); err != nil {
 		engine.Kill()

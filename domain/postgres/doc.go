@@ -19,6 +19,12 @@
 //     "delete requested"), so the environ frees what it holds first. The agent removes the
 //     row with FinalizeDelete, in a transaction that runs SET LOCAL berth.finalizing = 'on'.
 //     An operator who must drop a row without deprovisioning it can do the same.
+//   - INSERT, DELETE (a finalized one) and every UPDATE that changes status or
+//     status_message append a row to resource_events (kind error for a failed attempt or
+//     the error status). RecordHealth runs SET LOCAL berth.event_kind = 'health': its
+//     status changes are health events and its message-only changes are not recorded.
+//     Events have no foreign key and outlive a deleted resource until PruneEvents.
+//   - Leaving the unhealthy status, by any writer, clears unhealthy_since.
 //
 // # Leases
 //

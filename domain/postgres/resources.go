@@ -17,13 +17,13 @@ import (
 // resourceColumns is the select list scanResource reads, in order.
 const resourceColumns = `id::text, type, name, owner, provisioner, args, generation, observed_generation,
 	status, status_message, state, config, attempts, next_attempt_at, last_error,
-	created_at, updated_at, ready_at`
+	created_at, updated_at, ready_at, unhealthy_since`
 
 func scanResource(row pgx.Row) (domain.Resource, error) {
 	var r domain.Resource
 	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
 		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
-		&r.NextAttemptAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt)
+		&r.NextAttemptAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt, &r.UnhealthySince)
 	return r, err
 }
 
@@ -171,7 +171,7 @@ var checkMessages = map[string]domain.FieldError{
 	"resources_type_check":          {Field: "type", Msg: "must be one of runtime, clickhouse"},
 	"resources_name_check":          {Field: "name", Msg: "must not be blank"},
 	"resources_args_check":          {Field: "args", Msg: "must be a JSON object"},
-	"resources_status_check":        {Field: "status", Msg: "must be one of pending, provisioning, ready, error, deleting"},
+	"resources_status_check":        {Field: "status", Msg: "must be one of pending, provisioning, ready, unhealthy, error, deleting"},
 	"slot_reservations_slots_check": {Field: "slots", Msg: "must be at least 1"},
 }
 

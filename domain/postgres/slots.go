@@ -120,3 +120,22 @@ func scanReservation(row pgx.Row) (domain.Reservation, error) {
 	err := row.Scan(&r.Provisioner, &r.ResourceID, &r.Owner, &r.Host, &r.Slots)
 	return r, err
 }
+
+// GetReservation returns the resource's reservation with the provisioner, or an error wrapping
+// domain.ErrNotFound.
+func (s *State) GetReservation(ctx context.Context, provisioner, resourceID string) (domain.Reservation, error) {
+	uid, err := parseID(resourceID)
+	if err != nil {
+		return domain.Reservation{}, err
+	}
+	r, err := scanReservation(s.pool.QueryRow(ctx, `
+		SELECT provisioner, resource_id::text, owner, host, slots
+		  FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.Reservation{}, fmt.Errorf("reservation of %s for resource %s: %w", provisioner, resourceID, domain.ErrNotFound)
+	}
+	if err != nil {
+		return domain.Reservation{}, fmt.Errorf("read reservation of %s for resource %s: %w", provisioner, resourceID, err)
+	}
+	return r, nil
+}

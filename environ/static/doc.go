@@ -25,4 +25,15 @@
 // agents sharing the database, the slots reserved on a host never exceed what the spec gives
 // it. Removing a host or cutting its slots in the spec leaves existing reservations in place;
 // Check reports them until they are gone.
+//
+// # Host health
+//
+// Each host is probed with GET host+health_path (default /v1/ping; any 2xx answer is healthy)
+// within health_timeout_seconds (default 5). A host whose latest probe failed is down: new
+// runtimes are not placed on it (a runtime already there stays, and may still be resized in
+// place), CheckResource fails for the runtimes on it, and Capacity marks it. Check probes
+// every configured host, so a host without runtimes comes back up as soon as it answers. A
+// probe result answers for its host for ten seconds, so checking many runtimes on few hosts
+// costs a probe per host, not per runtime. The results live in the environ, not the
+// database: each agent probes for itself. An explicit "health_path": "" turns probing off.
 package static

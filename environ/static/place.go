@@ -3,6 +3,7 @@ package static
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/berth-dev/berth/domain"
 )
@@ -13,6 +14,13 @@ import (
 type placement struct {
 	provisioner string
 	hosts       []Runtime // canonical hosts, in config order
+	down        []string  // canonical hosts failing their health probe: they take nothing new
+}
+
+// withDown returns p with the given hosts down.
+func (p placement) withDown(down []string) placement {
+	p.down = down
+	return p
 }
 
 // pick chooses the host for req.
@@ -21,7 +29,7 @@ type placement struct {
 // fewest of the owner's resources (spreading an owner across hosts), then the host with the
 // most free slots, then the host listed first. A resize stays on the resource's host when the
 // host has room (a shrink always does) and is refused otherwise: a runtime never moves hosts.
-// Hosts no longer configured take no new slots.
+// Hosts no longer configured, and hosts that are down, take no new slots.
 func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
 	used := make(map[string]domain.HostUsage, len(usage))
 	for _, u := range usage {
@@ -46,6 +54,9 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 	var candidates []candidate
 	largest := candidate{free: -1}
 	for i, rt := range p.hosts {
+		if containsString(p.down, rt.Host) {
+			continue
+		}
 		u := used[rt.Host]
 		c := candidate{host: rt.Host, free: rt.Slots - u.UsedSlots, owned: u.OwnerResources, order: i}
 		if c.free > largest.free {
@@ -56,8 +67,15 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 		}
 	}
 	if len(candidates) == 0 {
-		return "", noCapacity("no host of provisioner %q has %s (largest free: %d on %s)",
+		if largest.host == "" {
+			return "", noCapacity("no host of provisioner %q is up (down: %s)", p.provisioner, strings.Join(p.down, ", "))
+		}
+		msg := fmt.Sprintf("no host of provisioner %q has %s (largest free: %d on %s)",
 			p.provisioner, count(req.Slots, "free slot"), max(largest.free, 0), largest.host)
+		if len(p.down) > 0 {
+			msg += "; down: " + strings.Join(p.down, ", ")
+		}
+		return "", noCapacity("%s", msg)
 	}
 	sort.Slice(candidates, func(i, j int) bool {
 		a, b := candidates[i], candidates[j]

@@ -61,6 +61,23 @@ func TestPick(t *testing.T) {
 		usage: []usage{{Host: "HTTP://A:9091/", UsedSlots: 1}, {Host: "http://b:9091", UsedSlots: 1}, {Host: "http://b:9091/", UsedSlots: 1}},
 		want:  a,
 	}, {
+		name: "down hosts take nothing new", place: pool.withDown([]string{a}), slots: 1,
+		want: b,
+	}, {
+		name: "down hosts are named when nothing fits", place: pool.withDown([]string{b}), slots: 5,
+		usage:  []usage{{Host: a, UsedSlots: 6}},
+		want:   `no host of provisioner "pool" has 5 free slots (largest free: 4 on http://a:9091); down: http://b:9091`,
+		noRoom: true,
+	}, {
+		name: "every host down", place: pool.withDown([]string{a, b, c}), slots: 1,
+		want:   `no host of provisioner "pool" is up (down: http://a:9091, http://b:9091, http://c:9091)`,
+		noRoom: true,
+	}, {
+		name: "a resize stays on its host while it is down", place: pool.withDown([]string{a}), slots: 3,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
+		usage:    []usage{{Host: a, UsedSlots: 2}},
+		want:     a,
+	}, {
 		name: "resize in place", place: pool, slots: 8,
 		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
 		usage:    []usage{{Host: a, UsedSlots: 4, OwnerResources: 1}},

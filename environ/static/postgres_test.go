@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,13 @@ const poolOfThree = `{"runtimes": [
 	{"host": "http://b:9091", "slots": 10},
 	{"host": "http://c:9091", "slots": 10}
 ]}`
+
+// healthyHosts answers every health probe with 200 OK.
+type healthyHosts struct{}
+
+func (healthyHosts) Do(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Body: http.NoBody, Request: req}, nil
+}
 
 // TestTwoAgentsNeverOverfill races 64 reconciles through two environs of one provisioner, each
 // on its own connection pool to one database, as two agents would: no host may ever hold more
@@ -40,7 +48,7 @@ func TestTwoAgentsNeverOverfill(t *testing.T) {
 		if err := st.Migrate(ctx); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
-		env, err := static.New("pool", json.RawMessage(poolOfThree), environ.Deps{Slots: st})
+		env, err := static.NewWithHTTPClient(healthyHosts{})("pool", json.RawMessage(poolOfThree), environ.Deps{Slots: st})
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}

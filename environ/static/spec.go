@@ -18,6 +18,13 @@ const (
 	DefaultStorageBytesPerSlot = int64(40) << 30 // 40 GiB
 )
 
+// Health probing a spec gets when it leaves the field out: GET host+DefaultHealthPath, with
+// DefaultHealthTimeoutSeconds to answer.
+const (
+	DefaultHealthPath           = "/v1/ping"
+	DefaultHealthTimeoutSeconds = 5
+)
+
 // Spec is the JSON spec of a static provisioner: a pool of pre-provisioned runtime hosts, each
 // offering a number of slots, and what one slot is worth.
 type Spec struct {
@@ -25,6 +32,10 @@ type Spec struct {
 	CPUPerSlot          int       `json:"cpu_per_slot"`
 	MemoryGBPerSlot     int       `json:"memory_gb_per_slot"`
 	StorageBytesPerSlot int64     `json:"storage_bytes_per_slot"`
+	// HealthPath is probed on every host (GET host+path, any 2xx is healthy). An explicit ""
+	// turns probing off: every host counts as up.
+	HealthPath           string `json:"health_path"`
+	HealthTimeoutSeconds int    `json:"health_timeout_seconds"`
 }
 
 // Runtime is one pre-provisioned runtime host of the pool.
@@ -44,13 +55,15 @@ func ParseSpec(raw json.RawMessage) (*Spec, error) {
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return nil, &domain.FieldError{Field: "spec", Msg: `is missing: give at least {"runtimes": [{"host": "http://HOST:PORT", "slots": N}]}`}
 	}
-	var spec Spec
+	spec := Spec{HealthPath: DefaultHealthPath}
 	var runtimes []json.RawMessage
 	if err := decodeObject("spec", "", trimmed, []field{
 		{"runtimes", &runtimes},
 		{"cpu_per_slot", &spec.CPUPerSlot},
 		{"memory_gb_per_slot", &spec.MemoryGBPerSlot},
 		{"storage_bytes_per_slot", &spec.StorageBytesPerSlot},
+		{"health_path", &spec.HealthPath},
+		{"health_timeout_seconds", &spec.HealthTimeoutSeconds},
 	}); err != nil {
 		return nil, err
 	}
@@ -110,7 +123,13 @@ func (s *Spec) validate() error {
 	if err := sizing("memory_gb_per_slot", &s.MemoryGBPerSlot, DefaultMemoryGBPerSlot); err != nil {
 		return err
 	}
-	return sizing("storage_bytes_per_slot", &s.StorageBytesPerSlot, DefaultStorageBytesPerSlot)
+	if err := sizing("storage_bytes_per_slot", &s.StorageBytesPerSlot, DefaultStorageBytesPerSlot); err != nil {
+		return err
+	}
+	if s.HealthPath != "" && !strings.HasPrefix(s.HealthPath, "/") {
+		return &domain.FieldError{Field: "health_path", Msg: fmt.Sprintf("must start with /, got %q (e.g. %q); or \"\" to turn health probes off", s.HealthPath, DefaultHealthPath)}
+	}
+	return sizing("health_timeout_seconds", &s.HealthTimeoutSeconds, DefaultHealthTimeoutSeconds)
 }
 
 // runtime returns the configured runtime of canonical host, if any.

@@ -34,9 +34,11 @@ func TestParseSpecSeedExample(t *testing.T) {
 			DataDir:     "/mnt/data",
 			AudienceURL: "http://localhost:8081",
 		}},
-		CPUPerSlot:          1,
-		MemoryGBPerSlot:     4,
-		StorageBytesPerSlot: 40 << 30,
+		CPUPerSlot:           1,
+		MemoryGBPerSlot:      4,
+		StorageBytesPerSlot:  40 << 30,
+		HealthPath:           "/v1/ping",
+		HealthTimeoutSeconds: 5,
 	}
 	if !equalSpec(*spec, want) {
 		t.Errorf("ParseSpec(seed example) = %+v, want %+v", *spec, want)
@@ -49,7 +51,8 @@ func TestParseSpecCanonicalisesAndDefaults(t *testing.T) {
 			{"host": "HTTP://Node-A.Example:9091/", "slots": 3},
 			{"host": "https://b.example/rt/", "slots": 1, "audience_url": "https://aud.example"}
 		],
-		"cpu_per_slot": 2, "memory_gb_per_slot": 8, "storage_bytes_per_slot": 1000
+		"cpu_per_slot": 2, "memory_gb_per_slot": 8, "storage_bytes_per_slot": 1000,
+		"health_path": "/healthz", "health_timeout_seconds": 2
 	}`))
 	if err != nil {
 		t.Fatalf("ParseSpec: %v", err)
@@ -59,9 +62,11 @@ func TestParseSpecCanonicalisesAndDefaults(t *testing.T) {
 			{Host: "http://node-a.example:9091", Slots: 3, AudienceURL: "http://node-a.example:9091"},
 			{Host: "https://b.example/rt", Slots: 1, AudienceURL: "https://aud.example"},
 		},
-		CPUPerSlot:          2,
-		MemoryGBPerSlot:     8,
-		StorageBytesPerSlot: 1000,
+		CPUPerSlot:           2,
+		MemoryGBPerSlot:      8,
+		StorageBytesPerSlot:  1000,
+		HealthPath:           "/healthz",
+		HealthTimeoutSeconds: 2,
 	}
 	if !equalSpec(*spec, want) {
 		t.Errorf("ParseSpec = %+v, want %+v", *spec, want)
@@ -83,7 +88,7 @@ func TestParseSpecErrors(t *testing.T) {
 		name: "not an object", spec: `[1]`, field: "spec", want: "must be a JSON object",
 	}, {
 		name: "unknown top-level field", spec: `{"runtimes": [{"host": "http://a:1", "slots": 1}], "cpus": 2}`,
-		field: "cpus", want: "cpus: unknown field; known: runtimes, cpu_per_slot, memory_gb_per_slot, storage_bytes_per_slot", exact: true,
+		field: "cpus", want: "cpus: unknown field; known: runtimes, cpu_per_slot, memory_gb_per_slot, storage_bytes_per_slot, health_path, health_timeout_seconds", exact: true,
 	}, {
 		name: "unknown runtime field", spec: `{"runtimes": [{"host": "http://a:9091", "slot": 2}]}`,
 		field: "runtimes[0].slot", want: "runtimes[0].slot: unknown field; known: host, slots, data_dir, audience_url", exact: true,
@@ -139,6 +144,12 @@ func TestParseSpecErrors(t *testing.T) {
 	}, {
 		name: "storage negative", spec: `{"runtimes": [{"host": "http://a:9091", "slots": 1}], "storage_bytes_per_slot": -1}`,
 		field: "storage_bytes_per_slot", want: "must not be negative",
+	}, {
+		name: "health path relative", spec: `{"runtimes": [{"host": "http://a:9091", "slots": 1}], "health_path": "ping"}`,
+		field: "health_path", want: `must start with /, got "ping"`,
+	}, {
+		name: "health timeout negative", spec: `{"runtimes": [{"host": "http://a:9091", "slots": 1}], "health_timeout_seconds": -5}`,
+		field: "health_timeout_seconds", want: "must not be negative",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,5 +186,13 @@ func equalSpec(a, b Spec) bool {
 			return false
 		}
 	}
-	return a.CPUPerSlot == b.CPUPerSlot && a.MemoryGBPerSlot == b.MemoryGBPerSlot && a.StorageBytesPerSlot == b.StorageBytesPerSlot
+	return a.CPUPerSlot == b.CPUPerSlot && a.MemoryGBPerSlot == b.MemoryGBPerSlot && a.StorageBytesPerSlot == b.StorageBytesPerSlot &&
+		a.HealthPath == b.HealthPath && a.HealthTimeoutSeconds == b.HealthTimeoutSeconds
+}
+
+func TestParseSpecHealthPathOff(t *testing.T) {
+	spec, err := ParseSpec(json.RawMessage(`{"runtimes": [{"host": "http://a:9091", "slots": 1}], "health_path": ""}`))
+	if err != nil || spec.HealthPath != "" {
+		t.Errorf("ParseSpec with health_path \"\" = %+v, %v; want probing off", spec, err)
+	}
 }

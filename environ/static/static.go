@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/juju/clock"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -17,41 +21,75 @@ import (
 // Type is the provisioner type of the static environ in a provisioner set.
 const Type = "static"
 
-// New is the static environ's environ.Initializer: it parses spec and places runtimes through
-// deps.Slots.
+// New is the static environ's environ.Initializer: it parses spec, places runtimes through
+// deps.Slots and probes hosts' health with a default HTTP client.
 func New(name string, spec json.RawMessage, deps environ.Deps) (environ.Environ, error) {
-	if name == "" {
-		return nil, errors.New("static provisioner needs a name")
-	}
-	if deps.Slots == nil {
-		return nil, errors.New("static provisioner needs a slot store to record reservations")
-	}
-	parsed, err := ParseSpec(spec)
-	if err != nil {
-		return nil, err
-	}
-	logger := deps.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return &staticEnviron{
-		name:   name,
-		spec:   parsed,
-		place:  placement{provisioner: name, hosts: parsed.Runtimes},
-		slots:  deps.Slots,
-		logger: logger,
-	}, nil
+	return NewWithHTTPClient(defaultHTTPClient)(name, spec, deps)
 }
 
-// staticEnviron holds nothing mutable: reservations live in the slot store, which serialises
-// them per provisioner, so any number of instances (in one agent or several) may share a pool.
-type staticEnviron struct {
-	name   string
-	spec   *Spec
-	place  placement
-	slots  domain.SlotStore
-	logger *slog.Logger
+// defaultHTTPClient sends health probes; each probe has its own deadline (the spec's
+// health_timeout_seconds), so the client has none.
+var defaultHTTPClient = &http.Client{}
+
+// NewWithHTTPClient returns an environ.Initializer like New whose health probes go through
+// client.
+func NewWithHTTPClient(client HTTPDoer) environ.Initializer {
+	return func(name string, spec json.RawMessage, deps environ.Deps) (environ.Environ, error) {
+		if name == "" {
+			return nil, errors.New("static provisioner needs a name")
+		}
+		if deps.Slots == nil {
+			return nil, errors.New("static provisioner needs a slot store to record reservations")
+		}
+		if client == nil {
+			return nil, errors.New("static provisioner needs an HTTP client for health probes")
+		}
+		parsed, err := ParseSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		logger := deps.Logger
+		if logger == nil {
+			logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}
+		clk := deps.Clock
+		if clk == nil {
+			clk = clock.WallClock
+		}
+		return &staticEnviron{
+			name:      name,
+			spec:      parsed,
+			place:     placement{provisioner: name, hosts: parsed.Runtimes},
+			slots:     deps.Slots,
+			resources: deps.Resources,
+			health:    newHostHealth(client, clk, parsed.HealthPath, time.Duration(parsed.HealthTimeoutSeconds)*time.Second),
+			logger:    logger,
+		}, nil
+	}
 }
+
+// staticEnviron keeps reservations in the slot store, which serialises them per provisioner,
+// so any number of instances (in one agent or several) may share a pool. The only state it
+// holds itself is each host's latest health probe.
+type staticEnviron struct {
+	name  string
+	spec  *Spec
+	place placement
+	slots domain.SlotStore
+	// resources looks up resource rows for the orphan sweep and before a repair; nil where
+	// no database is at hand (check-config).
+	resources environ.ResourceGetter
+	health    *hostHealth
+	logger    *slog.Logger
+}
+
+// reservationGetter is the slot store's optional single-reservation lookup; without it a
+// resource check lists the provisioner's reservations.
+type reservationGetter interface {
+	GetReservation(ctx context.Context, provisioner, resourceID string) (domain.Reservation, error)
+}
+
+var _ environ.CapacityReporter = (*staticEnviron)(nil)
 
 // Type implements environ.Environ.
 func (e *staticEnviron) Type() string { return Type }
@@ -80,7 +118,7 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 		ResourceID:  r.ID,
 		Owner:       opts.Owner,
 		Slots:       args.Slots,
-	}, e.place.pick)
+	}, e.place.withDown(e.health.down()).pick)
 	if err != nil {
 		return nil, fmt.Errorf("place runtime: %w", err)
 	}
@@ -102,29 +140,40 @@ func (e *staticEnviron) Deprovision(ctx context.Context, r *environ.Resource) er
 	return nil
 }
 
-// Check implements environ.Environ: it reports reservations the configuration no longer
-// covers, on hosts that were removed or whose slots were cut below what is reserved.
+// Check implements environ.Environ: it probes every configured host (so a down host without
+// runtimes comes back up too) and reports the hosts that are down, and reservations the
+// configuration no longer covers, on hosts that were removed or whose slots were cut below
+// what is reserved.
 func (e *staticEnviron) Check(ctx context.Context) error {
+	hosts := make([]string, len(e.spec.Runtimes))
+	for i, rt := range e.spec.Runtimes {
+		hosts[i] = rt.Host
+	}
+	failed := e.health.probeAll(ctx, hosts)
 	reservations, err := e.slots.ListReservations(ctx, e.name)
 	if err != nil {
 		return fmt.Errorf("list slot reservations: %w", err)
 	}
+	reservations, err = e.sweepOrphans(ctx, reservations)
+	if err != nil {
+		return err
+	}
 	type hostUse struct{ slots, resources int }
 	use := make(map[string]*hostUse)
-	var hosts []string
+	var reserved []string
 	for _, res := range reservations {
 		u, ok := use[res.Host]
 		if !ok {
 			u = &hostUse{}
 			use[res.Host] = u
-			hosts = append(hosts, res.Host)
+			reserved = append(reserved, res.Host)
 		}
 		u.slots += res.Slots
 		u.resources++
 	}
-	sort.Strings(hosts)
+	sort.Strings(reserved)
 	var problems []string
-	for _, host := range hosts {
+	for _, host := range reserved {
 		u := use[host]
 		rt, ok := e.spec.runtime(host)
 		switch {
@@ -136,30 +185,159 @@ func (e *staticEnviron) Check(ctx context.Context) error {
 				host, count(u.slots, "slot"), rt.Slots))
 		}
 	}
-	if len(problems) == 0 {
+	var parts []string
+	if len(problems) > 0 {
+		parts = append(parts, strings.Join(problems, "; ")+"; restore those hosts' slots in the spec, or delete the runtimes placed there")
+	}
+	for _, host := range hosts {
+		if err := failed[host]; err != nil {
+			parts = append(parts, fmt.Sprintf("host %s is down (%v): new runtimes avoid it until it answers again", host, err))
+		}
+	}
+	if len(parts) == 0 {
 		return nil
 	}
-	return fmt.Errorf("provisioner %q: %s; restore those hosts' slots in the spec, or delete the runtimes placed there",
-		e.name, strings.Join(problems, "; "))
+	return fmt.Errorf("provisioner %q: %s", e.name, strings.Join(parts, "; "))
 }
 
-// CheckResource implements environ.Environ: the runtime's reservation must still exist; a
-// missing one is reserved again the way Reconcile does.
+// CheckResource implements environ.Environ: the runtime's reservation must still exist (a
+// missing one is reserved again the way Reconcile does, and reported as a repair) and its host
+// must answer its health probe. When the probe fails, the error comes with the resource, whose
+// state and repairs are still to be saved.
 func (e *staticEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
 	if err := e.supported(r); err != nil {
 		return nil, err
 	}
-	reservations, err := e.slots.ListReservations(ctx, e.name)
+	res, found, err := e.reservation(ctx, r.ID)
 	if err != nil {
-		return nil, fmt.Errorf("list slot reservations: %w", err)
+		return nil, err
 	}
+	var out *environ.Resource
+	if found {
+		out = e.resource(r, res)
+		if host, _ := r.State["host"].(string); host != "" && host != res.Host {
+			out.Repairs = append(out.Repairs, fmt.Sprintf("state named host %s; the reservation is on %s", host, res.Host))
+		}
+	} else {
+		// A resource deleted while its check ran must not get slots back: that would leak them.
+		if err := e.stillWanted(ctx, r.ID); err != nil {
+			return nil, err
+		}
+		e.logger.Warn("runtime has no slot reservation; reserving again", "resource", r.ID)
+		out, err = e.Reconcile(ctx, r, opts)
+		if err != nil {
+			return nil, fmt.Errorf("slot reservation was missing and could not be made again: %w", err)
+		}
+		out.Repairs = append(out.Repairs, fmt.Sprintf("slot reservation was missing; reserved %v slots on %v again", out.State["slots"], out.State["host"]))
+	}
+	host, _ := out.State["host"].(string)
+	if err := e.health.probe(ctx, host); err != nil {
+		return out, fmt.Errorf("runtime host %s is down: %w", host, err)
+	}
+	return out, nil
+}
+
+// sweepOrphans releases reservations whose resource row no longer exists (a reservation made
+// by a check racing the resource's deletion, or by an agent that died between reserving and
+// recording) and returns the rest.
+func (e *staticEnviron) sweepOrphans(ctx context.Context, reservations []domain.Reservation) ([]domain.Reservation, error) {
+	if e.resources == nil {
+		return reservations, nil
+	}
+	kept := reservations[:0]
 	for _, res := range reservations {
-		if res.ResourceID == r.ID {
-			return e.resource(r, res), nil
+		_, err := e.resources.GetResource(ctx, res.ResourceID)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			if err := e.slots.ReleaseSlots(ctx, e.name, res.ResourceID); err != nil {
+				return nil, fmt.Errorf("release orphaned reservation of resource %s: %w", res.ResourceID, err)
+			}
+			e.logger.Info("released the slots of a resource that no longer exists",
+				"resource", res.ResourceID, "host", res.Host, "slots", res.Slots)
+		case err != nil:
+			return nil, fmt.Errorf("look up resource %s of a reservation: %w", res.ResourceID, err)
+		default:
+			kept = append(kept, res)
 		}
 	}
-	e.logger.Warn("runtime has no slot reservation; reserving again", "resource", r.ID)
-	return e.Reconcile(ctx, r, opts)
+	return kept, nil
+}
+
+// stillWanted reports an error unless the resource exists and is not being deleted.
+func (e *staticEnviron) stillWanted(ctx context.Context, id string) error {
+	if e.resources == nil {
+		return nil
+	}
+	r, err := e.resources.GetResource(ctx, id)
+	if err != nil {
+		return fmt.Errorf("slot reservation is missing and the resource cannot be read: %w", err)
+	}
+	if r.Status == domain.StatusDeleting {
+		return fmt.Errorf("slot reservation is missing and the resource is being deleted: not reserving again")
+	}
+	return nil
+}
+
+// Capacity implements environ.CapacityReporter: the slots of every configured host and those
+// reserved on it, down hosts marked. Hosts no longer configured that still hold reservations
+// are listed with a total of 0.
+func (e *staticEnviron) Capacity(ctx context.Context) (environ.Capacity, error) {
+	reservations, err := e.slots.ListReservations(ctx, e.name)
+	if err != nil {
+		return environ.Capacity{}, fmt.Errorf("list slot reservations: %w", err)
+	}
+	used := make(map[string]int64)
+	var unconfigured []string
+	for _, res := range reservations {
+		host, err := canonicalURL(res.Host)
+		if err != nil {
+			host = res.Host
+		}
+		if _, ok := e.spec.runtime(host); !ok && used[host] == 0 {
+			unconfigured = append(unconfigured, host)
+		}
+		used[host] += int64(res.Slots)
+	}
+	down := e.health.down()
+	c := environ.Capacity{Unit: "slots"}
+	for _, rt := range e.spec.Runtimes {
+		c.Hosts = append(c.Hosts, environ.HostCapacity{
+			Host: rt.Host, Total: int64(rt.Slots), Used: used[rt.Host], Down: containsString(down, rt.Host),
+		})
+	}
+	sort.Strings(unconfigured)
+	for _, host := range unconfigured {
+		c.Hosts = append(c.Hosts, environ.HostCapacity{Host: host, Used: used[host]})
+	}
+	for _, h := range c.Hosts {
+		c.Total += h.Total
+		c.Used += h.Used
+	}
+	return c, nil
+}
+
+// reservation returns the resource's reservation, if it has one.
+func (e *staticEnviron) reservation(ctx context.Context, id string) (domain.Reservation, bool, error) {
+	if getter, ok := e.slots.(reservationGetter); ok {
+		res, err := getter.GetReservation(ctx, e.name, id)
+		switch {
+		case errors.Is(err, domain.ErrNotFound):
+			return res, false, nil
+		case err != nil:
+			return res, false, fmt.Errorf("read slot reservation: %w", err)
+		}
+		return res, true, nil
+	}
+	reservations, err := e.slots.ListReservations(ctx, e.name)
+	if err != nil {
+		return domain.Reservation{}, false, fmt.Errorf("list slot reservations: %w", err)
+	}
+	for _, res := range reservations {
+		if res.ResourceID == id {
+			return res, true, nil
+		}
+	}
+	return domain.Reservation{}, false, nil
 }
 
 // Close implements environ.Environ; the environ holds no clients of its own.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -112,9 +113,17 @@ const twoHosts = `{
 	"cpu_per_slot": 2, "memory_gb_per_slot": 8, "storage_bytes_per_slot": 100
 }`
 
+// healthyHosts answers every health probe with 200 OK.
+type healthyHosts struct{}
+
+func (healthyHosts) Do(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Body: http.NoBody, Request: req}, nil
+}
+
+// newTestEnviron builds an environ whose hosts all answer their health probes.
 func newTestEnviron(t *testing.T, name, spec string, slots domain.SlotStore) environ.Environ {
 	t.Helper()
-	env, err := New(name, json.RawMessage(spec), environ.Deps{Slots: slots})
+	env, err := NewWithHTTPClient(healthyHosts{})(name, json.RawMessage(spec), environ.Deps{Slots: slots})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -20,8 +20,10 @@ type ManifoldConfig struct {
 	DatabaseName string
 	Interval     time.Duration
 	Retain       time.Duration
-	Logger       *slog.Logger
-	NewWorker    func(Config) (worker.Worker, error)
+	// HistoryRetain is how long resource events and capacity samples are kept.
+	HistoryRetain time.Duration
+	Logger        *slog.Logger
+	NewWorker     func(Config) (worker.Worker, error)
 }
 
 // Validate reports the first missing or invalid field.
@@ -35,6 +37,8 @@ func (c ManifoldConfig) Validate() error {
 		return fmt.Errorf("change-log pruner manifold: Interval must be positive, got %s", c.Interval)
 	case c.Retain <= 0:
 		return fmt.Errorf("change-log pruner manifold: Retain must be positive, got %s", c.Retain)
+	case c.HistoryRetain <= 0:
+		return fmt.Errorf("change-log pruner manifold: HistoryRetain must be positive, got %s", c.HistoryRetain)
 	case c.Logger == nil:
 		return errors.New("change-log pruner manifold: Logger is required")
 	case c.NewWorker == nil:
@@ -43,7 +47,8 @@ func (c ManifoldConfig) Validate() error {
 	return nil
 }
 
-// Manifold runs the change-log pruner on the agent's clock and store.
+// Manifold runs the pruner of the change log, resource events and capacity samples on the
+// agent's clock and store.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
 		Inputs: []string{config.ClockName, config.DatabaseName},
@@ -65,6 +70,8 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Logger:   config.Logger,
 				Interval: config.Interval,
 				Retain:   config.Retain,
+
+				HistoryRetain: config.HistoryRetain,
 			})
 		},
 	}

@@ -39,7 +39,9 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 		DatabaseName: "database",
 		Interval:     time.Hour,
 		Retain:       24 * time.Hour,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+
+		HistoryRetain: 7 * 24 * time.Hour,
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		NewWorker: func(config changelog.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -71,6 +73,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(cfg *changelog.ManifoldConfig) { cfg.DatabaseName = "" }, ".*DatabaseName is required"},
 		{func(cfg *changelog.ManifoldConfig) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
 		{func(cfg *changelog.ManifoldConfig) { cfg.Retain = -time.Hour }, ".*Retain must be positive, got -1h0m0s"},
+		{func(cfg *changelog.ManifoldConfig) { cfg.HistoryRetain = 0 }, ".*HistoryRetain must be positive, got 0s"},
 		{func(cfg *changelog.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
 		{func(cfg *changelog.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
 	} {
@@ -107,5 +110,6 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Logger, gc.Equals, s.config.Logger)
 	c.Check(config.Interval, gc.Equals, time.Hour)
 	c.Check(config.Retain, gc.Equals, 24*time.Hour)
+	c.Check(config.HistoryRetain, gc.Equals, 7*24*time.Hour)
 	c.Check(config.Validate(), gc.IsNil)
 }

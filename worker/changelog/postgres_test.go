@@ -60,6 +60,8 @@ func (s *postgresSuite) TestPrunesEntriesOlderThanRetain(c *gc.C) {
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Interval: time.Minute,
 		Retain:   time.Hour,
+
+		HistoryRetain: 2 * time.Hour,
 	})
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
@@ -72,4 +74,36 @@ func (s *postgresSuite) TestPrunesEntriesOlderThanRetain(c *gc.C) {
 	err = s.state.Pool().QueryRow(s.ctx, `SELECT count(*) FROM change_log`).Scan(&left)
 	c.Assert(err, gc.IsNil)
 	c.Check(left, gc.Equals, 1)
+}
+
+func (s *postgresSuite) TestPrunesHistoryOlderThanHistoryRetain(c *gc.C) {
+	_, err := s.state.Pool().Exec(s.ctx, `
+		INSERT INTO resource_events (resource_id, at, kind, status, message) VALUES
+			(gen_random_uuid(), now() - interval '3 hours', 'status', 'pending', 'old'),
+			(gen_random_uuid(), now() - interval '1 hour', 'status', 'pending', 'new');
+		INSERT INTO capacity_samples (at, provisioner, host, unit, total, used) VALUES
+			(now() - interval '3 hours', 'pool', '', 'slots', 10, 1),
+			(now() - interval '3 hours', 'pool', 'http://a', 'slots', 10, 1),
+			(now() - interval '1 hour', 'pool', '', 'slots', 10, 2)`)
+	c.Assert(err, gc.IsNil)
+	clk := testclock.NewClock(time.Now())
+	w, err := changelog.NewWorker(changelog.Config{
+		Pruner:   s.state,
+		Clock:    clk,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Interval: time.Minute,
+		Retain:   time.Hour,
+
+		HistoryRetain: 2 * time.Hour,
+	})
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	c.Assert(clk.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	c.Assert(clk.WaitAdvance(0, longWait, 1), gc.IsNil)
+
+	var events, samples int
+	err = s.state.Pool().QueryRow(s.ctx, `SELECT (SELECT count(*) FROM resource_events), (SELECT count(*) FROM capacity_samples)`).Scan(&events, &samples)
+	c.Assert(err, gc.IsNil)
+	c.Check(events, gc.Equals, 1)
+	c.Check(samples, gc.Equals, 1)
 }

@@ -1,8 +1,10 @@
-// Package changelog runs the worker that keeps the store's change log from growing without
-// bound: every Interval it deletes the entries older than Retain. A running watcher reads an
-// entry within a poll interval of its commit, and a starting one begins from the resources
-// needing attention rather than from old entries, so Retain only has to be comfortably longer
-// than the watchers' gap timeout.
+// Package changelog runs the worker that keeps the store's logs from growing without bound:
+// every Interval it deletes the change-log entries older than Retain, and the resource
+// events and capacity samples older than HistoryRetain. A running watcher reads an entry
+// within a poll interval of its commit, and a starting one begins from the resources needing
+// attention rather than from old entries, so Retain only has to be comfortably longer than
+// the watchers' gap timeout. HistoryRetain is how far back `berth resource events` and the
+// capacity trend can look.
 package changelog
 
 import (
@@ -18,9 +20,11 @@ import (
 	"gopkg.in/tomb.v2"
 )
 
-// Pruner deletes change-log entries written before cutoff and says how many went.
+// Pruner deletes log entries written before a cutoff and says how many went.
 type Pruner interface {
 	PruneChanges(ctx context.Context, cutoff time.Time) (int64, error)
+	PruneEvents(ctx context.Context, cutoff time.Time) (int64, error)
+	PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error)
 }
 
 // Config holds what the worker needs.
@@ -30,8 +34,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Interval is the time between prunes.
 	Interval time.Duration
-	// Retain is how long an entry is kept.
+	// Retain is how long a change-log entry is kept.
 	Retain time.Duration
+	// HistoryRetain is how long resource events and capacity samples are kept.
+	HistoryRetain time.Duration
 }
 
 // Validate reports the first missing or invalid field.
@@ -47,20 +53,27 @@ func (c Config) Validate() error {
 		return fmt.Errorf("change-log pruner: Interval must be positive, got %s", c.Interval)
 	case c.Retain <= 0:
 		return fmt.Errorf("change-log pruner: Retain must be positive, got %s", c.Retain)
+	case c.HistoryRetain <= 0:
+		return fmt.Errorf("change-log pruner: HistoryRetain must be positive, got %s", c.HistoryRetain)
 	}
 	return nil
 }
 
-// pruneWorker prunes the change log every Interval. A failed prune is logged and tried again at
-// the next tick: a longer log costs a little disk, never correctness.
+// pruneWorker prunes every Interval. A failed prune is logged and tried again at the next
+// tick: a longer log costs a little disk, never correctness.
 type pruneWorker struct {
 	tomb   tomb.Tomb
 	config Config
 
-	mu         sync.Mutex // guards the last* fields, which Report reads
-	lastCutoff time.Time
-	lastPruned int64
-	lastError  string
+	mu   sync.Mutex // guards last, which Report reads
+	last map[string]pruned
+}
+
+// pruned is the outcome of one table's last prune.
+type pruned struct {
+	cutoff time.Time
+	rows   int64
+	err    string
 }
 
 // NewWorker starts a pruning worker.
@@ -68,7 +81,7 @@ func NewWorker(config Config) (worker.Worker, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
-	w := &pruneWorker{config: config}
+	w := &pruneWorker{config: config, last: make(map[string]pruned)}
 	w.tomb.Go(w.loop)
 	return w, nil
 }
@@ -79,20 +92,21 @@ func (w *pruneWorker) Kill() { w.tomb.Kill(nil) }
 // Wait waits for the worker to stop.
 func (w *pruneWorker) Wait() error { return w.tomb.Wait() }
 
-// Report shows the last prune's cutoff, how many entries it deleted and its error, if any.
+// Report shows each table's last prune: its cutoff, how many rows it deleted and its error.
 func (w *pruneWorker) Report() map[string]any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	report := map[string]any{
-		"interval": w.config.Interval.String(),
-		"retain":   w.config.Retain.String(),
+		"interval":       w.config.Interval.String(),
+		"retain":         w.config.Retain.String(),
+		"history-retain": w.config.HistoryRetain.String(),
 	}
-	if !w.lastCutoff.IsZero() {
-		report["last-cutoff"] = w.lastCutoff
-		report["last-pruned"] = w.lastPruned
-	}
-	if w.lastError != "" {
-		report["last-error"] = w.lastError
+	for table, p := range w.last {
+		entry := map[string]any{"cutoff": p.cutoff, "pruned": p.rows}
+		if p.err != "" {
+			entry["error"] = p.err
+		}
+		report[table] = entry
 	}
 	return report
 }
@@ -106,28 +120,29 @@ func (w *pruneWorker) loop() error {
 		case <-w.tomb.Dying():
 			return tomb.ErrDying
 		case <-timer.Chan():
-			w.prune(ctx)
+			now := w.config.Clock.Now()
+			w.prune(ctx, "change-log", now.Add(-w.config.Retain), w.config.Pruner.PruneChanges)
+			w.prune(ctx, "resource-events", now.Add(-w.config.HistoryRetain), w.config.Pruner.PruneEvents)
+			w.prune(ctx, "capacity-samples", now.Add(-w.config.HistoryRetain), w.config.Pruner.PruneCapacitySamples)
 			timer.Reset(w.config.Interval)
 		}
 	}
 }
 
-func (w *pruneWorker) prune(ctx context.Context) {
-	cutoff := w.config.Clock.Now().Add(-w.config.Retain)
-	pruned, err := w.config.Pruner.PruneChanges(ctx, cutoff)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.lastCutoff = cutoff
-	w.lastPruned = pruned
-	w.lastError = ""
+func (w *pruneWorker) prune(ctx context.Context, table string, cutoff time.Time, prune func(context.Context, time.Time) (int64, error)) {
+	rows, err := prune(ctx, cutoff)
+	p := pruned{cutoff: cutoff, rows: rows}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Stopping: the cancelled prune is not worth a warning.
 	case err != nil:
-		w.lastError = err.Error()
-		w.config.Logger.Warn("pruning the change log failed; trying again next interval",
-			"error", err, "retry_in", w.config.Interval)
-	case pruned > 0:
-		w.config.Logger.Debug("pruned the change log", "entries", pruned, "cutoff", cutoff)
+		p.err = err.Error()
+		w.config.Logger.Warn("pruning failed; trying again next interval",
+			"table", table, "error", err, "retry_in", w.config.Interval)
+	case rows > 0:
+		w.config.Logger.Debug("pruned", "table", table, "rows", rows, "cutoff", cutoff)
 	}
+	w.mu.Lock()
+	w.last[table] = p
+	w.mu.Unlock()
 }

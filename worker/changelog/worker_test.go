@@ -25,10 +25,12 @@ type workerSuite struct {
 
 var _ = gc.Suite(&workerSuite{})
 
-// fakePruner reports every cutoff it is given and answers with the next scripted error.
+// fakePruner reports every change-log cutoff it is given and answers with the next scripted
+// error; events and capacity samples report their cutoffs on their own channel.
 type fakePruner struct {
-	cutoffs chan time.Time
-	errs    chan error
+	cutoffs        chan time.Time
+	historyCutoffs chan string
+	errs           chan error
 }
 
 func (p *fakePruner) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
@@ -41,15 +43,27 @@ func (p *fakePruner) PruneChanges(ctx context.Context, cutoff time.Time) (int64,
 	}
 }
 
+func (p *fakePruner) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	p.historyCutoffs <- "events " + cutoff.Format(time.RFC3339)
+	return 3, nil
+}
+
+func (p *fakePruner) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error) {
+	p.historyCutoffs <- "samples " + cutoff.Format(time.RFC3339)
+	return 2, nil
+}
+
 func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s.pruner = &fakePruner{cutoffs: make(chan time.Time, 10), errs: make(chan error, 10)}
+	s.pruner = &fakePruner{cutoffs: make(chan time.Time, 10), historyCutoffs: make(chan string, 20), errs: make(chan error, 10)}
 	s.config = changelog.Config{
 		Pruner:   s.pruner,
 		Clock:    s.clock,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Interval: time.Hour,
 		Retain:   24 * time.Hour,
+
+		HistoryRetain: 7 * 24 * time.Hour,
 	}
 }
 
@@ -63,6 +77,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *changelog.Config) { cfg.Logger = nil }, ".*Logger is required"},
 		{func(cfg *changelog.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
 		{func(cfg *changelog.Config) { cfg.Retain = 0 }, ".*Retain must be positive, got 0s"},
+		{func(cfg *changelog.Config) { cfg.HistoryRetain = 0 }, ".*HistoryRetain must be positive, got 0s"},
 	} {
 		config := s.config
 		t.mutate(&config)
@@ -83,6 +98,9 @@ func (s *workerSuite) TestPrunesEveryInterval(c *gc.C) {
 		c.Assert(s.clock.WaitAdvance(time.Hour, longWait, 1), gc.IsNil)
 		now := start.Add(time.Duration(tick) * time.Hour)
 		c.Check(s.nextCutoff(c), gc.Equals, now.Add(-24*time.Hour))
+		week := now.Add(-7 * 24 * time.Hour).Format(time.RFC3339)
+		c.Check(s.nextHistoryCutoff(c), gc.Equals, "events "+week)
+		c.Check(s.nextHistoryCutoff(c), gc.Equals, "samples "+week)
 	}
 	s.assertNoPrune(c)
 }
@@ -118,28 +136,28 @@ func (s *workerSuite) TestReport(c *gc.C) {
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
 	reporter := w.(worker.Reporter)
-	c.Check(reporter.Report(), gc.DeepEquals, map[string]any{"interval": "1h0m0s", "retain": "24h0m0s"})
+	settings := map[string]any{"interval": "1h0m0s", "retain": "24h0m0s", "history-retain": "168h0m0s"}
+	c.Check(reporter.Report(), gc.DeepEquals, settings)
 
 	c.Assert(s.clock.WaitAdvance(time.Hour, longWait, 1), gc.IsNil)
 	s.nextCutoff(c)
 	c.Assert(s.clock.WaitAdvance(0, longWait, 1), gc.IsNil)
+	now := start.Add(time.Hour)
+	history := now.Add(-7 * 24 * time.Hour)
 	c.Check(reporter.Report(), gc.DeepEquals, map[string]any{
-		"interval":    "1h0m0s",
-		"retain":      "24h0m0s",
-		"last-cutoff": start.Add(time.Hour - 24*time.Hour),
-		"last-pruned": int64(0),
-		"last-error":  "connection lost",
+		"interval":         "1h0m0s",
+		"retain":           "24h0m0s",
+		"history-retain":   "168h0m0s",
+		"change-log":       map[string]any{"cutoff": now.Add(-24 * time.Hour), "pruned": int64(0), "error": "connection lost"},
+		"resource-events":  map[string]any{"cutoff": history, "pruned": int64(3)},
+		"capacity-samples": map[string]any{"cutoff": history, "pruned": int64(2)},
 	})
 
 	c.Assert(s.clock.WaitAdvance(time.Hour, longWait, 1), gc.IsNil)
 	s.nextCutoff(c)
 	c.Assert(s.clock.WaitAdvance(0, longWait, 1), gc.IsNil)
-	c.Check(reporter.Report(), gc.DeepEquals, map[string]any{
-		"interval":    "1h0m0s",
-		"retain":      "24h0m0s",
-		"last-cutoff": start.Add(2*time.Hour - 24*time.Hour),
-		"last-pruned": int64(7),
-	})
+	report := reporter.Report()
+	c.Check(report["change-log"], gc.DeepEquals, map[string]any{"cutoff": now.Add(time.Hour - 24*time.Hour), "pruned": int64(7)})
 }
 
 func (s *workerSuite) nextCutoff(c *gc.C) time.Time {
@@ -149,6 +167,16 @@ func (s *workerSuite) nextCutoff(c *gc.C) time.Time {
 	case <-time.After(longWait):
 		c.Fatalf("the worker did not prune")
 		return time.Time{}
+	}
+}
+
+func (s *workerSuite) nextHistoryCutoff(c *gc.C) string {
+	select {
+	case cutoff := <-s.pruner.historyCutoffs:
+		return cutoff
+	case <-time.After(longWait):
+		c.Fatalf("the worker did not prune the history")
+		return ""
 	}
 }
 

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// defaultTrendWindow is how far back `capacity` looks for the trend.
+const defaultTrendWindow = time.Hour
+
+// capacityJSON is what `capacity -o json` prints.
+type capacityJSON struct {
+	Since        time.Time         `json:"trend_since"`
+	Provisioners []provisionerJSON `json:"provisioners"`
+	Waiting      []waitingJSON     `json:"waiting_for_capacity"`
+}
+
+// provisionerJSON is one provisioner's latest capacity, warnings and trend.
+type provisionerJSON struct {
+	Name string `json:"name"`
+	capacityFigures
+	Warnings []warningJSON `json:"warnings"`
+	Hosts    []hostJSON    `json:"hosts"`
+}
+
+type hostJSON struct {
+	Host string `json:"host"`
+	capacityFigures
+	Down bool `json:"down"`
+}
+
+// capacityFigures are the numbers of one sample (a provisioner's total or one host) and
+// their trend.
+type capacityFigures struct {
+	Unit        string     `json:"unit"`
+	SampledAt   time.Time  `json:"sampled_at"`
+	Total       int64      `json:"total"`
+	Used        int64      `json:"used"`
+	Free        int64      `json:"free"`
+	UsedPercent float64    `json:"used_percent"`
+	Trend       *trendJSON `json:"trend"` // nil: no sample in the window
+}
+
+type trendJSON struct {
+	Samples int        `json:"samples"`
+	MinUsed int64      `json:"min_used"`
+	MaxUsed int64      `json:"max_used"`
+	Oldest  sampleJSON `json:"oldest"`
+	Newest  sampleJSON `json:"newest"`
+}
+
+type sampleJSON struct {
+	At    time.Time `json:"at"`
+	Total int64     `json:"total"`
+	Used  int64     `json:"used"`
+}
+
+type warningJSON struct {
+	Kind    string    `json:"kind"`
+	Active  bool      `json:"active"`
+	Since   time.Time `json:"since"`
+	Message string    `json:"message"`
+}
+
+type waitingJSON struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	Owner          string    `json:"owner"`
+	Provisioner    string    `json:"provisioner"`
+	Since          time.Time `json:"since"`
+	WaitingSeconds int64     `json:"waiting_seconds"`
+	Message        string    `json:"message"`
+}
+
+func newCapacityCommand(opts *globalOptions) *cobra.Command {
+	var since time.Duration
+	cmd := &cobra.Command{
+		Use:   "capacity [--since 1h]",
+		Short: "Show each provisioner's capacity, its trend, warnings and the resources waiting for room",
+		Long: `Show the capacity the agent last sampled for every provisioner that reports it (total and per
+host: unit, total, used, free, percent used, whether the host is down), the capacity
+warnings in force, how the used capacity moved over --since (lowest and highest, and the
+oldest and newest sample of the window), and the resources waiting for capacity with how
+long each has waited (since it was created).
+
+Down hosts and hosts without capacity count towards neither used nor total when the agent
+decides on a warning. The agent samples every --capacity-interval (default 1m); with no
+agent running the figures are as old as their sample time says.`,
+		Example: `  berth capacity
+  berth capacity --since 24h
+  berth capacity -o json | jq '.provisioners[] | {name, used_percent}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := opts.outputFormat()
+			if err != nil {
+				return err
+			}
+			if since <= 0 {
+				return fmt.Errorf("--since: must be positive, got %v (e.g. --since 1h)", since)
+			}
+			ctx := cmd.Context()
+			st, err := opts.openState(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			now := opts.clock.Now()
+			from := now.Add(-since)
+			latest, err := st.LatestCapacity(ctx)
+			if err != nil {
+				return needsSchema(err)
+			}
+			trends, err := st.CapacityTrends(ctx, from)
+			if err != nil {
+				return needsSchema(err)
+			}
+			warnings, err := st.ListCapacityWarnings(ctx)
+			if err != nil {
+				return needsSchema(err)
+			}
+			waiting, err := st.ListWaitingForCapacity(ctx, 0)
+			if err != nil {
+				return needsSchema(err)
+			}
+			report := buildCapacityReport(now, from, latest, trends, warnings, waiting)
+			if format == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), report)
+			}
+			return writeCapacity(cmd.OutOrStdout(), report, since)
+		},
+	}
+	cmd.Flags().DurationVar(&since, "since", defaultTrendWindow, "how far back the trend looks (e.g. 30m, 24h)")
+	return cmd
+}
+
+func buildCapacityReport(now, from time.Time, latest []domain.CapacitySample, trends []domain.CapacityTrend,
+	warnings []domain.CapacityWarning, waiting []domain.Resource) capacityJSON {
+	trendOf := make(map[[2]string]*trendJSON)
+	for _, t := range trends {
+		trendOf[[2]string{t.Provisioner, t.Host}] = &trendJSON{
+			Samples: t.Samples, MinUsed: t.MinUsed, MaxUsed: t.MaxUsed,
+			Oldest: sampleJSON{At: t.Oldest.At.UTC(), Total: t.Oldest.Total, Used: t.Oldest.Used},
+			Newest: sampleJSON{At: t.Newest.At.UTC(), Total: t.Newest.Total, Used: t.Newest.Used},
+		}
+	}
+	figures := func(s domain.CapacitySample) capacityFigures {
+		return capacityFigures{
+			Unit: s.Unit, SampledAt: s.At.UTC(), Total: s.Total, Used: s.Used, Free: s.Free(),
+			UsedPercent: usedPercent(s.Used, s.Total), Trend: trendOf[[2]string{s.Provisioner, s.Host}],
+		}
+	}
+	report := capacityJSON{Since: from.UTC(), Provisioners: []provisionerJSON{}, Waiting: []waitingJSON{}}
+	index := make(map[string]int)
+	for _, s := range latest {
+		i, ok := index[s.Provisioner]
+		if !ok {
+			i = len(report.Provisioners)
+			index[s.Provisioner] = i
+			report.Provisioners = append(report.Provisioners, provisionerJSON{Name: s.Provisioner, Warnings: []warningJSON{}, Hosts: []hostJSON{}})
+		}
+		p := &report.Provisioners[i]
+		if s.Host == "" {
+			p.capacityFigures = figures(s)
+		} else {
+			p.Hosts = append(p.Hosts, hostJSON{Host: s.Host, capacityFigures: figures(s), Down: s.Down})
+		}
+	}
+	for _, w := range warnings {
+		i, ok := index[w.Provisioner]
+		if !ok {
+			if !w.Active {
+				continue
+			}
+			i = len(report.Provisioners)
+			index[w.Provisioner] = i
+			report.Provisioners = append(report.Provisioners, provisionerJSON{Name: w.Provisioner, Warnings: []warningJSON{}, Hosts: []hostJSON{}})
+		}
+		p := &report.Provisioners[i]
+		p.Warnings = append(p.Warnings, warningJSON{Kind: w.Kind, Active: w.Active, Since: w.Since.UTC(), Message: w.Message})
+	}
+	for _, r := range waiting {
+		report.Waiting = append(report.Waiting, waitingJSON{
+			ID: r.ID, Name: r.Name, Owner: r.Owner, Provisioner: r.Provisioner, Since: r.CreatedAt.UTC(),
+			WaitingSeconds: int64(max(now.Sub(r.CreatedAt), 0) / time.Second), Message: r.StatusMessage,
+		})
+	}
+	return report
+}
+
+func usedPercent(used, total int64) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return math.Round(float64(used)/float64(total)*1000) / 10
+}
+
+func writeCapacity(w io.Writer, report capacityJSON, since time.Duration) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(report.Provisioners) == 0 {
+		fmt.Fprintln(tw, "no capacity sampled yet: the agent (berth run) samples every provisioner that reports capacity")
+	} else {
+		fmt.Fprintln(tw, "PROVISIONER\tHOST\tUNIT\tTOTAL\tUSED\tFREE\tUSED%\tDOWN\tSAMPLED\tWARNINGS")
+		for _, p := range report.Provisioners {
+			var active []string
+			for _, warn := range p.Warnings {
+				if warn.Active {
+					active = append(active, warn.Kind)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", tableText(p.Name), "(total)", figureCells(p.capacityFigures, false, dashIfEmpty(strings.Join(active, ","))))
+			for _, h := range p.Hosts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", tableText(p.Name), tableText(h.Host), figureCells(h.capacityFigures, h.Down, ""))
+			}
+		}
+	}
+	fmt.Fprintf(tw, "\nTREND (last %v)\nPROVISIONER\tHOST\tSAMPLES\tMIN USED\tMAX USED\tOLDEST\tNEWEST\n", since)
+	for _, p := range report.Provisioners {
+		writeTrend(tw, p.Name, "(total)", p.Trend)
+		for _, h := range p.Hosts {
+			writeTrend(tw, p.Name, h.Host, h.Trend)
+		}
+	}
+	fmt.Fprintln(tw, "\nWARNINGS\nPROVISIONER\tKIND\tSTATE\tSINCE\tMESSAGE")
+	for _, p := range report.Provisioners {
+		for _, warn := range p.Warnings {
+			state := "clear"
+			if warn.Active {
+				state = "ACTIVE"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", tableText(p.Name), warn.Kind, state, warn.Since.Format(time.RFC3339), tableText(dashIfEmpty(warn.Message)))
+		}
+	}
+	fmt.Fprintf(tw, "\nWAITING FOR CAPACITY (%d)\nID\tNAME\tOWNER\tPROVISIONER\tWAITING\tMESSAGE\n", len(report.Waiting))
+	for _, r := range report.Waiting {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, tableText(r.Name), tableText(dashIfEmpty(r.Owner)), tableText(dashIfEmpty(r.Provisioner)),
+			time.Duration(r.WaitingSeconds)*time.Second, tableText(r.Message))
+	}
+	return tw.Flush()
+}
+
+func figureCells(f capacityFigures, down bool, warnings string) string {
+	downText := ""
+	if down {
+		downText = "down"
+	}
+	return fmt.Sprintf("%s\t%d\t%d\t%d\t%.1f%%\t%s\t%s\t%s",
+		f.Unit, f.Total, f.Used, f.Free, f.UsedPercent, downText, f.SampledAt.Format(time.RFC3339), warnings)
+}
+
+func writeTrend(w io.Writer, provisioner, host string, t *trendJSON) {
+	if t == nil {
+		fmt.Fprintf(w, "%s\t%s\t0\t-\t-\t-\t-\n", tableText(provisioner), tableText(host))
+		return
+	}
+	fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d/%d at %s\t%d/%d at %s\n", tableText(provisioner), tableText(host), t.Samples, t.MinUsed, t.MaxUsed,
+		t.Oldest.Used, t.Oldest.Total, t.Oldest.At.Format(time.RFC3339), t.Newest.Used, t.Newest.Total, t.Newest.At.Format(time.RFC3339))
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

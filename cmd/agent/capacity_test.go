@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+func TestCapacityShowsNowTrendWarningsAndWaits(t *testing.T) {
+	c := newCLI(t)
+	ctx := context.Background()
+	now := c.clk.Now().UTC().Truncate(time.Second)
+	sample := func(at time.Time, host string, total, used int64, down bool) domain.CapacitySample {
+		return domain.CapacitySample{At: at, Provisioner: "pool", Host: host, Unit: "slots", Total: total, Used: used, Down: down}
+	}
+	for _, s := range [][]domain.CapacitySample{
+		{sample(now.Add(-2*time.Hour), "", 20, 1, false)}, // before the window
+		{sample(now.Add(-40*time.Minute), "", 20, 12, false), sample(now.Add(-40*time.Minute), "http://a", 10, 8, false), sample(now.Add(-40*time.Minute), "http://b", 10, 4, false)},
+		{sample(now.Add(-time.Minute), "", 20, 17, false), sample(now.Add(-time.Minute), "http://a", 10, 9, false), sample(now.Add(-time.Minute), "http://b", 10, 8, true)},
+	} {
+		if err := c.st.RecordCapacity(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.st.SetCapacityWarning(ctx, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: true, Message: "90% of 10 slots used", Since: now.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	waiting := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "big", "--arg", "slots=5", "-o", "json"))["id"].(string)
+	c.mustRun("resource", "create", "--type", "runtime", "--name", "plain")
+	if _, err := c.st.Pool().Exec(ctx, `UPDATE resources SET status_message = 'waiting for capacity: no host has 5 free slots', provisioner = 'pool',
+		created_at = $2 WHERE id = $1`, waiting, now.Add(-90*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	var got capacityJSON
+	decodeOne(t, c.mustRun("capacity", "-o", "json"), &got)
+	if len(got.Provisioners) != 1 {
+		t.Fatalf("provisioners = %+v, want pool", got.Provisioners)
+	}
+	p := got.Provisioners[0]
+	if p.Name != "pool" || p.Total != 20 || p.Used != 17 || p.Free != 3 || p.UsedPercent != 85 || p.Unit != "slots" || !p.SampledAt.Equal(now.Add(-time.Minute)) {
+		t.Errorf("pool now = %+v", p.capacityFigures)
+	}
+	if p.Trend == nil || p.Trend.Samples != 2 || p.Trend.MinUsed != 12 || p.Trend.MaxUsed != 17 ||
+		!p.Trend.Oldest.At.Equal(now.Add(-40*time.Minute)) || p.Trend.Newest.Used != 17 {
+		t.Errorf("pool trend over the last hour = %+v", p.Trend)
+	}
+	if len(p.Hosts) != 2 || p.Hosts[1].Host != "http://b" || !p.Hosts[1].Down || p.Hosts[0].Down || p.Hosts[0].UsedPercent != 90 {
+		t.Errorf("hosts = %+v", p.Hosts)
+	}
+	if len(p.Warnings) != 1 || !p.Warnings[0].Active || p.Warnings[0].Kind != "total" {
+		t.Errorf("warnings = %+v", p.Warnings)
+	}
+	if len(got.Waiting) != 1 || got.Waiting[0].ID != waiting || got.Waiting[0].WaitingSeconds != 90 || got.Waiting[0].Provisioner != "pool" {
+		t.Errorf("waiting = %+v, want only %s, waiting 90s", got.Waiting, waiting)
+	}
+
+	// A wider window reaches the older sample.
+	decodeOne(t, c.mustRun("capacity", "--since", "3h", "-o", "json"), &got)
+	if tr := got.Provisioners[0].Trend; tr == nil || tr.Samples != 3 || tr.MinUsed != 1 {
+		t.Errorf("trend over 3h = %+v", tr)
+	}
+
+	table := c.mustRun("capacity")
+	for _, want := range []string{"(total)", "85.0%", "http://b", "down", "ACTIVE", "90% of 10 slots used", "WAITING FOR CAPACITY (1)", waiting, "1m30s", "12/20 at"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("capacity table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestCapacityWithNothingSampled(t *testing.T) {
+	c := newCLI(t)
+	out := c.mustRun("capacity", "-o", "json")
+	var got map[string]any
+	decodeOne(t, out, &got)
+	if p, _ := json.Marshal(got["provisioners"]); string(p) != "[]" {
+		t.Errorf("provisioners = %s, want []", p)
+	}
+	if table := c.mustRun("capacity"); !strings.Contains(table, "no capacity sampled yet") {
+		t.Errorf("empty capacity table:\n%s", table)
+	}
+	if _, _, err := c.run("capacity", "--since", "0s"); err == nil || !strings.Contains(err.Error(), "--since: must be positive") {
+		t.Errorf("capacity --since 0s: %v", err)
+	}
+}

@@ -1,0 +1,187 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// ListCheckable returns up to limit provisioned resources (ready or unhealthy at their
+// generation) with an id after afterID, by id. Its WHERE clause matches
+// resources_checkable_idx.
+func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error) {
+	if limit < 1 {
+		return nil, &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	var after *pgtype.UUID
+	if afterID != "" {
+		uid, err := parseID(afterID)
+		if err != nil {
+			return nil, err
+		}
+		after = &uid
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+resourceColumns+` FROM resources
+		 WHERE status IN ('ready', 'unhealthy') AND generation = observed_generation
+		   AND ($1::uuid IS NULL OR id > $1)
+		 ORDER BY id LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list checkable resources: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Resource, error) {
+		return scanResource(row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list checkable resources: %w", err)
+	}
+	return out, nil
+}
+
+// RecordHealth applies h while the row is at generation, provisioned at it and ready or
+// unhealthy. The transaction tags the trigger's status event as a health event and adds a
+// repair event per repair.
+func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+	if h.Status != domain.StatusReady && h.Status != domain.StatusUnhealthy {
+		return domain.Resource{}, &domain.FieldError{Field: "status", Msg: fmt.Sprintf("a health check records ready or unhealthy, not %q", h.Status)}
+	}
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	var since *time.Time
+	if h.Status == domain.StatusUnhealthy {
+		at := h.UnhealthySince
+		if at.IsZero() {
+			return domain.Resource{}, &domain.FieldError{Field: "unhealthy_since", Msg: "is required when the status is unhealthy"}
+		}
+		since = &at
+	}
+	var r domain.Resource
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL berth.event_kind = 'health'`); err != nil {
+			return err
+		}
+		var err error
+		r, err = scanResource(tx.QueryRow(ctx, `
+			UPDATE resources
+			   SET status = $3,
+			       status_message = $4,
+			       unhealthy_since = CASE WHEN $3 = 'unhealthy' THEN coalesce(unhealthy_since, $5) END,
+			       state = coalesce($6, state),
+			       config = coalesce($7, config)
+			 WHERE id = $1 AND generation = $2 AND observed_generation = generation
+			   AND status IN ('ready', 'unhealthy')
+			RETURNING `+resourceColumns,
+			uid, generation, string(h.Status), h.StatusMessage, since, nilMap(h.State), nilMap(h.Config)))
+		if err != nil {
+			return err
+		}
+		for _, repair := range h.Repairs {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO resource_events (resource_id, kind, status, message)
+				VALUES ($1, 'repair', $2, $3)`, uid, string(r.Status), repair); err != nil {
+				return fmt.Errorf("record repair: %w", err)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return domain.Resource{}, fmt.Errorf("record health of resource %s: %w", id, describeDBError(err))
+	}
+	cur, err := s.GetResource(ctx, id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	return domain.Resource{}, fmt.Errorf("record health of resource %s: it moved on (status %s, generation %d, observed %d; checked generation %d): %w",
+		id, cur.Status, cur.Generation, cur.ObservedGeneration, generation, domain.ErrStale)
+}
+
+// CountResourcesByStatus counts the resources in each status.
+func (s *State) CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*)::int FROM resources GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count resources by status: %w", err)
+	}
+	out := make(map[domain.Status]int)
+	var (
+		status domain.Status
+		n      int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+		out[status] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count resources by status: %w", err)
+	}
+	return out, nil
+}
+
+// ListWaitingForCapacity returns pending resources waiting for room, oldest first.
+func (s *State) ListWaitingForCapacity(ctx context.Context, limit int) ([]domain.Resource, error) {
+	var limitArg *int
+	if limit > 0 {
+		limitArg = &limit
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+resourceColumns+` FROM resources
+		 WHERE status = 'pending' AND starts_with(status_message, $1)
+		 ORDER BY created_at, id LIMIT $2`, domain.WaitingForCapacityPrefix, limitArg)
+	if err != nil {
+		return nil, fmt.Errorf("list resources waiting for capacity: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Resource, error) {
+		return scanResource(row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resources waiting for capacity: %w", err)
+	}
+	return out, nil
+}
+
+// ListEvents returns the resource's newest limit events, oldest first.
+func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([]domain.Event, error) {
+	uid, err := parseID(resourceID)
+	if err != nil {
+		return nil, err
+	}
+	var limitArg *int
+	if limit > 0 {
+		limitArg = &limit
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT seq, resource_id::text, at, kind, status, message FROM (
+			SELECT * FROM resource_events WHERE resource_id = $1 ORDER BY seq DESC LIMIT $2
+		) newest ORDER BY seq`, uid, limitArg)
+	if err != nil {
+		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Event, error) {
+		var e domain.Event
+		err := row.Scan(&e.Seq, &e.ResourceID, &e.At, &e.Kind, &e.Status, &e.Message)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
+	}
+	return out, nil
+}
+
+// PruneEvents deletes events from before cutoff.
+func (s *State) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM resource_events WHERE at < $1`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("prune resource events: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,108 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// passwordBytes is how much randomness a ClickHouse password carries (hex-encoded).
+const passwordBytes = 24
+
+// ensureSecret returns the ClickHouse password kept in the resource's Secret, creating the
+// Secret with a new random password the first time. The password is never regenerated: a
+// later reconcile reads it back. It is created (not applied) so that no apply can replace it.
+func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData) (string, error) {
+	secrets := cs.CoreV1().Secrets(e.spec.Namespace)
+	for attempt := 0; attempt < 2; attempt++ {
+		s, err := secrets.Get(ctx, data.SecretName, metav1.GetOptions{})
+		if err == nil {
+			pw, ok := s.Data[data.PasswordKey]
+			if !ok || len(pw) == 0 {
+				return "", fmt.Errorf("secret %s has no %q key: delete the secret to have a new password generated", data.SecretName, data.PasswordKey)
+			}
+			return string(pw), nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("get secret %s: %w", data.SecretName, err)
+		}
+		raw := make([]byte, passwordBytes)
+		if _, err := io.ReadFull(e.random, raw); err != nil {
+			return "", fmt.Errorf("generate clickhouse password: %w", err)
+		}
+		pw := hex.EncodeToString(raw)
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      data.SecretName,
+				Namespace: e.spec.Namespace,
+				Labels:    e.labels(r.ID, r.Type),
+			},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{data.PasswordKey: []byte(pw)},
+		}
+		_, err = secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
+		if err == nil {
+			e.logger.Info("created clickhouse password secret", "resource", r.ID, "secret", data.SecretName)
+			return pw, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create secret %s: %w", data.SecretName, err)
+		}
+		// Another reconcile created it first: read theirs.
+	}
+	return "", fmt.Errorf("secret %s keeps appearing and disappearing; retry", data.SecretName)
+}
+
+// clickhouseDSN is the native-protocol DSN of the first Service among objects.
+func clickhouseDSN(objects []*unstructured.Unstructured, namespace, password string) string {
+	service := ""
+	for _, obj := range objects {
+		if obj.GetKind() == "Service" {
+			service = obj.GetName()
+			break
+		}
+	}
+	u := url.URL{
+		Scheme: "clickhouse",
+		User:   url.UserPassword("default", password),
+		Host:   net.JoinHostPort(service+"."+namespace+".svc", "9000"),
+		Path:   "/default",
+	}
+	return u.String()
+}
+
+// clickhouseObjectsValid checks a ClickHouse render: one StatefulSet, at least one Service.
+func clickhouseObjectsValid(objects []*unstructured.Unstructured) error {
+	if n := countKind(objects, "StatefulSet"); n != 1 {
+		return &domain.FieldError{Field: "template_paths." + TemplateClickhouseStatefulSet, Msg: fmt.Sprintf("must render exactly one StatefulSet, rendered %d", n)}
+	}
+	if countKind(objects, "Deployment") != 0 {
+		return &domain.FieldError{Field: "template_paths." + TemplateClickhouseStatefulSet, Msg: "must not render a Deployment: ClickHouse runs as a StatefulSet"}
+	}
+	if countKind(objects, "Service") == 0 {
+		return &domain.FieldError{Field: "template_paths." + TemplateClickhouseService, Msg: "must render a Service: the DSN names it"}
+	}
+	return nil
+}
+
+func countKind(objects []*unstructured.Unstructured, kind string) int {
+	n := 0
+	for _, obj := range objects {
+		if obj.GetKind() == kind {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,60 @@
+// Package kubernetes is the environ of a Kubernetes cluster: it runs each runtime resource as
+// a dedicated Deployment (with a Service, a data volume and HTTP and gRPC Ingresses) and each
+// ClickHouse resource as a single-replica StatefulSet (with a Service, a data volume and a
+// Secret holding its password), all in the namespace of the provisioner's spec.
+//
+// # Objects and names
+//
+// Objects are rendered from Go templates producing YAML (see templates/README.md for the
+// variables a template sees). The built-in templates are embedded; template_paths replaces
+// any of them with a file. New parses every template and renders it for a sample resource,
+// so a broken template is an error naming its template_paths key when the configuration is
+// loaded. New never contacts the cluster: the client is built on first use.
+//
+// A resource's provision id is its id without dashes; its objects are named rt-<provision id>
+// (runtimes) or ch-<provision id> (ClickHouse), with suffixes the templates choose, and its
+// host is the spec's host with '*' replaced by the provision id.
+//
+// Every object carries the labels
+//
+//	app.kubernetes.io/managed-by=berth
+//	berth.dev/provisioner=<provisioner name>
+//	berth.dev/resource-id=<resource id>
+//	berth.dev/resource-type=<runtime|clickhouse>
+//
+// (set by the environ, whatever the templates say, and on pod templates too) and the
+// annotation berth.dev/template-checksum, the sha256 of the resource's rendered manifests.
+// Deprovisioning and the orphan sweep find objects by these labels only: an object without
+// them is never touched.
+//
+// # Apply, drift and repair
+//
+// Reconcile renders the objects and server-side applies them (field manager "berth", forced)
+// in order: volumes and services, then the workload, then ingresses. It skips the apply when
+// every object exists with the current checksum and no drift, so re-applying an unchanged
+// resource sends nothing. Drift is a missing object, a checksum that differs (the args,
+// spec or templates changed), or fields Berth sets edited out of band (a workload's
+// replicas, images or resources, a Service's selector or ports). The checksum is also on
+// the pod template, so any change of the manifests rolls the pods. CheckResource puts drift
+// right the same way and records each re-applied object in Resource.Repairs; otherwise it
+// reports whether the workload is available.
+//
+// Volumes only grow: a claim that would shrink keeps its live size and Resource.Notice says
+// so. A ClickHouse password is generated once (crypto/rand), kept in a Secret that is
+// created, never applied, and read back on later reconciles; it is in the resource's Config
+// (the DSN clients use) and nowhere else: not in State, errors or logs.
+//
+// # Readiness, deletion and housekeeping
+//
+// AwaitReady watches the workload until its rollout is complete (a Deployment's observed
+// generation, updated and available replicas; a StatefulSet's ready replicas) for at most
+// timeout_seconds, and on failure says why from the workload's conditions and its pods'
+// scheduling and container states. Deprovision deletes every labelled object of the
+// resource with foreground propagation (not found is success) and polls until they are
+// gone. Check lists the provisioner's objects (which proves the API answers) and deletes
+// those whose resource no longer exists.
+//
+// With slot_quota set, runtimes share that many slots (a reconcile beyond it waits for
+// capacity) and Capacity reports slots; otherwise Capacity reports the allocatable CPU of
+// the nodes runtimes can be scheduled on and the CPU requests of the provisioner's pods.
+package kubernetes

@@ -1,0 +1,154 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+)
+
+// drift is one object that differs from what Berth would apply.
+type drift struct {
+	kind   string
+	name   string
+	reason string
+}
+
+// repair is the line for the resource's repair history once the object was re-applied.
+func (d drift) repair() string {
+	return fmt.Sprintf("%s %s re-applied: %s", strings.ToLower(d.kind), d.name, d.reason)
+}
+
+// drift compares d's objects with the live ones. An object is drifted when it is missing or
+// being deleted, when its checksum annotation differs (the templates, the spec or the args
+// changed), or when fields Berth sets were edited out of band: a workload's replicas,
+// container images or resources, a Service's selector or ports.
+func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *desired) ([]drift, error) {
+	var out []drift
+	for _, obj := range d.objects {
+		info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
+		live, err := info.client(cs, e.spec.Namespace).get(ctx, obj.GetName())
+		if apierrors.IsNotFound(err) {
+			out = append(out, drift{info.kind, obj.GetName(), "missing (deleted out of band, or never created)"})
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get %s %s: %w", info.kind, obj.GetName(), err)
+		}
+		var reason string
+		switch {
+		case live.GetDeletionTimestamp() != nil:
+			reason = "being deleted"
+		case live.GetAnnotations()[AnnotationChecksum] != d.checksum:
+			reason = "template checksum changed (templates, spec or args changed)"
+		default:
+			if reason, err = specDrift(obj, live); err != nil {
+				return nil, err
+			}
+		}
+		if reason != "" {
+			out = append(out, drift{info.kind, obj.GetName(), reason})
+		}
+	}
+	return out, nil
+}
+
+// specDrift says which fields Berth sets on obj were changed on live, or "" when none were.
+func specDrift(obj *unstructured.Unstructured, live metav1.Object) (string, error) {
+	switch l := live.(type) {
+	case *appsv1.Deployment:
+		var want appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &want); err != nil {
+			return "", fmt.Errorf("decode deployment %s: %w", obj.GetName(), err)
+		}
+		return workloadDrift(want.Spec.Replicas, l.Spec.Replicas, want.Spec.Template.Spec, l.Spec.Template.Spec), nil
+	case *appsv1.StatefulSet:
+		var want appsv1.StatefulSet
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &want); err != nil {
+			return "", fmt.Errorf("decode statefulset %s: %w", obj.GetName(), err)
+		}
+		return workloadDrift(want.Spec.Replicas, l.Spec.Replicas, want.Spec.Template.Spec, l.Spec.Template.Spec), nil
+	case *corev1.Service:
+		var want corev1.Service
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &want); err != nil {
+			return "", fmt.Errorf("decode service %s: %w", obj.GetName(), err)
+		}
+		return serviceDrift(want.Spec, l.Spec), nil
+	}
+	return "", nil
+}
+
+func workloadDrift(wantReplicas, haveReplicas *int32, want, have corev1.PodSpec) string {
+	w, h := replicas(wantReplicas), replicas(haveReplicas)
+	if w != h {
+		return fmt.Sprintf("replicas changed out of band (%d, want %d)", h, w)
+	}
+	for _, wc := range want.Containers {
+		hc, ok := container(have.Containers, wc.Name)
+		if !ok {
+			return fmt.Sprintf("container %s removed out of band", wc.Name)
+		}
+		if hc.Image != wc.Image {
+			return fmt.Sprintf("container %s image changed out of band (%s, want %s)", wc.Name, hc.Image, wc.Image)
+		}
+		if !covers(hc.Resources.Requests, wc.Resources.Requests) || !covers(hc.Resources.Limits, wc.Resources.Limits) {
+			return fmt.Sprintf("container %s resources changed out of band", wc.Name)
+		}
+	}
+	return ""
+}
+
+// covers reports whether have holds every quantity of want.
+func covers(have, want corev1.ResourceList) bool {
+	for name, q := range want {
+		h, ok := have[name]
+		if !ok || h.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func serviceDrift(want, have corev1.ServiceSpec) string {
+	for k, v := range want.Selector {
+		if have.Selector[k] != v {
+			return "selector changed out of band"
+		}
+	}
+	for _, wp := range want.Ports {
+		found := false
+		for _, hp := range have.Ports {
+			if hp.Name == wp.Name && hp.Port == wp.Port && (wp.TargetPort.String() == "0" || hp.TargetPort == wp.TargetPort) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Sprintf("port %s (%d) changed out of band", wp.Name, wp.Port)
+		}
+	}
+	return ""
+}
+
+func replicas(n *int32) int32 {
+	if n == nil {
+		return 1
+	}
+	return *n
+}
+
+func container(cs []corev1.Container, name string) (corev1.Container, bool) {
+	for _, c := range cs {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return corev1.Container{}, false
+}

@@ -1,0 +1,603 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/juju/clock"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// Type is the provisioner type of the kubernetes environ in a provisioner set.
+const Type = "kubernetes"
+
+// Labels and annotations on every object Berth creates.
+const (
+	LabelManagedBy     = "app.kubernetes.io/managed-by"
+	ManagedBy          = "berth"
+	LabelResourceID    = "berth.dev/resource-id"
+	LabelProvisioner   = "berth.dev/provisioner"
+	LabelResourceType  = "berth.dev/resource-type"
+	AnnotationChecksum = "berth.dev/template-checksum"
+	// AnnotationSlots on a runtime's Deployment records its slot count for slot quotas.
+	AnnotationSlots = "berth.dev/slots"
+	// AnnotationSecretChecksum on a ClickHouse pod template fingerprints its password, so a
+	// re-created Secret rolls the server onto the new password.
+	AnnotationSecretChecksum = "berth.dev/secret-checksum"
+)
+
+// clickhousePasswordKey is the key of the password in a ClickHouse resource's Secret.
+const clickhousePasswordKey = "password"
+
+// New is the kubernetes environ's environ.Initializer. It parses the spec and reads and
+// test-renders the templates; it does not contact the cluster (the client is built on first
+// use), so it can check a configuration on a machine without cluster access.
+func New(name string, spec json.RawMessage, deps environ.Deps) (environ.Environ, error) {
+	return newEnviron(name, spec, deps, nil, rand.Reader)
+}
+
+// newEnviron is New with the client and the randomness for passwords injected; a nil client
+// is built from the spec on first use.
+func newEnviron(name string, raw json.RawMessage, deps environ.Deps, cs kubernetes.Interface, random io.Reader) (*kubeEnviron, error) {
+	if name == "" {
+		return nil, errors.New("kubernetes provisioner needs a name")
+	}
+	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
+		return nil, fmt.Errorf("provisioner name %q cannot label Kubernetes objects (%s): rename the provisioner", name, strings.Join(errs, "; "))
+	}
+	spec, err := ParseSpec(raw)
+	if err != nil {
+		return nil, err
+	}
+	templates, err := loadTemplates(spec.TemplatePaths)
+	if err != nil {
+		return nil, err
+	}
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	clk := deps.Clock
+	if clk == nil {
+		clk = clock.WallClock
+	}
+	e := &kubeEnviron{
+		name:      name,
+		spec:      spec,
+		templates: templates,
+		logger:    logger,
+		clock:     clk,
+		resources: deps.Resources,
+		random:    random,
+		cs:        cs,
+		closed:    make(chan struct{}),
+	}
+	if err := e.checkTemplates(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// kubeEnviron keeps no state of its own about resources: the cluster's objects, found by
+// their labels, are the truth, so any number of instances may share a namespace.
+type kubeEnviron struct {
+	name      string
+	spec      *Spec
+	templates templateSet
+	// tolerations are those of the runtime pod template: nodes with other taints cannot
+	// take runtimes and do not count as capacity.
+	tolerations []corev1.Toleration
+	logger      *slog.Logger
+	clock       clock.Clock
+	resources   environ.ResourceGetter
+	random      io.Reader
+
+	mu     sync.Mutex
+	cs     kubernetes.Interface
+	closed chan struct{}
+	once   sync.Once
+
+	// quotaMu serialises the slot-quota check with the apply that uses the slots.
+	quotaMu sync.Mutex
+}
+
+// Type implements environ.Environ.
+func (e *kubeEnviron) Type() string { return Type }
+
+// Supports implements environ.Environ.
+func (e *kubeEnviron) Supports(t domain.ResourceType) bool {
+	return t == domain.ResourceTypeRuntime || t == domain.ResourceTypeClickHouse
+}
+
+// Reconcile implements environ.Environ: it renders the resource's objects and applies them
+// unless every object exists with the same checksum and no drift.
+func (e *kubeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	res, _, err := e.converge(ctx, r, opts)
+	return res, err
+}
+
+// CheckResource implements environ.Environ: it repairs drift the way Reconcile does, records
+// each repair in the returned resource's Repairs, and then reports the workload's health. A
+// resource whose workload was just re-applied is not judged until the next check. When the
+// workload is unhealthy both the resource (with its State and Repairs) and an error saying
+// why are returned.
+func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	res, drift, err := e.converge(ctx, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range drift {
+		res.Repairs = append(res.Repairs, d.repair())
+		e.logger.Info("repaired drift", "resource", r.ID, "repair", d.repair())
+	}
+	if len(drift) > 0 {
+		return res, nil
+	}
+	cs, err := e.client()
+	if err != nil {
+		return nil, err
+	}
+	w := e.workloadOf(cs, r.Type)
+	ready, why, err := w.status(ctx, e.selector(r.ID))
+	if err != nil {
+		return res, fmt.Errorf("check %s %s: %w", r.Type, r.ID, err)
+	}
+	if !ready {
+		return res, fmt.Errorf("%s %s is not available: %s", r.Type, r.ID, e.diagnose(ctx, cs, r, why))
+	}
+	return res, nil
+}
+
+// Deprovision implements environ.Environ: it deletes every object labelled with the
+// resource's id (foreground, so dependants go first) and waits until they are gone.
+func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) error {
+	cs, err := e.client()
+	if err != nil {
+		return err
+	}
+	sel := e.selector(r.ID)
+	if err := e.deleteOwned(ctx, cs, sel); err != nil {
+		return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
+	}
+	for {
+		left, err := e.listOwned(ctx, cs, sel)
+		if err != nil {
+			return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("deprovision %s %s: still waiting for %s to go: %w", r.Type, r.ID, describeOwned(left), ctx.Err())
+		case <-e.closed:
+			return fmt.Errorf("deprovision %s %s: provisioner closed while waiting for %s to go", r.Type, r.ID, describeOwned(left))
+		case <-e.clock.After(pollInterval):
+		}
+	}
+}
+
+// Check implements environ.Environ: listing the namespace proves the API is reachable, and
+// every object of this provisioner whose resource no longer exists is deleted. Objects without
+// Berth's labels, or of another provisioner, are never touched.
+func (e *kubeEnviron) Check(ctx context.Context) error {
+	cs, err := e.client()
+	if err != nil {
+		return err
+	}
+	owned, err := e.listOwned(ctx, cs, e.provisionerSelector())
+	if err != nil {
+		return fmt.Errorf("provisioner %q: cannot list objects in namespace %s: %w", e.name, e.spec.Namespace, err)
+	}
+	if e.resources == nil {
+		return nil
+	}
+	byID := make(map[string][]ownedObject)
+	for _, o := range owned {
+		if id := o.obj.GetLabels()[LabelResourceID]; id != "" {
+			byID[id] = append(byID[id], o)
+		}
+	}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var problems []string
+	for _, id := range ids {
+		_, err := e.resources.GetResource(ctx, id)
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, domain.ErrNotFound):
+			problems = append(problems, fmt.Sprintf("look up resource %s: %v", id, err))
+			continue
+		}
+		e.logger.Info("sweeping objects of a resource that no longer exists", "resource", id, "objects", describeOwned(byID[id]))
+		if err := e.deleteObjects(ctx, cs, byID[id]); err != nil {
+			problems = append(problems, fmt.Sprintf("sweep objects of deleted resource %s: %v", id, err))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("provisioner %q: %s", e.name, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Close implements environ.Environ: waits in progress end; the environ owns no informers.
+func (e *kubeEnviron) Close() error {
+	e.once.Do(func() { close(e.closed) })
+	return nil
+}
+
+// client returns the cluster client, building it on first use.
+func (e *kubeEnviron) client() (kubernetes.Interface, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cs != nil {
+		return e.cs, nil
+	}
+	cfg, err := restConfig(e.spec)
+	if err != nil {
+		return nil, fmt.Errorf("provisioner %q: %w", e.name, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("provisioner %q: build Kubernetes client: %w", e.name, err)
+	}
+	e.cs = cs
+	return cs, nil
+}
+
+// restConfig builds the client configuration of spec: its kubeconfig file or, without one,
+// the in-cluster configuration, with the spec's rate limits. Errors never quote the file:
+// it holds credentials.
+func restConfig(spec *Spec) (*rest.Config, error) {
+	var cfg *rest.Config
+	if spec.KubeconfigPath == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig_path is empty, so the in-cluster configuration is used, but there is none (%v): set kubeconfig_path to a kubeconfig file", err)
+		}
+		cfg = c
+	} else {
+		c, err := clientcmd.BuildConfigFromFlags("", spec.KubeconfigPath)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+				return nil, fmt.Errorf("kubeconfig_path: cannot read %s: %v", spec.KubeconfigPath, unwrapPathError(err))
+			}
+			return nil, fmt.Errorf("kubeconfig_path: %s is not a usable kubeconfig (details withheld, they may quote credentials); check it with kubectl --kubeconfig %s version", spec.KubeconfigPath, spec.KubeconfigPath)
+		}
+		cfg = c
+	}
+	cfg.QPS = float32(spec.QPS)
+	cfg.Burst = spec.Burst
+	cfg.UserAgent = "berth"
+	return cfg, nil
+}
+
+// desired is what a resource's objects should be.
+type desired struct {
+	resourceType domain.ResourceType
+	data         TemplateData
+	objects      []*unstructured.Unstructured // in apply order
+	checksum     string
+	storageBytes int64  // the data volume's size after growth-only adjustment
+	notice       string // e.g. a volume not shrunk
+	dsn          string // clickhouse only: carries the password, never log it
+}
+
+// converge renders r's objects and applies them if any drifted; it returns the resource and
+// the drift it put right.
+func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, []drift, error) {
+	if !e.Supports(r.Type) {
+		return nil, nil, environ.Permanent(fmt.Errorf("provisioner %q is of type %s, which provisions %s and %s resources, not %s: choose a provisioner that supports %s",
+			e.name, Type, domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse, r.Type, r.Type))
+	}
+	if opts == nil {
+		opts = &environ.ResourceOptions{}
+	}
+	data, err := e.templateData(r, opts.Args)
+	if err != nil {
+		return nil, nil, environ.Permanent(fmt.Errorf("%s %s: %w", r.Type, r.ID, err))
+	}
+	cs, err := e.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := e.desired(ctx, cs, r, data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
+	}
+	drifts, err := e.drift(ctx, cs, d)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
+	}
+	if len(drifts) > 0 {
+		if err := e.apply(ctx, cs, r, d); err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
+		}
+	}
+	return e.result(r, d), drifts, nil
+}
+
+// templateData is what r's templates see, before any lookup in the cluster.
+func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (TemplateData, error) {
+	pid := strings.ToLower(strings.ReplaceAll(r.ID, "-", ""))
+	prefix := "rt-"
+	if r.Type == domain.ResourceTypeClickHouse {
+		prefix = "ch-"
+	}
+	name := prefix + pid
+	if errs := validation.IsDNS1035Label(name); len(errs) > 0 || validation.IsValidLabelValue(r.ID) != nil {
+		return TemplateData{}, fmt.Errorf("resource id %q cannot name Kubernetes objects", r.ID)
+	}
+	host := strings.ReplaceAll(e.spec.Host, "*", pid)
+	u, err := url.Parse(host)
+	if err != nil {
+		return TemplateData{}, fmt.Errorf("host %q: %w", host, err)
+	}
+	data := TemplateData{
+		Name:        name,
+		Namespace:   e.spec.Namespace,
+		ResourceID:  r.ID,
+		ProvisionID: pid,
+		Provisioner: e.name,
+		Type:        string(r.Type),
+		Host:        host,
+		HostName:    u.Hostname(),
+		DataDir:     e.spec.DataDir,
+		Slots:       1,
+	}
+	switch r.Type {
+	case domain.ResourceTypeRuntime:
+		a, err := domain.NewRuntimeArgs(args)
+		if err != nil {
+			return TemplateData{}, err
+		}
+		data.Slots = a.Slots
+		if data.Image, err = imageWithTag(e.spec.Image, a.Version); err != nil {
+			return TemplateData{}, err
+		}
+	case domain.ResourceTypeClickHouse:
+		if _, err := domain.NewClickhouseArgs(args); err != nil {
+			return TemplateData{}, err
+		}
+		data.Image = e.spec.ClickhouseImage
+		data.SecretName = name + "-auth"
+		data.PasswordKey = clickhousePasswordKey
+	}
+	data.CPU = e.spec.CPUPerSlot * data.Slots
+	data.MemoryGB = e.spec.MemoryGBPerSlot * data.Slots
+	data.Memory = fmt.Sprintf("%dGi", data.MemoryGB)
+	data.StorageBytes = e.spec.StorageBytesPerSlot * int64(data.Slots)
+	data.Storage = quantity(data.StorageBytes)
+	return data, nil
+}
+
+var tagPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// imageWithTag returns image with its tag (or digest) replaced by version; an empty version
+// leaves image as the spec gives it.
+func imageWithTag(image, version string) (string, error) {
+	if version == "" {
+		return image, nil
+	}
+	if !tagPattern.MatchString(version) {
+		return "", &domain.FieldError{Field: "args.version", Msg: fmt.Sprintf("%q cannot be an image tag: use letters, digits, '_', '.' and '-' (e.g. 0.48.1)", version)}
+	}
+	base, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
+		base = base[:i]
+	}
+	return base + ":" + version, nil
+}
+
+// desired renders r's objects with data, labels them, keeps volumes from shrinking and
+// computes their checksum. For ClickHouse it makes sure the password Secret exists.
+func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData) (*desired, error) {
+	keys := runtimeTemplates
+	var password string
+	if r.Type == domain.ResourceTypeClickHouse {
+		keys = clickhouseTemplates
+		var err error
+		if password, err = e.ensureSecret(ctx, cs, r, data); err != nil {
+			return nil, err
+		}
+	}
+	objects, err := e.templates.render(keys, data, e.spec.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("render templates: %w", err)
+	}
+	sort.SliceStable(objects, func(i, j int) bool { return rankOf(objects[i]) < rankOf(objects[j]) })
+	d := &desired{resourceType: r.Type, data: data, objects: objects, storageBytes: data.StorageBytes}
+	labels := e.labels(r.ID, r.Type)
+	var notices []string
+	for _, obj := range objects {
+		obj.SetLabels(merge(obj.GetLabels(), labels))
+		switch obj.GetKind() {
+		case "Deployment", "StatefulSet":
+			podLabels, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "metadata", "labels")
+			if err := unstructured.SetNestedStringMap(obj.Object, merge(podLabels, labels), "spec", "template", "metadata", "labels"); err != nil {
+				return nil, fmt.Errorf("label %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
+			if obj.GetKind() == "Deployment" && r.Type == domain.ResourceTypeRuntime {
+				obj.SetAnnotations(merge(obj.GetAnnotations(), map[string]string{AnnotationSlots: fmt.Sprint(data.Slots)}))
+			}
+			if password != "" {
+				sum := sha256.Sum256([]byte(password))
+				if err := setPodAnnotation(obj, AnnotationSecretChecksum, hex.EncodeToString(sum[:8])); err != nil {
+					return nil, err
+				}
+			}
+		case "PersistentVolumeClaim":
+			kept, notice, err := e.growOnly(ctx, cs, obj)
+			if err != nil {
+				return nil, err
+			}
+			d.storageBytes = kept
+			if notice != "" {
+				notices = append(notices, notice)
+			}
+		}
+	}
+	d.notice = strings.Join(notices, "; ")
+	sum := sha256.New()
+	for _, obj := range objects {
+		js, err := json.Marshal(obj.Object)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		sum.Write(js)
+		sum.Write([]byte("\n"))
+	}
+	d.checksum = hex.EncodeToString(sum.Sum(nil))
+	for _, obj := range objects {
+		obj.SetAnnotations(merge(obj.GetAnnotations(), map[string]string{AnnotationChecksum: d.checksum}))
+		if k := obj.GetKind(); k == "Deployment" || k == "StatefulSet" {
+			// On the pod template too, so that any change of the manifests rolls the pods.
+			if err := setPodAnnotation(obj, AnnotationChecksum, d.checksum); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if password != "" {
+		d.dsn = clickhouseDSN(objects, e.spec.Namespace, password)
+	}
+	return d, nil
+}
+
+func setPodAnnotation(obj *unstructured.Unstructured, key, value string) error {
+	ann, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "metadata", "annotations")
+	if err := unstructured.SetNestedStringMap(obj.Object, merge(ann, map[string]string{key: value}), "spec", "template", "metadata", "annotations"); err != nil {
+		return fmt.Errorf("annotate %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// growOnly keeps a PVC from shrinking: when the live claim asks for more than obj, obj is set
+// to the live size and a notice says so. It returns the size obj now asks for.
+func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj *unstructured.Unstructured) (int64, string, error) {
+	want, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "resources", "requests", "storage")
+	wantQ, err := resource.ParseQuantity(fmt.Sprint(want))
+	if err != nil {
+		return 0, "", fmt.Errorf("persistentvolumeclaim %s: spec.resources.requests.storage %q is not a quantity", obj.GetName(), fmt.Sprint(want))
+	}
+	live, err := cs.CoreV1().PersistentVolumeClaims(e.spec.Namespace).Get(ctx, obj.GetName(), metaGet)
+	if apierrors.IsNotFound(err) {
+		return wantQ.Value(), "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("get persistentvolumeclaim %s: %w", obj.GetName(), err)
+	}
+	liveQ, ok := live.Spec.Resources.Requests[corev1.ResourceStorage]
+	if !ok || liveQ.Cmp(wantQ) <= 0 {
+		return wantQ.Value(), "", nil
+	}
+	if err := unstructured.SetNestedField(obj.Object, liveQ.String(), "spec", "resources", "requests", "storage"); err != nil {
+		return 0, "", err
+	}
+	return liveQ.Value(), fmt.Sprintf("volume not shrunk: %s requested, %s kept; volumes only grow", wantQ.String(), liveQ.String()), nil
+}
+
+// apply server-side applies d's objects in order, forcing Berth's ownership of the fields it
+// sets. With a slot quota, the quota is checked first and held until the apply is done.
+func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, d *desired) error {
+	if e.spec.SlotQuota > 0 && r.Type == domain.ResourceTypeRuntime {
+		e.quotaMu.Lock()
+		defer e.quotaMu.Unlock()
+		if err := e.checkQuota(ctx, cs, r.ID, d.data.Slots); err != nil {
+			return err
+		}
+	}
+	for _, obj := range d.objects {
+		info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
+		body, err := json.Marshal(obj.Object)
+		if err != nil {
+			return fmt.Errorf("encode %s %s: %w", info.kind, obj.GetName(), err)
+		}
+		if err := info.client(cs, e.spec.Namespace).apply(ctx, obj.GetName(), body); err != nil {
+			return fmt.Errorf("apply %s %s: %w", info.kind, obj.GetName(), err)
+		}
+	}
+	e.logger.Debug("applied objects", "resource", r.ID, "objects", len(d.objects), "checksum", d.checksum)
+	return nil
+}
+
+// result is r with the State and Config of d. Neither State nor the returned error carries the
+// ClickHouse password; Config does, because clients need it.
+func (e *kubeEnviron) result(r *environ.Resource, d *desired) *environ.Resource {
+	state := map[string]any{"provision_id": d.data.ProvisionID, "checksum": d.checksum, "kind": string(d.resourceType)}
+	var cfg map[string]any
+	if d.resourceType == domain.ResourceTypeClickHouse {
+		cfg = (&domain.ClickhouseConfig{DSN: d.dsn}).AsMap()
+	} else {
+		cfg = (&domain.RuntimeConfig{
+			Host:         d.data.Host,
+			Audience:     d.data.Host,
+			CPU:          d.data.CPU,
+			MemoryGB:     d.data.MemoryGB,
+			StorageBytes: d.storageBytes,
+		}).AsMap()
+	}
+	return &environ.Resource{ID: r.ID, Type: r.Type, State: state, Config: cfg, Notice: d.notice}
+}
+
+// labels are the labels of every object of resource id.
+func (e *kubeEnviron) labels(id string, t domain.ResourceType) map[string]string {
+	return map[string]string{
+		LabelManagedBy:    ManagedBy,
+		LabelResourceID:   id,
+		LabelProvisioner:  e.name,
+		LabelResourceType: string(t),
+	}
+}
+
+// provisionerSelector selects every object of this provisioner.
+func (e *kubeEnviron) provisionerSelector() string {
+	return LabelManagedBy + "=" + ManagedBy + "," + LabelProvisioner + "=" + e.name
+}
+
+// selector selects the objects of resource id.
+func (e *kubeEnviron) selector(id string) string {
+	return e.provisionerSelector() + "," + LabelResourceID + "=" + id
+}
+
+func merge(base, over map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+func rankOf(obj *unstructured.Unstructured) int {
+	info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
+	return info.rank
+}

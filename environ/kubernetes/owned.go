@@ -1,0 +1,78 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// pollInterval is how often Deprovision looks whether the objects it deleted are gone.
+const pollInterval = 500 * time.Millisecond
+
+var metaGet = metav1.GetOptions{}
+
+// ownedObject is a live object Berth created.
+type ownedObject struct {
+	kind kindInfo
+	obj  metav1.Object
+}
+
+func (o ownedObject) String() string {
+	return strings.ToLower(o.kind.kind) + " " + o.obj.GetName()
+}
+
+// listOwned lists the objects of every kind Berth creates that selector matches.
+func (e *kubeEnviron) listOwned(ctx context.Context, cs kubernetes.Interface, selector string) ([]ownedObject, error) {
+	var out []ownedObject
+	for _, k := range kinds {
+		objs, err := k.client(cs, e.spec.Namespace).list(ctx, selector)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", k.plural, err)
+		}
+		for _, o := range objs {
+			out = append(out, ownedObject{kind: k, obj: o})
+		}
+	}
+	return out, nil
+}
+
+// deleteOwned deletes every object selector matches.
+func (e *kubeEnviron) deleteOwned(ctx context.Context, cs kubernetes.Interface, selector string) error {
+	objs, err := e.listOwned(ctx, cs, selector)
+	if err != nil {
+		return err
+	}
+	return e.deleteObjects(ctx, cs, objs)
+}
+
+// deleteObjects deletes objs with foreground propagation; one already gone (or going) is
+// fine. It tries every object and returns the failures together.
+func (e *kubeEnviron) deleteObjects(ctx context.Context, cs kubernetes.Interface, objs []ownedObject) error {
+	var failed []string
+	for _, o := range objs {
+		if o.obj.GetDeletionTimestamp() != nil {
+			continue
+		}
+		err := o.kind.client(cs, e.spec.Namespace).del(ctx, o.obj.GetName())
+		if err != nil && !apierrors.IsNotFound(err) {
+			failed = append(failed, fmt.Sprintf("delete %s: %v", o, err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+func describeOwned(objs []ownedObject) string {
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = o.String()
+	}
+	return strings.Join(names, ", ")
+}

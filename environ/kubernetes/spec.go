@@ -1,0 +1,259 @@
+package kubernetes
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// Defaults a spec gets when it leaves a field out (or sets it to 0).
+const (
+	// Per-slot sizing: the sizing of one slot of a Rill runtime.
+	DefaultCPUPerSlot          = 1
+	DefaultMemoryGBPerSlot     = 4
+	DefaultStorageBytesPerSlot = int64(40) << 30 // 40 GiB
+
+	DefaultTimeoutSeconds  = 120
+	DefaultQPS             = 50
+	DefaultBurst           = 100
+	DefaultClickhouseImage = "clickhouse/clickhouse-server:24.8"
+	DefaultDataDir         = "/mnt/data"
+)
+
+// Template keys of template_paths, in the order objects are applied.
+const (
+	TemplatePVC                   = "pvc"
+	TemplateService               = "service"
+	TemplateDeployment            = "deployment"
+	TemplateHTTPIngress           = "http_ingress"
+	TemplateGRPCIngress           = "grpc_ingress"
+	TemplateClickhouseService     = "clickhouse_service"
+	TemplateClickhouseStatefulSet = "clickhouse_statefulset"
+)
+
+// runtimeTemplates and clickhouseTemplates are the templates each resource type renders.
+var (
+	runtimeTemplates    = []string{TemplatePVC, TemplateService, TemplateDeployment, TemplateHTTPIngress, TemplateGRPCIngress}
+	clickhouseTemplates = []string{TemplateClickhouseService, TemplateClickhouseStatefulSet}
+	templateKeys        = append(append([]string{}, runtimeTemplates...), clickhouseTemplates...)
+)
+
+// Spec is the JSON spec of a kubernetes provisioner.
+type Spec struct {
+	TimeoutSeconds int    `json:"timeout_seconds"` // how long AwaitReady waits for a rollout
+	DataDir        string `json:"data_dir"`        // where the runtime keeps its data (the volume's mount path)
+	Host           string `json:"host"`            // runtime URL; '*' becomes the provision id
+	Namespace      string `json:"namespace"`
+	Image          string `json:"image"`           // runtime image; args.version becomes its tag
+	KubeconfigPath string `json:"kubeconfig_path"` // empty: the in-cluster config
+	// TemplatePaths maps template keys to files; a key left out uses the built-in template.
+	TemplatePaths map[string]string `json:"template_paths"`
+
+	CPUPerSlot          int   `json:"cpu_per_slot"`
+	MemoryGBPerSlot     int   `json:"memory_gb_per_slot"`
+	StorageBytesPerSlot int64 `json:"storage_bytes_per_slot"`
+
+	QPS             float64 `json:"qps"`   // client-side request rate limit
+	Burst           int     `json:"burst"` // client-side request burst
+	ClickhouseImage string  `json:"clickhouse_image"`
+	// SlotQuota, when above 0, caps the slots of all runtimes of the provisioner and makes
+	// capacity reports count slots instead of cluster CPU.
+	SlotQuota int `json:"slot_quota"`
+}
+
+// ParseSpec decodes raw strictly and validates it. Errors are *domain.FieldError naming the
+// field and the fix. The returned spec has its defaults filled in. Template files are not
+// read here; New reads and checks them.
+func ParseSpec(raw json.RawMessage) (*Spec, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil, &domain.FieldError{Field: "spec", Msg: `is missing: give at least {"host": "https://*.runtime.example", "namespace": "NAMESPACE", "image": "IMAGE"}`}
+	}
+	var spec Spec
+	var templates json.RawMessage
+	if err := decodeObject("spec", "", trimmed, []field{
+		{"timeout_seconds", &spec.TimeoutSeconds},
+		{"data_dir", &spec.DataDir},
+		{"host", &spec.Host},
+		{"namespace", &spec.Namespace},
+		{"image", &spec.Image},
+		{"kubeconfig_path", &spec.KubeconfigPath},
+		{"template_paths", &templates},
+		{"cpu_per_slot", &spec.CPUPerSlot},
+		{"memory_gb_per_slot", &spec.MemoryGBPerSlot},
+		{"storage_bytes_per_slot", &spec.StorageBytesPerSlot},
+		{"qps", &spec.QPS},
+		{"burst", &spec.Burst},
+		{"clickhouse_image", &spec.ClickhouseImage},
+		{"slot_quota", &spec.SlotQuota},
+	}); err != nil {
+		return nil, err
+	}
+	if templates != nil && !bytes.Equal(bytes.TrimSpace(templates), []byte("null")) {
+		spec.TemplatePaths = make(map[string]string)
+		fields := make([]field, len(templateKeys))
+		values := make([]string, len(templateKeys))
+		for i, key := range templateKeys {
+			fields[i] = field{key, &values[i]}
+		}
+		if err := decodeObject("template_paths", "template_paths.", templates, fields); err != nil {
+			return nil, err
+		}
+		for i, key := range templateKeys {
+			if values[i] != "" {
+				spec.TemplatePaths[key] = values[i]
+			}
+		}
+	}
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	return &spec, nil
+}
+
+func (s *Spec) validate() error {
+	if s.Host == "" {
+		return &domain.FieldError{Field: "host", Msg: "is required: the runtimes' URL with a '*' for the provision id, e.g. https://*.runtime.example"}
+	}
+	if !strings.Contains(s.Host, "*") {
+		return &domain.FieldError{Field: "host", Msg: fmt.Sprintf("%q has no '*': put one where each runtime's provision id goes, e.g. https://*.runtime.example", s.Host)}
+	}
+	if err := checkURL(strings.ReplaceAll(s.Host, "*", "x")); err != nil {
+		return &domain.FieldError{Field: "host", Msg: err.Error()}
+	}
+	if s.Namespace == "" {
+		return &domain.FieldError{Field: "namespace", Msg: "is required: the namespace Berth creates its objects in"}
+	}
+	if errs := validation.IsDNS1123Label(s.Namespace); len(errs) > 0 {
+		return &domain.FieldError{Field: "namespace", Msg: fmt.Sprintf("%q is not a namespace name: %s", s.Namespace, strings.Join(errs, "; "))}
+	}
+	if strings.TrimSpace(s.Image) == "" {
+		return &domain.FieldError{Field: "image", Msg: "is required: the runtime image, e.g. rilldata/rill"}
+	}
+	if s.DataDir == "" {
+		s.DataDir = DefaultDataDir
+	} else if !strings.HasPrefix(s.DataDir, "/") {
+		return &domain.FieldError{Field: "data_dir", Msg: fmt.Sprintf("%q must be an absolute path (the volume's mount path in the runtime container)", s.DataDir)}
+	}
+	if s.ClickhouseImage == "" {
+		s.ClickhouseImage = DefaultClickhouseImage
+	}
+	if s.QPS < 0 {
+		return &domain.FieldError{Field: "qps", Msg: fmt.Sprintf("must not be negative, got %v; leave it out (or 0) for the default of %d", s.QPS, DefaultQPS)}
+	}
+	if s.QPS == 0 {
+		s.QPS = DefaultQPS
+	}
+	if s.SlotQuota < 0 {
+		return &domain.FieldError{Field: "slot_quota", Msg: fmt.Sprintf("must not be negative, got %d; leave it out (or 0) to count cluster CPU instead", s.SlotQuota)}
+	}
+	for _, n := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"timeout_seconds", &s.TimeoutSeconds, DefaultTimeoutSeconds},
+		{"burst", &s.Burst, DefaultBurst},
+		{"cpu_per_slot", &s.CPUPerSlot, DefaultCPUPerSlot},
+		{"memory_gb_per_slot", &s.MemoryGBPerSlot, DefaultMemoryGBPerSlot},
+	} {
+		if err := sizing(n.name, n.v, n.def); err != nil {
+			return err
+		}
+	}
+	return sizing("storage_bytes_per_slot", &s.StorageBytesPerSlot, DefaultStorageBytesPerSlot)
+}
+
+func sizing[T int | int64](name string, v *T, def T) error {
+	switch {
+	case *v < 0:
+		return &domain.FieldError{Field: name, Msg: fmt.Sprintf("must not be negative, got %d; leave it out (or 0) for the default of %d", *v, def)}
+	case *v == 0:
+		*v = def
+	}
+	return nil
+}
+
+// checkURL checks that s is an absolute http(s) URL without credentials.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("%q is not an absolute http(s) URL: write it as http://*.HOST or https://*.HOST", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("must not carry credentials: give the URL without user:password@")
+	}
+	return nil
+}
+
+// field is a known key of a JSON object and where its value goes.
+type field struct {
+	name string
+	dst  any
+}
+
+// decodeObject decodes the JSON object msg into fields, refusing unknown keys. what names the
+// object in errors; prefix is prepended to key names to make field paths.
+func decodeObject(what, prefix string, msg json.RawMessage, fields []field) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &obj); err != nil || obj == nil {
+		return &domain.FieldError{Field: what, Msg: "must be a JSON object, got " + preview(msg)}
+	}
+	known := make([]string, len(fields))
+	for i, f := range fields {
+		known[i] = f.name
+	}
+	for key := range obj {
+		if !contains(known, key) {
+			return &domain.FieldError{Field: prefix + key, Msg: "unknown field; known: " + strings.Join(known, ", ")}
+		}
+	}
+	for _, f := range fields {
+		v, ok := obj[f.name]
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(v, f.dst); err != nil {
+			return &domain.FieldError{Field: prefix + f.name, Msg: "must be " + kind(f.dst) + ", got " + preview(v)}
+		}
+	}
+	return nil
+}
+
+func kind(dst any) string {
+	switch dst.(type) {
+	case *string:
+		return "a string"
+	case *int, *int64:
+		return "a whole number"
+	case *float64:
+		return "a number"
+	case *json.RawMessage:
+		return "a JSON value"
+	default:
+		return fmt.Sprintf("a %T", dst)
+	}
+}
+
+func preview(v json.RawMessage) string {
+	s := string(bytes.TrimSpace(v))
+	if len(s) > 40 {
+		s = s[:37] + "..."
+	}
+	return s
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,73 @@
+package static
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// fakeRows answers resource lookups from a fixed set of rows.
+type fakeRows map[string]domain.Status
+
+func (f fakeRows) GetResource(_ context.Context, id string) (domain.Resource, error) {
+	status, ok := f[id]
+	if !ok {
+		return domain.Resource{}, domain.ErrNotFound
+	}
+	return domain.Resource{ID: id, Status: status}, nil
+}
+
+func newEnvironWithRows(t *testing.T, slots domain.SlotStore, rows fakeRows) environ.Environ {
+	t.Helper()
+	env, err := NewWithHTTPClient(healthyHosts{})("pool", json.RawMessage(twoHosts), environ.Deps{Slots: slots, Resources: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func TestCheckReleasesReservationsOfResourcesThatAreGone(t *testing.T) {
+	slots := newFakeSlots()
+	slots.put(domain.Reservation{Provisioner: "pool", ResourceID: "live", Host: hostA, Slots: 1})
+	slots.put(domain.Reservation{Provisioner: "pool", ResourceID: "gone", Host: hostB, Slots: 2})
+	env := newEnvironWithRows(t, slots, fakeRows{"live": domain.StatusReady})
+
+	if err := env.Check(context.Background()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	left, _ := slots.ListReservations(context.Background(), "pool")
+	if len(left) != 1 || left[0].ResourceID != "live" {
+		t.Fatalf("reservations after the sweep = %+v, want only the live resource's", left)
+	}
+}
+
+func TestCheckResourceDoesNotReserveForADeletedResource(t *testing.T) {
+	for _, rows := range []fakeRows{{}, {"r1": domain.StatusDeleting}} {
+		slots := newFakeSlots()
+		env := newEnvironWithRows(t, slots, rows)
+		_, err := env.CheckResource(context.Background(), runtime("r1"), withSlots("o", 1))
+		if err == nil || !(strings.Contains(err.Error(), "deleted") || errors.Is(err, domain.ErrNotFound)) {
+			t.Errorf("rows %v: CheckResource = %v, want a refusal to reserve again", rows, err)
+		}
+		if left, _ := slots.ListReservations(context.Background(), "pool"); len(left) != 0 {
+			t.Errorf("rows %v: a check reserved %+v for a resource that is gone", rows, left)
+		}
+	}
+}
+
+func TestCheckResourceRepairsALiveResource(t *testing.T) {
+	slots := newFakeSlots()
+	env := newEnvironWithRows(t, slots, fakeRows{"r1": domain.StatusReady})
+	got, err := env.CheckResource(context.Background(), runtime("r1"), withSlots("o", 1))
+	if err != nil {
+		t.Fatalf("CheckResource: %v", err)
+	}
+	if len(got.Repairs) != 1 {
+		t.Fatalf("repairs = %v, want the reservation's repair", got.Repairs)
+	}
+}

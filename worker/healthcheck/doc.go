@@ -1,0 +1,34 @@
+// Package healthcheck is the worker that health-checks the environs and every provisioned
+// resource, moving resources between ready and unhealthy and back.
+//
+// # Rounds
+//
+// Every Interval a round starts. It calls each environ's Check at once, each in its own
+// goroutine with its own deadline, so one failing or slow environ neither stops nor delays
+// the others; the last result of each is kept in the worker's report and logged. (An environ
+// still checking from the previous round is not checked again until it returns.)
+//
+// The round then checks every resource that is provisioned at its generation (ready or
+// unhealthy), read in pages of PageSize by id. With N such resources (counted when the round
+// starts) the k-th check is due at
+//
+//	start + (k + rand) * Interval / N        rand uniform in [0, 1)
+//
+// so checks are spread evenly over the interval, each at a random point of its own slot,
+// instead of arriving in a burst. At most Concurrency checks run at once; a check due while
+// all are busy waits for one to end. A round that overruns its interval (slow checks, or more
+// resources than counted) ends when the last page is read and the next starts at once.
+//
+// # One check
+//
+//	ready ──── CheckResource fails ────► unhealthy ("health check failing since T: why")
+//	  ▲                                      │
+//	  └──── CheckResource passes again ──────┘ ("... passing again since T2 (failed since T)")
+//
+// A failing check never deprovisions anything. The state and config CheckResource returns
+// (also along with an error) are saved, and the repairs it reports are recorded as the
+// resource's repair events. Nothing is written when nothing changed. Every write is
+// conditional on the generation checked and on the row still being ready or unhealthy, so an
+// args change, a delete request or a reconcile that started meanwhile wins; the check's
+// result is then dropped.
+package healthcheck

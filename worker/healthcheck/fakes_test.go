@@ -1,0 +1,293 @@
+package healthcheck_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+const longWait = 10 * time.Second
+
+// fakeStore keeps resources in memory with RecordHealth's conditions, and announces every
+// call on changed.
+type fakeStore struct {
+	mu       sync.Mutex
+	rows     map[string]*domain.Resource
+	pages    []string // "after/limit" of every ListCheckable
+	records  []domain.HealthUpdate
+	changed  chan struct{} // closed and replaced on every call
+	countErr error
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{rows: make(map[string]*domain.Resource), changed: make(chan struct{})}
+}
+
+// add puts a resource ready at generation 1 on provisioner "pool".
+func (s *fakeStore) add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows[id] = &domain.Resource{ID: id, Type: domain.ResourceTypeRuntime, Provisioner: "pool", Generation: 1, ObservedGeneration: 1,
+		Status: domain.StatusReady, StatusMessage: "ready at generation 1", State: map[string]any{"host": "a"}, Config: map[string]any{}}
+}
+
+func (s *fakeStore) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *fakeStore) CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.countErr != nil {
+		return nil, s.countErr
+	}
+	out := map[domain.Status]int{}
+	for _, r := range s.rows {
+		out[r.Status]++
+	}
+	return out, nil
+}
+
+func (s *fakeStore) ListCheckable(ctx context.Context, after string, limit int) ([]domain.Resource, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	s.pages = append(s.pages, fmt.Sprintf("%s/%d", after, limit))
+	var ids []string
+	for id, r := range s.rows {
+		if (r.Status == domain.StatusReady || r.Status == domain.StatusUnhealthy) && id > after {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []domain.Resource
+	for _, id := range ids[:min(limit, len(ids))] {
+		out = append(out, *s.rows[id])
+	}
+	return out, nil
+}
+
+func (s *fakeStore) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	s.records = append(s.records, h)
+	r, ok := s.rows[id]
+	if !ok {
+		return domain.Resource{}, domain.ErrNotFound
+	}
+	if r.Generation != generation || (r.Status != domain.StatusReady && r.Status != domain.StatusUnhealthy) {
+		return domain.Resource{}, domain.ErrStale
+	}
+	r.Status, r.StatusMessage = h.Status, h.StatusMessage
+	if h.Status == domain.StatusUnhealthy {
+		if r.UnhealthySince == nil {
+			since := h.UnhealthySince
+			r.UnhealthySince = &since
+		}
+	} else {
+		r.UnhealthySince = nil
+	}
+	if h.State != nil {
+		r.State = h.State
+	}
+	if h.Config != nil {
+		r.Config = h.Config
+	}
+	return *r, nil
+}
+
+func (s *fakeStore) row(id string) domain.Resource {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return *s.rows[id]
+}
+
+// waitFor waits until pred, called with the store locked, holds.
+func (s *fakeStore) waitFor(c *gc.C, what string, pred func() bool) {
+	timeout := time.After(longWait)
+	for {
+		s.mu.Lock()
+		ok := pred()
+		changed := s.changed
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			c.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// call is one CheckResource (or Check, with id "") and the clock's time when it began.
+type call struct {
+	id string
+	at time.Time
+}
+
+// fakeEnviron answers checks with scripted errors; with block set, every CheckResource waits
+// for a release.
+type fakeEnviron struct {
+	environ.Environ
+	clock clock.Clock
+	calls chan call
+
+	mu       sync.Mutex
+	errs     map[string]error // CheckResource errors by id
+	result   map[string]*environ.Resource
+	checkErr error
+	block    bool
+	release  chan struct{}
+}
+
+func newFakeEnviron(clk clock.Clock) *fakeEnviron {
+	return &fakeEnviron{clock: clk, calls: make(chan call, 100), errs: map[string]error{}, result: map[string]*environ.Resource{}, release: make(chan struct{}, 100)}
+}
+
+func (e *fakeEnviron) Check(ctx context.Context) error {
+	e.calls <- call{at: e.clock.Now()}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.checkErr
+}
+
+func (e *fakeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	e.calls <- call{id: r.ID, at: e.clock.Now()}
+	e.mu.Lock()
+	block, err, res := e.block, e.errs[r.ID], e.result[r.ID]
+	e.mu.Unlock()
+	if block {
+		select {
+		case <-e.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if res == nil {
+		res = &environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config}
+	}
+	return res, err
+}
+
+func (e *fakeEnviron) set(f func(e *fakeEnviron)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f(e)
+}
+
+// next returns the next call.
+func (e *fakeEnviron) next(c *gc.C) call {
+	select {
+	case got := <-e.calls:
+		return got
+	case <-time.After(longWait):
+		c.Fatalf("no check arrived")
+		return call{}
+	}
+}
+
+// none asserts no call arrives for a moment.
+func (e *fakeEnviron) none(c *gc.C) {
+	select {
+	case got := <-e.calls:
+		c.Fatalf("unexpected check %+v", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// fakeEnvirons is a provisioner set; Names lists only named, so that resource-check tests
+// run no environ Checks.
+type fakeEnvirons struct {
+	named []string
+	envs  map[string]environ.Environ
+}
+
+func (f *fakeEnvirons) Names() []string { return f.named }
+
+func (f *fakeEnvirons) Get(name string) (environ.Environ, string, error) {
+	env, ok := f.envs[name]
+	if !ok {
+		return nil, name, fmt.Errorf("provisioner %q is not in the provisioner set", name)
+	}
+	return env, name, nil
+}
+
+// sequence returns a Rand that yields values in turn, then the last one forever.
+func sequence(values ...float64) func() float64 {
+	var mu sync.Mutex
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		v := values[0]
+		if len(values) > 1 {
+			values = values[1:]
+		}
+		return v
+	}
+}
+
+// logCapture is a slog.Handler that keeps every record's message and provisioner.
+type logCapture struct {
+	mu      sync.Mutex
+	lines   []string
+	changed chan struct{}
+}
+
+func newLogCapture() *logCapture { return &logCapture{changed: make(chan struct{})} }
+
+func (l *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCapture) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logCapture) WithGroup(string) slog.Handler            { return l }
+
+func (l *logCapture) Handle(_ context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "provisioner" {
+			line += " " + a.Value.String()
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return nil
+}
+
+// waitCount waits until line was logged n times.
+func (l *logCapture) waitCount(c *gc.C, line string, n int) {
+	timeout := time.After(longWait)
+	for {
+		l.mu.Lock()
+		got := 0
+		for _, have := range l.lines {
+			if have == line {
+				got++
+			}
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			c.Fatalf("timed out waiting for %q to be logged %d times", line, n)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package healthcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// ManifoldConfig names the manifold's inputs and carries the worker's settings.
+type ManifoldConfig struct {
+	ClockName    string // a clock.Clock
+	DatabaseName string // a domain.State
+	EnvironsName string // an *environ.Set
+
+	Interval            time.Duration
+	Concurrency         int
+	PageSize            int
+	CheckTimeout        time.Duration
+	EnvironCheckTimeout time.Duration
+
+	Logger    *slog.Logger
+	Rand      func() float64
+	NewWorker func(Config) (worker.Worker, error)
+}
+
+// Validate reports the first missing field; the worker's Config checks the settings.
+func (c ManifoldConfig) Validate() error {
+	switch {
+	case c.ClockName == "":
+		return errors.New("health checker manifold: ClockName is required")
+	case c.DatabaseName == "":
+		return errors.New("health checker manifold: DatabaseName is required")
+	case c.EnvironsName == "":
+		return errors.New("health checker manifold: EnvironsName is required")
+	case c.Logger == nil:
+		return errors.New("health checker manifold: Logger is required")
+	case c.Rand == nil:
+		return errors.New("health checker manifold: Rand is required")
+	case c.NewWorker == nil:
+		return errors.New("health checker manifold: NewWorker is required")
+	}
+	return nil
+}
+
+// Manifold runs the health checker on the agent's clock, database and provisioner set.
+func Manifold(config ManifoldConfig) dependency.Manifold {
+	return dependency.Manifold{
+		Inputs: []string{config.ClockName, config.DatabaseName, config.EnvironsName},
+		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
+			if err := config.Validate(); err != nil {
+				return nil, err
+			}
+			var clk clock.Clock
+			if err := getter.Get(config.ClockName, &clk); err != nil {
+				return nil, err
+			}
+			var state domain.State
+			if err := getter.Get(config.DatabaseName, &state); err != nil {
+				return nil, err
+			}
+			var set *environ.Set
+			if err := getter.Get(config.EnvironsName, &set); err != nil {
+				return nil, err
+			}
+			w, err := config.NewWorker(Config{
+				Store:               state,
+				Environs:            set,
+				Clock:               clk,
+				Rand:                config.Rand,
+				Logger:              config.Logger,
+				Interval:            config.Interval,
+				Concurrency:         config.Concurrency,
+				PageSize:            config.PageSize,
+				CheckTimeout:        config.CheckTimeout,
+				EnvironCheckTimeout: config.EnvironCheckTimeout,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("start health checker: %w", err)
+			}
+			return w, nil
+		},
+	}
+}

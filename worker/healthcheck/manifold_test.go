@@ -1,0 +1,116 @@
+package healthcheck_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+	dt "github.com/juju/worker/v4/dependency/testing"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/worker/healthcheck"
+)
+
+type manifoldSuite struct {
+	clock   *testclock.Clock
+	state   *stubState
+	set     *environ.Set
+	config  healthcheck.ManifoldConfig
+	started []healthcheck.Config
+}
+
+var _ = gc.Suite(&manifoldSuite{})
+
+// stubState stands in for the agent's store; the manifold only passes it on.
+type stubState struct{ domain.State }
+
+func (s *manifoldSuite) SetUpTest(c *gc.C) {
+	s.clock = testclock.NewClock(time.Now())
+	s.state = &stubState{}
+	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{}}
+	s.started = nil
+	s.config = healthcheck.ManifoldConfig{
+		ClockName:           "clock",
+		DatabaseName:        "database",
+		EnvironsName:        "environs",
+		Interval:            time.Minute,
+		Concurrency:         8,
+		PageSize:            500,
+		CheckTimeout:        30 * time.Second,
+		EnvironCheckTimeout: time.Minute,
+		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Rand:                func() float64 { return 0.5 },
+		NewWorker: func(config healthcheck.Config) (worker.Worker, error) {
+			s.started = append(s.started, config)
+			return workertest.NewErrorWorker(nil), nil
+		},
+	}
+}
+
+func (s *manifoldSuite) getter(overrides map[string]any) dependency.Getter {
+	resources := map[string]any{"clock": s.clock, "database": s.state, "environs": s.set}
+	for name, value := range overrides {
+		resources[name] = value
+	}
+	return dt.StubGetter(resources)
+}
+
+func (s *manifoldSuite) TestInputs(c *gc.C) {
+	c.Check(healthcheck.Manifold(s.config).Inputs, gc.DeepEquals, []string{"clock", "database", "environs"})
+}
+
+func (s *manifoldSuite) TestValidate(c *gc.C) {
+	for _, t := range []struct {
+		mutate func(*healthcheck.ManifoldConfig)
+		err    string
+	}{
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.ClockName = "" }, ".*ClockName is required"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.DatabaseName = "" }, ".*DatabaseName is required"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.EnvironsName = "" }, ".*EnvironsName is required"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Rand = nil }, ".*Rand is required"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
+	} {
+		config := s.config
+		t.mutate(&config)
+		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		w, err := healthcheck.Manifold(config).Start(context.Background(), s.getter(nil))
+		workertest.CheckNilOrKill(c, w)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+	c.Check(s.started, gc.HasLen, 0)
+}
+
+func (s *manifoldSuite) TestMissingInputs(c *gc.C) {
+	for _, name := range []string{"clock", "database", "environs"} {
+		w, err := healthcheck.Manifold(s.config).Start(context.Background(), s.getter(map[string]any{name: dependency.ErrMissing}))
+		workertest.CheckNilOrKill(c, w)
+		c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true, gc.Commentf("input %q", name))
+	}
+	c.Check(s.started, gc.HasLen, 0)
+}
+
+func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
+	w, err := healthcheck.Manifold(s.config).Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	workertest.CleanKill(c, w)
+	c.Assert(s.started, gc.HasLen, 1)
+	config := s.started[0]
+	c.Check(config.Store, gc.Equals, s.state)
+	c.Check(config.Environs, gc.Equals, s.set)
+	c.Check(config.Clock, gc.Equals, s.clock)
+	c.Check(config.Interval, gc.Equals, time.Minute)
+	c.Check(config.Concurrency, gc.Equals, 8)
+	c.Check(config.PageSize, gc.Equals, 500)
+	c.Check(config.CheckTimeout, gc.Equals, 30*time.Second)
+	c.Check(config.EnvironCheckTimeout, gc.Equals, time.Minute)
+	c.Check(config.Validate(), gc.IsNil)
+}

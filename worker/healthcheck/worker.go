@@ -1,0 +1,470 @@
+package healthcheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/catacomb"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// Store is the part of domain.State the worker uses.
+type Store interface {
+	CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error)
+	ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error)
+	RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error)
+}
+
+// Environs names the environs and resolves a provisioner name to its broker (*environ.Set is
+// one).
+type Environs interface {
+	Names() []string
+	Get(name string) (environ.Environ, string, error)
+}
+
+// Config holds what the worker needs.
+type Config struct {
+	Store    Store
+	Environs Environs
+	Clock    clock.Clock
+	Rand     func() float64 // uniform in [0, 1), places each check in its slot
+	Logger   *slog.Logger
+
+	Interval            time.Duration // how often every environ and resource is checked
+	Concurrency         int           // most resource checks in flight at once
+	PageSize            int           // resources read per query
+	CheckTimeout        time.Duration // bounds one CheckResource
+	EnvironCheckTimeout time.Duration // bounds one environ's Check
+}
+
+// Validate reports the first missing or invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("health checker: Store is required")
+	case c.Environs == nil:
+		return errors.New("health checker: Environs is required")
+	case c.Clock == nil:
+		return errors.New("health checker: Clock is required")
+	case c.Rand == nil:
+		return errors.New("health checker: Rand is required")
+	case c.Logger == nil:
+		return errors.New("health checker: Logger is required")
+	case c.Interval <= 0:
+		return fmt.Errorf("health checker: Interval must be positive, got %s", c.Interval)
+	case c.Concurrency < 1:
+		return fmt.Errorf("health checker: Concurrency must be at least 1, got %d", c.Concurrency)
+	case c.PageSize < 1:
+		return fmt.Errorf("health checker: PageSize must be at least 1, got %d", c.PageSize)
+	case c.CheckTimeout <= 0:
+		return fmt.Errorf("health checker: CheckTimeout must be positive, got %s", c.CheckTimeout)
+	case c.EnvironCheckTimeout <= 0:
+		return fmt.Errorf("health checker: EnvironCheckTimeout must be positive, got %s", c.EnvironCheckTimeout)
+	}
+	return nil
+}
+
+// recordTimeout bounds the write of one check's outcome.
+const recordTimeout = 10 * time.Second
+
+// Worker runs health-check rounds; see the package doc.
+type Worker struct {
+	catacomb catacomb.Catacomb
+	config   Config
+
+	mu       sync.Mutex // guards the fields below, which Report reads
+	environs map[string]environResult
+	round    roundStats
+}
+
+// environResult is the last outcome of one environ's Check.
+type environResult struct {
+	at  time.Time
+	err error
+}
+
+// roundStats describe the current round for the report.
+type roundStats struct {
+	started     time.Time
+	resources   int // counted at the start
+	checked     int
+	unhealthy   int // checks that failed
+	recordError string
+	listError   string
+}
+
+// NewWorker starts a health checker.
+func NewWorker(config Config) (worker.Worker, error) {
+	if err := config.Validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{config: config, environs: make(map[string]environResult)}
+	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Kill asks the worker to stop; checks in flight are cancelled.
+func (w *Worker) Kill() { w.catacomb.Kill(nil) }
+
+// Wait waits for the worker, and every check it started, to stop.
+func (w *Worker) Wait() error { return w.catacomb.Wait() }
+
+// Report shows the current round and each environ's last Check.
+func (w *Worker) Report() map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	environs := make(map[string]any, len(w.environs))
+	for name, r := range w.environs {
+		e := map[string]any{"checked-at": r.at, "healthy": r.err == nil}
+		if r.err != nil {
+			e["error"] = r.err.Error()
+		}
+		environs[name] = e
+	}
+	report := map[string]any{
+		"interval": w.config.Interval.String(),
+		"environs": environs,
+	}
+	if !w.round.started.IsZero() {
+		report["round-started"] = w.round.started
+		report["round-resources"] = w.round.resources
+		report["round-checked"] = w.round.checked
+		report["round-unhealthy"] = w.round.unhealthy
+	}
+	if w.round.recordError != "" {
+		report["last-record-error"] = w.round.recordError
+	}
+	if w.round.listError != "" {
+		report["last-list-error"] = w.round.listError
+	}
+	return report
+}
+
+// loop runs rounds, then cancels and waits for every check it started.
+func (w *Worker) loop() error {
+	var running sync.WaitGroup
+	err := w.run(&running)
+	w.catacomb.Kill(err)
+	running.Wait()
+	return err
+}
+
+// round is the loop's cursor through one round.
+type round struct {
+	start     time.Time
+	spacing   time.Duration
+	index     int               // checks dispatched so far
+	page      []domain.Resource // the current page, from pos on not yet dispatched
+	pos       int
+	after     string    // the last id read
+	headDue   time.Time // when page[pos] is due; zero until drawn
+	exhausted bool      // every page read
+}
+
+// checkDone is what a resource check tells the loop.
+type checkDone struct {
+	failed      bool
+	recordError error
+}
+
+type environDone struct {
+	name string
+	err  error
+}
+
+func (w *Worker) run(running *sync.WaitGroup) error {
+	ctx := w.catacomb.Context(context.Background())
+	// Sends never block: at most Concurrency checks and one Check per environ are in flight.
+	checks := make(chan checkDone, w.config.Concurrency)
+	names := w.config.Environs.Names()
+	environChecks := make(chan environDone, len(names))
+	checkingEnviron := make(map[string]bool)
+	inFlight := 0
+
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var r *round
+	for {
+		now := w.config.Clock.Now()
+		if r == nil || (r.exhausted && !now.Before(r.start.Add(w.config.Interval))) {
+			for _, name := range names {
+				if checkingEnviron[name] {
+					continue
+				}
+				checkingEnviron[name] = true
+				running.Add(1)
+				go func() {
+					defer running.Done()
+					environChecks <- environDone{name: name, err: w.checkEnviron(ctx, name)}
+				}()
+			}
+			r = w.startRound(ctx, now)
+		}
+
+		var wake time.Time
+		for inFlight < w.config.Concurrency && !r.exhausted {
+			if r.pos == len(r.page) {
+				w.nextPage(ctx, r)
+				continue
+			}
+			if r.headDue.IsZero() {
+				slot := float64(r.index) + w.config.Rand()
+				r.headDue = r.start.Add(time.Duration(slot * float64(r.spacing)))
+			}
+			if r.headDue.After(now) {
+				wake = r.headDue
+				break
+			}
+			res := r.page[r.pos]
+			r.page[r.pos] = domain.Resource{}
+			r.pos++
+			r.index++
+			r.headDue = time.Time{}
+			inFlight++
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				checks <- w.check(ctx, res)
+			}()
+		}
+		if r.exhausted {
+			wake = r.start.Add(w.config.Interval)
+		}
+
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		var timerC <-chan time.Time
+		if !wake.IsZero() {
+			// Measured afresh: the clock may have moved while this iteration ran.
+			timer = w.config.Clock.NewTimer(wake.Sub(w.config.Clock.Now()))
+			timerC = timer.Chan()
+		}
+
+		select {
+		case <-w.catacomb.Dying():
+			return w.catacomb.ErrDying()
+		case <-timerC:
+		case done := <-checks:
+			inFlight--
+			w.mu.Lock()
+			w.round.checked++
+			if done.failed {
+				w.round.unhealthy++
+			}
+			if done.recordError != nil {
+				w.round.recordError = done.recordError.Error()
+			}
+			w.mu.Unlock()
+		case done := <-environChecks:
+			delete(checkingEnviron, done.name)
+			w.environChecked(done)
+		}
+	}
+}
+
+// startRound counts the checkable resources and returns the new round's cursor.
+func (w *Worker) startRound(ctx context.Context, now time.Time) *round {
+	n := 0
+	counts, err := w.config.Store.CountResourcesByStatus(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.config.Logger.Warn("cannot count resources; spacing this round's checks by page size", "error", err)
+		}
+		n = w.config.PageSize
+	} else {
+		n = counts[domain.StatusReady] + counts[domain.StatusUnhealthy]
+	}
+	r := &round{start: now, spacing: w.config.Interval / time.Duration(max(n, 1))}
+	w.mu.Lock()
+	w.round = roundStats{started: now, resources: n, recordError: w.round.recordError, listError: w.round.listError}
+	w.mu.Unlock()
+	return r
+}
+
+// nextPage reads the page after r.after; an empty page, or an error, ends the round's checks.
+func (w *Worker) nextPage(ctx context.Context, r *round) {
+	page, err := w.config.Store.ListCheckable(ctx, r.after, w.config.PageSize)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.config.Logger.Warn("cannot list resources to check; the next round starts over", "error", err)
+			w.mu.Lock()
+			w.round.listError = err.Error()
+			w.mu.Unlock()
+		}
+		r.exhausted = true
+		return
+	}
+	if len(page) == 0 {
+		r.exhausted = true
+		return
+	}
+	r.page, r.pos, r.after = page, 0, page[len(page)-1].ID
+}
+
+// checkEnviron runs one environ's Check.
+func (w *Worker) checkEnviron(ctx context.Context, name string) error {
+	env, _, err := w.config.Environs.Get(name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := w.withTimeout(ctx, w.config.EnvironCheckTimeout)
+	defer cancel()
+	if err := env.Check(ctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+		}
+		return err
+	}
+	return nil
+}
+
+func (w *Worker) environChecked(done environDone) {
+	if w.catacomb.Context(context.Background()).Err() != nil {
+		return
+	}
+	w.mu.Lock()
+	previous, seen := w.environs[done.name]
+	w.environs[done.name] = environResult{at: w.config.Clock.Now(), err: done.err}
+	w.mu.Unlock()
+	switch {
+	case done.err != nil:
+		w.config.Logger.Warn("provisioner health check failed", "provisioner", done.name, "error", done.err)
+	case seen && previous.err != nil:
+		w.config.Logger.Info("provisioner health check passes again", "provisioner", done.name)
+	default:
+		w.config.Logger.Debug("provisioner health check passed", "provisioner", done.name)
+	}
+}
+
+// check health-checks one resource and records what changed.
+func (w *Worker) check(ctx context.Context, r domain.Resource) checkDone {
+	log := w.config.Logger.With("id", r.ID, "provisioner", r.Provisioner, "generation", r.Generation)
+	env, _, err := w.config.Environs.Get(r.Provisioner)
+	if err != nil {
+		log.Debug("cannot health-check resource: its provisioner is not in the provisioner set", "error", err)
+		return checkDone{}
+	}
+	checkCtx, cancel := w.withTimeout(ctx, w.config.CheckTimeout)
+	res, checkErr := env.CheckResource(checkCtx,
+		&environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config},
+		&environ.ResourceOptions{Name: r.Name, Owner: r.Owner, Args: r.Args, Generation: r.Generation})
+	if checkErr != nil && checkCtx.Err() != nil {
+		checkErr = fmt.Errorf("%w (%v)", checkErr, context.Cause(checkCtx))
+	}
+	cancel()
+	if ctx.Err() != nil {
+		return checkDone{}
+	}
+
+	u := w.outcome(r, res, checkErr)
+	if u.Status == r.Status && u.StatusMessage == r.StatusMessage && u.State == nil && u.Config == nil && len(u.Repairs) == 0 {
+		return checkDone{failed: checkErr != nil}
+	}
+	recordCtx, cancel := w.withTimeout(ctx, recordTimeout)
+	defer cancel()
+	_, err = w.config.Store.RecordHealth(recordCtx, r.ID, r.Generation, u)
+	switch {
+	case errors.Is(err, domain.ErrStale) || errors.Is(err, domain.ErrNotFound):
+		log.Debug("resource changed while it was checked; dropping the result", "error", err)
+		return checkDone{failed: checkErr != nil}
+	case err != nil:
+		if ctx.Err() == nil {
+			log.Warn("cannot record the health check; the next round checks again", "error", err)
+		}
+		return checkDone{failed: checkErr != nil, recordError: err}
+	}
+	for _, repair := range u.Repairs {
+		log.Info("repaired resource", "repair", repair)
+	}
+	switch {
+	case u.Status == domain.StatusUnhealthy && r.Status != domain.StatusUnhealthy:
+		log.Warn("resource is unhealthy", "error", checkErr)
+	case u.Status == domain.StatusReady && r.Status == domain.StatusUnhealthy:
+		log.Info("resource is healthy again")
+	}
+	return checkDone{failed: checkErr != nil}
+}
+
+// outcome is what a check of r that gave res and checkErr records.
+func (w *Worker) outcome(r domain.Resource, res *environ.Resource, checkErr error) domain.HealthUpdate {
+	now := w.now()
+	var u domain.HealthUpdate
+	if checkErr != nil {
+		since := now
+		if r.Status == domain.StatusUnhealthy && r.UnhealthySince != nil {
+			since = *r.UnhealthySince
+		}
+		u.Status = domain.StatusUnhealthy
+		u.UnhealthySince = since
+		u.StatusMessage = fmt.Sprintf("health check failing since %s: %v", since.UTC().Format(time.RFC3339), checkErr)
+	} else {
+		u.Status = domain.StatusReady
+		u.StatusMessage = r.StatusMessage
+		if r.Status == domain.StatusUnhealthy {
+			u.StatusMessage = fmt.Sprintf("ready at generation %d: health check passing again since %s", r.Generation, now.UTC().Format(time.RFC3339))
+			if r.UnhealthySince != nil {
+				u.StatusMessage += fmt.Sprintf(" (failed since %s)", r.UnhealthySince.UTC().Format(time.RFC3339))
+			}
+		}
+	}
+	if res != nil {
+		if res.State != nil && !sameJSON(res.State, r.State) {
+			u.State = res.State
+		}
+		if res.Config != nil && !sameJSON(res.Config, r.Config) {
+			u.Config = res.Config
+		}
+		u.Repairs = res.Repairs
+	}
+	return u
+}
+
+// sameJSON reports whether a and b are stored as the same JSON: a broker's ints equal the
+// float64s read back from the database.
+func sameJSON(a, b map[string]any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	var na, nb any
+	if json.Unmarshal(ja, &na) != nil || json.Unmarshal(jb, &nb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(na, nb)
+}
+
+// withTimeout returns a context that ends with parent or after d on the worker's clock.
+func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	timer := w.config.Clock.AfterFunc(d, func() {
+		cancel(fmt.Errorf("timed out after %s", d))
+	})
+	return ctx, func() {
+		timer.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// now returns the worker's time at the precision the database keeps.
+func (w *Worker) now() time.Time {
+	return w.config.Clock.Now().Truncate(time.Microsecond)
+}

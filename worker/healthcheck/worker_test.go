@@ -1,0 +1,233 @@
+package healthcheck_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/worker/healthcheck"
+)
+
+type workerSuite struct {
+	t0       time.Time
+	clock    *testclock.Clock
+	store    *fakeStore
+	env      *fakeEnviron
+	environs *fakeEnvirons
+	config   healthcheck.Config
+}
+
+var _ = gc.Suite(&workerSuite{})
+
+func (s *workerSuite) SetUpTest(c *gc.C) {
+	s.t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.clock = testclock.NewClock(s.t0)
+	s.store = newFakeStore()
+	s.env = newFakeEnviron(s.clock)
+	s.environs = &fakeEnvirons{envs: map[string]environ.Environ{"pool": s.env}}
+	s.config = healthcheck.Config{
+		Store:               s.store,
+		Environs:            s.environs,
+		Clock:               s.clock,
+		Rand:                sequence(0),
+		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Interval:            time.Minute,
+		Concurrency:         10,
+		PageSize:            3,
+		CheckTimeout:        10 * time.Minute, // longer than any test runs: a blocked check stays in flight
+		EnvironCheckTimeout: time.Minute,
+	}
+}
+
+func (s *workerSuite) start(c *gc.C) worker.Worker {
+	w, err := healthcheck.NewWorker(s.config)
+	c.Assert(err, gc.IsNil)
+	return w
+}
+
+func (s *workerSuite) TestValidate(c *gc.C) {
+	for _, t := range []struct {
+		mutate func(*healthcheck.Config)
+		err    string
+	}{
+		{func(cfg *healthcheck.Config) { cfg.Store = nil }, ".*Store is required"},
+		{func(cfg *healthcheck.Config) { cfg.Environs = nil }, ".*Environs is required"},
+		{func(cfg *healthcheck.Config) { cfg.Clock = nil }, ".*Clock is required"},
+		{func(cfg *healthcheck.Config) { cfg.Rand = nil }, ".*Rand is required"},
+		{func(cfg *healthcheck.Config) { cfg.Logger = nil }, ".*Logger is required"},
+		{func(cfg *healthcheck.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
+		{func(cfg *healthcheck.Config) { cfg.Concurrency = 0 }, ".*Concurrency must be at least 1, got 0"},
+		{func(cfg *healthcheck.Config) { cfg.PageSize = 0 }, ".*PageSize must be at least 1, got 0"},
+		{func(cfg *healthcheck.Config) { cfg.CheckTimeout = 0 }, ".*CheckTimeout must be positive, got 0s"},
+		{func(cfg *healthcheck.Config) { cfg.EnvironCheckTimeout = -time.Second }, ".*EnvironCheckTimeout must be positive, got -1s"},
+	} {
+		config := s.config
+		t.mutate(&config)
+		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		w, err := healthcheck.NewWorker(config)
+		workertest.CheckNilOrKill(c, w)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+}
+
+// With 4 resources and a one-minute interval each check has a 15s slot; Rand places it in
+// the slot. Pages of 3 are read as the round goes.
+func (s *workerSuite) TestSpreadsChecksOverTheInterval(c *gc.C) {
+	for _, id := range []string{"r1", "r2", "r3", "r4"} {
+		s.store.add(id)
+	}
+	s.env.block = true
+	s.config.Rand = sequence(0.5, 0.1, 0.9, 0.5)
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	// Each check in flight holds a timeout timer besides the loop's own.
+	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, longWait, 1), gc.IsNil)
+	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0.Add(7500 * time.Millisecond)})
+	c.Assert(s.clock.WaitAdvance(9*time.Second, longWait, 2), gc.IsNil)
+	c.Check(s.env.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(16500 * time.Millisecond)})
+	// r3's draw of 0.9 puts it late in its slot (30s to 45s).
+	c.Assert(s.clock.WaitAdvance(26*time.Second, longWait, 3), gc.IsNil)
+	s.env.none(c)
+	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 3), gc.IsNil)
+	c.Check(s.env.next(c), gc.Equals, call{id: "r3", at: s.t0.Add(43500 * time.Millisecond)})
+	c.Assert(s.clock.WaitAdvance(9*time.Second, longWait, 4), gc.IsNil)
+	c.Check(s.env.next(c), gc.Equals, call{id: "r4", at: s.t0.Add(52500 * time.Millisecond)})
+	s.store.waitFor(c, "the last page", func() bool { return len(s.store.pages) == 3 })
+	c.Check(s.store.pages, gc.DeepEquals, []string{"/3", "r3/3", "r4/3"})
+	for range 4 {
+		s.env.release <- struct{}{}
+	}
+
+	// The next round starts a minute after the first.
+	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, longWait, 1), gc.IsNil)
+	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0.Add(time.Minute + 7500*time.Millisecond)})
+	s.env.release <- struct{}{}
+}
+
+func (s *workerSuite) TestBoundedConcurrency(c *gc.C) {
+	for _, id := range []string{"r1", "r2", "r3", "r4"} {
+		s.store.add(id)
+	}
+	s.env.block = true
+	s.config.Concurrency = 2
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0})
+	c.Assert(s.clock.WaitAdvance(15*time.Second, longWait, 2), gc.IsNil)
+	c.Check(s.env.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(15 * time.Second)})
+	// r3 and r4 come due, but two checks are in flight (their timeouts are the only timers).
+	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 2), gc.IsNil)
+	s.env.none(c)
+	s.env.release <- struct{}{}
+	c.Check(s.env.next(c), gc.Equals, call{id: "r3", at: s.t0.Add(45 * time.Second)})
+	s.env.none(c)
+	s.env.release <- struct{}{}
+	c.Check(s.env.next(c), gc.Equals, call{id: "r4", at: s.t0.Add(45 * time.Second)})
+	s.env.release <- struct{}{}
+	s.env.release <- struct{}{}
+}
+
+func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
+	s.store.add("r1")
+	s.config.Concurrency = 1 // a round's check ends before the next round's starts
+	s.env.errs["r1"] = errors.New("host a is down")
+	s.env.result["r1"] = &environ.Resource{ID: "r1", State: map[string]any{"host": "b"}, Config: map[string]any{"host": "b"},
+		Repairs: []string{"reservation was missing; reserved again on b"}}
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	s.env.next(c)
+	s.store.waitFor(c, "the failure recorded", func() bool { return len(s.store.records) == 1 })
+	r := s.store.row("r1")
+	c.Check(r.Status, gc.Equals, domain.StatusUnhealthy)
+	c.Check(r.StatusMessage, gc.Equals, "health check failing since 2026-01-01T00:00:00Z: host a is down")
+	c.Check(r.State, gc.DeepEquals, map[string]any{"host": "b"})
+	c.Check(r.Config, gc.DeepEquals, map[string]any{"host": "b"})
+	c.Check(s.store.records[0].Repairs, gc.DeepEquals, []string{"reservation was missing; reserved again on b"})
+
+	// Still failing, for another reason: since stays.
+	s.env.set(func(e *fakeEnviron) { e.errs["r1"] = errors.New("timed out"); e.result["r1"] = nil })
+	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	s.env.next(c)
+	s.store.waitFor(c, "the new reason recorded", func() bool { return len(s.store.records) == 2 })
+	c.Check(s.store.row("r1").StatusMessage, gc.Equals, "health check failing since 2026-01-01T00:00:00Z: timed out")
+
+	s.env.set(func(e *fakeEnviron) { delete(e.errs, "r1") })
+	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	s.env.next(c)
+	s.store.waitFor(c, "the recovery recorded", func() bool { return len(s.store.records) == 3 })
+	r = s.store.row("r1")
+	c.Check(r.Status, gc.Equals, domain.StatusReady)
+	c.Check(r.StatusMessage, gc.Equals, "ready at generation 1: health check passing again since 2026-01-01T00:02:00Z (failed since 2026-01-01T00:00:00Z)")
+	c.Check(r.UnhealthySince, gc.IsNil)
+
+	// Healthy and unchanged: nothing is written.
+	for range 2 {
+		c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+		s.env.next(c)
+	}
+	c.Check(s.store.records, gc.HasLen, 3)
+	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusReady)
+}
+
+func (s *workerSuite) TestAResourceThatMovedOnKeepsItsRow(c *gc.C) {
+	s.store.add("r1")
+	s.env.block = true
+	s.env.errs["r1"] = errors.New("down")
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	s.env.next(c)
+	// A delete is requested while the check runs: the check's failure is dropped.
+	s.store.mu.Lock()
+	s.store.rows["r1"].Status = domain.StatusDeleting
+	s.store.mu.Unlock()
+	s.env.release <- struct{}{}
+	s.store.waitFor(c, "the attempt to record", func() bool { return len(s.store.records) == 1 })
+	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusDeleting)
+	workertest.CheckAlive(c, w)
+}
+
+func (s *workerSuite) TestAFailingEnvironDoesNotStopTheOthers(c *gc.C) {
+	broken, fine := newFakeEnviron(s.clock), newFakeEnviron(s.clock)
+	broken.checkErr = errors.New("cluster unreachable")
+	s.environs.named = []string{"broken", "fine"}
+	s.environs.envs = map[string]environ.Environ{"broken": broken, "fine": fine}
+	logs := newLogCapture()
+	s.config.Logger = slog.New(logs)
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	for round := range 3 {
+		c.Check(broken.next(c).at, gc.Equals, s.t0.Add(time.Duration(round)*time.Minute))
+		c.Check(fine.next(c).at, gc.Equals, s.t0.Add(time.Duration(round)*time.Minute))
+		// Both results are in before the next round starts.
+		logs.waitCount(c, "provisioner health check failed broken", round+1)
+		logs.waitCount(c, "provisioner health check passed fine", round+1)
+		c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	}
+	// Both were checked again, so each one's result of the round before is in.
+	environs := w.(worker.Reporter).Report()["environs"].(map[string]any)
+	c.Check(environs["broken"].(map[string]any)["error"], gc.Equals, "cluster unreachable")
+	c.Check(environs["broken"].(map[string]any)["healthy"], gc.Equals, false)
+	c.Check(environs["fine"].(map[string]any)["healthy"], gc.Equals, true)
+}
+
+func (s *workerSuite) TestKillCancelsChecksInFlight(c *gc.C) {
+	s.store.add("r1")
+	s.env.block = true
+	w := s.start(c)
+	s.env.next(c)
+	workertest.CleanKill(c, w)
+	c.Check(s.store.records, gc.HasLen, 0)
+}
