@@ -2,7 +2,7 @@ GO ?= go
 BIN := bin/berth
 PG := scripts/pg-local.sh
 
-.PHONY: build test unit bench run pg-up pg-down lint fmt tidy
+.PHONY: build test bench run pg-up pg-down lint fmt k8s-up k8s-down e2e-k8s
 
 build:
 	$(GO) build -o $(BIN) ./cmd/agent
@@ -35,3 +35,17 @@ bench: build
 # BERTH_DATABASE_URL a throwaway local PostgreSQL is started and a `berth` database used.
 run: build
 	scripts/run-local.sh
+
+# A local Kubernetes control plane (kube-apiserver, controller-manager, scheduler, kwok fake
+# nodes, etcd), built once into a cache; k8s-up prints the admin kubeconfig path.
+k8s-up:
+	@scripts/k8s/up.sh
+
+k8s-down:
+	@scripts/k8s/down.sh
+
+# The kubernetes environ's end-to-end suite against that control plane.
+e2e-k8s: build
+	@kc="$$(scripts/k8s/up.sh | tail -n 1)" && url="$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}" && \
+	BERTH_KUBECONFIG="$$kc" BERTH_TEST_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" \
+	$(GO) test -tags k8s -count=1 -timeout 30m ./e2e/k8s/
