@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/berth-dev/berth/internal/specjson"
 	"net/url"
 	"strings"
 
@@ -77,32 +78,32 @@ func ParseSpec(raw json.RawMessage) (*Spec, error) {
 	}
 	var spec Spec
 	var templates json.RawMessage
-	if err := decodeObject("spec", "", trimmed, []field{
-		{"timeout_seconds", &spec.TimeoutSeconds},
-		{"data_dir", &spec.DataDir},
-		{"host", &spec.Host},
-		{"namespace", &spec.Namespace},
-		{"image", &spec.Image},
-		{"kubeconfig_path", &spec.KubeconfigPath},
-		{"template_paths", &templates},
-		{"cpu_per_slot", &spec.CPUPerSlot},
-		{"memory_gb_per_slot", &spec.MemoryGBPerSlot},
-		{"storage_bytes_per_slot", &spec.StorageBytesPerSlot},
-		{"qps", &spec.QPS},
-		{"burst", &spec.Burst},
-		{"clickhouse_image", &spec.ClickhouseImage},
-		{"slot_quota", &spec.SlotQuota},
+	if err := specjson.DecodeObject("spec", "", trimmed, []specjson.Field{
+		{Name: "timeout_seconds", Dst: &spec.TimeoutSeconds},
+		{Name: "data_dir", Dst: &spec.DataDir},
+		{Name: "host", Dst: &spec.Host},
+		{Name: "namespace", Dst: &spec.Namespace},
+		{Name: "image", Dst: &spec.Image},
+		{Name: "kubeconfig_path", Dst: &spec.KubeconfigPath},
+		{Name: "template_paths", Dst: &templates},
+		{Name: "cpu_per_slot", Dst: &spec.CPUPerSlot},
+		{Name: "memory_gb_per_slot", Dst: &spec.MemoryGBPerSlot},
+		{Name: "storage_bytes_per_slot", Dst: &spec.StorageBytesPerSlot},
+		{Name: "qps", Dst: &spec.QPS},
+		{Name: "burst", Dst: &spec.Burst},
+		{Name: "clickhouse_image", Dst: &spec.ClickhouseImage},
+		{Name: "slot_quota", Dst: &spec.SlotQuota},
 	}); err != nil {
 		return nil, err
 	}
 	if templates != nil && !bytes.Equal(bytes.TrimSpace(templates), []byte("null")) {
 		spec.TemplatePaths = make(map[string]string)
-		fields := make([]field, len(templateKeys))
+		fields := make([]specjson.Field, len(templateKeys))
 		values := make([]string, len(templateKeys))
 		for i, key := range templateKeys {
-			fields[i] = field{key, &values[i]}
+			fields[i] = specjson.Field{Name: key, Dst: &values[i]}
 		}
-		if err := decodeObject("template_paths", "template_paths.", templates, fields); err != nil {
+		if err := specjson.DecodeObject("template_paths", "template_paths.", templates, fields); err != nil {
 			return nil, err
 		}
 		for i, key := range templateKeys {
@@ -190,63 +191,6 @@ func checkURL(s string) error {
 		return fmt.Errorf("must not carry credentials: give the URL without user:password@")
 	}
 	return nil
-}
-
-// field is a known key of a JSON object and where its value goes.
-type field struct {
-	name string
-	dst  any
-}
-
-// decodeObject decodes the JSON object msg into fields, refusing unknown keys. what names the
-// object in errors; prefix is prepended to key names to make field paths.
-func decodeObject(what, prefix string, msg json.RawMessage, fields []field) error {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &obj); err != nil || obj == nil {
-		return &domain.FieldError{Field: what, Msg: "must be a JSON object, got " + preview(msg)}
-	}
-	known := make([]string, len(fields))
-	for i, f := range fields {
-		known[i] = f.name
-	}
-	for key := range obj {
-		if !contains(known, key) {
-			return &domain.FieldError{Field: prefix + key, Msg: "unknown field; known: " + strings.Join(known, ", ")}
-		}
-	}
-	for _, f := range fields {
-		v, ok := obj[f.name]
-		if !ok {
-			continue
-		}
-		if err := json.Unmarshal(v, f.dst); err != nil {
-			return &domain.FieldError{Field: prefix + f.name, Msg: "must be " + kind(f.dst) + ", got " + preview(v)}
-		}
-	}
-	return nil
-}
-
-func kind(dst any) string {
-	switch dst.(type) {
-	case *string:
-		return "a string"
-	case *int, *int64:
-		return "a whole number"
-	case *float64:
-		return "a number"
-	case *json.RawMessage:
-		return "a JSON value"
-	default:
-		return fmt.Sprintf("a %T", dst)
-	}
-}
-
-func preview(v json.RawMessage) string {
-	s := string(bytes.TrimSpace(v))
-	if len(s) > 40 {
-		s = s[:37] + "..."
-	}
-	return s
 }
 
 func contains(list []string, s string) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/berth-dev/berth/internal/specjson"
 	"net/url"
 	"strings"
 
@@ -57,24 +58,24 @@ func ParseSpec(raw json.RawMessage) (*Spec, error) {
 	}
 	spec := Spec{HealthPath: DefaultHealthPath}
 	var runtimes []json.RawMessage
-	if err := decodeObject("spec", "", trimmed, []field{
-		{"runtimes", &runtimes},
-		{"cpu_per_slot", &spec.CPUPerSlot},
-		{"memory_gb_per_slot", &spec.MemoryGBPerSlot},
-		{"storage_bytes_per_slot", &spec.StorageBytesPerSlot},
-		{"health_path", &spec.HealthPath},
-		{"health_timeout_seconds", &spec.HealthTimeoutSeconds},
+	if err := specjson.DecodeObject("spec", "", trimmed, []specjson.Field{
+		{Name: "runtimes", Dst: &runtimes},
+		{Name: "cpu_per_slot", Dst: &spec.CPUPerSlot},
+		{Name: "memory_gb_per_slot", Dst: &spec.MemoryGBPerSlot},
+		{Name: "storage_bytes_per_slot", Dst: &spec.StorageBytesPerSlot},
+		{Name: "health_path", Dst: &spec.HealthPath},
+		{Name: "health_timeout_seconds", Dst: &spec.HealthTimeoutSeconds},
 	}); err != nil {
 		return nil, err
 	}
 	spec.Runtimes = make([]Runtime, len(runtimes))
 	for i, msg := range runtimes {
 		rt := &spec.Runtimes[i]
-		if err := decodeObject(fmt.Sprintf("runtimes[%d]", i), fmt.Sprintf("runtimes[%d].", i), msg, []field{
-			{"host", &rt.Host},
-			{"slots", &rt.Slots},
-			{"data_dir", &rt.DataDir},
-			{"audience_url", &rt.AudienceURL},
+		if err := specjson.DecodeObject(fmt.Sprintf("runtimes[%d]", i), fmt.Sprintf("runtimes[%d].", i), msg, []specjson.Field{
+			{Name: "host", Dst: &rt.Host},
+			{Name: "slots", Dst: &rt.Slots},
+			{Name: "data_dir", Dst: &rt.DataDir},
+			{Name: "audience_url", Dst: &rt.AudienceURL},
 		}); err != nil {
 			return nil, err
 		}
@@ -169,61 +170,6 @@ func canonicalURL(s string) (string, error) {
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = strings.ToLower(u.Host)
 	return strings.TrimRight(u.String(), "/"), nil
-}
-
-// field is a known key of a JSON object and where its value goes.
-type field struct {
-	name string
-	dst  any
-}
-
-// decodeObject decodes the JSON object msg into fields, refusing unknown keys. what names the
-// object in errors; prefix is prepended to key names to make field paths.
-func decodeObject(what, prefix string, msg json.RawMessage, fields []field) error {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &obj); err != nil || obj == nil {
-		return &domain.FieldError{Field: what, Msg: "must be a JSON object, got " + preview(msg)}
-	}
-	known := make([]string, len(fields))
-	for i, f := range fields {
-		known[i] = f.name
-	}
-	for key := range obj {
-		if !containsString(known, key) {
-			return &domain.FieldError{Field: prefix + key, Msg: "unknown field; known: " + strings.Join(known, ", ")}
-		}
-	}
-	for _, f := range fields {
-		v, ok := obj[f.name]
-		if !ok {
-			continue
-		}
-		if err := json.Unmarshal(v, f.dst); err != nil {
-			return &domain.FieldError{Field: prefix + f.name, Msg: "must be " + kind(f.dst) + ", got " + preview(v)}
-		}
-	}
-	return nil
-}
-
-func kind(dst any) string {
-	switch dst.(type) {
-	case *string:
-		return "a string"
-	case *int, *int64:
-		return "a whole number"
-	case *[]json.RawMessage:
-		return "a list"
-	default:
-		return fmt.Sprintf("a %T", dst)
-	}
-}
-
-func preview(v json.RawMessage) string {
-	s := string(bytes.TrimSpace(v))
-	if len(s) > 40 {
-		s = s[:37] + "..."
-	}
-	return s
 }
 
 func containsString(list []string, s string) bool {
