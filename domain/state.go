@@ -15,6 +15,7 @@ type State interface {
 	HealthStore
 	EventLog
 	CapacityStore
+	ProvisionerSpecStore
 	// Close releases the backend's connections.
 	Close()
 }
@@ -185,4 +186,17 @@ type SlotStore interface {
 	ReleaseSlots(ctx context.Context, provisioner, resourceID string) error
 	// ListReservations returns the provisioner's reservations ordered by host, resource.
 	ListReservations(ctx context.Context, provisioner string) ([]Reservation, error)
+}
+
+// ProvisionerSpecStore remembers which spec each provisioner last ran with, so that a changed
+// spec (a template, an image, a host's slots) is reconciled onto the resources it provisioned,
+// whether it changed while the agent ran or while it was down.
+type ProvisionerSpecStore interface {
+	// ApplyProvisionerSpec records fingerprint as the provisioner's current spec. When a
+	// different fingerprint was recorded before, every resource pinned to the provisioner that
+	// is not being deleted gets its generation bumped (which writes a change-log entry), so
+	// the agent reconciles it onto the new spec; it returns how many. The first fingerprint
+	// recorded for a provisioner, or the same one again, bumps nothing. Recording and bumping
+	// are one transaction.
+	ApplyProvisionerSpec(ctx context.Context, provisioner, fingerprint string) (int64, error)
 }

@@ -1,0 +1,61 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// ApplyProvisionerSpec records the provisioner's spec fingerprint and, when it differs from
+// the one recorded before, moves the provisioner's resources to a new generation. The row
+// lock on provisioner_specs serialises agents that start with the same new spec, so only
+// one of them bumps.
+func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerprint string) (int64, error) {
+	switch {
+	case provisioner == "":
+		return 0, &domain.FieldError{Field: "provisioner", Msg: "is required"}
+	case fingerprint == "":
+		return 0, &domain.FieldError{Field: "fingerprint", Msg: "is required"}
+	}
+	var bumped int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO provisioner_specs (provisioner, fingerprint) VALUES ($1, $2)
+			ON CONFLICT (provisioner) DO NOTHING`, provisioner, fingerprint); err != nil {
+			return err
+		}
+		var previous string
+		if err := tx.QueryRow(ctx, `
+			SELECT fingerprint FROM provisioner_specs WHERE provisioner = $1 FOR UPDATE`,
+			provisioner).Scan(&previous); err != nil {
+			return err
+		}
+		if previous == fingerprint {
+			return nil
+		}
+		tag, err := tx.Exec(ctx, `
+			UPDATE resources
+			   SET generation = generation + 1, attempts = 0, next_attempt_at = NULL, last_error = ''
+			 WHERE provisioner = $1 AND status <> 'deleting'`, provisioner)
+		if err != nil {
+			return err
+		}
+		bumped = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `
+			UPDATE provisioner_specs SET fingerprint = $2, applied_at = now() WHERE provisioner = $1`,
+			provisioner, fingerprint)
+		return err
+	})
+	if err != nil {
+		var fe *domain.FieldError
+		if errors.As(err, &fe) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("apply the spec of provisioner %q: %w", provisioner, err)
+	}
+	return bumped, nil
+}
