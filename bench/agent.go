@@ -144,9 +144,11 @@ func provisionerSet(slots int) (string, error) {
 			AudienceURL: fmt.Sprintf("http://host-%02d.bench:8081", i),
 		}
 	}
+	// The hosts are names, not servers: health probes are off, or every host would be down
+	// and nothing placed. (The health sweep serves its hosts and probes them.)
 	set := map[string]any{provisionerName: map[string]any{
 		"type": "static",
-		"spec": map[string]any{"runtimes": runtimes},
+		"spec": map[string]any{"runtimes": runtimes, "health_path": ""},
 	}}
 	out, err := json.Marshal(set)
 	return string(out), err

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/static"
 )
 
 func TestVMHWM(t *testing.T) {
@@ -74,5 +79,73 @@ func TestProvisionerSetFitsEverySlot(t *testing.T) {
 		if got := strings.Count(set, `"slots":1000`); got != tc.hosts {
 			t.Errorf("provisionerSet(%d) has %d hosts; want %d", tc.slots, got, tc.hosts)
 		}
+	}
+}
+
+// The throughput runs' hosts are only names: their set turns health probes off, or every
+// host would be found down and nothing placed.
+func TestProvisionerSetTurnsProbesOff(t *testing.T) {
+	spec := parseOnlySpec(t, func() (string, error) { return provisionerSet(10) })
+	if spec.HealthPath != "" {
+		t.Errorf("health path %q; want probes off", spec.HealthPath)
+	}
+}
+
+// The health sweep's hosts are served: its set probes them on the path they answer.
+func TestHealthSetProbesTheServedPath(t *testing.T) {
+	hosts := []string{"http://127.0.0.1:4001", "http://127.0.0.1:4002"}
+	spec := parseOnlySpec(t, func() (string, error) {
+		set, err := healthSet(hosts)
+		return string(set), err
+	})
+	if spec.HealthPath != static.DefaultHealthPath {
+		t.Errorf("health path %q; want %q", spec.HealthPath, static.DefaultHealthPath)
+	}
+	if len(spec.Runtimes) != 2 || spec.Runtimes[1].Host != hosts[1] || spec.Runtimes[1].Slots != slotsPerHost {
+		t.Errorf("runtimes %+v; want the served hosts with %d slots each", spec.Runtimes, slotsPerHost)
+	}
+}
+
+// parseOnlySpec parses the one static spec of a provisioner set as the agent would.
+func parseOnlySpec(t *testing.T, set func() (string, error)) *static.Spec {
+	t.Helper()
+	raw, err := set()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs map[string]environ.Spec
+	if err := json.Unmarshal([]byte(raw), &specs); err != nil {
+		t.Fatal(err)
+	}
+	entry, ok := specs[provisionerName]
+	if len(specs) != 1 || !ok || entry.Type != static.Type {
+		t.Fatalf("set %s; want one static provisioner %q", raw, provisionerName)
+	}
+	spec, err := static.ParseSpec(entry.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+func TestHealthFlags(t *testing.T) {
+	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
+	t.Setenv("BERTH_BINARY", "/bin/sh") // any executable: the flags are what is checked
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"-health-n", "-1"}, "-health-n must be at least 0"},
+		{[]string{"-health-concurrency", "0"}, "-health-concurrency must be at least 1"},
+		{[]string{"-compare=false", "-health-n", "0"}, "nothing to measure"},
+	} {
+		_, err := parseConfig(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("parseConfig(%q) = %v; want an error containing %q", tc.args, err, tc.err)
+		}
+	}
+	cfg, err := parseConfig([]string{"-compare=false", "-health-n", "2000"}, io.Discard)
+	if err != nil || cfg.compare || cfg.healthN != 2000 || cfg.healthConcurrency != 8 {
+		t.Errorf("parseConfig = %+v, %v; want the sweep alone, of 2000 resources at concurrency 8", cfg, err)
 	}
 }

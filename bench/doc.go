@@ -1,12 +1,14 @@
 // Command bench compares Berth's provisioning throughput and latency with River's job
-// throughput and latency on the same PostgreSQL server.
+// throughput and latency on the same PostgreSQL server, and measures what a health-check
+// sweep of many ready resources costs.
 //
 // It measures, each on a fresh database that is dropped afterwards:
 //
 //   - Berth throughput: the real agent binary (BERTH_BINARY, default ./bin/berth) runs with a
-//     static provisioner of one-slot hosts big enough for every resource. After one warm-up
-//     resource is ready (so agent start-up is not timed), -n runtime resources are inserted in
-//     one statement and the bench polls until all are ready. Throughput is
+//     static provisioner of hosts big enough for every resource (host names only, so its
+//     health probes are off: health_path ""). After one warm-up resource is ready (so agent
+//     start-up is not timed), -n runtime resources are inserted in one statement and the
+//     bench polls until all are ready. Throughput is
 //     n / (max(ready_at) - min(created_at)), both columns set by the database clock. The
 //     agent's peak RSS is VmHWM from /proc/<pid>/status, read just before it is stopped. Each
 //     -berth-concurrency value is a separate run; the best is compared with River.
@@ -21,6 +23,23 @@
 //     attempted_at - created_at of river_job, both database timestamps, matching Berth's
 //     method. The client uses the best MaxWorkers, FetchCooldown 1ms and FetchPollInterval
 //     50ms, and LISTEN/NOTIFY wake-ups (its pgx pool driver supports them).
+//   - Health sweep (-health-n, default 100,000; 0 skips it): that many ready runtimes with
+//     their slot reservations are inserted in bulk (the table's triggers off meanwhile), 1,000
+//     to a host of a static pool whose hosts are local HTTP servers answering the default
+//     health path; each host's state and config are what the environ itself reports for a
+//     runtime there, so a check finds nothing to write. Then the health checker's worker runs
+//     in process, with the agent's environ and database code, settings (pages of 500,
+//     -health-concurrency checks at once, default 8 as the agent's) and the wall clock, with
+//     every check due at once, until its first round has checked every resource and the
+//     pool's Check (host probes and the orphan sweep of reservations, which the agent runs
+//     once per round beside the checks) has returned; the next round is held back. Reported:
+//     wall time and checks/s; the store calls by method (each one statement); and the deltas
+//     of pg_stat_database for the sweep's database (transactions, rows returned and fetched,
+//     rows written, buffer hits and reads), read from the maintenance database once the
+//     sweep's sessions have closed (a session hands over its counters when it ends). The
+//     sweep fails when a check wrote a row: the figures would then not be a steady state.
+//
+// -compare=false skips the Berth and River runs (the health sweep alone).
 //
 // Both the agent and the River client log at warn level, so neither pays for per-item logs.
 //
@@ -31,7 +50,8 @@
 // URL of a server on which the bench may create and drop databases.
 //
 // The bench prints a table, then PASS or MISS for each target (Berth/River throughput ratio
-// at least 0.5; Berth p99 latency below River's) and "bench: ok". It exits 0 whether targets
-// pass or miss, and non-zero only when a measurement could not be made. The agent is stopped
+// at least 0.5; Berth p99 latency below River's), the health sweep's figures, and "bench: ok".
+// It exits 0 whether targets pass or miss, and non-zero only when a measurement could not be
+// made. The agent is stopped
 // (SIGTERM, then SIGKILL after a grace period) on every exit path, including an interrupt.
 package main

@@ -30,6 +30,10 @@ type config struct {
 	latencyN         int
 	rate             float64
 	waitTimeout      time.Duration
+
+	compare           bool // measure Berth beside River
+	healthN           int  // ready resources in the health sweep; 0 skips it
+	healthConcurrency int
 }
 
 func main() {
@@ -78,6 +82,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.latencyN, "latency-n", 300, "resources (and River jobs) in each latency run")
 	fs.Float64Var(&cfg.rate, "rate", 20, "inserts per second in the latency runs")
 	fs.DurationVar(&cfg.waitTimeout, "wait-timeout", 10*time.Minute, "how long one run may wait for its resources or jobs")
+	fs.BoolVar(&cfg.compare, "compare", true, "measure Berth's throughput and latency beside River's (-compare=false: the health sweep alone)")
+	fs.IntVar(&cfg.healthN, "health-n", 100000, "ready resources in the health sweep; 0 skips it")
+	fs.IntVar(&cfg.healthConcurrency, "health-concurrency", 8, "resource checks in flight at once in the health sweep (the agent's --health-concurrency)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -97,6 +104,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-rate must be positive, got %g", cfg.rate)
 	case cfg.waitTimeout <= 0:
 		return cfg, fmt.Errorf("-wait-timeout must be positive, got %s", cfg.waitTimeout)
+	case cfg.healthN < 0:
+		return cfg, fmt.Errorf("-health-n must be at least 0 (0 skips the health sweep), got %d", cfg.healthN)
+	case cfg.healthConcurrency < 1:
+		return cfg, fmt.Errorf("-health-concurrency must be at least 1, got %d", cfg.healthConcurrency)
+	case !cfg.compare && cfg.healthN == 0:
+		return cfg, errors.New("nothing to measure: -compare=false and -health-n 0")
 	}
 	if _, err := exec.LookPath(cfg.binary); err != nil {
 		return cfg, fmt.Errorf("no agent binary at %s: build it with make build, or set BERTH_BINARY", cfg.binary)
@@ -120,6 +133,24 @@ func positiveInts(name, list string) ([]int, error) {
 
 // measure runs every measurement in turn, filling rep as results arrive.
 func measure(ctx context.Context, cfg config, rep *report) error {
+	if cfg.compare {
+		if err := compare(ctx, cfg, rep); err != nil {
+			return err
+		}
+	}
+	if cfg.healthN == 0 {
+		return nil
+	}
+	res, err := healthSweep(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("health sweep of %d resources: %w", cfg.healthN, err)
+	}
+	rep.health = &res
+	return nil
+}
+
+// compare measures Berth's throughput and latency, then River's.
+func compare(ctx context.Context, cfg config, rep *report) error {
 	for _, c := range cfg.berthConcurrency {
 		res, err := berthThroughput(ctx, cfg, c)
 		if err != nil {

@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
 // report holds what has been measured so far; a zero latency summary was not measured.
@@ -13,10 +16,21 @@ type report struct {
 	berthLatency latencySummary
 	river        []throughputResult
 	riverLatency latencySummary
+	health       *healthResult
 }
 
-// print writes the results table and, when both sides are measured, the targets.
+// print writes what was measured.
 func (r *report) print(w io.Writer) {
+	if r.cfg.compare {
+		r.printComparison(w)
+	}
+	if r.health != nil {
+		r.printHealth(w, *r.health)
+	}
+}
+
+// printComparison writes the results table and, when both sides are measured, the targets.
+func (r *report) printComparison(w io.Writer) {
 	fmt.Fprintf(w, "\nBerth (static environ) vs River on one PostgreSQL server\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SYSTEM\tMEASUREMENT\tSETTING\tRESULT")
@@ -60,9 +74,53 @@ func (r *report) printTargets(w io.Writer) {
 	tw.Flush()
 }
 
+// printHealth writes the health sweep's figures, per check where that says more.
+func (r *report) printHealth(w io.Writer, h healthResult) {
+	checks := h.checks()
+	per := func(v int64) string { return fmt.Sprintf("%d (%.2f/check)", v, float64(v)/float64(checks)) }
+	fmt.Fprintf(w, "\nHealth sweep: one round of the health checker over %d ready runtimes on %s\n", h.resources, plural(h.hosts, "local host"))
+	fmt.Fprintf(w, "(concurrency %d, pages of %d, every check due at once; the environ's Check runs beside the checks)\n\n",
+		h.concurrency, healthPageSize)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEASUREMENT\tRESULT")
+	fmt.Fprintf(tw, "full sweep\t%.3f s, %.0f checks/s (resource checks done at %.3f s, environ Check at %.3f s)\n",
+		h.elapsed.Seconds(), h.perSecond(), h.checksDone.Seconds(), h.environCheck.Seconds())
+	results := make([]string, 0, len(h.results))
+	for _, name := range []string{healthcheck.ResultHealthy, healthcheck.ResultRepaired, healthcheck.ResultUnhealthy, healthcheck.ResultError} {
+		if n := h.results[name]; n > 0 {
+			results = append(results, fmt.Sprintf("%s %d", name, n))
+		}
+	}
+	fmt.Fprintf(tw, "results\t%s\n", strings.Join(results, ", "))
+	var statements int64
+	calls := make([]string, 0, len(h.calls))
+	for _, name := range statementCalls {
+		statements += h.calls[name]
+		calls = append(calls, fmt.Sprintf("%s %d", name, h.calls[name]))
+	}
+	fmt.Fprintf(tw, "store calls\t%s statements (%s; RecordHealth %d)\n", per(statements), strings.Join(calls, ", "), h.calls["RecordHealth"])
+	fmt.Fprintf(tw, "transactions\tcommitted %s, rolled back %d\n", per(h.db.xactCommit), h.db.xactRollback)
+	fmt.Fprintf(tw, "rows\treturned %s, fetched %s, inserted %d, updated %d, deleted %d\n",
+		per(h.db.tupReturned), per(h.db.tupFetched), h.db.tupInserted, h.db.tupUpdated, h.db.tupDeleted)
+	fmt.Fprintf(tw, "blocks\thit %s, read %s\n", per(h.db.blksHit), per(h.db.blksRead))
+	fmt.Fprintf(tw, "host probes\t%d (the environ reuses a host's result for a few seconds)\n", h.probes)
+	fmt.Fprintf(tw, "bench CPU\t%.2f s (%.0f µs/check; worker, environ, database client and hosts)\n",
+		h.cpu.Seconds(), float64(h.cpu.Microseconds())/float64(checks))
+	tw.Flush()
+	fmt.Fprintf(w, "\nDatabase figures are pg_stat_database deltas for the sweep's database, read once its sessions closed.\n\n")
+}
+
 func verdict(met bool) string {
 	if met {
 		return "PASS"
 	}
 	return "MISS"
+}
+
+// plural returns "1 host", "2 hosts" and the like.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

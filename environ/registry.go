@@ -3,6 +3,8 @@ package environ
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -216,4 +218,66 @@ func duplicateName(setJSON []byte) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// ResourceSpecReporter is implemented by environs whose resources are shaped by less than
+// their whole spec (settings such as health probing that no resource carries) or by more
+// than it (files the spec names). Set.Fingerprint uses it in place of the spec.
+type ResourceSpecReporter interface {
+	// ResourceSpec returns what of the environ's configuration its resources are built from,
+	// as a value encoding/json can marshal; it must not change while the environ runs.
+	ResourceSpec() any
+}
+
+// Fingerprint returns a digest ("sha256:" and hex) of what the resources of provisioner name
+// are built from: its type and canonical spec JSON (keys sorted, no insignificant space), or
+// what its environ reports as a ResourceSpecReporter. Two sets that would build a
+// provisioner's resources alike give it the same fingerprint, however their JSON is laid out.
+func (s *Set) Fingerprint(name string) (string, error) {
+	spec, ok := s.Specs[name]
+	if !ok {
+		return "", fmt.Errorf("provisioner %q is not in the provisioner set (known: %s)", name, strings.Join(s.Names(), ", "))
+	}
+	var shape any = spec.Spec
+	if r, ok := s.Environs[name].(ResourceSpecReporter); ok {
+		shape = r.ResourceSpec()
+	}
+	return digest(map[string]any{"type": spec.Type, "spec": shape})
+}
+
+// Digest returns a digest of the whole set: the default, every provisioner's canonical spec
+// and its fingerprint. Two sets with the same digest build the same environs, so replacing
+// one with the other changes nothing.
+func (s *Set) Digest() (string, error) {
+	provisioners := make(map[string]any, len(s.Specs))
+	for _, name := range s.Names() {
+		fp, err := s.Fingerprint(name)
+		if err != nil {
+			return "", err
+		}
+		spec := s.Specs[name]
+		provisioners[name] = map[string]any{"type": spec.Type, "spec": spec.Spec, "fingerprint": fp}
+	}
+	return digest(map[string]any{"default": s.Default, "provisioners": provisioners})
+}
+
+// digest hashes the canonical JSON of v. Re-decoding with numbers kept as written and
+// encoding again sorts every object's keys and drops insignificant space.
+func digest(v any) (string, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode the spec to fingerprint it: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		return "", fmt.Errorf("decode the spec to fingerprint it: %w", err)
+	}
+	canonical, err := json.Marshal(generic)
+	if err != nil {
+		return "", fmt.Errorf("encode the spec to fingerprint it: %w", err)
+	}
+	sum := sha256.Sum256(canonical)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }

@@ -1,16 +1,19 @@
 // Package manifolds is the one place the agent's workers are wired together: Manifolds
 // returns the whole dependency graph, read top to bottom.
 //
-//	clock ──► database ─┬─► environs ─┬─► provisioner (starts its own resources watcher)
-//	                    │             ├─► healthcheck
-//	                    │             └─► capacity
+//	clock ──► provisioner-set ─┐
+//	clock ──► database ────────┴─► environs ─┬─► provisioner (starts its own resources watcher)
+//	                    │                    ├─► healthcheck
+//	                    │                    └─► capacity
 //	                    ├─► changelog-pruner
 //	                    └─► resource-metrics
 //	engine ──► http-server (/healthz, /readyz, /metrics, /debug/engine)
 //
 // Every worker also takes the clock. When the database worker restarts (the store was
 // unreachable), the engine bounces everything below it; when the environs worker restarts,
-// only the workers that provision or check through the environs.
+// only the workers that provision or check through the environs. The provisioner-set worker
+// reloads the set on SIGHUP or when its file changes; the environs worker then restarts with
+// the new set (see worker/provisionerset and worker/environs).
 //
 // The provisioner starts its own watcher rather than sharing one from a manifold: a
 // restarted consumer must get the watcher's initial event (every resource needing attention)
@@ -21,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/juju/clock"
@@ -38,6 +42,7 @@ import (
 	"github.com/berth-dev/berth/worker/healthcheck"
 	"github.com/berth-dev/berth/worker/httpserver"
 	"github.com/berth-dev/berth/worker/provisioner"
+	"github.com/berth-dev/berth/worker/provisionerset"
 )
 
 // Names of the agent's manifolds.
@@ -45,6 +50,7 @@ const (
 	ClockName           = "clock"
 	DatabaseName        = "database"
 	EnvironsName        = "environs"
+	ProvisionerSetName  = "provisioner-set"
 	ProvisionerName     = "provisioner"
 	ChangeLogPrunerName = "changelog-pruner"
 	HealthCheckName     = "healthcheck"
@@ -68,6 +74,12 @@ type Config struct {
 	OpenDatabase database.Opener
 
 	ProvisionerSetJSON []byte
+	// ProvisionerSetOrigin says where the set came from ("file PATH" or the environment
+	// variable); ProvisionersFile is the file to reload it from, empty for the environment.
+	ProvisionerSetOrigin string
+	ProvisionersFile     string
+	// ReloadSignals asks for the provisioner set to be reloaded (SIGHUP); nil for none.
+	ReloadSignals      <-chan os.Signal
 	DefaultProvisioner string
 	SetBuilder         environs.SetBuilder
 
@@ -165,14 +177,28 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWorker:       database.NewManifoldWorker,
 		}),
 
+		ProvisionerSetName: provisionerset.Manifold(provisionerset.ManifoldConfig{
+			ClockName: ClockName,
+			Initial:   config.ProvisionerSetJSON,
+			Origin:    config.ProvisionerSetOrigin,
+			Path:      config.ProvisionersFile,
+			Signals:   config.ReloadSignals,
+			Default:   config.DefaultProvisioner,
+			Builder:   config.SetBuilder,
+			// Long enough for a save's burst of events, short enough to feel immediate.
+			Debounce:  500 * time.Millisecond,
+			Logger:    logger.With("worker", ProvisionerSetName),
+			NewWorker: provisionerset.NewManifoldWorker,
+		}),
+
 		EnvironsName: environs.Manifold(environs.ManifoldConfig{
-			ClockName:    ClockName,
-			DatabaseName: DatabaseName,
-			SetJSON:      config.ProvisionerSetJSON,
-			Default:      config.DefaultProvisioner,
-			Builder:      config.SetBuilder,
-			Logger:       logger.With("worker", EnvironsName),
-			NewWorker:    environs.NewManifoldWorker,
+			ClockName:          ClockName,
+			DatabaseName:       DatabaseName,
+			ProvisionerSetName: ProvisionerSetName,
+			Default:            config.DefaultProvisioner,
+			Builder:            config.SetBuilder,
+			Logger:             logger.With("worker", EnvironsName),
+			NewWorker:          environs.NewManifoldWorker,
 		}),
 
 		ProvisionerName: provisioner.Manifold(provisioner.ManifoldConfig{
@@ -214,6 +240,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			EnvironCheckTimeout: time.Minute,
 			Logger:              logger.With("worker", HealthCheckName),
 			Rand:                config.Rand,
+			Metrics:             config.Metrics,
 			NewWorker:           healthcheck.NewWorker,
 		}),
 

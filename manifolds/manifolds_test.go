@@ -45,7 +45,7 @@ func (*manifoldsSuite) TestNames(c *gc.C) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environs", "healthcheck", "http-server", "provisioner", "resource-metrics"})
+	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environs", "healthcheck", "http-server", "provisioner", "provisioner-set", "resource-metrics"})
 }
 
 func (*manifoldsSuite) TestInputs(c *gc.C) {
@@ -58,7 +58,8 @@ func (*manifoldsSuite) TestInputs(c *gc.C) {
 	c.Check(got, gc.DeepEquals, map[string][]string{
 		"clock":            nil,
 		"database":         {"clock"},
-		"environs":         {"clock", "database"},
+		"provisioner-set":  {"clock"},
+		"environs":         {"clock", "database", "provisioner-set"},
 		"provisioner":      {"clock", "database", "environs"},
 		"changelog-pruner": {"clock", "database"},
 		"engine":           nil,

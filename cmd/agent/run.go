@@ -59,7 +59,17 @@ when it stops its workers and exits within --shutdown-timeout.
 Several agents may share one database: each needs its own --agent-id (default: the host
 name), which names the leases it takes on resources it is reconciling. An agent restarted
 under the same id resumes its own leases at once; another agent's leases are taken over
-when they expire (--lease-ttl).`,
+when they expire (--lease-ttl).
+
+The provisioner set is reloaded without a restart on SIGHUP and, with --provisioners FILE,
+whenever the file changes (an in-place write or a rename over it). The new set is checked as
+berth check-config does; an invalid one is logged with the provisioner and field at fault
+and the agent keeps running the set it has. A valid one restarts the provisioners and the
+workers that use them (not the database connection or the HTTP server), and the resources of
+every provisioner whose spec changed are reconciled onto the new spec (a static runtime whose
+host was removed moves to a configured host; a new image is rolled out). The same happens at
+startup for a spec changed while the agent was down. With BERTH_PROVISIONER_SET_JSON there is
+nothing to reload: the environment cannot change.`,
 		Example: `  # Run against a database with a provisioner set from a file
   berth run --database-url postgres://berth@db/berth --provisioners provisioners.json
 
@@ -67,7 +77,10 @@ when they expire (--lease-ttl).`,
   export BERTH_DATABASE_URL=postgres://berth@db/berth
   export BERTH_PROVISIONER_SET_JSON="$(cat provisioners.json)"
   export BERTH_DEFAULT_PROVISIONER=static-example
-  berth run`,
+  berth run
+
+  # Reload the provisioner set after editing provisioners.json (it is also reloaded on its own)
+  kill -HUP "$(pidof berth)"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAgent(cmd.Context(), opts, run)
@@ -154,6 +167,10 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		return err
 	}
 	registry := newRegistry()
+	// Asked for before anything starts, so a SIGHUP never ends the agent (its default action).
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
+	defer signal.Stop(reload)
 	logger.Info("starting berth agent", "agent-id", run.agentID, "database", postgres.RedactURL(dbURL), "provisioners", source)
 
 	clk := clock.WallClock
@@ -175,17 +192,20 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		return err
 	}
 	config := manifolds.Config{
-		Clock:              clk,
-		Logger:             logger,
-		Rand:               rand.Float64, // goroutine-safe
-		Engine:             engine,
-		Metrics:            agentMetrics,
-		HTTPAddr:           run.httpAddr,
-		DatabaseURL:        dbURL,
-		OpenDatabase:       openPostgres,
-		ProvisionerSetJSON: setJSON,
-		DefaultProvisioner: opts.defaultProvisioner,
-		SetBuilder:         registry,
+		Clock:                clk,
+		Logger:               logger,
+		Rand:                 rand.Float64, // goroutine-safe
+		Engine:               engine,
+		Metrics:              agentMetrics,
+		HTTPAddr:             run.httpAddr,
+		DatabaseURL:          dbURL,
+		OpenDatabase:         openPostgres,
+		ProvisionerSetJSON:   setJSON,
+		ProvisionerSetOrigin: source,
+		ProvisionersFile:     opts.provisionersFile,
+		ReloadSignals:        reload,
+		DefaultProvisioner:   opts.defaultProvisioner,
+		SetBuilder:           registry,
 		Provisioner: manifolds.ProvisionerSettings{
 			Holder:           run.agentID,
 			Concurrency:      run.concurrency,

@@ -12,9 +12,24 @@
 // holds the fewest runtimes of the same owner (so one owner's runtimes spread across hosts and
 // a lost host takes as few of them as possible), then the host with the most free slots, then
 // the host listed first. A change of slot count resizes the reservation in place when its host
-// has room and is refused otherwise: a runtime never moves to another host behind its
-// clients' back. When no host has room the error wraps domain.ErrNoCapacity, and the
+// has room and is refused otherwise: a runtime does not move between configured hosts behind
+// its clients' back. When no host has room the error wraps domain.ErrNoCapacity, and the
 // provisioner worker waits for slots to free up.
+//
+// # Spec changes
+//
+// The spec may change while runtimes hold slots (the agent reloads its provisioner set, or
+// restarts with another), and the agent then reconciles every runtime of the provisioner (see
+// ResourceSpec: a change of health probing alone reconciles none). Reconcile recomputes the
+// config from the new spec (audience, per-slot sizing), and:
+//
+//   - a runtime whose host was removed from the spec is placed on a configured host like a new
+//     one: its reservation moves, its config names the new host and its status message says
+//     so. When no configured host has room it keeps its slots on the old host and waits for
+//     room (domain.ErrNoCapacity).
+//   - a host whose slots were cut below what is reserved on it keeps every reservation it
+//     holds (nothing is evicted) and takes no new runtime and no growth until it has room
+//     again.
 //
 // # No overfilling
 //
@@ -23,8 +38,8 @@
 // usage committed at that moment and records the pick before the next reservation of the
 // provisioner can look. So however many reconciles run at once, in one agent or in several
 // agents sharing the database, the slots reserved on a host never exceed what the spec gives
-// it. Removing a host or cutting its slots in the spec leaves existing reservations in place;
-// Check reports them until they are gone.
+// it. A host removed from the spec, or whose slots were cut, may hold more than the spec gives
+// it until its runtimes move or are deleted; Check and Capacity report such hosts until then.
 //
 // # Host health
 //

@@ -28,8 +28,9 @@ func (p placement) withDown(down []string) placement {
 // A new reservation goes to a host with room for req.Slots, preferring the host holding the
 // fewest of the owner's resources (spreading an owner across hosts), then the host with the
 // most free slots, then the host listed first. A resize stays on the resource's host when the
-// host has room (a shrink always does) and is refused otherwise: a runtime never moves hosts.
-// Hosts no longer configured, and hosts that are down, take no new slots.
+// host has room (a shrink always does) and is refused otherwise: a runtime does not move
+// between configured hosts. A resource whose host is no longer configured is placed like a
+// new one. Hosts no longer configured, and hosts that are down, take no new slots.
 func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
 	used := make(map[string]domain.HostUsage, len(usage))
 	for _, u := range usage {
@@ -42,7 +43,7 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 		sum.OwnerResources += u.OwnerResources
 		used[host] = sum
 	}
-	if existing != nil {
+	if existing != nil && p.configured(existing.Host) {
 		return p.resize(req, existing, used)
 	}
 
@@ -91,23 +92,18 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 }
 
 func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, used map[string]domain.HostUsage) (string, error) {
+	if req.Slots <= existing.Slots {
+		return existing.Host, nil
+	}
 	host, err := canonicalURL(existing.Host)
 	if err != nil {
 		host = existing.Host
 	}
 	var capacity int
-	configured := false
 	for _, rt := range p.hosts {
 		if rt.Host == host {
-			capacity, configured = rt.Slots, true
+			capacity = rt.Slots
 		}
-	}
-	if req.Slots <= existing.Slots {
-		return existing.Host, nil
-	}
-	if !configured {
-		return "", noCapacity("host %s is no longer configured in provisioner %q; resize from %d to %s cannot be placed there: add the host back, or delete and recreate the resource",
-			existing.Host, p.provisioner, existing.Slots, count(req.Slots, "slot"))
 	}
 	// usage counts the resource's own slots; the resize needs only the difference.
 	free := capacity - used[host].UsedSlots
@@ -117,6 +113,19 @@ func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, 
 			existing.Host, count(max(free, 0), "free slot"), existing.Slots, count(req.Slots, "slot"), need)
 	}
 	return existing.Host, nil
+}
+
+// configured reports whether host, however spelled, is one of the pool's hosts.
+func (p placement) configured(host string) bool {
+	if canonical, err := canonicalURL(host); err == nil {
+		host = canonical
+	}
+	for _, rt := range p.hosts {
+		if rt.Host == host {
+			return true
+		}
+	}
+	return false
 }
 
 // capacityError is a placement refusal; it wraps domain.ErrNoCapacity so the worker waits for

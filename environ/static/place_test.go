@@ -99,16 +99,36 @@ func TestPick(t *testing.T) {
 		usage:    []usage{{Host: c, UsedSlots: 7}},
 		want:     c,
 	}, {
-		name: "shrink on a removed host stays", place: pool, slots: 1,
+		name: "shrink on a removed host moves to a configured one", place: pool, slots: 1,
 		existing: &domain.Reservation{ResourceID: "r", Host: "http://old:9091", Slots: 2},
-		usage:    []usage{{Host: "http://old:9091", UsedSlots: 2}},
-		want:     "http://old:9091",
+		usage:    []usage{{Host: "http://old:9091", UsedSlots: 2}, {Host: a, UsedSlots: 10}, {Host: b, UsedSlots: 3}},
+		want:     b,
 	}, {
-		name: "grow on a removed host refused", place: pool, slots: 3,
+		name: "grow on a removed host moves to a configured one", place: pool, slots: 3,
+		existing: &domain.Reservation{ResourceID: "r", Host: "HTTP://OLD:9091/", Slots: 2},
+		usage:    []usage{{Host: "http://old:9091", UsedSlots: 2}, {Host: b, UsedSlots: 8}},
+		want:     a,
+	}, {
+		name: "a removed host's runtime waits when no configured host has room", place: pool, slots: 5,
 		existing: &domain.Reservation{ResourceID: "r", Host: "http://old:9091", Slots: 2},
-		usage:    []usage{{Host: "http://old:9091", UsedSlots: 2}},
-		want:     `host http://old:9091 is no longer configured in provisioner "pool"; resize from 2 to 3 slots cannot be placed there: add the host back, or delete and recreate the resource`,
+		usage:    []usage{{Host: "http://old:9091", UsedSlots: 2}, {Host: a, UsedSlots: 6}, {Host: b, UsedSlots: 7}},
+		want:     `no host of provisioner "pool" has 5 free slots (largest free: 4 on http://a:9091)`,
 		noRoom:   true,
+	}, {
+		name: "a host cut below its usage keeps a shrinking runtime", place: placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}}, slots: 2,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 3},
+		usage:    []usage{{Host: a, UsedSlots: 5}},
+		want:     a,
+	}, {
+		name: "a host cut below its usage takes no growth", place: placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}}, slots: 4,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 3},
+		usage:    []usage{{Host: a, UsedSlots: 5}},
+		want:     "host http://a:9091 has 0 free slots; resize from 3 to 4 slots needs 1",
+		noRoom:   true,
+	}, {
+		name: "a host cut below its usage takes nothing new", place: placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}}, slots: 1,
+		usage: []usage{{Host: a, UsedSlots: 5}, {Host: b, UsedSlots: 9, OwnerResources: 3}},
+		want:  b,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -89,7 +89,10 @@ type reservationGetter interface {
 	GetReservation(ctx context.Context, provisioner, resourceID string) (domain.Reservation, error)
 }
 
-var _ environ.CapacityReporter = (*staticEnviron)(nil)
+var (
+	_ environ.CapacityReporter     = (*staticEnviron)(nil)
+	_ environ.ResourceSpecReporter = (*staticEnviron)(nil)
+)
 
 // Type implements environ.Environ.
 func (e *staticEnviron) Type() string { return Type }
@@ -113,16 +116,51 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if err != nil {
 		return nil, fmt.Errorf("runtime %s: %w", r.ID, err)
 	}
-	res, err := e.slots.ReserveSlots(ctx, domain.SlotRequest{
-		Provisioner: e.name,
-		ResourceID:  r.ID,
-		Owner:       opts.Owner,
-		Slots:       args.Slots,
-	}, e.place.withDown(e.health.down()).pick)
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots}
+	pick := e.place.withDown(e.health.down()).pick
+	old, found, err := e.reservation(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	var res domain.Reservation
+	if found && old.Slots == args.Slots && !e.place.configured(old.Host) {
+		res, err = e.move(ctx, req, old, pick)
+	} else {
+		res, err = e.slots.ReserveSlots(ctx, req, pick)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("place runtime: %w", err)
 	}
-	return e.resource(r, res), nil
+	out := e.resource(r, res)
+	if found && res.Host != old.Host {
+		out.Notice = fmt.Sprintf("moved from %s, which is no longer configured, to %s", old.Host, res.Host)
+		e.logger.Info("runtime moved off a host that is no longer configured", "resource", r.ID, "from", old.Host, "to", res.Host)
+	}
+	return out, nil
+}
+
+// move places the runtime of reservation old, whose host is no longer configured, on a
+// configured host. The slot store hands back a reservation of the requested size without
+// asking the pick policy, so the move releases the old reservation and reserves again; when
+// no configured host has room, the old reservation is put back and the runtime keeps its
+// slots (and its clients their host) until room frees up. An agent that dies between release
+// and reservation leaves the runtime without one: its generation is still unobserved, so the
+// next reconcile reserves again. Nothing is ever held twice: a resource has one reservation.
+func (e *staticEnviron) move(ctx context.Context, req domain.SlotRequest, old domain.Reservation, pick domain.PickHost) (domain.Reservation, error) {
+	if err := e.slots.ReleaseSlots(ctx, e.name, req.ResourceID); err != nil {
+		return domain.Reservation{}, fmt.Errorf("release the reservation on %s, which is no longer configured: %w", old.Host, err)
+	}
+	res, err := e.slots.ReserveSlots(ctx, req, pick)
+	if err == nil {
+		return res, nil
+	}
+	stay := func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+		return old.Host, nil
+	}
+	if _, restoreErr := e.slots.ReserveSlots(ctx, req, stay); restoreErr != nil {
+		return domain.Reservation{}, fmt.Errorf("move off %s, which is no longer configured: %w (putting the old reservation back failed too, %v: the next attempt reserves again)", old.Host, err, restoreErr)
+	}
+	return domain.Reservation{}, fmt.Errorf("host %s is no longer configured and the runtime keeps its slots there until a configured host has room: %w", old.Host, err)
 }
 
 // AwaitReady implements environ.Environ. The pool's runtimes run before they are listed in the
@@ -338,6 +376,18 @@ func (e *staticEnviron) reservation(ctx context.Context, id string) (domain.Rese
 		}
 	}
 	return domain.Reservation{}, false, nil
+}
+
+// ResourceSpec implements environ.ResourceSpecReporter: a runtime is shaped by its host's
+// entry and the per-slot sizing, while health probing shapes none, so a change of
+// health_path or health_timeout_seconds alone reconciles no runtime.
+func (e *staticEnviron) ResourceSpec() any {
+	return struct {
+		Runtimes            []Runtime `json:"runtimes"`
+		CPUPerSlot          int       `json:"cpu_per_slot"`
+		MemoryGBPerSlot     int       `json:"memory_gb_per_slot"`
+		StorageBytesPerSlot int64     `json:"storage_bytes_per_slot"`
+	}{e.spec.Runtimes, e.spec.CPUPerSlot, e.spec.MemoryGBPerSlot, e.spec.StorageBytesPerSlot}
 }
 
 // Close implements environ.Environ; the environ holds no clients of its own.

@@ -265,22 +265,98 @@ func TestReconcileRefusesWhatItCannotDo(t *testing.T) {
 	}
 }
 
-func TestReconcileKeepsReservationOnRemovedHost(t *testing.T) {
+func TestReconcileMovesRuntimeOffRemovedHost(t *testing.T) {
 	ctx := context.Background()
 	store := newFakeSlots()
 	store.put(domain.Reservation{Provisioner: "pool", ResourceID: "r1", Owner: "alice", Host: "http://old:9091", Slots: 2})
+	store.put(domain.Reservation{Provisioner: "pool", ResourceID: "r2", Owner: "alice", Host: "http://old:9091", Slots: 3})
+	store.put(domain.Reservation{Provisioner: "pool", ResourceID: "r3", Owner: "bob", Host: hostB, Slots: 1})
 	env := newTestEnviron(t, "pool", twoHosts, store)
 
+	// Same size: released and placed again, on a (3 free) rather than b (1 free).
 	got, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
-	wantResource(t, got, "r1", "http://old:9091", "http://old:9091", 2)
-
-	_, err = env.Reconcile(ctx, runtime("r1"), withSlots("alice", 3))
-	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "no longer configured") {
-		t.Errorf("growing on a removed host = %v, want ErrNoCapacity saying the host is gone", err)
+	wantResource(t, got, "r1", hostA, "http://aud-a:8081", 2)
+	if got.Notice != "moved from http://old:9091, which is no longer configured, to http://a:9091" {
+		t.Errorf("notice = %q, want the move", got.Notice)
 	}
+
+	// No configured host has 3 free slots: r2 keeps its reservation and waits for room.
+	_, err = env.Reconcile(ctx, runtime("r2"), withSlots("alice", 3))
+	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "http://old:9091 is no longer configured") {
+		t.Errorf("moving without room = %v, want ErrNoCapacity saying the host is gone", err)
+	}
+	if kept, _ := store.ListReservations(ctx, "pool"); len(kept) != 3 || kept[2].ResourceID != "r2" || kept[2].Host != "http://old:9091" || kept[2].Slots != 3 {
+		t.Errorf("reservations after a refused move = %+v, want r2 still holding 3 slots on old", kept)
+	}
+	// A resize moves it within the store's own transaction, spreading alice to b.
+	got, err = env.Reconcile(ctx, runtime("r2"), withSlots("alice", 1))
+	if err != nil {
+		t.Fatalf("Reconcile with a shrink: %v", err)
+	}
+	wantResource(t, got, "r2", hostB, hostB, 1)
+	if got.Notice == "" {
+		t.Error("a move by resize has no notice")
+	}
+	reservations, _ := store.ListReservations(ctx, "pool")
+	want := []domain.Reservation{
+		{Provisioner: "pool", ResourceID: "r1", Owner: "alice", Host: hostA, Slots: 2},
+		{Provisioner: "pool", ResourceID: "r2", Owner: "alice", Host: hostB, Slots: 1},
+		{Provisioner: "pool", ResourceID: "r3", Owner: "bob", Host: hostB, Slots: 1},
+	}
+	if !equalReservations(reservations, want) {
+		t.Errorf("reservations = %+v, want %+v", reservations, want)
+	}
+
+	// Reconciling a moved runtime again is a no-op with nothing to report.
+	got, err = env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
+	if err != nil || got.State["host"] != hostA || got.Notice != "" {
+		t.Errorf("Reconcile again = %+v, %v; want it on a without a notice", got, err)
+	}
+}
+
+func TestResourceSpecLeavesOutHealthProbing(t *testing.T) {
+	build := func(spec string) string {
+		t.Helper()
+		set, err := newStaticRegistry().NewSet([]byte(`{"pool": {"type": "static", "spec": `+spec+`}}`), "", environ.Deps{Slots: newFakeSlots()})
+		if err != nil {
+			t.Fatalf("NewSet: %v", err)
+		}
+		fp, err := set.Fingerprint("pool")
+		if err != nil {
+			t.Fatalf("Fingerprint: %v", err)
+		}
+		return fp
+	}
+	base := build(`{"runtimes": [{"host": "http://a:9091", "slots": 3}]}`)
+	same := []string{
+		`{"runtimes": [{"host": "HTTP://A:9091/", "slots": 3}], "health_path": "/ready", "health_timeout_seconds": 9}`,
+		`{"runtimes": [{"slots": 3, "host": "http://a:9091", "audience_url": "http://a:9091"}], "cpu_per_slot": 1}`,
+	}
+	for _, spec := range same {
+		if got := build(spec); got != base {
+			t.Errorf("fingerprint of %s = %s, want the base's %s", spec, got, base)
+		}
+	}
+	changed := []string{
+		`{"runtimes": [{"host": "http://a:9091", "slots": 4}]}`,
+		`{"runtimes": [{"host": "http://a:9091", "slots": 3}, {"host": "http://b:9091", "slots": 1}]}`,
+		`{"runtimes": [{"host": "http://a:9091", "slots": 3, "audience_url": "http://aud:1"}]}`,
+		`{"runtimes": [{"host": "http://a:9091", "slots": 3}], "memory_gb_per_slot": 16}`,
+	}
+	for _, spec := range changed {
+		if got := build(spec); got == base {
+			t.Errorf("fingerprint of %s = the base's, want a change", spec)
+		}
+	}
+}
+
+func newStaticRegistry() *environ.Registry {
+	r := environ.NewRegistry()
+	r.Register(Type, NewWithHTTPClient(healthyHosts{}))
+	return r
 }
 
 func TestDeprovision(t *testing.T) {

@@ -81,7 +81,7 @@ func New() *Metrics {
 		}, []string{"provisioner", "kind"}),
 		healthChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_health_checks_total",
-			Help: "Resource health checks by provisioner and result (healthy, unhealthy).",
+			Help: "Resource health checks by provisioner and result: healthy, repaired (passed once the environ repaired the resource), unhealthy (failed), error (could not be made or recorded).",
 		}, []string{"provisioner", "result"}),
 		environFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_environ_check_failures_total",
@@ -142,12 +142,9 @@ func (m *Metrics) ObserveCapacityWarning(provisioner, kind string, active bool) 
 	m.capacityWarning.WithLabelValues(provisioner, kind).Set(v)
 }
 
-// ObserveHealthCheck counts one resource health check.
-func (m *Metrics) ObserveHealthCheck(provisioner string, healthy bool) {
-	result := "unhealthy"
-	if healthy {
-		result = "healthy"
-	}
+// ObserveHealthCheck counts one resource health check. The health-check worker names the
+// results: healthy, repaired, unhealthy or error.
+func (m *Metrics) ObserveHealthCheck(provisioner, result string) {
 	m.healthChecks.WithLabelValues(provisioner, result).Inc()
 }
 

@@ -21,13 +21,16 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/worker/healthcheck"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
-// *Metrics is what the agent hands the engine, the provisioner and the HTTP server.
+// *Metrics is what the agent hands the engine, the provisioner, the health checker and the
+// HTTP server.
 var (
 	_ dependency.Metrics  = (*metrics.Metrics)(nil)
 	_ provisioner.Metrics = (*metrics.Metrics)(nil)
+	_ healthcheck.Metrics = (*metrics.Metrics)(nil)
 	_ prometheus.Gatherer = (*metrics.Metrics)(nil)
 )
 
@@ -156,9 +159,11 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 	m.ObserveCapacity("k8s", environ.Capacity{Unit: "millicpu", Total: 4000, Used: 1500})
 	m.ObserveCapacityWarning("pool", "low", true)
 	m.ObserveCapacityWarning("pool", "host-down", false)
-	m.ObserveHealthCheck("pool", true)
-	m.ObserveHealthCheck("pool", true)
-	m.ObserveHealthCheck("pool", false)
+	m.ObserveHealthCheck("pool", healthcheck.ResultHealthy)
+	m.ObserveHealthCheck("pool", healthcheck.ResultHealthy)
+	m.ObserveHealthCheck("pool", healthcheck.ResultUnhealthy)
+	m.ObserveHealthCheck("pool", healthcheck.ResultRepaired)
+	m.ObserveHealthCheck("k8s", healthcheck.ResultError)
 	m.ObserveEnvironCheck("pool", errors.New("host unreachable"))
 	m.ObserveEnvironCheck("pool", errors.New("host unreachable"))
 	m.ObserveEnvironCheck("k8s", nil)
@@ -210,6 +215,8 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 	checkSeries(t, families, "berth_health_checks_total", map[string]float64{
 		"provisioner=pool,result=healthy":   2,
 		"provisioner=pool,result=unhealthy": 1,
+		"provisioner=pool,result=repaired":  1,
+		"provisioner=k8s,result=error":      1,
 	})
 	checkSeries(t, families, "berth_environ_check_failures_total", map[string]float64{
 		"provisioner=pool": 2,

@@ -12,17 +12,18 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/worker/provisionerset"
 )
 
-// ManifoldConfig names the manifold's inputs and carries the set's specification.
+// ManifoldConfig names the manifold's inputs and carries how to build the set.
 type ManifoldConfig struct {
-	ClockName    string
-	DatabaseName string
-	SetJSON      []byte
-	Default      string
-	Builder      SetBuilder
-	Logger       *slog.Logger
-	NewWorker    func(Config) (worker.Worker, error)
+	ClockName          string // a clock.Clock
+	DatabaseName       string // a domain.State
+	ProvisionerSetName string // a provisionerset.Source
+	Default            string
+	Builder            SetBuilder
+	Logger             *slog.Logger
+	NewWorker          func(Config) (worker.Worker, error)
 }
 
 // Validate reports the first missing field.
@@ -32,8 +33,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("environs manifold: ClockName is required")
 	case c.DatabaseName == "":
 		return errors.New("environs manifold: DatabaseName is required")
-	case len(c.SetJSON) == 0:
-		return errors.New("environs manifold: SetJSON is required (--provisioners FILE or BERTH_PROVISIONER_SET_JSON)")
+	case c.ProvisionerSetName == "":
+		return errors.New("environs manifold: ProvisionerSetName is required")
 	case c.Builder == nil:
 		return errors.New("environs manifold: Builder is required")
 	case c.Logger == nil:
@@ -47,7 +48,7 @@ func (c ManifoldConfig) Validate() error {
 // Manifold runs the environs worker; its output is the *environ.Set.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
-		Inputs: []string{config.ClockName, config.DatabaseName},
+		Inputs: []string{config.ClockName, config.DatabaseName, config.ProvisionerSetName},
 		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
 			if err := config.Validate(); err != nil {
 				return nil, err
@@ -60,11 +61,16 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 			if err := getter.Get(config.DatabaseName, &state); err != nil {
 				return nil, err
 			}
+			var source provisionerset.Source
+			if err := getter.Get(config.ProvisionerSetName, &source); err != nil {
+				return nil, err
+			}
 			return config.NewWorker(Config{
-				SetJSON:   config.SetJSON,
+				Source:    source,
 				Default:   config.Default,
 				Builder:   config.Builder,
 				Slots:     state,
+				Specs:     state,
 				Resources: state,
 				Clock:     clk,
 				Logger:    config.Logger,

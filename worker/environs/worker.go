@@ -1,15 +1,14 @@
-// Package environs builds the agent's provisioner set (the named environs) and holds it for
-// the workers that provision through it. When the worker stops, every environ is closed;
-// when it restarts with a new set, the engine bounces only the workers that depend on it.
 package environs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/juju/clock"
 	"github.com/juju/worker/v4/catacomb"
+	"github.com/juju/worker/v4/dependency"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -20,12 +19,20 @@ type SetBuilder interface {
 	NewSet(setJSON []byte, defaultName string, deps environ.Deps) (*environ.Set, error)
 }
 
+// SetSource supplies the provisioner set to build (the provisioner-set worker is one).
+type SetSource interface {
+	// Current returns the set's JSON and a channel closed once another set replaces it.
+	Current() ([]byte, <-chan struct{})
+}
+
 // Config holds what the worker needs.
 type Config struct {
-	SetJSON []byte
+	Source  SetSource
 	Default string
 	Builder SetBuilder
 	Slots   domain.SlotStore
+	// Specs records each provisioner's spec fingerprint.
+	Specs domain.ProvisionerSpecStore
 	// Resources looks up resource rows for the environs' orphan sweeps.
 	Resources environ.ResourceGetter
 	Clock     clock.Clock
@@ -35,12 +42,14 @@ type Config struct {
 // Validate reports the first missing field.
 func (c Config) Validate() error {
 	switch {
-	case len(c.SetJSON) == 0:
-		return errors.New("environs: SetJSON is required (--provisioners FILE or BERTH_PROVISIONER_SET_JSON)")
+	case c.Source == nil:
+		return errors.New("environs: Source is required")
 	case c.Builder == nil:
 		return errors.New("environs: Builder is required")
 	case c.Slots == nil:
 		return errors.New("environs: Slots is required")
+	case c.Specs == nil:
+		return errors.New("environs: Specs is required")
 	case c.Clock == nil:
 		return errors.New("environs: Clock is required")
 	case c.Logger == nil:
@@ -51,16 +60,20 @@ func (c Config) Validate() error {
 
 // Worker holds a built provisioner set.
 type Worker struct {
-	catacomb catacomb.Catacomb
-	set      *environ.Set
+	catacomb     catacomb.Catacomb
+	config       Config
+	set          *environ.Set
+	fingerprints map[string]string
+	replaced     <-chan struct{}
 }
 
-// NewWorker builds the set described by config.
+// NewWorker builds the source's current set.
 func NewWorker(config Config) (*Worker, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
-	set, err := config.Builder.NewSet(config.SetJSON, config.Default, environ.Deps{
+	setJSON, replaced := config.Source.Current()
+	set, err := config.Builder.NewSet(setJSON, config.Default, environ.Deps{
 		Slots:     config.Slots,
 		Resources: config.Resources,
 		Logger:    config.Logger,
@@ -69,7 +82,16 @@ func NewWorker(config Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build provisioner set: %w", err)
 	}
-	w := &Worker{set: set}
+	fingerprints := make(map[string]string, len(set.Environs))
+	for _, name := range set.Names() {
+		fp, err := set.Fingerprint(name)
+		if err != nil {
+			set.Close()
+			return nil, fmt.Errorf("fingerprint provisioner %q: %w", name, err)
+		}
+		fingerprints[name] = fp
+	}
+	w := &Worker{config: config, set: set, fingerprints: fingerprints, replaced: replaced}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
 		set.Close()
 		return nil, err
@@ -84,19 +106,59 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker to stop.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
-// Report lists the provisioners in the engine report.
+// Report lists the provisioners, their types and spec fingerprints in the engine report.
 func (w *Worker) Report() map[string]any {
 	provisioners := make(map[string]any, len(w.set.Environs))
 	for name, env := range w.set.Environs {
-		provisioners[name] = env.Type()
+		provisioners[name] = map[string]any{"type": env.Type(), "fingerprint": w.fingerprints[name]}
 	}
 	return map[string]any{"default": w.set.Default, "provisioners": provisioners}
 }
 
 func (w *Worker) loop() error {
-	<-w.catacomb.Dying()
-	if err := w.set.Close(); err != nil {
+	err := w.run()
+	closeErr := w.set.Close()
+	switch {
+	case closeErr == nil:
+	case errors.Is(err, w.catacomb.ErrDying()):
+		return closeErr
+	default:
+		w.config.Logger.Warn("closing the replaced provisioner set", "err", closeErr)
+	}
+	return err
+}
+
+func (w *Worker) run() error {
+	ctx := w.catacomb.Context(context.Background())
+	if err := w.applySpecs(ctx); err != nil {
+		if ctx.Err() != nil {
+			return w.catacomb.ErrDying()
+		}
 		return err
 	}
-	return w.catacomb.ErrDying()
+	select {
+	case <-w.catacomb.Dying():
+		return w.catacomb.ErrDying()
+	case <-w.replaced:
+		w.config.Logger.Info("provisioner set replaced: restarting the environs and the workers that use them")
+		return dependency.ErrBounce
+	}
+}
+
+// applySpecs records every provisioner's fingerprint; the store moves the resources of a
+// provisioner whose spec changed to a new generation.
+func (w *Worker) applySpecs(ctx context.Context) error {
+	for _, name := range w.set.Names() {
+		bumped, err := w.config.Specs.ApplyProvisionerSpec(ctx, name, w.fingerprints[name])
+		if err != nil {
+			return fmt.Errorf("record the spec of provisioner %q: %w", name, err)
+		}
+		if bumped > 0 {
+			w.config.Logger.Info("provisioner spec changed: resources scheduled for reconcile",
+				"provisioner", name, "resources", bumped, "fingerprint", w.fingerprints[name])
+			continue
+		}
+		w.config.Logger.Debug("provisioner spec recorded", "provisioner", name, "fingerprint", w.fingerprints[name])
+	}
+	return nil
 }

@@ -2,15 +2,18 @@ package environs_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/juju/clock/testclock"
 	"github.com/juju/worker/v4/dependency"
-	dt "github.com/juju/worker/v4/dependency/testing"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
@@ -21,38 +24,120 @@ import (
 
 func TestPackage(t *testing.T) { gc.TestingT(t) }
 
+const longWait = 10 * time.Second
+
+// twoPools has two provisioners of the fake type; poolJSON is pool's canonical entry.
+const (
+	twoPools = `{"pool": {"type": "fake", "spec": {"b": 1, "a": [1, 2]}}, "other": {"type": "fake", "spec": {}}}`
+	poolJSON = `{"spec":{"a":[1,2],"b":1},"type":"fake"}`
+)
+
 type workerSuite struct {
 	builder *fakeBuilder
+	source  *fakeSource
+	specs   *fakeSpecs
 	slots   domain.SlotStore
+	logs    *logLines
 }
 
 var _ = gc.Suite(&workerSuite{})
 
 func (s *workerSuite) SetUpTest(c *gc.C) {
-	s.builder = &fakeBuilder{env: &fakeEnviron{}}
+	s.builder = newFakeBuilder()
+	s.source = newFakeSource(twoPools)
+	s.specs = newFakeSpecs()
 	s.slots = fakeSlots{}
+	s.logs = newLogLines()
 }
 
 func (s *workerSuite) config() environs.Config {
 	return environs.Config{
-		SetJSON: []byte(`{"pool": {"type": "fake", "spec": {}}}`),
+		Source:  s.source,
 		Default: "pool",
 		Builder: s.builder,
 		Slots:   s.slots,
+		Specs:   s.specs,
 		Clock:   testclock.NewClock(time.Now()),
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:  s.logs.logger(),
 	}
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func (s *workerSuite) TestBuildsTheSetAndClosesItOnKill(c *gc.C) {
 	w, err := environs.NewWorker(s.config())
 	c.Assert(err, gc.IsNil)
-	c.Check(s.builder.gotJSON, gc.Equals, `{"pool": {"type": "fake", "spec": {}}}`)
+	c.Check(s.builder.gotJSON, gc.Equals, twoPools)
 	c.Check(s.builder.gotDefault, gc.Equals, "pool")
 	c.Check(s.builder.gotDeps.Slots, gc.Equals, s.slots)
 	c.Check(w.Report()["default"], gc.Equals, "pool")
 	workertest.CleanKill(c, w)
-	c.Check(s.builder.env.closed, gc.Equals, true)
+	c.Check(s.builder.closed(), gc.Equals, 2)
+}
+
+func (s *workerSuite) TestRecordsEveryProvisionersFingerprint(c *gc.C) {
+	s.specs.bump["pool"] = 3
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	calls := s.specs.wait(c, 2)
+	// The fingerprint is the sha256 of the canonical {type, spec}: the format is part of the
+	// stored state, and changing it would reconcile every resource once on upgrade.
+	c.Check(calls, gc.DeepEquals, []applied{
+		{"other", sha(`{"spec":{},"type":"fake"}`)},
+		{"pool", sha(poolJSON)},
+	})
+	line := s.logs.wait(c, `msg="provisioner spec changed: resources scheduled for reconcile"`)
+	c.Check(line, gc.Matches, `.*provisioner=pool resources=3 .*`)
+	report := w.Report()["provisioners"].(map[string]any)
+	c.Check(report["pool"], gc.DeepEquals, map[string]any{"type": "fake", "fingerprint": sha(poolJSON)})
+}
+
+func (s *workerSuite) TestFingerprintsAreStableAcrossLayouts(c *gc.C) {
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	first := s.specs.wait(c, 2)
+	workertest.CleanKill(c, w)
+
+	s.source = newFakeSource(`{
+		"other": {"spec": {}, "type": "fake"},
+		"pool":  {"spec": {"a": [1, 2],   "b": 1}, "type": "fake"}
+	}`)
+	w, err = environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	c.Check(s.specs.wait(c, 4)[2:], gc.DeepEquals, first)
+}
+
+func (s *workerSuite) TestBouncesWhenTheSetIsReplaced(c *gc.C) {
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	s.specs.wait(c, 2)
+	close(s.source.changed)
+	err = workertest.CheckKilled(c, w)
+	c.Check(errors.Is(err, dependency.ErrBounce), gc.Equals, true)
+	c.Check(s.builder.closed(), gc.Equals, 2)
+	s.logs.wait(c, "provisioner set replaced")
+}
+
+func (s *workerSuite) TestReplacedWhileStartingStillBounces(c *gc.C) {
+	close(s.source.changed)
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	err = workertest.CheckKilled(c, w)
+	c.Check(errors.Is(err, dependency.ErrBounce), gc.Equals, true)
+}
+
+func (s *workerSuite) TestSpecStoreFailureStopsTheWorker(c *gc.C) {
+	s.specs.err = errors.New("connection refused")
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	err = workertest.CheckKilled(c, w)
+	c.Check(err, gc.ErrorMatches, `record the spec of provisioner "other": connection refused`)
+	c.Check(s.builder.closed(), gc.Equals, 2)
 }
 
 func (s *workerSuite) TestInvalidSetIsAnError(c *gc.C) {
@@ -63,9 +148,10 @@ func (s *workerSuite) TestInvalidSetIsAnError(c *gc.C) {
 
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for _, breakIt := range []func(*environs.Config){
-		func(cfg *environs.Config) { cfg.SetJSON = nil },
+		func(cfg *environs.Config) { cfg.Source = nil },
 		func(cfg *environs.Config) { cfg.Builder = nil },
 		func(cfg *environs.Config) { cfg.Slots = nil },
+		func(cfg *environs.Config) { cfg.Specs = nil },
 		func(cfg *environs.Config) { cfg.Clock = nil },
 		func(cfg *environs.Config) { cfg.Logger = nil },
 	} {
@@ -75,55 +161,29 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 	}
 }
 
-func (s *workerSuite) manifold() dependency.Manifold {
-	return environs.Manifold(environs.ManifoldConfig{
-		ClockName:    "clock",
-		DatabaseName: "database",
-		SetJSON:      []byte(`{}`),
-		Default:      "pool",
-		Builder:      s.builder,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NewWorker:    environs.NewManifoldWorker,
-	})
-}
-
-func (s *workerSuite) TestManifoldInputs(c *gc.C) {
-	c.Check(s.manifold().Inputs, gc.DeepEquals, []string{"clock", "database"})
-}
-
-func (s *workerSuite) TestManifoldMissingInputs(c *gc.C) {
-	clk := testclock.NewClock(time.Now())
-	for _, inputs := range []map[string]any{
-		{"clock": dependency.ErrMissing, "database": domain.State(fakeState{})},
-		{"clock": clk, "database": dependency.ErrMissing},
-	} {
-		_, err := s.manifold().Start(context.Background(), dt.StubGetter(inputs))
-		c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true)
-	}
-}
-
-func (s *workerSuite) TestManifoldOutputsTheSet(c *gc.C) {
-	m := s.manifold()
-	w, err := m.Start(context.Background(), dt.StubGetter(map[string]any{
-		"clock":    testclock.NewClock(time.Now()),
-		"database": domain.State(fakeState{}),
-	}))
-	c.Assert(err, gc.IsNil)
-	defer workertest.CleanKill(c, w)
-	var set *environ.Set
-	c.Assert(m.Output(w, &set), gc.IsNil)
-	c.Check(set.Default, gc.Equals, "pool")
-	c.Check(set.Environs["pool"], gc.Equals, environ.Environ(s.builder.env))
-	var wrong *int
-	c.Check(m.Output(w, &wrong), gc.NotNil)
-}
-
+// fakeBuilder builds sets through a real registry of the "fake" type, recording what it was
+// asked for and every environ it made.
 type fakeBuilder struct {
-	env        *fakeEnviron
+	registry   *environ.Registry
 	err        error
 	gotJSON    string
 	gotDefault string
 	gotDeps    environ.Deps
+
+	mu   sync.Mutex
+	envs []*fakeEnviron
+}
+
+func newFakeBuilder() *fakeBuilder {
+	b := &fakeBuilder{registry: environ.NewRegistry()}
+	b.registry.Register("fake", func(string, json.RawMessage, environ.Deps) (environ.Environ, error) {
+		env := &fakeEnviron{}
+		b.mu.Lock()
+		b.envs = append(b.envs, env)
+		b.mu.Unlock()
+		return env, nil
+	})
+	return b
 }
 
 func (b *fakeBuilder) NewSet(setJSON []byte, defaultName string, deps environ.Deps) (*environ.Set, error) {
@@ -131,18 +191,125 @@ func (b *fakeBuilder) NewSet(setJSON []byte, defaultName string, deps environ.De
 	if b.err != nil {
 		return nil, b.err
 	}
-	return &environ.Set{Default: defaultName, Environs: map[string]environ.Environ{"pool": b.env}}, nil
+	return b.registry.NewSet(setJSON, defaultName, deps)
+}
+
+func (b *fakeBuilder) closed() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, env := range b.envs {
+		if env.isClosed() {
+			n++
+		}
+	}
+	return n
 }
 
 // fakeEnviron only records Close; the worker calls nothing else.
 type fakeEnviron struct {
 	environ.Environ
+	mu     sync.Mutex
 	closed bool
 }
 
 func (e *fakeEnviron) Type() string { return "fake" }
-func (e *fakeEnviron) Close() error { e.closed = true; return nil }
+func (e *fakeEnviron) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	return nil
+}
+
+func (e *fakeEnviron) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+type fakeSource struct {
+	data    []byte
+	changed chan struct{}
+}
+
+func newFakeSource(setJSON string) *fakeSource {
+	return &fakeSource{data: []byte(setJSON), changed: make(chan struct{})}
+}
+
+func (f *fakeSource) Current() ([]byte, <-chan struct{}) { return f.data, f.changed }
+
+type applied struct{ provisioner, fingerprint string }
+
+// fakeSpecs records ApplyProvisionerSpec calls and answers with bump[provisioner].
+type fakeSpecs struct {
+	bump  map[string]int64
+	err   error
+	calls chan applied
+	seen  []applied
+}
+
+func newFakeSpecs() *fakeSpecs {
+	return &fakeSpecs{bump: map[string]int64{}, calls: make(chan applied, 100)}
+}
+
+func (f *fakeSpecs) ApplyProvisionerSpec(_ context.Context, provisioner, fingerprint string) (int64, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	f.calls <- applied{provisioner, fingerprint}
+	return f.bump[provisioner], nil
+}
+
+// wait returns every call so far once there are n.
+func (f *fakeSpecs) wait(c *gc.C, n int) []applied {
+	for len(f.seen) < n {
+		select {
+		case call := <-f.calls:
+			f.seen = append(f.seen, call)
+		case <-time.After(longWait):
+			c.Fatalf("ApplyProvisionerSpec was called %d times, want %d", len(f.seen), n)
+		}
+	}
+	return f.seen
+}
 
 type fakeSlots struct{ domain.SlotStore }
 
 type fakeState struct{ domain.State }
+
+func (fakeState) ApplyProvisionerSpec(context.Context, string, string) (int64, error) {
+	return 0, nil
+}
+
+// logLines collects the worker's log lines (text format) for the test to wait on.
+type logLines struct{ lines chan string }
+
+func newLogLines() *logLines { return &logLines{lines: make(chan string, 1000)} }
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.lines <- string(p)
+	return len(p), nil
+}
+
+func (l *logLines) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// wait returns the next line containing every part, without its newline.
+func (l *logLines) wait(c *gc.C, parts ...string) string {
+	deadline := time.After(longWait)
+	for {
+		select {
+		case line := <-l.lines:
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(line, p)
+			}
+			if all {
+				return strings.TrimSuffix(line, "\n")
+			}
+		case <-deadline:
+			c.Fatalf("no log line with %q", parts)
+		}
+	}
+}

@@ -31,4 +31,12 @@
 // conditional on the generation checked and on the row still being ready or unhealthy, so an
 // args change, a delete request or a reconcile that started meanwhile wins; the check's
 // result is then dropped.
+//
+// # Metrics
+//
+// Every check that runs to its end is counted once per provisioner by its result: error (the
+// resource's provisioner is not in the set, or the outcome could not be recorded), unhealthy,
+// repaired (passed once the environ repaired it) or healthy, in that order of precedence. A
+// check whose row moved on is still counted by what it found; one cut short by the worker
+// stopping is not. Every environ Check is reported too, so its failures are counted.
 package healthcheck

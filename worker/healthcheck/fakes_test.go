@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,12 +21,13 @@ const longWait = 10 * time.Second
 // fakeStore keeps resources in memory with RecordHealth's conditions, and announces every
 // call on changed.
 type fakeStore struct {
-	mu       sync.Mutex
-	rows     map[string]*domain.Resource
-	pages    []string // "after/limit" of every ListCheckable
-	records  []domain.HealthUpdate
-	changed  chan struct{} // closed and replaced on every call
-	countErr error
+	mu        sync.Mutex
+	rows      map[string]*domain.Resource
+	pages     []string // "after/limit" of every ListCheckable
+	records   []domain.HealthUpdate
+	changed   chan struct{} // closed and replaced on every call
+	countErr  error
+	recordErr map[string]error // RecordHealth fails for these ids
 }
 
 func newFakeStore() *fakeStore {
@@ -34,9 +36,14 @@ func newFakeStore() *fakeStore {
 
 // add puts a resource ready at generation 1 on provisioner "pool".
 func (s *fakeStore) add(id string) {
+	s.addOn(id, "pool")
+}
+
+// addOn puts a resource ready at generation 1 on the provisioner.
+func (s *fakeStore) addOn(id, provisioner string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rows[id] = &domain.Resource{ID: id, Type: domain.ResourceTypeRuntime, Provisioner: "pool", Generation: 1, ObservedGeneration: 1,
+	s.rows[id] = &domain.Resource{ID: id, Type: domain.ResourceTypeRuntime, Provisioner: provisioner, Generation: 1, ObservedGeneration: 1,
 		Status: domain.StatusReady, StatusMessage: "ready at generation 1", State: map[string]any{"host": "a"}, Config: map[string]any{}}
 }
 
@@ -82,6 +89,9 @@ func (s *fakeStore) RecordHealth(ctx context.Context, id string, generation int6
 	defer s.mu.Unlock()
 	defer s.notify()
 	s.records = append(s.records, h)
+	if err := s.recordErr[id]; err != nil {
+		return domain.Resource{}, err
+	}
 	r, ok := s.rows[id]
 	if !ok {
 		return domain.Resource{}, domain.ErrNotFound
@@ -288,6 +298,68 @@ func (l *logCapture) waitCount(c *gc.C, line string, n int) {
 		case <-changed:
 		case <-timeout:
 			c.Fatalf("timed out waiting for %q to be logged %d times", line, n)
+		}
+	}
+}
+
+// observation is one call to fakeMetrics: a resource check's result, or an environ check's
+// error text ("" when it passed) under kind "environ".
+type observation struct {
+	kind, provisioner, result string
+}
+
+// fakeMetrics records what the worker observes, in order.
+type fakeMetrics struct {
+	mu      sync.Mutex
+	seen    []observation
+	changed chan struct{}
+}
+
+func newFakeMetrics() *fakeMetrics { return &fakeMetrics{changed: make(chan struct{})} }
+
+func (m *fakeMetrics) add(o observation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen = append(m.seen, o)
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+func (m *fakeMetrics) ObserveHealthCheck(provisioner, result string) {
+	m.add(observation{kind: "resource", provisioner: provisioner, result: result})
+}
+
+func (m *fakeMetrics) ObserveEnvironCheck(provisioner string, err error) {
+	result := ""
+	if err != nil {
+		result = err.Error()
+	}
+	m.add(observation{kind: "environ", provisioner: provisioner, result: result})
+}
+
+// wait waits for n observations of kind and returns them sorted.
+func (m *fakeMetrics) wait(c *gc.C, kind string, n int) []observation {
+	timeout := time.After(longWait)
+	for {
+		m.mu.Lock()
+		var got []observation
+		for _, o := range m.seen {
+			if o.kind == kind {
+				got = append(got, o)
+			}
+		}
+		changed := m.changed
+		m.mu.Unlock()
+		if len(got) >= n {
+			slices.SortFunc(got, func(a, b observation) int {
+				return strings.Compare(a.provisioner+"/"+a.result, b.provisioner+"/"+b.result)
+			})
+			return got
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			c.Fatalf("timed out waiting for %d %s observations; have %v", n, kind, got)
 		}
 	}
 }

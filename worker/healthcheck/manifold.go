@@ -29,6 +29,7 @@ type ManifoldConfig struct {
 
 	Logger    *slog.Logger
 	Rand      func() float64
+	Metrics   Metrics
 	NewWorker func(Config) (worker.Worker, error)
 }
 
@@ -45,6 +46,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("health checker manifold: Logger is required")
 	case c.Rand == nil:
 		return errors.New("health checker manifold: Rand is required")
+	case c.Metrics == nil:
+		return errors.New("health checker manifold: Metrics is required")
 	case c.NewWorker == nil:
 		return errors.New("health checker manifold: NewWorker is required")
 	}
@@ -77,6 +80,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Clock:               clk,
 				Rand:                config.Rand,
 				Logger:              config.Logger,
+				Metrics:             config.Metrics,
 				Interval:            config.Interval,
 				Concurrency:         config.Concurrency,
 				PageSize:            config.PageSize,

@@ -23,6 +23,7 @@ type manifoldSuite struct {
 	clock   *testclock.Clock
 	state   *stubState
 	set     *environ.Set
+	metrics *fakeMetrics
 	config  healthcheck.ManifoldConfig
 	started []healthcheck.Config
 }
@@ -37,6 +38,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.state = &stubState{}
 	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{}}
 	s.started = nil
+	s.metrics = newFakeMetrics()
 	s.config = healthcheck.ManifoldConfig{
 		ClockName:           "clock",
 		DatabaseName:        "database",
@@ -48,6 +50,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 		EnvironCheckTimeout: time.Minute,
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Rand:                func() float64 { return 0.5 },
+		Metrics:             s.metrics,
 		NewWorker: func(config healthcheck.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -77,6 +80,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.EnvironsName = "" }, ".*EnvironsName is required"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Rand = nil }, ".*Rand is required"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
 	} {
 		config := s.config
@@ -107,6 +111,7 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Store, gc.Equals, s.state)
 	c.Check(config.Environs, gc.Equals, s.set)
 	c.Check(config.Clock, gc.Equals, s.clock)
+	c.Check(config.Metrics, gc.Equals, healthcheck.Metrics(s.metrics))
 	c.Check(config.Interval, gc.Equals, time.Minute)
 	c.Check(config.Concurrency, gc.Equals, 8)
 	c.Check(config.PageSize, gc.Equals, 500)

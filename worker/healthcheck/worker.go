@@ -32,6 +32,24 @@ type Environs interface {
 	Get(name string) (environ.Environ, string, error)
 }
 
+// Metrics counts what the worker finds (*metrics.Metrics is one).
+type Metrics interface {
+	// ObserveHealthCheck counts one resource check by its result (Result*).
+	ObserveHealthCheck(provisioner, result string)
+	// ObserveEnvironCheck counts one check of an environ; err is its failure, or nil.
+	ObserveEnvironCheck(provisioner string, err error)
+}
+
+// Results of a resource check, as reported to Metrics. Every check that ran to its end is
+// counted once, by the first of these that applies: error, unhealthy, repaired, healthy. A
+// check whose row moved on meanwhile is still counted by what it found.
+const (
+	ResultError     = "error"     // the check could not be made (provisioner unknown) or recorded
+	ResultUnhealthy = "unhealthy" // CheckResource failed
+	ResultRepaired  = "repaired"  // CheckResource passed after repairing the resource
+	ResultHealthy   = "healthy"   // CheckResource passed
+)
+
 // Config holds what the worker needs.
 type Config struct {
 	Store    Store
@@ -39,6 +57,7 @@ type Config struct {
 	Clock    clock.Clock
 	Rand     func() float64 // uniform in [0, 1), places each check in its slot
 	Logger   *slog.Logger
+	Metrics  Metrics
 
 	Interval            time.Duration // how often every environ and resource is checked
 	Concurrency         int           // most resource checks in flight at once
@@ -60,6 +79,8 @@ func (c Config) Validate() error {
 		return errors.New("health checker: Rand is required")
 	case c.Logger == nil:
 		return errors.New("health checker: Logger is required")
+	case c.Metrics == nil:
+		return errors.New("health checker: Metrics is required")
 	case c.Interval <= 0:
 		return fmt.Errorf("health checker: Interval must be positive, got %s", c.Interval)
 	case c.Concurrency < 1:
@@ -175,7 +196,8 @@ type round struct {
 
 // checkDone is what a resource check tells the loop.
 type checkDone struct {
-	failed      bool
+	failed      bool   // CheckResource failed
+	result      string // Result*, for Metrics
 	recordError error
 }
 
@@ -340,6 +362,7 @@ func (w *Worker) environChecked(done environDone) {
 	if w.catacomb.Context(context.Background()).Err() != nil {
 		return
 	}
+	w.config.Metrics.ObserveEnvironCheck(done.name, done.err)
 	w.mu.Lock()
 	previous, seen := w.environs[done.name]
 	w.environs[done.name] = environResult{at: w.config.Clock.Now(), err: done.err}
@@ -354,13 +377,23 @@ func (w *Worker) environChecked(done environDone) {
 	}
 }
 
-// check health-checks one resource and records what changed.
+// check health-checks one resource, records what changed and counts the result; a check
+// cut short by the worker stopping is not counted.
 func (w *Worker) check(ctx context.Context, r domain.Resource) checkDone {
+	done := w.checkResource(ctx, r)
+	if ctx.Err() == nil {
+		w.config.Metrics.ObserveHealthCheck(r.Provisioner, done.result)
+	}
+	return done
+}
+
+// checkResource health-checks one resource and records what changed.
+func (w *Worker) checkResource(ctx context.Context, r domain.Resource) checkDone {
 	log := w.config.Logger.With("id", r.ID, "provisioner", r.Provisioner, "generation", r.Generation)
 	env, _, err := w.config.Environs.Get(r.Provisioner)
 	if err != nil {
 		log.Debug("cannot health-check resource: its provisioner is not in the provisioner set", "error", err)
-		return checkDone{}
+		return checkDone{result: ResultError}
 	}
 	checkCtx, cancel := w.withTimeout(ctx, w.config.CheckTimeout)
 	res, checkErr := env.CheckResource(checkCtx,
@@ -375,8 +408,15 @@ func (w *Worker) check(ctx context.Context, r domain.Resource) checkDone {
 	}
 
 	u := w.outcome(r, res, checkErr)
+	found := checkDone{failed: checkErr != nil, result: ResultHealthy}
+	switch {
+	case checkErr != nil:
+		found.result = ResultUnhealthy
+	case len(u.Repairs) > 0:
+		found.result = ResultRepaired
+	}
 	if u.Status == r.Status && u.StatusMessage == r.StatusMessage && u.State == nil && u.Config == nil && len(u.Repairs) == 0 {
-		return checkDone{failed: checkErr != nil}
+		return found
 	}
 	recordCtx, cancel := w.withTimeout(ctx, recordTimeout)
 	defer cancel()
@@ -384,12 +424,12 @@ func (w *Worker) check(ctx context.Context, r domain.Resource) checkDone {
 	switch {
 	case errors.Is(err, domain.ErrStale) || errors.Is(err, domain.ErrNotFound):
 		log.Debug("resource changed while it was checked; dropping the result", "error", err)
-		return checkDone{failed: checkErr != nil}
+		return found
 	case err != nil:
 		if ctx.Err() == nil {
 			log.Warn("cannot record the health check; the next round checks again", "error", err)
 		}
-		return checkDone{failed: checkErr != nil, recordError: err}
+		return checkDone{failed: found.failed, result: ResultError, recordError: err}
 	}
 	for _, repair := range u.Repairs {
 		log.Info("repaired resource", "repair", repair)
@@ -400,7 +440,7 @@ func (w *Worker) check(ctx context.Context, r domain.Resource) checkDone {
 	case u.Status == domain.StatusReady && r.Status == domain.StatusUnhealthy:
 		log.Info("resource is healthy again")
 	}
-	return checkDone{failed: checkErr != nil}
+	return found
 }
 
 // outcome is what a check of r that gave res and checkErr records.

@@ -22,6 +22,7 @@ type workerSuite struct {
 	store    *fakeStore
 	env      *fakeEnviron
 	environs *fakeEnvirons
+	metrics  *fakeMetrics
 	config   healthcheck.Config
 }
 
@@ -33,12 +34,14 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.store = newFakeStore()
 	s.env = newFakeEnviron(s.clock)
 	s.environs = &fakeEnvirons{envs: map[string]environ.Environ{"pool": s.env}}
+	s.metrics = newFakeMetrics()
 	s.config = healthcheck.Config{
 		Store:               s.store,
 		Environs:            s.environs,
 		Clock:               s.clock,
 		Rand:                sequence(0),
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:             s.metrics,
 		Interval:            time.Minute,
 		Concurrency:         10,
 		PageSize:            3,
@@ -63,6 +66,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.Config) { cfg.Clock = nil }, ".*Clock is required"},
 		{func(cfg *healthcheck.Config) { cfg.Rand = nil }, ".*Rand is required"},
 		{func(cfg *healthcheck.Config) { cfg.Logger = nil }, ".*Logger is required"},
+		{func(cfg *healthcheck.Config) { cfg.Metrics = nil }, ".*Metrics is required"},
 		{func(cfg *healthcheck.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
 		{func(cfg *healthcheck.Config) { cfg.Concurrency = 0 }, ".*Concurrency must be at least 1, got 0"},
 		{func(cfg *healthcheck.Config) { cfg.PageSize = 0 }, ".*PageSize must be at least 1, got 0"},
@@ -195,6 +199,8 @@ func (s *workerSuite) TestAResourceThatMovedOnKeepsItsRow(c *gc.C) {
 	s.env.release <- struct{}{}
 	s.store.waitFor(c, "the attempt to record", func() bool { return len(s.store.records) == 1 })
 	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusDeleting)
+	// The check is still counted by what it found.
+	c.Check(s.metrics.wait(c, "resource", 1), gc.DeepEquals, []observation{{"resource", "pool", healthcheck.ResultUnhealthy}})
 	workertest.CheckAlive(c, w)
 }
 
@@ -216,6 +222,12 @@ func (s *workerSuite) TestAFailingEnvironDoesNotStopTheOthers(c *gc.C) {
 		logs.waitCount(c, "provisioner health check passed fine", round+1)
 		c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
 	}
+	// The fourth round's checks are in too; only the broken environ's count as failures.
+	c.Check(s.metrics.wait(c, "environ", 8), gc.DeepEquals, []observation{
+		{"environ", "broken", "cluster unreachable"}, {"environ", "broken", "cluster unreachable"},
+		{"environ", "broken", "cluster unreachable"}, {"environ", "broken", "cluster unreachable"},
+		{"environ", "fine", ""}, {"environ", "fine", ""}, {"environ", "fine", ""}, {"environ", "fine", ""},
+	})
 	// Both were checked again, so each one's result of the round before is in.
 	environs := w.(worker.Reporter).Report()["environs"].(map[string]any)
 	c.Check(environs["broken"].(map[string]any)["error"], gc.Equals, "cluster unreachable")

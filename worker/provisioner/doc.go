@@ -12,8 +12,10 @@
 //	                row inserted
 //	                     │
 //	                     ▼
-//	   ┌─────────────► pending
-//	   │ no capacity     │ reconcile starts
+//	   ┌─────────────► pending ◄──────┐ retry finds no capacity again: stays pending
+//	   │ no capacity     │   │        │ (Reconcile is called without recording
+//	   │                 │   └────────┘ provisioning first)
+//	   │                 │ reconcile starts, or a retry finds room
 //	   │                 ▼
 //	   └──────────── provisioning ◄──┐ transient failure: stays provisioning,
 //	                 │    │     │    │ attempts+1, retried at next_attempt_at
@@ -33,7 +35,12 @@
 // A permanent failure (unknown provisioner, unsupported type, an error the broker marks
 // Permanent) is not retried while the generation stays. A resource waiting for capacity is
 // retried after min(backoff, CapacityRetry), and at once when a deprovision by this agent
-// frees room on the same provisioner.
+// frees room on the same provisioner. While it waits it stays pending with the message
+// "waiting for capacity since T: why": a retry calls Reconcile without first recording
+// provisioning, and one that still finds no room keeps T and rewrites the message only when
+// the broker's reason changed. The row's attempts, next_attempt_at and last_error move on
+// every retry, but its history (written on a change of status or message) gets one event
+// for the whole wait, and the log one warning, not two of each per retry.
 //
 // One reconcile of a claimed row, in order:
 //
@@ -48,7 +55,8 @@
 //   - error with a last_error: a permanent failure at this generation; nothing to do. (An
 //     args change clears last_error, so such a row is provisioned again.)
 //   - otherwise provision: resolve the provisioner (pinning the default on the row when it
-//     names none), check the type is supported, record "provisioning generation N", call
+//     names none), check the type is supported, record "provisioning generation N" (unless
+//     the row is waiting for capacity on its pinned provisioner), call
 //     Reconcile, record the broker state it returns at once, AwaitReady, and record ready
 //     with the observed generation, client config and attempts and last_error cleared.
 //

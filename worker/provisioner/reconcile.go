@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/berth-dev/berth/domain"
@@ -108,7 +109,6 @@ func (a *attempt) provision() outcome {
 	}
 	a.resolved(name)
 	gen := a.r.Generation
-	a.log.Info("provisioning")
 
 	u := domain.ProgressUpdate{
 		Generation:    gen,
@@ -120,8 +120,15 @@ func (a *attempt) provision() outcome {
 	if a.r.Provisioner == "" {
 		u.Provisioner = name
 	}
-	if err := a.record(a.attemptCtx, u); err != nil {
-		return a.fail(err)
+	if _, waiting := waitingSince(a.r); waiting && u.Provisioner == "" {
+		// A retry for capacity stays pending until the broker finds room: recording
+		// provisioning first would flip the row, and its history, on every retry.
+		a.log.Debug("retrying a resource waiting for capacity")
+	} else {
+		a.log.Info("provisioning")
+		if err := a.record(a.attemptCtx, u); err != nil {
+			return a.fail(err)
+		}
 	}
 
 	res, err := env.Reconcile(a.attemptCtx,
@@ -228,6 +235,7 @@ func (a *attempt) fail(err error) outcome {
 		LastError:  err.Error(),
 	}
 	o := outcome{result: OutcomeRetry}
+	stillWaiting := false
 	switch {
 	case a.r.Status == domain.StatusDeleting:
 		// Deprovisioning is retried whatever the error: giving up would leak what the
@@ -243,8 +251,15 @@ func (a *attempt) fail(err error) outcome {
 		o.retryAt = now.Add(min(a.w.backoff(attempts), a.w.config.CapacityRetry))
 		o.waitingFor = a.provisioner
 		o.result = OutcomeCapacity
+		since, waiting := waitingSince(a.r)
+		if !waiting {
+			since = now
+		}
 		u.Status = domain.StatusPending
-		u.StatusMessage = "waiting for capacity: " + err.Error()
+		u.StatusMessage = fmt.Sprintf("%s since %s: %v", domain.WaitingForCapacityPrefix, since.UTC().Format(time.RFC3339), err)
+		// Still waiting, for the same reason: the row keeps its status and message, so the
+		// retry adds nothing to the resource's history, nor a warning to the log.
+		stillWaiting = waiting && u.StatusMessage == a.r.StatusMessage
 	default:
 		o.retryAt = now.Add(a.w.backoff(attempts))
 		u.Status = domain.StatusProvisioning
@@ -253,7 +268,11 @@ func (a *attempt) fail(err error) outcome {
 	if !o.retryAt.IsZero() {
 		u.NextAttemptAt = &o.retryAt
 	}
-	a.log.Warn("reconcile failed", "status", u.Status, "attempts", attempts, "error", err, "next-attempt-at", u.NextAttemptAt)
+	if stillWaiting {
+		a.log.Debug("still waiting for capacity", "attempts", attempts, "error", err, "next-attempt-at", u.NextAttemptAt)
+	} else {
+		a.log.Warn("reconcile failed", "status", u.Status, "attempts", attempts, "error", err, "next-attempt-at", u.NextAttemptAt)
+	}
 
 	// The attempt's own context may have timed out; the record gets a fresh bound.
 	ctx, cancel := a.w.withTimeout(a.ctx, bookkeepingTimeout)
@@ -304,6 +323,28 @@ func (a *attempt) leaseRetry(expires time.Time) time.Time {
 		return now.Add(a.w.config.BackoffBase / 2)
 	}
 	return expires
+}
+
+// waitingSince returns since when r has waited for capacity, as its status message says:
+// "waiting for capacity since <RFC 3339 time>: <why>". A row that is not pending with such a
+// message is not waiting.
+func waitingSince(r domain.Resource) (time.Time, bool) {
+	if r.Status != domain.StatusPending {
+		return time.Time{}, false
+	}
+	rest, ok := strings.CutPrefix(r.StatusMessage, domain.WaitingForCapacityPrefix+" since ")
+	if !ok {
+		return time.Time{}, false
+	}
+	stamp, _, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return time.Time{}, false
+	}
+	since, err := time.Parse(time.RFC3339, stamp)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return since, true
 }
 
 func orEmpty(m map[string]any) map[string]any {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -372,7 +373,7 @@ func (s *workerSuite) TestNoCapacityWokenByDeprovision(c *gc.C) {
 	s.state.waitIdle(c, "new", 1)
 	due := epoch.Add(backoffBase / 2)
 	c.Check(row.Status, gc.Equals, domain.StatusPending)
-	c.Check(row.StatusMessage, gc.Equals, "waiting for capacity: reconcile: reserve 1 slot: no capacity")
+	c.Check(row.StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: reserve 1 slot: no capacity")
 	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
 	waitReport(c, w, "waiting-for-capacity", 1)
 
@@ -401,6 +402,46 @@ func (s *workerSuite) TestNoCapacityRetryCapped(c *gc.C) {
 
 	c.Assert(s.clock.WaitAdvance(capacityRetry, longWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
+}
+
+// Retries of a resource waiting for capacity leave it pending: the row never flips to
+// provisioning and back, and its message (with the time it started waiting) changes only
+// when the reason does.
+func (s *workerSuite) TestCapacityRetriesStayPending(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1"})
+	full := fmt.Errorf("no host has 1 free slot: %w", domain.ErrNoCapacity)
+	down := fmt.Errorf("no host is up: %w", domain.ErrNoCapacity)
+	s.env.script("reconcile", full, full, down)
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	// rand 0.5: retries after 5s, 10s, then 20s.
+	for i, delay := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second} {
+		s.state.waitRow(c, "r1", "pending", func(r *domain.Resource) bool { return r.Attempts == i+1 })
+		s.state.waitIdle(c, "r1", i+1)
+		c.Assert(s.clock.WaitAdvance(delay, longWait, 1), gc.IsNil)
+	}
+	s.state.waitRow(c, "r1", "ready", ready(1))
+
+	updates := s.state.progress("r1")
+	c.Check(statuses(updates), gc.DeepEquals, []domain.Status{
+		domain.StatusProvisioning, // the first attempt, before the broker is asked
+		domain.StatusPending, domain.StatusPending, domain.StatusPending,
+		domain.StatusProvisioning, domain.StatusReady,
+	})
+	c.Check(updates[1].StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: no host has 1 free slot: no capacity")
+	c.Check(updates[2].StatusMessage, gc.Equals, updates[1].StatusMessage)
+	c.Check(updates[3].StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: no host is up: no capacity")
+	c.Check(updates[3].Attempts, gc.Equals, 3)
+	c.Check(updates[3].LastError, gc.Equals, "reconcile: no host is up: no capacity")
+	c.Check(updates[4].StatusMessage, gc.Equals, "provisioning generation 1: waiting for it to serve")
+	c.Check(s.metrics.waitOutcomes(c, 4), gc.DeepEquals, []string{
+		provisioner.OutcomeCapacity, provisioner.OutcomeCapacity, provisioner.OutcomeCapacity, provisioner.OutcomeReady,
+	})
+	// Only the first wait and the change of reason were worth a warning.
+	c.Check(strings.Count(s.logs.String(), "reconcile failed"), gc.Equals, 2)
+	c.Check(strings.Count(s.logs.String(), "still waiting for capacity"), gc.Equals, 1)
 }
 
 func (s *workerSuite) TestLeaseHeldRetriedAtExpiry(c *gc.C) {

@@ -1,0 +1,30 @@
+// Package environs builds the agent's provisioner set (the named environs) and holds it for
+// the workers that provision through it. When the worker stops, every environ is closed.
+//
+// # A new set
+//
+// The set to build comes from a SetSource (the provisioner-set worker). When the source
+// accepts a new set, the worker closes its environs and returns dependency.ErrBounce: the
+// engine starts it again at once with the new set, and bounces only the workers that depend
+// on it (provisioner, healthcheck, capacity); the database and the others stay up.
+//
+// # Spec fingerprints
+//
+// Each time it starts, the worker records every provisioner's fingerprint
+// (environ.Set.Fingerprint) with the store. A provisioner whose fingerprint differs from the
+// one recorded before (its spec changed, while the agent ran or while it was down) has every
+// resource moved to a new generation, so the provisioner worker reconciles them onto the new
+// spec; the worker logs how many.
+//
+// The fingerprint is a sha256 of the provisioner's type and canonical spec JSON (keys sorted,
+// no insignificant space, numbers as written), or of what the environ reports as an
+// environ.ResourceSpecReporter: the static environ leaves out health probing, so a changed
+// health_path reconciles nothing. Its format is stored state: changing it reconciles every
+// resource once, on the first start after the upgrade. Recording happens after the worker has
+// started, so its dependents may start a reconcile at the old generation first; the store then
+// refuses that attempt's progress as stale and the provisioner reconciles the new generation.
+//
+// Building the set for real can only fail where the provisioner-set worker's check of the same
+// set passed for reasons outside the spec (a template file removed in between): the worker
+// then fails, and the engine retries it with backoff.
+package environs
