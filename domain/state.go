@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// State is the storage contract every backend (PostgreSQL now, an embedded store later)
-// implements. Consumers declare the few methods they use as their own small interfaces.
+// State is the storage contract every backend (PostgreSQL, and the embedded SQLite store)
+// implements; domain/statetest is the suite that checks a backend meets it. Consumers
+// declare the few methods they use as their own small interfaces.
 type State interface {
 	ResourceStore
 	ReconcileStore

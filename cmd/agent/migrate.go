@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/domain/store"
 )
 
 func newMigrateCommand(opts *globalOptions) *cobra.Command {
@@ -23,6 +23,10 @@ they refuse to work on a database without Berth's schema.`,
 			if err != nil {
 				return err
 			}
+			url, err := opts.resolvedDatabaseURL()
+			if err != nil {
+				return err
+			}
 			st, err := opts.openState(cmd.Context())
 			if err != nil {
 				return err
@@ -31,7 +35,7 @@ they refuse to work on a database without Berth's schema.`,
 			if err := st.Migrate(cmd.Context()); err != nil {
 				return fmt.Errorf("migrate the database: %w", err)
 			}
-			where := postgres.RedactURL(opts.databaseURL)
+			where := store.Redact(url)
 			if format == outputJSON {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{"database": where, "schema": "up to date"})
 			}

@@ -9,9 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/kubernetes"
 	"github.com/berth-dev/berth/environ/static"
@@ -25,12 +23,13 @@ func newRegistry() *environ.Registry {
 	return r
 }
 
-// resolvedDatabaseURL returns the database URL from --database-url or BERTH_DATABASE_URL.
+// resolvedDatabaseURL returns the database URL from --database-url or BERTH_DATABASE_URL,
+// else the URL of the default SQLite file (whose directory it creates).
 func (o *globalOptions) resolvedDatabaseURL() (string, error) {
 	if url := strings.TrimSpace(o.databaseURL); url != "" {
 		return url, nil
 	}
-	return "", errors.New("no database: pass --database-url or set " + envDatabaseURL + " (e.g. postgres://berth@localhost:5432/berth)")
+	return store.DefaultURL()
 }
 
 // provisionerSetJSON returns the provisioner set JSON and where it came from: the file of
@@ -85,19 +84,18 @@ func (o *globalOptions) outputFormat() (string, error) {
 
 // openState connects to the database without migrating it. Its errors never show the URL's
 // password.
-func (o *globalOptions) openState(ctx context.Context) (*postgres.State, error) {
+func (o *globalOptions) openState(ctx context.Context) (store.DB, error) {
 	url, err := o.resolvedDatabaseURL()
 	if err != nil {
 		return nil, err
 	}
-	return postgres.Open(ctx, url, postgres.PoolConfig{})
+	return store.Open(ctx, url, store.Options{})
 }
 
 // needsSchema turns the error of a query against a database without Berth's tables into
 // one that says how to create them.
 func needsSchema(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+	if store.MissingSchema(err) {
 		return fmt.Errorf("the database has no Berth schema: run `berth migrate` (or start `berth run`): %w", err)
 	}
 	return err

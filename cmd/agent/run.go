@@ -15,7 +15,7 @@ import (
 	"github.com/juju/worker/v4/dependency"
 	"github.com/spf13/cobra"
 
-	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/internal/logging"
 	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/manifolds"
@@ -56,8 +56,11 @@ The agent brings the database schema up to date, builds the provisioner set, and
 reconciles every resource row through its provisioner until it receives SIGTERM or SIGINT,
 when it stops its workers and exits within --shutdown-timeout.
 
-Several agents may share one database: each needs its own --agent-id (default: the host
-name), which names the leases it takes on resources it is reconciling. An agent restarted
+Without --database-url the agent keeps its resources in an SQLite file (its first log line
+says which). An SQLite file serves one agent: a second one on the same file refuses to start.
+
+Several agents may share one PostgreSQL database: each needs its own --agent-id (default: the
+host name), which names the leases it takes on resources it is reconciling. An agent restarted
 under the same id resumes its own leases at once; another agent's leases are taken over
 when they expire (--lease-ttl).
 
@@ -159,6 +162,16 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	if err != nil {
 		return err
 	}
+	location, err := store.Parse(dbURL)
+	if err != nil {
+		return err
+	}
+	release, err := store.LockAgent(dbURL)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = release() }()
+	logger.Info("starting berth agent", "agent-id", run.agentID, "database", location.String())
 	set, setJSON, source, err := loadProvisionerSet(opts, logger)
 	if err != nil {
 		return err
@@ -171,7 +184,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	reload := make(chan os.Signal, 1)
 	signal.Notify(reload, syscall.SIGHUP)
 	defer signal.Stop(reload)
-	logger.Info("starting berth agent", "agent-id", run.agentID, "database", postgres.RedactURL(dbURL), "provisioners", source)
+	logger.Info("provisioner set loaded", "provisioners", source)
 
 	clk := clock.WallClock
 	agentMetrics := metrics.New()
@@ -199,7 +212,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		Metrics:              agentMetrics,
 		HTTPAddr:             run.httpAddr,
 		DatabaseURL:          dbURL,
-		OpenDatabase:         openPostgres,
+		OpenDatabase:         openStore,
 		ProvisionerSetJSON:   setJSON,
 		ProvisionerSetOrigin: source,
 		ProvisionersFile:     opts.provisionersFile,
@@ -265,8 +278,8 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	}
 }
 
-func openPostgres(ctx context.Context, url string) (database.DB, error) {
-	return postgres.Open(ctx, url, postgres.PoolConfig{})
+func openStore(ctx context.Context, url string) (database.DB, error) {
+	return store.Open(ctx, url, store.Options{})
 }
 
 func envOr(name, fallback string) string {

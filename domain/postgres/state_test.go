@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/domain/statetest"
 	"github.com/berth-dev/berth/internal/pgtest"
 )
 
@@ -61,27 +65,47 @@ func mustExec(t *testing.T, st *postgres.State, sql string, args ...any) int64 {
 	return tag.RowsAffected()
 }
 
-func latestSeq(t *testing.T, st *postgres.State) int64 {
-	t.Helper()
-	seq, err := st.LatestChangeSeq(testContext(t))
-	if err != nil {
-		t.Fatalf("latest change seq: %v", err)
+// newBackend gives the contract suite a migrated database of the test's own.
+func newBackend(t *testing.T) *statetest.Backend {
+	url := pgtest.New(t)
+	open := func(t *testing.T) *postgres.State {
+		t.Helper()
+		ctx := testContext(t)
+		st, err := postgres.Open(ctx, url, postgres.PoolConfig{})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(st.Close)
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		return st
 	}
-	return seq
+	st := open(t)
+	execWith := func(db interface {
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	}) statetest.ExecFunc {
+		return func(ctx context.Context, query string, args ...any) (int64, error) {
+			tag, err := db.Exec(ctx, query, args...)
+			return tag.RowsAffected(), err
+		}
+	}
+	return &statetest.Backend{
+		State:   st,
+		Dialect: statetest.Postgres,
+		Exec:    execWith(st.Pool()),
+		QueryRow: func(ctx context.Context, query string, args ...any) statetest.Row {
+			return st.Pool().QueryRow(ctx, query, args...)
+		},
+		Tx: func(ctx context.Context, f func(exec statetest.ExecFunc) error) error {
+			return pgx.BeginFunc(ctx, st.Pool(), func(tx pgx.Tx) error { return f(execWith(tx)) })
+		},
+		Reopen: func(t *testing.T) domain.State { return open(t) },
+	}
 }
 
-// changesSince returns the resource ids logged after seq.
-func changesSince(t *testing.T, st *postgres.State, seq int64) []string {
-	t.Helper()
-	changes, err := st.ChangesAfter(testContext(t), seq, 0)
-	if err != nil {
-		t.Fatalf("changes after %d: %v", seq, err)
-	}
-	ids := make([]string, len(changes))
-	for i, c := range changes {
-		ids[i] = c.ResourceID
-	}
-	return ids
+func TestContract(t *testing.T) {
+	statetest.Run(t, newBackend)
 }
 
 func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
@@ -172,17 +196,6 @@ func TestPing(t *testing.T) {
 	st := newState(t)
 	if err := st.Ping(testContext(t)); err != nil {
 		t.Fatalf("ping: %v", err)
-	}
-}
-
-func expectLeaseHeld(t *testing.T, err error, holder string) {
-	t.Helper()
-	var held *domain.LeaseHeldError
-	if !errors.As(err, &held) || !errors.Is(err, domain.ErrLeaseHeld) {
-		t.Fatalf("err = %v, want a LeaseHeldError", err)
-	}
-	if held.Holder != holder {
-		t.Fatalf("lease held by %q, want %q", held.Holder, holder)
 	}
 }
 

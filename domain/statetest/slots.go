@@ -1,4 +1,4 @@
-package postgres_test
+package statetest
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/domain/postgres"
 )
 
 const hostCapacity = 10
@@ -20,13 +21,11 @@ type firstFit struct {
 
 	mu       sync.Mutex
 	overfull []domain.HostUsage
-	calls    int
 }
 
 func (f *firstFit) pick(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
 	used := map[string]int{}
 	for _, u := range usage {
 		if u.UsedSlots > hostCapacity {
@@ -45,24 +44,12 @@ func (f *firstFit) pick(req domain.SlotRequest, existing *domain.Reservation, us
 	return "", fmt.Errorf("no host of %v has %d free slots: %w", f.hosts, req.Slots, domain.ErrNoCapacity)
 }
 
-func newID(t *testing.T, st *postgres.State) string {
-	t.Helper()
-	var id string
-	if err := st.Pool().QueryRow(testContext(t), `SELECT gen_random_uuid()::text`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-func TestReserveSlotsNeverOverfillsUnderContention(t *testing.T) {
-	st := newState(t)
+// Reservations made at once, by two agents on the same database, never overfill a host.
+func testReserveSlotsNeverOverfillsUnderContention(t *testing.T, b *Backend) {
 	ctx := testContext(t)
+	agents := []domain.SlotStore{b, b.Reopen(t)}
 	picker := &firstFit{hosts: []string{"h1", "h2"}}
 	const contenders = 40
-	ids := make([]string, contenders)
-	for i := range ids {
-		ids[i] = newID(t, st)
-	}
 
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	var watch sync.WaitGroup
@@ -73,7 +60,7 @@ func TestReserveSlotsNeverOverfillsUnderContention(t *testing.T) {
 		defer watch.Done()
 		for watchCtx.Err() == nil {
 			var most int
-			err := st.Pool().QueryRow(watchCtx, `
+			err := b.QueryRow(watchCtx, `
 				SELECT coalesce(max(used), 0) FROM (
 				  SELECT sum(slots) AS used FROM slot_reservations WHERE provisioner = 'static' GROUP BY host) per_host`,
 			).Scan(&most)
@@ -89,11 +76,12 @@ func TestReserveSlotsNeverOverfillsUnderContention(t *testing.T) {
 
 	errs := make([]error, contenders)
 	var wg sync.WaitGroup
-	for i, id := range ids {
+	for i := range contenders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "static", ResourceID: id, Owner: "alice", Slots: 1}, picker.pick)
+			req := domain.SlotRequest{Provisioner: "static", ResourceID: uuid.NewString(), Owner: "alice", Slots: 1}
+			_, errs[i] = agents[i%len(agents)].ReserveSlots(ctx, req, picker.pick)
 		}()
 	}
 	wg.Wait()
@@ -120,7 +108,7 @@ func TestReserveSlotsNeverOverfillsUnderContention(t *testing.T) {
 	if worst > hostCapacity || len(picker.overfull) > 0 {
 		t.Fatalf("a host held %d slots (pick saw %v), capacity is %d", worst, picker.overfull, hostCapacity)
 	}
-	rs, err := st.ListReservations(ctx, "static")
+	rs, err := b.ListReservations(ctx, "static")
 	if err != nil || len(rs) != 2*hostCapacity {
 		t.Fatalf("list = %d reservations, %v; want %d", len(rs), err, 2*hostCapacity)
 	}
@@ -131,13 +119,12 @@ func TestReserveSlotsNeverOverfillsUnderContention(t *testing.T) {
 	}
 }
 
-func TestReserveSlotsResizesAndReportsUsage(t *testing.T) {
-	st := newState(t)
+func testReserveSlotsResizesAndReportsUsage(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	picker := &firstFit{hosts: []string{"h1", "h2"}}
-	mine, neighbour, stranger := newID(t, st), newID(t, st), newID(t, st)
+	mine, neighbour, stranger := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	reserve := func(id, owner string, slots int, pick domain.PickHost) (domain.Reservation, error) {
-		return st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "static", ResourceID: id, Owner: owner, Slots: slots}, pick)
+		return b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "static", ResourceID: id, Owner: owner, Slots: slots}, pick)
 	}
 	if _, err := reserve(neighbour, "alice", 4, picker.pick); err != nil {
 		t.Fatal(err)
@@ -146,7 +133,7 @@ func TestReserveSlotsResizesAndReportsUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, err := reserve(mine, "alice", 3, picker.pick)
-	if err != nil || first.Host != "h1" || first.Slots != 3 || first.Owner != "alice" || first.ResourceID != mine {
+	if err != nil || first.Host != "h1" || first.Slots != 3 || first.Owner != "alice" || first.ResourceID != mine || first.Provisioner != "static" {
 		t.Fatalf("reserve 3 = %+v, %v; want h1", first, err)
 	}
 
@@ -181,25 +168,65 @@ func TestReserveSlotsResizesAndReportsUsage(t *testing.T) {
 	if _, err := reserve(mine, "alice", 11, picker.pick); !errors.Is(err, domain.ErrNoCapacity) {
 		t.Fatalf("reserve beyond any host: err = %v, want ErrNoCapacity", err)
 	}
-	rs, err := st.ListReservations(ctx, "static")
+	rs, err := b.ListReservations(ctx, "static")
 	if err != nil || len(rs) != 3 {
 		t.Fatalf("list = %+v, %v", rs, err)
 	}
-	if _, err := reserve(newID(t, st), "alice", 0, picker.pick); err == nil {
+	if _, err := reserve(uuid.NewString(), "alice", 0, picker.pick); err == nil {
 		t.Fatal("reserved zero slots")
+	}
+	if _, err := b.ReserveSlots(ctx, domain.SlotRequest{ResourceID: uuid.NewString(), Slots: 1}, picker.pick); err == nil {
+		t.Fatal("reserved slots of no provisioner")
+	}
+	if _, err := reserve(uuid.NewString(), "alice", 1, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+		return "", nil
+	}); err == nil {
+		t.Fatal("reserved slots on no host")
 	}
 
 	for range 2 {
-		if err := st.ReleaseSlots(ctx, "static", mine); err != nil {
+		if err := b.ReleaseSlots(ctx, "static", mine); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 	}
-	rs, err = st.ListReservations(ctx, "static")
+	rs, err = b.ListReservations(ctx, "static")
 	if err != nil || len(rs) != 2 || rs[0].ResourceID == mine || rs[1].ResourceID == mine {
 		t.Fatalf("after release: %+v, %v", rs, err)
 	}
-	other, err := st.ListReservations(ctx, "elsewhere")
+	other, err := b.ListReservations(ctx, "elsewhere")
 	if err != nil || len(other) != 0 {
 		t.Fatalf("another provisioner's reservations = %+v, %v; want none", other, err)
+	}
+}
+
+// reservationGetter is the single-reservation lookup the static environ uses when the store
+// has it; every backend has it.
+type reservationGetter interface {
+	GetReservation(ctx context.Context, provisioner, resourceID string) (domain.Reservation, error)
+}
+
+func testGetReservation(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	getter, ok := b.State.(reservationGetter)
+	if !ok {
+		t.Fatalf("%T has no GetReservation", b.State)
+	}
+	r := mustCreate(t, b, runtime("web"))
+	if _, err := getter.GetReservation(ctx, "pool", r.ID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("reservation before reserving: %v, want ErrNotFound", err)
+	}
+	pickA := func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+		return "http://a", nil
+	}
+	if _, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: "alice", Slots: 2}, pickA); err != nil {
+		t.Fatal(err)
+	}
+	got, err := getter.GetReservation(ctx, "pool", r.ID)
+	want := domain.Reservation{Provisioner: "pool", ResourceID: r.ID, Owner: "alice", Host: "http://a", Slots: 2}
+	if err != nil || got != want {
+		t.Errorf("reservation = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := getter.GetReservation(ctx, "other", r.ID); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("reservation of another provisioner: %v, want ErrNotFound", err)
 	}
 }

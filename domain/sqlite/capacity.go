@@ -1,0 +1,186 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// RecordCapacity stores samples in one transaction.
+func (s *State) RecordCapacity(ctx context.Context, samples []domain.CapacitySample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	for _, c := range samples {
+		if c.Provisioner == "" || c.Unit == "" || c.At.IsZero() {
+			return &domain.FieldError{Field: "capacity sample", Msg: "needs a time, a provisioner and a unit"}
+		}
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, c := range samples {
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO capacity_samples (at, provisioner, host, unit, total, used, down)
+				VALUES ($1, $2, $3, $4, $5, $6, $7)
+				ON CONFLICT (provisioner, host, at) DO NOTHING`,
+				FormatTime(c.At), c.Provisioner, c.Host, c.Unit, c.Total, c.Used, c.Down); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record capacity samples: %w", err)
+	}
+	return nil
+}
+
+// LatestCapacity returns the samples of each provisioner's newest sample time.
+func (s *State) LatestCapacity(ctx context.Context) ([]domain.CapacitySample, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT at, provisioner, host, unit, total, used, down FROM capacity_samples c
+		 WHERE at = (SELECT max(at) FROM capacity_samples l WHERE l.provisioner = c.provisioner AND l.host = '')
+		 ORDER BY provisioner, host`)
+	if err != nil {
+		return nil, fmt.Errorf("read the latest capacity: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.CapacitySample
+	for rows.Next() {
+		var (
+			c  domain.CapacitySample
+			at string
+		)
+		if err := rows.Scan(&at, &c.Provisioner, &c.Host, &c.Unit, &c.Total, &c.Used, &c.Down); err != nil {
+			return nil, fmt.Errorf("read the latest capacity: %w", err)
+		}
+		if c.At, err = parseTime("at", at); err != nil {
+			return nil, fmt.Errorf("read the latest capacity: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the latest capacity: %w", err)
+	}
+	return out, nil
+}
+
+// CapacityTrends summarises the samples since since per provisioner and host. A provisioner
+// and host has one sample per time, so its oldest and newest are found by their times.
+func (s *State) CapacityTrends(ctx context.Context, since time.Time) ([]domain.CapacityTrend, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		WITH summary AS (
+			SELECT provisioner, host, count(*) AS samples, min(used) AS min_used, max(used) AS max_used,
+			       min(at) AS oldest, max(at) AS newest
+			  FROM capacity_samples WHERE at >= $1
+			 GROUP BY provisioner, host)
+		SELECT g.provisioner, g.host, n.unit, g.samples, g.min_used, g.max_used,
+		       o.at, o.total, o.used, o.down, n.at, n.total, n.used, n.down
+		  FROM summary g
+		  JOIN capacity_samples o ON o.provisioner = g.provisioner AND o.host = g.host AND o.at = g.oldest
+		  JOIN capacity_samples n ON n.provisioner = g.provisioner AND n.host = g.host AND n.at = g.newest
+		 ORDER BY g.provisioner, g.host`, FormatTime(since))
+	if err != nil {
+		return nil, fmt.Errorf("read the capacity trend: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.CapacityTrend
+	for rows.Next() {
+		var (
+			t              domain.CapacityTrend
+			oldest, newest string
+		)
+		if err := rows.Scan(&t.Provisioner, &t.Host, &t.Unit, &t.Samples, &t.MinUsed, &t.MaxUsed,
+			&oldest, &t.Oldest.Total, &t.Oldest.Used, &t.Oldest.Down,
+			&newest, &t.Newest.Total, &t.Newest.Used, &t.Newest.Down); err != nil {
+			return nil, fmt.Errorf("read the capacity trend: %w", err)
+		}
+		if t.Oldest.At, err = parseTime("at", oldest); err != nil {
+			return nil, fmt.Errorf("read the capacity trend: %w", err)
+		}
+		if t.Newest.At, err = parseTime("at", newest); err != nil {
+			return nil, fmt.Errorf("read the capacity trend: %w", err)
+		}
+		for _, c := range []*domain.CapacitySample{&t.Oldest, &t.Newest} {
+			c.Provisioner, c.Host, c.Unit = t.Provisioner, t.Host, t.Unit
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the capacity trend: %w", err)
+	}
+	return out, nil
+}
+
+// PruneCapacitySamples deletes samples from before cutoff.
+func (s *State) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error) {
+	n, err := s.exec(ctx, `DELETE FROM capacity_samples WHERE at < $1`, FormatTime(cutoff))
+	if err != nil {
+		return 0, fmt.Errorf("prune capacity samples: %w", err)
+	}
+	return n, nil
+}
+
+// SetCapacityWarning upserts w; the row's since moves only when active flips. The write
+// lock taken at the transaction's start makes the read and the upsert one step.
+func (s *State) SetCapacityWarning(ctx context.Context, w domain.CapacityWarning) (bool, error) {
+	if w.Provisioner == "" || w.Kind == "" || w.Since.IsZero() {
+		return false, &domain.FieldError{Field: "capacity warning", Msg: "needs a provisioner, a kind and a time"}
+	}
+	var changed bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var previous bool
+		err := tx.QueryRowContext(ctx, `
+			SELECT active FROM capacity_warnings WHERE provisioner = $1 AND kind = $2`,
+			w.Provisioner, w.Kind).Scan(&previous)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		changed = previous != w.Active
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO capacity_warnings (provisioner, kind, active, message, since)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (provisioner, kind) DO UPDATE
+			   SET active = excluded.active,
+			       message = excluded.message,
+			       since = CASE WHEN capacity_warnings.active = excluded.active THEN capacity_warnings.since ELSE excluded.since END,
+			       updated_at = `+nowSQL,
+			w.Provisioner, w.Kind, w.Active, w.Message, FormatTime(w.Since))
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record capacity warning %s of %s: %w", w.Kind, w.Provisioner, err)
+	}
+	return changed, nil
+}
+
+// ListCapacityWarnings returns every warning's state.
+func (s *State) ListCapacityWarnings(ctx context.Context) ([]domain.CapacityWarning, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT provisioner, kind, active, message, since FROM capacity_warnings ORDER BY provisioner, kind`)
+	if err != nil {
+		return nil, fmt.Errorf("list capacity warnings: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.CapacityWarning
+	for rows.Next() {
+		var (
+			w     domain.CapacityWarning
+			since string
+		)
+		if err := rows.Scan(&w.Provisioner, &w.Kind, &w.Active, &w.Message, &since); err != nil {
+			return nil, fmt.Errorf("list capacity warnings: %w", err)
+		}
+		if w.Since, err = parseTime("since", since); err != nil {
+			return nil, fmt.Errorf("list capacity warnings: %w", err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list capacity warnings: %w", err)
+	}
+	return out, nil
+}

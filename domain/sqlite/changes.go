@@ -1,0 +1,283 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// LatestChangeSeq returns the highest sequence number in the change log (0 when empty).
+func (s *State) LatestChangeSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.read.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM change_log`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read latest change: %w", err)
+	}
+	return seq, nil
+}
+
+// ChangesAfter returns up to limit entries with Seq > after, in Seq order (limit <= 0: all).
+func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error) {
+	if limit <= 0 {
+		limit = -1 // no limit
+	}
+	return s.changes(ctx, "read changes after "+strconv.FormatInt(after, 10),
+		`SELECT seq, resource_id FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limit)
+}
+
+// ChangesIn returns the entries among seqs that are committed now, in Seq order.
+func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	placeholders := make([]string, len(seqs))
+	args := make([]any, len(seqs))
+	for i, seq := range seqs {
+		placeholders[i] = "$" + strconv.Itoa(i+1)
+		args[i] = seq
+	}
+	return s.changes(ctx, "read changes by sequence",
+		`SELECT seq, resource_id FROM change_log WHERE seq IN (`+strings.Join(placeholders, ", ")+`) ORDER BY seq`, args...)
+}
+
+func (s *State) changes(ctx context.Context, what, query string, args ...any) ([]domain.Change, error) {
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []domain.Change
+	for rows.Next() {
+		var c domain.Change
+		if err := rows.Scan(&c.Seq, &c.ResourceID); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// PruneChanges deletes entries written before cutoff and returns how many.
+func (s *State) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
+	n, err := s.exec(ctx, `DELETE FROM change_log WHERE created_at < $1`, FormatTime(cutoff))
+	if err != nil {
+		return 0, fmt.Errorf("prune change log: %w", err)
+	}
+	return n, nil
+}
+
+// ListenChanges returns a listener woken by this State's commits and by changes of the
+// database's files made by any process (see the package doc). It wakes its caller only when
+// the change log has grown since the last wake-up.
+func (s *State) ListenChanges(ctx context.Context) (domain.ChangeListener, error) {
+	files, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("listen for changes: watch the database's files: %w", err)
+	}
+	// The directory, not the files: the write-ahead log comes and goes.
+	if err := files.Add(filepath.Dir(s.path)); err != nil {
+		_ = files.Close()
+		return nil, fmt.Errorf("listen for changes: watch the directory of %s: %w", s.path, err)
+	}
+	l := &listener{
+		state:  s,
+		files:  files,
+		local:  s.wake.subscribe(),
+		closed: make(chan struct{}),
+	}
+	seq, err := s.LatestChangeSeq(ctx)
+	if err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("listen for changes: %w", err)
+	}
+	l.seq = seq
+	return l, nil
+}
+
+// errListenerClosed is what Wait returns once the listener is closed.
+var errListenerClosed = errors.New("change listener closed")
+
+// listener turns commits and file changes into wake-ups. Close may be called while a Wait is
+// in progress: it interrupts the Wait.
+type listener struct {
+	state *State
+	files *fsnotify.Watcher
+	local chan struct{}
+
+	seq int64 // the change log's newest entry at the last wake-up; used by Wait only
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// Wait blocks until the change log has grown (nil), ctx ends, or the listener fails.
+func (l *listener) Wait(ctx context.Context) error {
+	for {
+		fromFiles, err := l.nextHint(ctx)
+		if err != nil {
+			return err
+		}
+		if l.drainHints() {
+			fromFiles = true
+		}
+		grown, err := l.grown(ctx)
+		if err == nil && !grown && fromFiles {
+			// Another process's write-ahead log frames are on disk before its commit is
+			// visible: wait for its commit, then look again.
+			if err = l.state.awaitWriters(ctx); err == nil {
+				grown, err = l.grown(ctx)
+			}
+		}
+		switch {
+		case err != nil && l.isClosed():
+			return errListenerClosed
+		case err != nil:
+			return fmt.Errorf("wait for changes: %w", err)
+		case grown:
+			return nil
+		}
+	}
+}
+
+// grown reports whether the change log has grown since the last wake-up.
+func (l *listener) grown(ctx context.Context) (bool, error) {
+	seq, err := l.state.LatestChangeSeq(ctx)
+	if err != nil || seq <= l.seq {
+		return false, err
+	}
+	l.seq = seq
+	return true, nil
+}
+
+// nextHint waits for a commit of this State (false) or a change of the database's files
+// (true).
+func (l *listener) nextHint(ctx context.Context) (fromFiles bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-l.closed:
+			return false, errListenerClosed
+		case <-l.local:
+			return false, nil
+		case ev, ok := <-l.files.Events:
+			if !ok {
+				return false, errListenerClosed
+			}
+			if l.isDatabaseFile(ev.Name) {
+				return true, nil
+			}
+		case err, ok := <-l.files.Errors:
+			switch {
+			case !ok:
+				return false, errListenerClosed
+			case errors.Is(err, fsnotify.ErrEventOverflow):
+				return true, nil // events were lost: any of them may have been a write
+			default:
+				return false, fmt.Errorf("wait for changes: watch the database's files: %w", err)
+			}
+		}
+	}
+}
+
+// drainHints discards the hints already queued, since one read of the log answers them all,
+// and reports whether any was a change of the database's files.
+func (l *listener) drainHints() (fromFiles bool) {
+	for {
+		select {
+		case <-l.local:
+		case ev, ok := <-l.files.Events:
+			if !ok {
+				return fromFiles
+			}
+			fromFiles = fromFiles || l.isDatabaseFile(ev.Name)
+		default:
+			return fromFiles
+		}
+	}
+}
+
+// awaitWriters returns once the write transaction under way, if any, has ended: it takes the
+// database's write lock and lets it go.
+func (s *State) awaitWriters(ctx context.Context) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	return tx.Rollback()
+}
+
+// isDatabaseFile reports whether name is the database file or its write-ahead log.
+func (l *listener) isDatabaseFile(name string) bool {
+	return name == l.state.path || name == l.state.path+"-wal"
+}
+
+// Close interrupts any Wait and releases the file watch.
+func (l *listener) Close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		close(l.closed)
+		l.state.wake.unsubscribe(l.local)
+		err = l.files.Close()
+	})
+	return err
+}
+
+func (l *listener) isClosed() bool {
+	select {
+	case <-l.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// broadcaster wakes every subscriber; a subscriber that has not taken its last wake-up yet
+// gets no second one (they coalesce).
+type broadcaster struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]bool
+}
+
+func newBroadcaster() *broadcaster {
+	return &broadcaster{subs: map[chan struct{}]bool{}}
+}
+
+func (b *broadcaster) subscribe() chan struct{} {
+	ch := make(chan struct{}, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.subs[ch] = true
+	return ch
+}
+
+func (b *broadcaster) unsubscribe(ch chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.subs, ch)
+}
+
+func (b *broadcaster) broadcast() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

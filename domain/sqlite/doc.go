@@ -1,0 +1,41 @@
+// Package sqlite is the embedded backend of Berth's storage contract (domain.State): one
+// SQLite database file, no server. It suits a newcomer's first agent and a small install
+// with one agent; several agents need the PostgreSQL backend (domain/postgres).
+//
+// It behaves as the PostgreSQL backend does (the contract suite in domain/statetest is run
+// against both), and its schema is the same tables and columns, migration for migration
+// (migrations/*.sql, embedded; see their comments for how each PostgreSQL type is stored).
+//
+// # Direct SQL is a first-class client
+//
+// As with PostgreSQL, triggers carry the rules, so a program that writes the file with plain
+// SQL (the sqlite3 shell, a script) gets the behaviour the CLI gets: an args change bumps
+// generation and resets the retry bookkeeping, desired-state changes are logged to
+// change_log, a DELETE becomes a delete request, a started resource keeps its provisioner,
+// status changes are recorded as events, and times written in any form SQLite reads are
+// stored in the one sortable form. What PostgreSQL does with SET LOCAL berth.* (the agent's
+// finalizing delete, a health check's writes) is done with a row in write_intents.
+//
+// # Connections
+//
+// The file is opened in WAL mode with a busy timeout and foreign keys on. This process's
+// writes go through one connection, so they queue in Go rather than in SQLite's busy loop;
+// every write transaction begins IMMEDIATE, taking the file's write lock up front, so a
+// transaction that read something never fails for a lock it needed later, and slot
+// reservations made by concurrent reconciles (in this process or another) are serialised and
+// never overfill a host. Reads use a separate pool and run beside the writer.
+//
+// # Wake-ups without LISTEN/NOTIFY
+//
+// ListenChanges returns a listener woken by this State's own commits and, for writes made by
+// other processes, by the file system's notice that the database's write-ahead log changed.
+// Either is only a hint: the listener wakes its caller only when the change log has grown,
+// and the watcher reads the durable change log as it does on PostgreSQL.
+//
+// # One agent per file
+//
+// SQLite serialises writers, and a file on one machine is no place for several agents:
+// LockAgent takes an exclusive lock on a file next to the database for the agent's life, so
+// a second agent on the same file refuses to start. CLI commands do not take it and may use
+// the file while the agent runs.
+package sqlite

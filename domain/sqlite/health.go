@@ -1,0 +1,201 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// ListCheckable returns up to limit provisioned resources (ready or unhealthy at their
+// generation) with an id after afterID, by id. Its WHERE clause matches
+// resources_checkable_idx.
+func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error) {
+	if limit < 1 {
+		return nil, &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	after := "" // sorts before every id
+	if afterID != "" {
+		var err error
+		if after, err = parseID(afterID); err != nil {
+			return nil, err
+		}
+	}
+	out, err := s.queryResources(ctx, `
+		SELECT `+resourceColumns+` FROM resources
+		 WHERE status IN ('ready', 'unhealthy') AND generation = observed_generation AND id > $1
+		 ORDER BY id LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list checkable resources: %w", err)
+	}
+	return out, nil
+}
+
+// RecordHealth applies h while the row is at generation, provisioned at it and ready or
+// unhealthy. The 'health' intent makes the trigger's status event a health event; each
+// repair is added as a repair event.
+func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+	if h.Status != domain.StatusReady && h.Status != domain.StatusUnhealthy {
+		return domain.Resource{}, &domain.FieldError{Field: "status", Msg: fmt.Sprintf("a health check records ready or unhealthy, not %q", h.Status)}
+	}
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	var since any
+	if h.Status == domain.StatusUnhealthy {
+		if h.UnhealthySince.IsZero() {
+			return domain.Resource{}, &domain.FieldError{Field: "unhealthy_since", Msg: "is required when the status is unhealthy"}
+		}
+		since = FormatTime(h.UnhealthySince)
+	}
+	state, err := encodeJSON("state", h.State)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	config, err := encodeJSON("config", h.Config)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	var r domain.Resource
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO write_intents (resource_id, intent) VALUES ($1, 'health')
+			ON CONFLICT DO NOTHING`, uid); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `
+			UPDATE resources
+			   SET status = $3,
+			       status_message = $4,
+			       unhealthy_since = CASE WHEN $3 = 'unhealthy' THEN coalesce(unhealthy_since, $5) END,
+			       state = coalesce($6, state),
+			       config = coalesce($7, config)
+			 WHERE id = $1 AND generation = $2 AND observed_generation = generation
+			   AND status IN ('ready', 'unhealthy')`,
+			uid, generation, string(h.Status), h.StatusMessage, since, state, config)
+		if err != nil {
+			return describeDBError(err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err != nil {
+				return err
+			}
+			return sql.ErrNoRows
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM write_intents WHERE resource_id = $1 AND intent = 'health'`, uid); err != nil {
+			return err
+		}
+		if r, err = readResource(ctx, tx, uid); err != nil {
+			return err
+		}
+		for _, repair := range h.Repairs {
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO resource_events (resource_id, kind, status, message)
+				VALUES ($1, 'repair', $2, $3)`, uid, string(r.Status), repair); err != nil {
+				return fmt.Errorf("record repair: %w", err)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return domain.Resource{}, fmt.Errorf("record health of resource %s: %w", id, err)
+	}
+	cur, err := s.GetResource(ctx, id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	return domain.Resource{}, fmt.Errorf("record health of resource %s: it moved on (status %s, generation %d, observed %d; checked generation %d): %w",
+		id, cur.Status, cur.Generation, cur.ObservedGeneration, generation, domain.ErrStale)
+}
+
+// CountResourcesByStatus counts the resources in each status.
+func (s *State) CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT status, count(*) FROM resources GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count resources by status: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[domain.Status]int)
+	for rows.Next() {
+		var (
+			status domain.Status
+			n      int
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("count resources by status: %w", err)
+		}
+		out[status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count resources by status: %w", err)
+	}
+	return out, nil
+}
+
+// ListWaitingForCapacity returns pending resources waiting for room, oldest first.
+func (s *State) ListWaitingForCapacity(ctx context.Context, limit int) ([]domain.Resource, error) {
+	if limit <= 0 {
+		limit = -1 // no limit
+	}
+	out, err := s.queryResources(ctx, `
+		SELECT `+resourceColumns+` FROM resources
+		 WHERE status = 'pending' AND substr(status_message, 1, length($1)) = $1
+		 ORDER BY created_at, rowid LIMIT $2`, domain.WaitingForCapacityPrefix, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list resources waiting for capacity: %w", err)
+	}
+	return out, nil
+}
+
+// ListEvents returns the resource's newest limit events, oldest first.
+func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([]domain.Event, error) {
+	uid, err := parseID(resourceID)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = -1 // no limit
+	}
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT seq, resource_id, at, kind, status, message FROM (
+			SELECT * FROM resource_events WHERE resource_id = $1 ORDER BY seq DESC LIMIT $2
+		) newest ORDER BY seq`, uid, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
+	}
+	defer rows.Close()
+	var out []domain.Event
+	for rows.Next() {
+		var (
+			e  domain.Event
+			at string
+		)
+		if err := rows.Scan(&e.Seq, &e.ResourceID, &at, &e.Kind, &e.Status, &e.Message); err != nil {
+			return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
+		}
+		if e.At, err = parseTime("at", at); err != nil {
+			return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
+	}
+	return out, nil
+}
+
+// PruneEvents deletes events from before cutoff.
+func (s *State) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	n, err := s.exec(ctx, `DELETE FROM resource_events WHERE at < $1`, FormatTime(cutoff))
+	if err != nil {
+		return 0, fmt.Errorf("prune resource events: %w", err)
+	}
+	return n, nil
+}

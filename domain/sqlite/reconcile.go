@@ -1,0 +1,251 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// ResourcesNeedingAttention lists the resources the agent has work on, soonest due first.
+// Its WHERE clause is the predicate of resources_needing_attention_idx.
+func (s *State) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT id, next_attempt_at FROM resources
+		 WHERE status IN ('pending', 'provisioning', 'deleting', 'error')
+		    OR generation <> observed_generation
+		 ORDER BY next_attempt_at NULLS FIRST, created_at, rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("list resources needing attention: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Attention
+	for rows.Next() {
+		var (
+			a    domain.Attention
+			next sql.NullString
+		)
+		if err := rows.Scan(&a.ID, &next); err != nil {
+			return nil, fmt.Errorf("list resources needing attention: %w", err)
+		}
+		if a.NotBefore, err = parseOptionalTime("next_attempt_at", next); err != nil {
+			return nil, fmt.Errorf("list resources needing attention: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list resources needing attention: %w", err)
+	}
+	return out, nil
+}
+
+// ClaimResource takes or renews holder's lease on the resource for ttl (database clock).
+func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	if holder == "" {
+		return domain.Resource{}, fmt.Errorf("claim resource %s: holder is empty: give the agent an identity", id)
+	}
+	if ttl <= 0 {
+		return domain.Resource{}, fmt.Errorf("claim resource %s: lease ttl is %v: use a positive duration", id, ttl)
+	}
+	var r domain.Resource
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE resources
+			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3)
+			 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < `+nowSQL+`)`,
+			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()))
+		if err != nil {
+			return err
+		}
+		if claimed, err := res.RowsAffected(); err != nil || claimed == 0 {
+			if err != nil {
+				return err
+			}
+			l, err := readLease(ctx, tx, uid)
+			if err != nil {
+				return err
+			}
+			return l.heldError()
+		}
+		r, err = readResource(ctx, tx, uid)
+		return err
+	})
+	if err != nil {
+		return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ReleaseResource clears holder's lease; it does nothing when holder does not hold it.
+func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, `
+		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+		 WHERE id = $1 AND lease_holder = $2`, uid, holder); err != nil {
+		return fmt.Errorf("release lease on resource %s: %w", id, err)
+	}
+	return nil
+}
+
+// RecordProgress applies u while holder's lease is live, the row is at u.Generation and not
+// being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
+// row's provisioner is unset or already the same; a client's different choice gives ErrStale.
+func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	state, err := encodeJSON("state", u.State)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	config, err := encodeJSON("config", u.Config)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	var r domain.Resource
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE resources
+			   SET status = $4,
+			       status_message = $5,
+			       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,
+			       state = coalesce($7, state),
+			       config = coalesce($8, config),
+			       observed_generation = coalesce($9, observed_generation),
+			       attempts = $10,
+			       next_attempt_at = $11,
+			       last_error = $12,
+			       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, `+nowSQL+`) ELSE ready_at END
+			 WHERE id = $1
+			   AND lease_holder = $2 AND lease_expires_at >= `+nowSQL+`
+			   AND generation = $3
+			   AND (status <> 'deleting' OR $4 = 'deleting')
+			   AND ($6 = '' OR provisioner IN ('', $6))`,
+			uid, holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
+			state, config, u.ObservedGeneration,
+			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError)
+		if err != nil {
+			return describeDBError(err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err != nil {
+				return err
+			}
+			l, err := readLease(ctx, tx, uid)
+			if err != nil {
+				return err
+			}
+			return l.progressError(holder, u)
+		}
+		r, err = readResource(ctx, tx, uid)
+		return err
+	})
+	if err != nil {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// FinalizeDelete removes a deleting resource's row while holder holds its lease. A row already
+// gone gives ErrNotFound (the caller's work is done); one no longer deleting gives ErrStale.
+func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO write_intents (resource_id, intent) VALUES ($1, 'finalize')
+			ON CONFLICT DO NOTHING`, uid); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `
+			DELETE FROM resources
+			 WHERE id = $1 AND status = 'deleting'
+			   AND lease_holder = $2 AND lease_expires_at >= `+nowSQL, uid, holder)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		l, err := readLease(ctx, tx, uid)
+		if err != nil {
+			return err
+		}
+		if l.status != domain.StatusDeleting {
+			return fmt.Errorf("it is %s, not deleting: %w", l.status, domain.ErrStale)
+		}
+		return fmt.Errorf("lease of %s lost: %w", holder, l.heldError())
+	})
+	if err != nil {
+		return fmt.Errorf("finalize delete of resource %s: %w", id, err)
+	}
+	return nil
+}
+
+// lease is what explains why a guarded write matched no row.
+type lease struct {
+	holder      string
+	expiresAt   time.Time
+	live        bool
+	generation  int64
+	status      domain.Status
+	provisioner string
+}
+
+func (l lease) heldError() error {
+	return &domain.LeaseHeldError{Holder: l.holder, ExpiresAt: l.expiresAt}
+}
+
+// progressError says why u did not apply to the row.
+func (l lease) progressError(holder string, u domain.ProgressUpdate) error {
+	switch {
+	case !l.live || l.holder != holder:
+		return fmt.Errorf("lease of %s lost: %w", holder, l.heldError())
+	case l.generation != u.Generation:
+		return fmt.Errorf("args changed (generation %d, worked on %d): %w", l.generation, u.Generation, domain.ErrStale)
+	case l.status == domain.StatusDeleting:
+		return fmt.Errorf("a delete was requested: %w", domain.ErrStale)
+	default:
+		return fmt.Errorf("provisioner is %q, not %q: %w", l.provisioner, u.Provisioner, domain.ErrStale)
+	}
+}
+
+// readLease reads the row's lease and guards inside tx; a missing row gives ErrNotFound.
+func readLease(ctx context.Context, tx *sql.Tx, id string) (lease, error) {
+	var (
+		l         lease
+		holder    sql.NullString
+		expiresAt sql.NullString
+	)
+	err := tx.QueryRowContext(ctx, `
+		SELECT lease_holder, lease_expires_at, coalesce(lease_expires_at >= `+nowSQL+`, 0),
+		       generation, status, provisioner
+		  FROM resources WHERE id = $1`, id,
+	).Scan(&holder, &expiresAt, &l.live, &l.generation, &l.status, &l.provisioner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, notFound(id)
+	}
+	if err != nil {
+		return l, err
+	}
+	l.holder = holder.String
+	if expiresAt.Valid {
+		if l.expiresAt, err = parseTime("lease_expires_at", expiresAt.String); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}

@@ -1,0 +1,247 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// resourceColumns is the select list scanResource reads, in order.
+const resourceColumns = `id, type, name, owner, provisioner, args, generation, observed_generation,
+	status, status_message, state, config, attempts, next_attempt_at, last_error,
+	created_at, updated_at, ready_at, unhealthy_since`
+
+// rowScanner is a *sql.Row or *sql.Rows.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+func scanResource(row rowScanner) (domain.Resource, error) {
+	var (
+		r                      domain.Resource
+		args, state, config    string
+		created, updated       string
+		next, ready, unhealthy sql.NullString
+	)
+	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &args, &r.Generation,
+		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &state, &config, &r.Attempts,
+		&next, &r.LastError, &created, &updated, &ready, &unhealthy)
+	if err != nil {
+		return r, err
+	}
+	if r.Args, err = decodeObject("args", args); err != nil {
+		return r, err
+	}
+	if r.State, err = decodeObject("state", state); err != nil {
+		return r, err
+	}
+	if r.Config, err = decodeObject("config", config); err != nil {
+		return r, err
+	}
+	if r.CreatedAt, err = parseTime("created_at", created); err != nil {
+		return r, err
+	}
+	if r.UpdatedAt, err = parseTime("updated_at", updated); err != nil {
+		return r, err
+	}
+	if r.NextAttemptAt, err = parseOptionalTime("next_attempt_at", next); err != nil {
+		return r, err
+	}
+	if r.ReadyAt, err = parseOptionalTime("ready_at", ready); err != nil {
+		return r, err
+	}
+	r.UnhealthySince, err = parseOptionalTime("unhealthy_since", unhealthy)
+	return r, err
+}
+
+// queryer is what reads a resource: the read pool, or a write transaction reading its own
+// writes.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readResource reads the row id (in stored form); a missing row gives sql.ErrNoRows.
+func readResource(ctx context.Context, q queryer, id string) (domain.Resource, error) {
+	return scanResource(q.QueryRowContext(ctx, `SELECT `+resourceColumns+` FROM resources WHERE id = $1`, id))
+}
+
+// CreateResource inserts a pending resource at generation 1.
+func (s *State) CreateResource(ctx context.Context, nr domain.NewResource) (domain.Resource, error) {
+	args, err := encodeObject("args", nr.Args)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	id := uuid.NewString()
+	var r domain.Resource
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO resources (id, type, name, owner, provisioner, args)
+			VALUES ($1, $2, $3, $4, $5, $6)`,
+			id, string(nr.Type), nr.Name, nr.Owner, nr.Provisioner, args); err != nil {
+			return err
+		}
+		r, err = readResource(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		if isUniqueViolation(err) {
+			return domain.Resource{}, fmt.Errorf("create resource: owner %q already has a %s resource named %q (names are case-insensitive): %w",
+				nr.Owner, nr.Type, nr.Name, domain.ErrAlreadyExists)
+		}
+		return domain.Resource{}, fmt.Errorf("create resource %q: %w", nr.Name, describeDBError(err))
+	}
+	return r, nil
+}
+
+// GetResource returns the resource or an error wrapping domain.ErrNotFound.
+func (s *State) GetResource(ctx context.Context, id string) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	r, err := readResource(ctx, s.read, uid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Resource{}, notFound(id)
+	}
+	if err != nil {
+		return domain.Resource{}, fmt.Errorf("get resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListResources returns the resources f matches, oldest first (rows created in the same
+// millisecond in the order they were inserted).
+func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domain.Resource, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(column, value string) {
+		if value != "" {
+			args = append(args, value)
+			where = append(where, column+" = $"+strconv.Itoa(len(args)))
+		}
+	}
+	add("owner", f.Owner)
+	add("type", string(f.Type))
+	add("provisioner", f.Provisioner)
+	add("status", string(f.Status))
+	query := `SELECT ` + resourceColumns + ` FROM resources`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY created_at, rowid`
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		query += ` LIMIT $` + strconv.Itoa(len(args))
+	}
+	out, err := s.queryResources(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list resources: %w", err)
+	}
+	return out, nil
+}
+
+// queryResources runs a query selecting resourceColumns on the read pool.
+func (s *State) queryResources(ctx context.Context, query string, args ...any) ([]domain.Resource, error) {
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []domain.Resource
+	for rows.Next() {
+		r, err := scanResource(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// UpdateResourceArgs replaces the resource's args; the trigger bumps generation when they
+// differ. A resource being deleted gives domain.ErrStale.
+func (s *State) UpdateResourceArgs(ctx context.Context, id string, args map[string]any) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	encoded, err := encodeObject("args", args)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	var r domain.Resource
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE resources SET args = $2 WHERE id = $1 AND status <> 'deleting'`, uid, encoded)
+		if err != nil {
+			return describeDBError(err)
+		}
+		updated, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		r, err = readResource(ctx, tx, uid)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return notFound(id)
+		case err != nil:
+			return err
+		case updated == 0:
+			return fmt.Errorf("it is being deleted: %w", domain.ErrStale)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return domain.Resource{}, err
+	case err != nil:
+		return domain.Resource{}, fmt.Errorf("update args of resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// RequestDelete moves the resource to deleting; a resource already deleting is returned as is.
+func (s *State) RequestDelete(ctx context.Context, id string) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	var r domain.Resource
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE resources
+			   SET status = 'deleting', status_message = 'delete requested', next_attempt_at = NULL, attempts = 0
+			 WHERE id = $1 AND status <> 'deleting'`, uid); err != nil {
+			return err
+		}
+		r, err = readResource(ctx, tx, uid)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound(id)
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return domain.Resource{}, err
+	case err != nil:
+		return domain.Resource{}, fmt.Errorf("request delete of resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// uuidString returns id in canonical (lowercase, hyphenated) form.
+func uuidString(id string) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}

@@ -1,0 +1,152 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// ReserveSlots records or resizes req's reservation on the host pick chooses. The transaction
+// holds the database's write lock from its start, so reservations (of every provisioner, by
+// this process and any other) are serialised and pick always sees every committed
+// reservation. Errors from pick are returned wrapped (errors.Is still sees
+// domain.ErrNoCapacity).
+func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
+	if req.Provisioner == "" {
+		return domain.Reservation{}, &domain.FieldError{Field: "provisioner", Msg: "must not be empty: pin the resource's provisioner before reserving slots"}
+	}
+	if req.Slots < 1 {
+		return domain.Reservation{}, &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at least 1, got %d", req.Slots)}
+	}
+	uid, err := parseID(req.ResourceID)
+	if err != nil {
+		return domain.Reservation{}, err
+	}
+	var out domain.Reservation
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		existing, err := scanReservation(tx.QueryRowContext(ctx, `
+			SELECT provisioner, resource_id, owner, host, slots
+			  FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, req.Provisioner, uid))
+		var current *domain.Reservation
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("read the current reservation: %w", err)
+		case existing.Slots == req.Slots:
+			out = existing
+			return nil
+		default:
+			current = &existing
+		}
+		usage, err := hostUsage(ctx, tx, req, uid)
+		if err != nil {
+			return fmt.Errorf("read host usage: %w", err)
+		}
+		host, err := pick(req, current, usage)
+		if err != nil {
+			return err
+		}
+		if host == "" {
+			return fmt.Errorf("the host picker chose no host")
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (provisioner, resource_id) DO UPDATE
+			   SET owner = excluded.owner, host = excluded.host, slots = excluded.slots, updated_at = `+nowSQL,
+			req.Provisioner, uid, req.Owner, host, req.Slots); err != nil {
+			return fmt.Errorf("record the reservation on %s: %w", host, describeDBError(err))
+		}
+		out = domain.Reservation{Provisioner: req.Provisioner, ResourceID: uid, Owner: req.Owner, Host: host, Slots: req.Slots}
+		return nil
+	})
+	if err != nil {
+		return domain.Reservation{}, fmt.Errorf("reserve %d slots of %s for resource %s: %w", req.Slots, req.Provisioner, req.ResourceID, err)
+	}
+	return out, nil
+}
+
+// hostUsage is the committed usage of every host of the provisioner, by host.
+func hostUsage(ctx context.Context, tx *sql.Tx, req domain.SlotRequest, uid string) ([]domain.HostUsage, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT host, sum(slots), sum(CASE WHEN owner = $2 AND resource_id <> $3 THEN 1 ELSE 0 END)
+		  FROM slot_reservations WHERE provisioner = $1
+		 GROUP BY host ORDER BY host`, req.Provisioner, req.Owner, uid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var usage []domain.HostUsage
+	for rows.Next() {
+		var u domain.HostUsage
+		if err := rows.Scan(&u.Host, &u.UsedSlots, &u.OwnerResources); err != nil {
+			return nil, err
+		}
+		usage = append(usage, u)
+	}
+	return usage, rows.Err()
+}
+
+// ReleaseSlots removes the resource's reservation; a missing one is not an error.
+func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string) error {
+	uid, err := parseID(resourceID)
+	if err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, `DELETE FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid); err != nil {
+		return fmt.Errorf("release slots of %s for resource %s: %w", provisioner, resourceID, err)
+	}
+	return nil
+}
+
+// ListReservations returns the provisioner's reservations ordered by host, then resource.
+func (s *State) ListReservations(ctx context.Context, provisioner string) ([]domain.Reservation, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT provisioner, resource_id, owner, host, slots
+		  FROM slot_reservations WHERE provisioner = $1
+		 ORDER BY host, resource_id`, provisioner)
+	if err != nil {
+		return nil, fmt.Errorf("list reservations of %s: %w", provisioner, err)
+	}
+	defer rows.Close()
+	var out []domain.Reservation
+	for rows.Next() {
+		r, err := scanReservation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list reservations of %s: %w", provisioner, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list reservations of %s: %w", provisioner, err)
+	}
+	return out, nil
+}
+
+func scanReservation(row rowScanner) (domain.Reservation, error) {
+	var r domain.Reservation
+	err := row.Scan(&r.Provisioner, &r.ResourceID, &r.Owner, &r.Host, &r.Slots)
+	return r, err
+}
+
+// GetReservation returns the resource's reservation with the provisioner, or an error wrapping
+// domain.ErrNotFound.
+func (s *State) GetReservation(ctx context.Context, provisioner, resourceID string) (domain.Reservation, error) {
+	uid, err := parseID(resourceID)
+	if err != nil {
+		return domain.Reservation{}, err
+	}
+	r, err := scanReservation(s.read.QueryRowContext(ctx, `
+		SELECT provisioner, resource_id, owner, host, slots
+		  FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Reservation{}, fmt.Errorf("reservation of %s for resource %s: %w", provisioner, resourceID, domain.ErrNotFound)
+	}
+	if err != nil {
+		return domain.Reservation{}, fmt.Errorf("read reservation of %s for resource %s: %w", provisioner, resourceID, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,262 @@
+package statetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// provisioned creates a resource and brings it to ready at generation 1 as the provisioner
+// would.
+func provisioned(t *testing.T, b *Backend, name string) domain.Resource {
+	t.Helper()
+	r := mustCreate(t, b, runtime(name))
+	mustExec(t, b, `UPDATE resources SET status = 'ready', status_message = 'ready at generation 1', observed_generation = 1,
+		state = '{"host": "http://a"}' WHERE id = $1`, r.ID)
+	return mustGet(t, b, r.ID)
+}
+
+func events(t *testing.T, b *Backend, id string, limit int) []domain.Event {
+	t.Helper()
+	es, err := b.ListEvents(testContext(t), id, limit)
+	if err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	return es
+}
+
+// describe renders events as "kind status message" lines.
+func describe(es []domain.Event) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = fmt.Sprintf("%s %s %s", e.Kind, e.Status, e.Message)
+	}
+	return out
+}
+
+func testRecordHealth(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := provisioned(t, b, "web")
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	got, err := b.RecordHealth(ctx, r.ID, 1, domain.HealthUpdate{
+		Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: 503", UnhealthySince: since,
+		State: map[string]any{"host": "http://b"}, Config: map[string]any{"host": "http://b"},
+		Repairs: []string{"slot reservation was missing; reserved again on http://b"},
+	})
+	if err != nil {
+		t.Fatalf("record unhealthy: %v", err)
+	}
+	if got.Status != domain.StatusUnhealthy || got.UnhealthySince == nil || !got.UnhealthySince.Equal(since) ||
+		got.State["host"] != "http://b" || got.Config["host"] != "http://b" || got.StatusMessage != "health check failing since then: 503" {
+		t.Fatalf("after unhealthy: %+v", got)
+	}
+	// Still failing, with another error: the first since stays and no event is added.
+	got, err = b.RecordHealth(ctx, r.ID, 1, domain.HealthUpdate{
+		Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: timeout", UnhealthySince: since.Add(time.Minute),
+	})
+	if err != nil || !got.UnhealthySince.Equal(since) || got.State["host"] != "http://b" {
+		t.Fatalf("still unhealthy: %+v, %v; want since kept and state untouched", got, err)
+	}
+	got, err = b.RecordHealth(ctx, r.ID, 1, domain.HealthUpdate{Status: domain.StatusReady, StatusMessage: "ready at generation 1: healthy again"})
+	if err != nil || got.Status != domain.StatusReady || got.UnhealthySince != nil {
+		t.Fatalf("ready again: %+v, %v", got, err)
+	}
+	// A message change outside a health check is recorded as such.
+	mustExec(t, b, `UPDATE resources SET status_message = 'ready at generation 1: checked by hand' WHERE id = $1`, r.ID)
+
+	want := []string{
+		"status pending created",
+		"status ready ready at generation 1",
+		"health unhealthy health check failing since then: 503",
+		"repair unhealthy slot reservation was missing; reserved again on http://b",
+		"health ready ready at generation 1: healthy again",
+		"status ready ready at generation 1: checked by hand",
+	}
+	if got := describe(events(t, b, r.ID, 0)); !slices.Equal(got, want) {
+		t.Errorf("events =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := describe(events(t, b, r.ID, 2)); !slices.Equal(got, want[4:]) {
+		t.Errorf("newest 2 events = %v, want %v (oldest first)", got, want[4:])
+	}
+}
+
+func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	unhealthy := domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "failing", UnhealthySince: time.Now()}
+
+	changed := provisioned(t, b, "changed")
+	if _, err := b.UpdateResourceArgs(ctx, changed.ID, map[string]any{"slots": 2}); err != nil {
+		t.Fatal(err)
+	}
+	deleting := provisioned(t, b, "deleting")
+	if _, err := b.RequestDelete(ctx, deleting.ID); err != nil {
+		t.Fatal(err)
+	}
+	pending := mustCreate(t, b, runtime("pending"))
+	for _, r := range []domain.Resource{changed, deleting, pending} {
+		_, err := b.RecordHealth(ctx, r.ID, 1, unhealthy)
+		if !errors.Is(err, domain.ErrStale) {
+			t.Errorf("record health of %s: %v, want ErrStale", r.Name, err)
+		}
+		if cur := mustGet(t, b, r.ID); cur.Status == domain.StatusUnhealthy {
+			t.Errorf("%s became unhealthy", r.Name)
+		}
+	}
+	// An old generation is stale even when the row is ready again at a newer one.
+	mustExec(t, b, `UPDATE resources SET status = 'ready', observed_generation = generation WHERE id = $1`, changed.ID)
+	if _, err := b.RecordHealth(ctx, changed.ID, 1, unhealthy); !errors.Is(err, domain.ErrStale) {
+		t.Errorf("record health at an old generation: %v, want ErrStale", err)
+	}
+	if _, err := b.RecordHealth(ctx, changed.ID, 2, unhealthy); err != nil {
+		t.Errorf("record health at the current generation: %v", err)
+	}
+	if _, err := b.RecordHealth(ctx, missingID, 1, unhealthy); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("record health of a missing resource: %v, want ErrNotFound", err)
+	}
+	if _, err := b.RecordHealth(ctx, changed.ID, 2, domain.HealthUpdate{Status: domain.StatusError}); err == nil || !strings.Contains(err.Error(), "ready or unhealthy") {
+		t.Errorf("record health with status error: %v, want a field error", err)
+	}
+	if _, err := b.RecordHealth(ctx, changed.ID, 2, domain.HealthUpdate{Status: domain.StatusUnhealthy}); err == nil {
+		t.Error("record unhealthy without a time it started: nil error")
+	}
+	// Leaving unhealthy by any writer clears unhealthy_since.
+	if _, err := b.UpdateResourceArgs(ctx, changed.ID, map[string]any{"slots": 3}); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, b, `UPDATE resources SET status = 'provisioning' WHERE id = $1`, changed.ID)
+	if cur := mustGet(t, b, changed.ID); cur.UnhealthySince != nil {
+		t.Errorf("unhealthy_since = %v after the resource left unhealthy, want nil", cur.UnhealthySince)
+	}
+	// A refused health write leaves nothing behind: the next status change by another
+	// writer is an ordinary one.
+	if got := describe(events(t, b, changed.ID, 1)); len(got) != 1 || !strings.HasPrefix(got[0], "status provisioning") {
+		t.Errorf("newest event = %v, want a status event", got)
+	}
+}
+
+func testEventsRecordEveryStatusChange(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, runtime("web"))
+	if _, err := b.ClaimResource(ctx, r.ID, "agent", ttl); err != nil {
+		t.Fatal(err)
+	}
+	record := func(u domain.ProgressUpdate) {
+		t.Helper()
+		if _, err := b.RecordProgress(ctx, r.ID, "agent", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "provisioning generation 1"})
+	// The same status and message again (a lease renewal, attempts only) is no event.
+	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "provisioning generation 1"})
+	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusPending, StatusMessage: "waiting for capacity: no room", Attempts: 1})
+	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, StatusMessage: "args.slots: bad", Attempts: 2})
+	if _, err := b.RequestDelete(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ClaimResource(ctx, r.ID, "agent", ttl); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FinalizeDelete(ctx, r.ID, "agent"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"status pending created",
+		"status provisioning provisioning generation 1",
+		"error pending waiting for capacity: no room",
+		"error error args.slots: bad",
+		"status deleting delete requested",
+		"status deleting removed",
+	}
+	// The history outlives the row until it is pruned.
+	es := events(t, b, r.ID, 0)
+	if got := describe(es); !slices.Equal(got, want) {
+		t.Fatalf("events =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i].Seq <= es[i-1].Seq || es[i].At.Before(es[i-1].At) || es[i].ResourceID != r.ID {
+			t.Errorf("event %d out of order: %+v after %+v", i, es[i], es[i-1])
+		}
+	}
+
+	other := mustCreate(t, b, runtime("other"))
+	mustExec(t, b, `UPDATE resource_events SET at = $2 WHERE resource_id = $1`, r.ID, time.Now().Add(-8*24*time.Hour))
+	pruned, err := b.PruneEvents(ctx, time.Now().Add(-7*24*time.Hour))
+	if err != nil || pruned != int64(len(want)) {
+		t.Fatalf("prune events = %d, %v; want %d", pruned, err, len(want))
+	}
+	if left := events(t, b, other.ID, 0); len(left) != 1 {
+		t.Errorf("prune removed newer events: %v", describe(left))
+	}
+}
+
+func testListCheckablePages(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, provisioned(t, b, fmt.Sprintf("r%d", i)).ID)
+	}
+	mustExec(t, b, `UPDATE resources SET status = 'unhealthy', unhealthy_since = $2 WHERE id = $1`, ids[1], time.Now())
+	mustCreate(t, b, runtime("pending"))
+	behind := provisioned(t, b, "behind")
+	if _, err := b.UpdateResourceArgs(ctx, behind.ID, map[string]any{"slots": 2}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		page, err := b.ListCheckable(ctx, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			if pages != 3 {
+				t.Errorf("read %d pages of 2, want 3", pages)
+			}
+			break
+		}
+		for _, r := range page {
+			got = append(got, r.ID)
+		}
+		after = page[len(page)-1].ID
+	}
+	if !slices.Equal(got, ids) {
+		t.Errorf("paged ids = %v, want the ready and unhealthy ones in id order %v", got, ids)
+	}
+	if _, err := b.ListCheckable(ctx, "", 0); err == nil {
+		t.Error("ListCheckable with limit 0: nil error")
+	}
+
+	counts, err := b.CountResourcesByStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[domain.Status]int{domain.StatusReady: 5, domain.StatusUnhealthy: 1, domain.StatusPending: 1}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("counts = %v, want %v", counts, want)
+	}
+}
+
+func testListWaitingForCapacity(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	second := mustCreate(t, b, runtime("second"))
+	first := mustCreate(t, b, runtime("first"))
+	mustCreate(t, b, runtime("plain-pending"))
+	mustExec(t, b, `UPDATE resources SET status_message = 'waiting for capacity: no host has room' WHERE id IN ($1, $2)`, first.ID, second.ID)
+	mustExec(t, b, `UPDATE resources SET created_at = $2 WHERE id = $1`, first.ID, time.Now().Add(-time.Hour))
+	got, err := b.ListWaitingForCapacity(ctx, 0)
+	if err != nil || len(got) != 2 || got[0].ID != first.ID || got[1].ID != second.ID {
+		t.Fatalf("waiting = %+v, %v; want first, then second", got, err)
+	}
+	if got, _ := b.ListWaitingForCapacity(ctx, 1); len(got) != 1 || got[0].ID != first.ID {
+		t.Errorf("waiting, limit 1 = %+v", got)
+	}
+}

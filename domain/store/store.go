@@ -1,0 +1,219 @@
+// Package store opens the store a database URL names: PostgreSQL, the production store and
+// the only one several agents can share, or an SQLite file, the embedded store of a
+// newcomer's or a small install's single agent. Both implement domain.State with the same
+// behaviour (see domain/statetest).
+//
+// Accepted URLs:
+//
+//	postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?...]   PostgreSQL (also postgresql://, or
+//	host=... dbname=... key=value settings)
+//	sqlite:///ABSOLUTE/PATH/berth.db                  an SQLite file by absolute path
+//	sqlite://RELATIVE/PATH/berth.db                   ... relative to the working directory
+//	file:PATH/berth.db                                ... either
+//
+// With no URL at all, Berth uses the SQLite file at DefaultPath.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/domain/sqlite"
+)
+
+// DB is an open store with the housekeeping the agent and the CLI need.
+type DB interface {
+	domain.State
+	// Migrate brings the schema up to date; it is safe to run from several processes at once.
+	Migrate(ctx context.Context) error
+	// Ping checks the store answers.
+	Ping(ctx context.Context) error
+}
+
+// Kind is a kind of store.
+type Kind string
+
+const (
+	Postgres Kind = "postgres"
+	SQLite   Kind = "sqlite"
+)
+
+// Location is where a database URL points.
+type Location struct {
+	Kind Kind
+	// URL is the URL as given (it may hold a password: show Redact(URL)).
+	URL string
+	// Path is the absolute path of an SQLite file.
+	Path string
+}
+
+// String describes the location for logs and messages, without any password.
+func (l Location) String() string {
+	if l.Kind == SQLite {
+		return "SQLite file " + l.Path
+	}
+	return "PostgreSQL " + Redact(l.URL)
+}
+
+// acceptedForms is what an error about a URL Berth cannot use suggests.
+const acceptedForms = "use postgres://USER@HOST:PORT/DB (or postgresql://, or host=... dbname=... settings) for PostgreSQL, " +
+	"or sqlite:///ABSOLUTE/PATH.db, sqlite://RELATIVE/PATH.db or file:PATH.db for an SQLite file"
+
+// keyValue matches the start of PostgreSQL key=value connection settings.
+var keyValue = regexp.MustCompile(`^[A-Za-z_]+\s*=`)
+
+// Parse says which store rawURL names. An SQLite path is made absolute against the working
+// directory.
+func Parse(rawURL string) (Location, error) {
+	s := strings.TrimSpace(rawURL)
+	switch {
+	case s == "":
+		return Location{}, errors.New("no database URL: " + acceptedForms)
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
+		return Location{Kind: Postgres, URL: s}, nil
+	case strings.HasPrefix(s, "sqlite://"):
+		return sqliteLocation(s, strings.TrimPrefix(s, "sqlite://"))
+	case strings.HasPrefix(s, "file:"):
+		rest := strings.TrimPrefix(s, "file:")
+		if strings.HasPrefix(rest, "///") {
+			rest = strings.TrimPrefix(rest, "//")
+		}
+		return sqliteLocation(s, rest)
+	case !strings.Contains(s, "://") && keyValue.MatchString(s):
+		return Location{Kind: Postgres, URL: s}, nil
+	}
+	hint := ""
+	if !strings.Contains(s, "://") && !strings.Contains(s, "=") {
+		hint = fmt.Sprintf(" (for the SQLite file %s, say sqlite://%s)", s, s)
+	}
+	return Location{}, fmt.Errorf("database URL %q is not one Berth can use%s: %s", Redact(s), hint, acceptedForms)
+}
+
+func sqliteLocation(rawURL, path string) (Location, error) {
+	if strings.ContainsAny(path, "?#") {
+		return Location{}, fmt.Errorf("database URL %q: an SQLite URL takes a file path only, no ?parameters: %s", rawURL, acceptedForms)
+	}
+	unescaped, err := url.PathUnescape(path)
+	if err != nil || unescaped == "" {
+		return Location{}, fmt.Errorf("database URL %q names no file: %s", rawURL, acceptedForms)
+	}
+	abs, err := filepath.Abs(unescaped)
+	if err != nil {
+		return Location{}, fmt.Errorf("database URL %q: %w", rawURL, err)
+	}
+	return Location{Kind: SQLite, URL: rawURL, Path: abs}, nil
+}
+
+// Options tunes the store.
+type Options struct {
+	// MaxConns bounds PostgreSQL's connection pool (0: the pool's default). SQLite ignores it.
+	MaxConns int32
+}
+
+// Open opens the store rawURL names and checks it answers. It does not migrate the schema.
+// Errors never contain a password.
+func Open(ctx context.Context, rawURL string, opts Options) (DB, error) {
+	loc, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Kind == SQLite {
+		st, err := sqlite.Open(ctx, loc.Path)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	st, err := postgres.Open(ctx, loc.URL, postgres.PoolConfig{MaxConns: opts.MaxConns})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// LockAgent makes sure this process is the only agent on the store rawURL names for as long
+// as it holds the lock, and returns the function that releases it. An SQLite file serves one
+// agent: a second one gets an error saying which process runs the first. PostgreSQL serves
+// any number, so there it locks nothing.
+func LockAgent(rawURL string) (release func() error, err error) {
+	loc, err := Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Kind != SQLite {
+		return func() error { return nil }, nil
+	}
+	lock, err := sqlite.LockAgent(loc.Path)
+	if err != nil {
+		return nil, err
+	}
+	return lock.Release, nil
+}
+
+// Redact returns rawURL with any password replaced by "xxxxx", for logs and errors.
+func Redact(rawURL string) string {
+	s := strings.TrimSpace(rawURL)
+	switch {
+	case strings.HasPrefix(s, "sqlite://"), strings.HasPrefix(s, "file:"):
+		return s // a file path holds no password
+	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"), !strings.Contains(s, "://"):
+		return postgres.RedactURL(s)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		scheme, _, _ := strings.Cut(s, "://")
+		return scheme + "://xxxxx"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// DefaultPath returns the SQLite file Berth uses when it is given no database URL:
+// $XDG_STATE_HOME/berth/berth.db, or ~/.local/state/berth/berth.db when XDG_STATE_HOME is
+// unset (or not absolute). It creates the directory.
+func DefaultPath() (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" || !filepath.IsAbs(dir) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no home directory for the default database (%w): pass --database-url or set BERTH_DATABASE_URL, e.g. sqlite:///var/lib/berth/berth.db", err)
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	dir = filepath.Join(dir, "berth")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create the directory of the default database: %w (pass --database-url or set BERTH_DATABASE_URL to use another)", err)
+	}
+	return filepath.Join(dir, "berth.db"), nil
+}
+
+// DefaultURL is the sqlite:// URL of DefaultPath.
+func DefaultURL() (string, error) {
+	path, err := DefaultPath()
+	if err != nil {
+		return "", err
+	}
+	return "sqlite://" + (&url.URL{Path: path}).EscapedPath(), nil
+}
+
+// MissingSchema reports whether err comes from a query against a database without Berth's
+// tables (one never migrated).
+func MissingSchema(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "42P01" // undefined_table
+	}
+	return sqlite.IsMissingTable(err)
+}

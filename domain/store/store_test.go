@@ -1,0 +1,198 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/sqlite"
+	"github.com/berth-dev/berth/domain/store"
+	"github.com/berth-dev/berth/internal/pgtest"
+)
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestParse(t *testing.T) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		url  string
+		kind store.Kind
+		path string
+	}{
+		{"postgres://berth:pw@db:5432/berth?sslmode=disable", store.Postgres, ""},
+		{"postgresql://berth@db/berth", store.Postgres, ""},
+		{"host=db user=berth dbname=berth", store.Postgres, ""},
+		{"sqlite:///var/lib/berth/berth.db", store.SQLite, "/var/lib/berth/berth.db"},
+		{"sqlite://berth.db", store.SQLite, filepath.Join(cwd, "berth.db")},
+		{"sqlite://data/berth.db", store.SQLite, filepath.Join(cwd, "data", "berth.db")},
+		{"sqlite:///tmp/my%20data/berth.db", store.SQLite, "/tmp/my data/berth.db"},
+		{"file:berth.db", store.SQLite, filepath.Join(cwd, "berth.db")},
+		{"file:/srv/berth.db", store.SQLite, "/srv/berth.db"},
+		{"file:///srv/berth.db", store.SQLite, "/srv/berth.db"},
+		{"  sqlite:///srv/berth.db ", store.SQLite, "/srv/berth.db"},
+	} {
+		loc, err := store.Parse(tc.url)
+		if err != nil || loc.Kind != tc.kind || loc.Path != tc.path {
+			t.Errorf("Parse(%q) = %+v, %v; want %s %q", tc.url, loc, err, tc.kind, tc.path)
+		}
+	}
+	for _, bad := range []string{"", "mysql://berth:s3cret@db/berth", "sqlite://", "sqlite:///srv/berth.db?mode=ro", "file:", "berth.db"} {
+		_, err := store.Parse(bad)
+		if err == nil {
+			t.Errorf("Parse(%q) succeeded, want an error", bad)
+			continue
+		}
+		for _, form := range []string{"postgres://", "sqlite:///", "file:"} {
+			if !strings.Contains(err.Error(), form) {
+				t.Errorf("Parse(%q) error %q does not name the form %s", bad, err, form)
+			}
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Parse(%q) error shows the password: %v", bad, err)
+		}
+	}
+	if _, err := store.Parse("berth.db"); err == nil || !strings.Contains(err.Error(), "sqlite://berth.db") {
+		t.Errorf("Parse of a bare file name: %v, want a hint to say sqlite://berth.db", err)
+	}
+}
+
+func TestLocationStringNamesTheStoreWithoutPassword(t *testing.T) {
+	loc, err := store.Parse("sqlite:///srv/berth.db")
+	if err != nil || loc.String() != "SQLite file /srv/berth.db" {
+		t.Errorf("sqlite location = %q, %v", loc.String(), err)
+	}
+	loc, err = store.Parse("postgres://berth:s3cret@db/berth")
+	if err != nil || loc.String() != "PostgreSQL postgres://berth:xxxxx@db/berth" {
+		t.Errorf("postgres location = %q, %v", loc.String(), err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://u:pw@h:5432/db?sslmode=disable", "postgres://u:xxxxx@h:5432/db?sslmode=disable"},
+		{"postgresql://u@h/db", "postgresql://u@h/db"},
+		{"host=h user=u password=pw dbname=db", "host=h user=u password=xxxxx dbname=db"},
+		{"sqlite:///srv/berth.db", "sqlite:///srv/berth.db"},
+		{"file:berth.db", "file:berth.db"},
+		{"mysql://u:pw@h/db", "mysql://u:xxxxx@h/db"},
+	} {
+		if got := store.Redact(tc.in); got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestDefaultPath(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	path, err := store.DefaultPath()
+	if want := filepath.Join(state, "berth", "berth.db"); err != nil || path != want {
+		t.Fatalf("DefaultPath with XDG_STATE_HOME = %q, %v; want %q", path, err, want)
+	}
+	if info, err := os.Stat(filepath.Dir(path)); err != nil || !info.IsDir() {
+		t.Fatalf("the default database's directory was not created: %v", err)
+	}
+	url, err := store.DefaultURL()
+	if err != nil || url != "sqlite://"+path {
+		t.Fatalf("DefaultURL = %q, %v; want sqlite://%s", url, err, path)
+	}
+	if loc, err := store.Parse(url); err != nil || loc.Path != path {
+		t.Fatalf("Parse(DefaultURL) = %+v, %v; want %s", loc, err, path)
+	}
+
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, xdg := range []string{"", "relative/state"} {
+		t.Setenv("XDG_STATE_HOME", xdg)
+		path, err := store.DefaultPath()
+		if want := filepath.Join(home, ".local", "state", "berth", "berth.db"); err != nil || path != want {
+			t.Errorf("DefaultPath with XDG_STATE_HOME %q = %q, %v; want %q", xdg, path, err, want)
+		}
+	}
+}
+
+func TestOpenEachKind(t *testing.T) {
+	ctx := testContext(t)
+	urls := map[store.Kind]string{
+		store.SQLite:   "sqlite://" + filepath.Join(t.TempDir(), "berth.db"),
+		store.Postgres: pgtest.New(t),
+	}
+	for kind, url := range urls {
+		db, err := store.Open(ctx, url, store.Options{MaxConns: 2})
+		if err != nil {
+			t.Fatalf("open %s: %v", kind, err)
+		}
+		defer db.Close()
+		_, err = db.ListResources(ctx, domain.ListFilter{})
+		if !store.MissingSchema(err) {
+			t.Errorf("%s: listing before migrating: %v, want a missing-schema error", kind, err)
+		}
+		if err := db.Migrate(ctx); err != nil {
+			t.Fatalf("migrate %s: %v", kind, err)
+		}
+		if err := db.Ping(ctx); err != nil {
+			t.Fatalf("ping %s: %v", kind, err)
+		}
+		if _, err := db.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "web"}); err != nil {
+			t.Fatalf("%s: create: %v", kind, err)
+		}
+		_, err = db.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "WEB"})
+		if store.MissingSchema(err) || !errors.Is(err, domain.ErrAlreadyExists) {
+			t.Errorf("%s: duplicate: %v, want ErrAlreadyExists and no missing-schema error", kind, err)
+		}
+	}
+	if _, err := store.Open(ctx, "mysql://db/berth", store.Options{}); err == nil {
+		t.Error("open of an unknown scheme succeeded")
+	}
+	if _, err := store.Open(ctx, "postgres://berth:s3cret@127.0.0.1:1/berth?connect_timeout=5", store.Options{}); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("open of an unreachable server: %v, want an error without the password", err)
+	}
+}
+
+func TestLockAgent(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
+	release, err := store.LockAgent(url)
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	_, err = store.LockAgent(url)
+	var running *sqlite.AgentRunningError
+	if !errors.As(err, &running) {
+		t.Fatalf("second agent on the file: %v, want an AgentRunningError", err)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if release, err = store.LockAgent(url); err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+
+	pg := "postgres://berth@db/berth"
+	first, err := store.LockAgent(pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := store.LockAgent(pg)
+	if err != nil {
+		t.Fatalf("second agent on PostgreSQL: %v, want none refused", err)
+	}
+	if first() != nil || second() != nil {
+		t.Fatal("release of a PostgreSQL lock failed")
+	}
+}
