@@ -31,10 +31,12 @@ bench: build
 	@url="$${BERTH_BENCH_DATABASE_URL:-$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}}" && \
 	BERTH_BENCH_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" bin/berth-bench $(BENCH_FLAGS)
 
-# The agent on the example provisioner set (examples/provisioners.json); without
-# BERTH_DATABASE_URL a throwaway local PostgreSQL is started and a `berth` database used.
+# Berth to try out (the README's quick start): three local stand-in runtime hosts (berth
+# dev-hosts) and the agent on a provisioner set of them, on the embedded database unless
+# BERTH_DATABASE_URL is set; Ctrl-C stops both. RUN_ARGS go to berth run, e.g.
+# make run RUN_ARGS="--log-level debug".
 run: build
-	scripts/run-local.sh
+	@scripts/run-local.sh $(RUN_ARGS)
 
 # A local Kubernetes control plane (kube-apiserver, controller-manager, scheduler, kwok fake
 # nodes, etcd), built once into a cache; k8s-up prints the admin kubeconfig path.
@@ -44,8 +46,20 @@ k8s-up:
 k8s-down:
 	@scripts/k8s/down.sh
 
-# The kubernetes environ's end-to-end suite against that control plane.
+# The kubernetes environ's end-to-end suite against that control plane (started if needed,
+# left running: make k8s-down stops it).
 e2e-k8s: build
-	@kc="$$(scripts/k8s/up.sh | tail -n 1)" && url="$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}" && \
+	@up="$$(scripts/k8s/up.sh)" && kc="$$(printf '%s\n' "$$up" | tail -n 1)" && \
+	url="$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}" && \
 	BERTH_KUBECONFIG="$$kc" BERTH_TEST_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" \
-	$(GO) test -tags k8s -count=1 -timeout 30m ./e2e/k8s/
+	$(GO) test -tags k8s -count=1 -timeout 30m -v -run '^Test' ./e2e/k8s/
+
+# The kubernetes figures of make bench, against the same control plane: 100 runtimes from
+# insert to ready through the real agent, and objects applied per second (by the agent, and
+# straight through the environ). See e2e/k8s/bench_test.go.
+.PHONY: bench-k8s
+bench-k8s: build
+	@up="$$(scripts/k8s/up.sh)" && kc="$$(printf '%s\n' "$$up" | tail -n 1)" && \
+	url="$${BERTH_BENCH_DATABASE_URL:-$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}}" && \
+	BERTH_KUBECONFIG="$$kc" BERTH_TEST_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" \
+	$(GO) test -tags k8s -count=1 -timeout 30m -run '^$$' -bench . -benchtime 1x ./e2e/k8s/

@@ -8,12 +8,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berth-dev/berth/internal/e2etest"
 )
 
 // TestLifecycle walks resources through create, resize, capacity waits, deletes (through the
 // CLI and by direct SQL) and a graceful stop.
-func TestLifecycle(t *testing.T) {
-	e := newEnv(t, map[string]int{"a": 4, "b": 4})
+func TestLifecycle(t *testing.T) { testLifecycle(t, e2etest.Postgres) }
+
+// TestLifecycleSQLite is TestLifecycle on the embedded store.
+func TestLifecycleSQLite(t *testing.T) { testLifecycle(t, e2etest.SQLite) }
+
+func testLifecycle(t *testing.T, store e2etest.Store) {
+	e := newEnvOn(t, store, map[string]int{"a": 4, "b": 4})
 	a := e.startAgent()
 
 	first := e.create("--name", "first", "--owner", "team-a", "--arg", "slots=2", "--wait")
@@ -59,8 +66,8 @@ func TestLifecycle(t *testing.T) {
 
 	// Invalid args written directly are a permanent error naming the field, not a crash.
 	var badID string
-	if err := e.pool.QueryRow(context.Background(),
-		`INSERT INTO resources (type, name, owner, args) VALUES ('runtime', 'bad', 'team-c', '{"slots": "many"}') RETURNING id`).Scan(&badID); err != nil {
+	if err := e.SQL.QueryRowContext(context.Background(),
+		`INSERT INTO resources (type, name, owner, args) VALUES ('runtime', 'bad', 'team-c', '{"slots": "many"}') RETURNING CAST(id AS text)`).Scan(&badID); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually("bad args become an error naming the field", 20*time.Second, func() (bool, string) {
@@ -69,7 +76,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	// A direct SQL DELETE becomes a delete request: the slots are freed before the row goes.
-	if _, err := e.pool.Exec(context.Background(), "DELETE FROM resources WHERE id = $1", first); err != nil {
+	if _, err := e.SQL.ExecContext(context.Background(), "DELETE FROM resources WHERE id = $1", first); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually("directly deleted row is deprovisioned and removed", 20*time.Second, func() (bool, string) {
@@ -84,16 +91,23 @@ func TestLifecycle(t *testing.T) {
 // TestCrashRecovery kills the agent with SIGKILL while it works through a batch, restarts
 // it, and checks convergence: every resource ready, exactly one reservation each, no host
 // overfilled, nothing left provisioning; then deletes everything and finds nothing held.
-func TestCrashRecovery(t *testing.T) {
-	e := newEnv(t, map[string]int{"a": 100, "b": 100, "c": 100})
+func TestCrashRecovery(t *testing.T) { testCrashRecovery(t, e2etest.Postgres) }
+
+// TestCrashRecoverySQLite is TestCrashRecovery on the embedded store.
+func TestCrashRecoverySQLite(t *testing.T) { testCrashRecovery(t, e2etest.SQLite) }
+
+func testCrashRecovery(t *testing.T, store e2etest.Store) {
+	e := newEnvOn(t, store, map[string]int{"a": 100, "b": 100, "c": 100})
 	a := e.startAgent("--concurrency", "8")
 
+	// One statement, so the batch lands at once.
 	const n = 150
-	_, err := e.pool.Exec(context.Background(), `
-		INSERT INTO resources (type, name, owner, args)
-		SELECT 'runtime', 'crash-' || i, 'owner-' || (i % 7), jsonb_build_object('slots', 1 + i % 2)
-		FROM generate_series(1, $1) AS i`, n)
-	if err != nil {
+	rowsSQL := make([]string, n)
+	for i := range n {
+		rowsSQL[i] = fmt.Sprintf(`('runtime', 'crash-%d', 'owner-%d', '{"slots": %d}')`, i+1, (i+1)%7, 1+(i+1)%2)
+	}
+	if _, err := e.SQL.ExecContext(context.Background(),
+		`INSERT INTO resources (type, name, owner, args) VALUES `+strings.Join(rowsSQL, ", ")); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually("agent is mid-batch", 30*time.Second, func() (bool, string) {
@@ -103,10 +117,10 @@ func TestCrashRecovery(t *testing.T) {
 	a.kill9(t)
 
 	// Change some args and request some deletes while the agent is down.
-	if _, err := e.pool.Exec(context.Background(), `UPDATE resources SET args = '{"slots": 2}' WHERE name IN ('crash-1', 'crash-3', 'crash-5')`); err != nil {
+	if _, err := e.SQL.ExecContext(context.Background(), `UPDATE resources SET args = '{"slots": 2}' WHERE name IN ('crash-1', 'crash-3', 'crash-5')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.pool.Exec(context.Background(), `DELETE FROM resources WHERE name IN ('crash-10', 'crash-11')`); err != nil {
+	if _, err := e.SQL.ExecContext(context.Background(), `DELETE FROM resources WHERE name IN ('crash-10', 'crash-11')`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -117,7 +131,7 @@ func TestCrashRecovery(t *testing.T) {
 		return ready == n-2 && total == n-2, e.statusCounts()
 	})
 	if got := e.queryInt(`SELECT count(*) FROM resources r JOIN slot_reservations s ON s.resource_id = r.id
-		WHERE s.slots = (r.args->>'slots')::int`); got != n-2 {
+		WHERE s.slots = CAST(r.args->>'slots' AS integer)`); got != n-2 {
 		t.Fatalf("%d resources hold a reservation of their size, want %d", got, n-2)
 	}
 	if got := e.queryInt("SELECT count(*) FROM slot_reservations"); got != n-2 {
@@ -126,7 +140,7 @@ func TestCrashRecovery(t *testing.T) {
 	e.assertNoOverfill()
 
 	// Delete everything concurrently through the CLI; nothing may stay held.
-	rows, err := e.pool.Query(context.Background(), "SELECT id::text FROM resources")
+	rows, err := e.SQL.QueryContext(context.Background(), "SELECT CAST(id AS text) FROM resources")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +151,9 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 		all = append(all, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	rows.Close()
 	var wg sync.WaitGroup
@@ -220,6 +237,34 @@ func TestHealth(t *testing.T) {
 		if !strings.Contains(events, want) {
 			t.Fatalf("events of %s lack %q:\n%s", victim, want, events)
 		}
+	}
+	a.stop(t)
+}
+
+// TestOneAgentPerSQLiteFile starts a second agent on the first one's SQLite file: it refuses
+// to start, saying why, while the CLI goes on using the file beside the first agent.
+func TestOneAgentPerSQLiteFile(t *testing.T) {
+	e := newEnvOn(t, e2etest.SQLite, map[string]int{"a": 4})
+	a := e.startAgent()
+	path := strings.TrimPrefix(e.DatabaseURL, "sqlite://")
+	e.eventually("the agent names its database file in its first log line", 20*time.Second, func() (bool, string) {
+		first, _, _ := strings.Cut(a.Logs(), "\n")
+		return strings.Contains(first, "starting berth agent") && strings.Contains(first, path), first
+	})
+
+	_, stderr, err := e.tryBerth("run", "--provisioners", e.SetPath, "--agent-id", "second", "--http-addr", "127.0.0.1:0")
+	if err == nil {
+		t.Fatal("a second agent started on the same SQLite file")
+	}
+	for _, want := range []string{"another berth agent (pid ", "is already running on " + path, "use PostgreSQL to run several"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("second agent's error %q does not say %q", stderr, want)
+		}
+	}
+
+	id := e.create("--name", "beside-the-agent", "--owner", "team", "--wait")
+	if r := e.get(id); r.Status != "ready" {
+		t.Fatalf("resource created through the CLI beside the agent: %+v", r)
 	}
 	a.stop(t)
 }

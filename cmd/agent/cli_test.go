@@ -34,6 +34,8 @@ func clearEnv(t *testing.T) {
 	for _, v := range []string{envDatabaseURL, envProvisionerSetJSON, envDefaultProvisioner, envLogLevel} {
 		t.Setenv(v, "")
 	}
+	// Where the default SQLite database goes: the test's own directory, never the user's.
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 }
 
 // runBerth runs the command tree in-process, as main would, and returns what it printed.
@@ -539,10 +541,21 @@ func TestDatabaseFlagBeatsEnvironment(t *testing.T) {
 	if _, _, err := runBerth(c.clk, "resource", "list"); err != nil {
 		t.Errorf("list with %s only: %v", envDatabaseURL, err)
 	}
+	// Without either, the commands use the default SQLite file, which migrate creates.
 	t.Setenv(envDatabaseURL, "")
 	_, _, err := runBerth(c.clk, "resource", "list")
-	if err == nil || !strings.Contains(err.Error(), "pass --database-url or set "+envDatabaseURL) {
-		t.Errorf("list without a database: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "berth migrate") {
+		t.Errorf("list on a new default database: %v, want to be told to migrate", err)
+	}
+	out, _, err := runBerth(c.clk, "migrate")
+	if want := filepath.Join(os.Getenv("XDG_STATE_HOME"), "berth", "berth.db"); err != nil || !strings.Contains(out, want) {
+		t.Errorf("migrate without a database URL: %q, %v; want the default file %s named", out, err, want)
+	}
+	if _, _, err := runBerth(c.clk, "resource", "create", "--type", "runtime", "--name", "local"); err != nil {
+		t.Errorf("create on the default database: %v", err)
+	}
+	if out, _, err := runBerth(c.clk, "resource", "list"); err != nil || !strings.Contains(out, "local") {
+		t.Errorf("list on the default database: %q, %v", out, err)
 	}
 }
 
@@ -580,18 +593,30 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestEveryCommandIsDocumented walks the whole tree a user sees, cobra's help and completion
+// commands included: each has a short and a long description and an example that uses it.
 func TestEveryCommandIsDocumented(t *testing.T) {
 	clearEnv(t)
+	var paths []string
 	var walk func(*cobra.Command)
 	walk = func(cmd *cobra.Command) {
+		paths = append(paths, cmd.CommandPath())
 		if cmd.Short == "" || cmd.Long == "" || cmd.Example == "" {
 			t.Errorf("%q lacks Short, Long or Example", cmd.CommandPath())
+		}
+		if !strings.Contains(cmd.Example, cmd.CommandPath()) {
+			t.Errorf("the example of %q does not use it:\n%s", cmd.CommandPath(), cmd.Example)
 		}
 		for _, sub := range cmd.Commands() {
 			walk(sub)
 		}
 	}
 	walk(newRootCommand())
+	for _, want := range []string{"berth dev-hosts", "berth help", "berth completion bash", "berth resource events"} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("the walk missed %q (walked %v)", want, paths)
+		}
+	}
 }
 
 func regexpMatch(pattern, s string) bool {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/berth-dev/berth/domain"
@@ -25,9 +27,12 @@ type eventJSON struct {
 }
 
 func newResourceEventsCommand(opts *globalOptions) *cobra.Command {
-	var limit int
+	var (
+		ref   resourceRef
+		limit int
+	)
 	cmd := &cobra.Command{
-		Use:   "events ID [--limit N]",
+		Use:   "events ID|NAME [--limit N]",
 		Short: "Show a resource's history",
 		Long: `Show a resource's history, oldest first: every change of its status and status message
 (whoever made it: the agent, the CLI or plain SQL), failed attempts (kind error), health
@@ -35,9 +40,11 @@ check transitions between ready and unhealthy (kind health) and drift the agent 
 (kind repair). --limit keeps the newest N.
 
 History is kept for the agent's --event-retention (default 7 days), also after the resource
-is deleted.`,
+is deleted; the history of a deleted resource is found by its ID only.
+
+` + refHelp,
 		Example: `  berth resource events 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
-  berth resource events 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --limit 10 -o json`,
+  berth resource events analytics --owner acme --limit 10 -o json`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
@@ -53,13 +60,21 @@ is deleted.`,
 				return err
 			}
 			defer st.Close()
-			events, err := st.ListEvents(ctx, args[0], limit)
+			id := strings.TrimSpace(args[0])
+			if _, err := uuid.Parse(id); err != nil || cmd.Flags().Changed("owner") || ref.typ != "" {
+				r, err := ref.resolve(ctx, cmd, domain.NewService(st), id)
+				if err != nil {
+					return needsSchema(err)
+				}
+				id = r.ID
+			}
+			events, err := st.ListEvents(ctx, id, limit)
 			if err != nil {
 				return needsSchema(storeError(err))
 			}
 			if len(events) == 0 {
-				if _, err := st.GetResource(ctx, args[0]); errors.Is(err, domain.ErrNotFound) {
-					return storeError(fmt.Errorf("resource %s has no history (it never existed, or was deleted longer ago than the event retention): %w", args[0], domain.ErrNotFound))
+				if _, err := st.GetResource(ctx, id); errors.Is(err, domain.ErrNotFound) {
+					return storeError(fmt.Errorf("resource %s has no history (it never existed, or was deleted longer ago than the event retention): %w", id, domain.ErrNotFound))
 				} else if err != nil {
 					return needsSchema(err)
 				}
@@ -75,6 +90,7 @@ is deleted.`,
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", defaultEventLimit, "show the newest N events")
+	ref.addFlags(cmd)
 	return cmd
 }
 

@@ -83,6 +83,26 @@ func writeResourceTable(w io.Writer, r domain.Resource) error {
 	return tw.Flush()
 }
 
+// writeCreated prints what `resource create` made: a summary line, the client config one key
+// a line (host first) when the resource has one, and the id as the last line.
+func writeCreated(w io.Writer, r domain.Resource) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	provisioner := ""
+	if r.Provisioner != "" {
+		provisioner = ", provisioner " + tableText(r.Provisioner)
+	}
+	fmt.Fprintf(tw, "created %s %q%s (status %s%s)\n", r.Type, r.Name, ownerText(r.Owner), r.Status, provisioner)
+	keys := slices.Sorted(maps.Keys(r.Config))
+	if i := slices.Index(keys, "host"); i > 0 {
+		keys = append([]string{"host"}, slices.Delete(keys, i, i+1)...)
+	}
+	for _, k := range keys {
+		fmt.Fprintf(tw, "  %s:\t%s\n", tableText(k), tableText(formatValue(r.Config[k])))
+	}
+	fmt.Fprintln(tw, r.ID)
+	return tw.Flush()
+}
+
 // writeResourceList prints resources as an aligned table with a header.
 func writeResourceList(w io.Writer, rs []domain.Resource) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -103,17 +123,21 @@ func writeResourceList(w io.Writer, rs []domain.Resource) error {
 func formatMap(m map[string]any) string {
 	parts := make([]string, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v, ok := m[k].(string)
-		if !ok {
-			b, err := json.Marshal(m[k])
-			if err != nil {
-				b = []byte(fmt.Sprint(m[k]))
-			}
-			v = string(b)
-		}
-		parts = append(parts, k+"="+v)
+		parts = append(parts, k+"="+formatValue(m[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// formatValue renders a string as it is and any other value as JSON.
+func formatValue(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // tableText keeps a value on one table cell: control characters (tabs, newlines) become

@@ -22,13 +22,15 @@ func newResourceCommand(opts *globalOptions) *cobra.Command {
 		Short:   "Create, inspect, update and delete resources",
 		Long: `Manage the rows of the resources table. Changes are written straight to the database: the
 agent notices them and reconciles each resource (watch its status, or use --wait). The
-database must already have Berth's schema (berth migrate).
+database must already have Berth's schema (berth migrate). The commands on one resource take
+its ID or its name (with --owner and --type where several resources share the name).
 
 With -o json every command prints one JSON object (list: a JSON array of them) with exactly
 the keys id, type, name, owner, provisioner, status, status_message, args, config, generation
 and observed_generation.`,
 		Example: `  id=$(berth resource create --type runtime --name analytics --arg slots=2 | tail -n1)
   berth resource get "$id"
+  berth resource get analytics
   berth resource update "$id" --arg slots=4 --wait
   berth resource delete "$id" --wait`,
 		// Runnable with no args, so that a mistyped subcommand is an error rather than help.
@@ -66,9 +68,10 @@ A resource's name is unique per owner and type (ignoring case). Without --provis
 agent's default provisioner takes it.
 
 The new resource's id is the last line of the output (with -o json, the "id" field of the one
-JSON object printed). With --wait the command returns once the resource is ready (exit 0), or
-fails with its status message when provisioning fails or after --timeout (the resource is
-kept and the agent keeps working on it).`,
+JSON object printed). With --wait the command returns once the resource is ready (exit 0),
+printing its host and client config above the id, or fails with its status message when
+provisioning fails or after --timeout (the resource is kept and the agent keeps working on
+it).`,
 		Example: `  berth resource create --type runtime --name analytics --owner acme --arg slots=2 --arg version=1.4.0
   berth resource create --type clickhouse --name events --owner acme --wait --timeout 10m
   berth resource create --type runtime --name scratch -o json | jq -r .id`,
@@ -105,9 +108,7 @@ kept and the agent keeps working on it).`,
 				if format == outputJSON {
 					return errors.Join(writeJSON(cmd.OutOrStdout(), toJSON(r)), waitErr)
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "created %s %q%s (status %s)\n%s\n",
-					r.Type, r.Name, ownerText(r.Owner), r.Status, r.ID)
-				return errors.Join(err, waitErr)
+				return errors.Join(writeCreated(cmd.OutOrStdout(), r), waitErr)
 			})
 		},
 	}
@@ -122,12 +123,16 @@ kept and the agent keeps working on it).`,
 }
 
 func newResourceGetCommand(opts *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "get ID",
+	var ref resourceRef
+	cmd := &cobra.Command{
+		Use:   "get ID|NAME [--owner OWNER] [--type TYPE]",
 		Short: "Show one resource",
-		Long:  "Show a resource's desired args, status, client config and generations.",
+		Long: `Show a resource's desired args, status, client config and generations.
+
+` + refHelp,
 		Example: `  berth resource get 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
-  berth resource get 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a -o json | jq .config`,
+  berth resource get analytics --owner acme
+  berth resource get analytics --owner acme -o json | jq .config`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
@@ -136,14 +141,16 @@ func newResourceGetCommand(opts *globalOptions) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			return opts.withService(ctx, func(svc *domain.Service) error {
-				r, err := svc.Get(ctx, args[0])
+				r, err := ref.resolve(ctx, cmd, svc, args[0])
 				if err != nil {
-					return storeError(err)
+					return err
 				}
 				return printResource(cmd, format, r)
 			})
 		},
 	}
+	ref.addFlags(cmd)
+	return cmd
 }
 
 func newResourceListCommand(opts *globalOptions) *cobra.Command {
@@ -194,19 +201,22 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 
 func newResourceUpdateCommand(opts *globalOptions) *cobra.Command {
 	var (
+		ref             resourceRef
 		argPairs, unset []string
 		wait            bool
 		timeout         time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "update ID [--arg key=value ...] [--unset key ...]",
+		Use:   "update ID|NAME [--arg key=value ...] [--unset key ...]",
 		Short: "Change a resource's args",
 		Long: `Change a resource's args. The given --arg values are MERGED into the current args (keys not
 mentioned keep their values); --unset removes a key, bringing back its default. The merged
 args are checked against the resource's type before anything is written, and the agent
-reconciles the resource again when they differ from the current ones.`,
+reconciles the resource again when they differ from the current ones.
+
+` + refHelp,
 		Example: `  berth resource update 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --arg slots=4
-  berth resource update 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --unset version --wait`,
+  berth resource update analytics --owner acme --unset version --wait`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
@@ -221,9 +231,9 @@ reconciles the resource again when they differ from the current ones.`,
 			}
 			ctx := cmd.Context()
 			return opts.withService(ctx, func(svc *domain.Service) error {
-				before, err := svc.Get(ctx, args[0])
+				before, err := ref.resolve(ctx, cmd, svc, args[0])
 				if err != nil {
-					return storeError(err)
+					return err
 				}
 				set, err := domain.ParseArgFlags(before.Type, argPairs)
 				if err != nil {
@@ -247,23 +257,27 @@ reconciles the resource again when they differ from the current ones.`,
 	flags.StringArrayVar(&argPairs, "arg", nil, "argument to set as key=value, merged into the current args; repeat for more")
 	flags.StringArrayVar(&unset, "unset", nil, "argument key to remove; repeat for more")
 	addWaitFlags(cmd, &wait, &timeout, "until the resource is ready with the new args")
+	ref.addFlags(cmd)
 	return cmd
 }
 
 func newResourceDeleteCommand(opts *globalOptions) *cobra.Command {
 	var (
+		ref     resourceRef
 		wait    bool
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "delete ID",
+		Use:   "delete ID|NAME [--owner OWNER] [--type TYPE]",
 		Short: "Delete a resource",
 		Long: `Ask the agent to delete a resource: it moves to deleting, the agent frees what the resource
 holds and then removes the row. Deleting a resource that is already being deleted is fine.
 With --wait the command returns once the row is gone. With -o json it prints the resource as
-it was when the delete was requested.`,
+it was when the delete was requested.
+
+` + refHelp,
 		Example: `  berth resource delete 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
-  berth resource delete 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --wait --timeout 2m`,
+  berth resource delete analytics --owner acme --wait --timeout 2m`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
@@ -275,7 +289,11 @@ it was when the delete was requested.`,
 			}
 			ctx := cmd.Context()
 			return opts.withService(ctx, func(svc *domain.Service) error {
-				r, err := svc.Delete(ctx, args[0])
+				target, err := ref.resolve(ctx, cmd, svc, args[0])
+				if err != nil {
+					return err
+				}
+				r, err := svc.Delete(ctx, target.ID)
 				if err != nil {
 					return storeError(err)
 				}
@@ -296,6 +314,7 @@ it was when the delete was requested.`,
 		},
 	}
 	addWaitFlags(cmd, &wait, &timeout, "until the agent has removed the resource")
+	ref.addFlags(cmd)
 	return cmd
 }
 
@@ -381,7 +400,7 @@ func checkTimeout(wait bool, timeout time.Duration) error {
 
 func idArg(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
-		return fmt.Errorf("%s needs exactly one resource ID, got %d arguments (see `berth resource list` for IDs)", cmd.CommandPath(), len(args))
+		return fmt.Errorf("%s needs exactly one resource ID or name, got %d arguments (see `berth resource list` for IDs and names)", cmd.CommandPath(), len(args))
 	}
 	return nil
 }
@@ -421,7 +440,7 @@ func flagError(err error) error {
 func storeError(err error) error {
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
-		return fmt.Errorf("%w: see `berth resource list` for IDs", err)
+		return fmt.Errorf("%w: see `berth resource list` for IDs and names", err)
 	default:
 		return flagError(err)
 	}

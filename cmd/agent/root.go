@@ -50,18 +50,36 @@ func newRootCommandWith(opts *globalOptions) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "berth",
 		Short: "Berth provisions resources (runtimes, ClickHouse databases) on a pool of hosts",
-		Long: `Berth keeps resources in a PostgreSQL table and an agent (berth run) reconciles each one
-through its provisioner. The other commands read and write that table directly, so they work
-while the agent is down; the agent picks up every change.
+		Long: `Berth provisions resources (runtime instances on a pool of hosts or in Kubernetes, ClickHouse
+databases) and keeps them alive. Each resource is a row in Berth's database; the agent
+(berth run) reconciles every row through its provisioner, with retries, across restarts. The
+other commands read and write the database directly, so they work while the agent is down,
+and the agent picks up every change.
+
+The database is the one --database-url or BERTH_DATABASE_URL names (PostgreSQL, for
+production and for several agents sharing one database). Without either, every command uses
+the embedded database, the SQLite file $XDG_STATE_HOME/berth/berth.db (by default
+~/.local/state/berth/berth.db); berth run names it in its first log line.
+
+Quick start: the first example below, step by step in the README's "Quick start". berth
+dev-hosts starts local stand-ins for runtime hosts, so nothing else needs to run.
 
 Global flags have environment variables; a flag beats its variable:
   --database-url          BERTH_DATABASE_URL
   --provisioners FILE     BERTH_PROVISIONER_SET_JSON (the JSON itself, not a file name)
   --default-provisioner   BERTH_DEFAULT_PROVISIONER
   --log-level             BERTH_LOG_LEVEL`,
-		Example: `  export BERTH_DATABASE_URL=postgres://berth@db.internal:5432/berth
+		Example: `  # Quick start, in a clone of the repository: the agent and three stand-in hosts ...
+  make run
+  # ... and, in a second terminal, a runtime created, shown and deleted again
+  bin/berth resource create --type runtime --name hello --owner demo --arg slots=2 --wait
+  bin/berth resource get hello --owner demo
+  bin/berth capacity
+  bin/berth resource delete hello --owner demo --wait
+
+  # Against a shared PostgreSQL database
+  export BERTH_DATABASE_URL=postgres://berth@db.internal:5432/berth
   berth migrate
-  berth resource create --type runtime --name analytics --owner acme --arg slots=2 --wait
   berth resource list -o json`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -71,7 +89,7 @@ Global flags have environment variables; a flag beats its variable:
 	})
 
 	flags := root.PersistentFlags()
-	flags.StringVar(&opts.databaseURL, "database-url", "", "PostgreSQL URL of Berth's database (env "+envDatabaseURL+")")
+	flags.StringVar(&opts.databaseURL, "database-url", "", "Berth's database: postgres://... or sqlite:///PATH (env "+envDatabaseURL+"; default: an SQLite file under ~/.local/state/berth)")
 	flags.StringVar(&opts.provisionersFile, "provisioners", "", "file holding the provisioner set JSON (else env "+envProvisionerSetJSON+" holds the JSON)")
 	flags.StringVar(&opts.defaultProvisioner, "default-provisioner", "", "provisioner for resources that name none (env "+envDefaultProvisioner+"; optional when the set has one)")
 	flags.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error (env "+envLogLevel+")")
@@ -88,8 +106,35 @@ Global flags have environment variables; a flag beats its variable:
 		newCapacityCommand(opts),
 		newVersionCommand(opts),
 		newStatusCommand(opts),
+		newDevHostsCommand(opts),
 	)
+	addBuiltinCommands(root)
 	return root
+}
+
+// addBuiltinCommands adds cobra's help and completion commands now rather than at Execute,
+// so that they carry examples like every other command.
+func addBuiltinCommands(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	examples := map[string]string{
+		"berth help":                  "  berth help\n  berth help resource create",
+		"berth completion":            "  source <(berth completion bash)",
+		"berth completion bash":       "  source <(berth completion bash)\n  berth completion bash > /etc/bash_completion.d/berth",
+		"berth completion zsh":        "  berth completion zsh > \"${fpath[1]}/_berth\"",
+		"berth completion fish":       "  berth completion fish > ~/.config/fish/completions/berth.fish",
+		"berth completion powershell": "  berth completion powershell | Out-String | Invoke-Expression",
+	}
+	var walk func(*cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		if ex, ok := examples[cmd.CommandPath()]; ok && cmd.Example == "" {
+			cmd.Example = ex
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 // applyEnv fills the flag fields from the environment; empty variables count as unset.
