@@ -1,12 +1,17 @@
 // Package k8s drives the kubernetes environ and the real berth binary against a real
-// Kubernetes cluster and a real PostgreSQL: it provisions runtimes and a ClickHouse resource,
-// resizes, upgrades, repairs drift, sweeps orphans, kills the agent mid-rollout and checks
-// that everything converges and that deprovisioning leaves nothing behind.
+// Kubernetes control plane and a real PostgreSQL: it provisions runtimes concurrently, resizes
+// (and refuses to shrink a volume), upgrades, repairs objects deleted out of band, sweeps
+// orphans, provisions ClickHouse with its password kept out of status and logs, reports why an
+// unschedulable rollout is not ready, kills the agent with SIGKILL mid-rollout and checks that
+// the restarted agent converges, and that deprovisioning leaves nothing behind while objects
+// without Berth's labels are untouched. Its benchmarks time 100 runtimes from insert to ready
+// through the agent and count the objects applied per second.
 //
-// The tests carry the build tag k8s and need BERTH_KUBECONFIG (the admin kubeconfig of the
-// cluster, as the local cluster scripts print it) and BERTH_TEST_DATABASE_URL; without them
-// they fail. The binary is BERTH_BINARY when set; otherwise the tests build it.
+// The files carry the build tag k8s and need BERTH_KUBECONFIG (the admin kubeconfig of the
+// cluster, as scripts/k8s/up.sh prints it) and BERTH_TEST_DATABASE_URL; without them the tests
+// fail. The binary is BERTH_BINARY when set; otherwise it is built. The harness is
+// internal/e2etest's.
 //
-//	BERTH_KUBECONFIG=$(scripts/k8s/up.sh | tail -n1) go test -tags k8s ./e2e/k8s/
-//	... go test -tags k8s -run '^$' -bench . -benchtime 1x ./e2e/k8s/   (throughput figures)
+//	make e2e-k8s     the tests
+//	make bench-k8s   the benchmarks (go test -tags k8s -run '^$' -bench . -benchtime 1x)
 package k8s

@@ -3,29 +3,29 @@
 package k8s_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/berth-dev/berth/internal/pgtest"
+	berthk8s "github.com/berth-dev/berth/environ/kubernetes"
+	"github.com/berth-dev/berth/internal/e2etest"
 )
+
+// provisioner is the name of the kubernetes provisioner in the tests' sets.
+const provisioner = "k8s"
 
 // kubeconfigPath is the cluster's admin kubeconfig; a run without one fails.
 func kubeconfigPath(t testing.TB) string {
@@ -60,258 +60,240 @@ func namespace(t testing.TB, cs kubernetes.Interface) string {
 		t.Fatal(err)
 	}
 	name := "berth-e2e-" + hex.EncodeToString(suffix)
-	ctx := context.Background()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			dumpNamespace(t, cs, name)
+		}
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
 }
 
-// kubeSpec is the kubernetes provisioner spec of the tests; extra is spliced into the object.
-func kubeSpec(t testing.TB, ns, extra string) string {
-	spec := fmt.Sprintf(`{"host": "http://*.rt.test", "namespace": %q, "image": "rilldata/rill",
-		"kubeconfig_path": %q, "timeout_seconds": 90, "data_dir": "/mnt/data"%s}`, ns, kubeconfigPath(t), extra)
-	return spec
-}
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func berthBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		if p := os.Getenv("BERTH_BINARY"); p != "" {
-			binPath = p
-			return
+// dumpNamespace writes what a failed test left in ns to the test log: workloads, pods,
+// claims and events.
+func dumpNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
+	ctx := context.Background()
+	t.Logf("state of namespace %s follows", ns)
+	if l, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, d := range l.Items {
+			t.Logf("deployment %s: generation %d, image %s, status %+v", d.Name, d.Generation, image(&d), d.Status)
 		}
-		dir, err := os.MkdirTemp("", "berth-e2e-k8s-bin")
-		if err != nil {
-			buildErr = err
-			return
+	}
+	if l, err := cs.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, s := range l.Items {
+			t.Logf("statefulset %s: generation %d, status %+v", s.Name, s.Generation, s.Status)
 		}
-		binPath = filepath.Join(dir, "berth")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/berth-dev/berth/cmd/agent").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build berth: %v\n%s", err, out)
+	}
+	if l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range l.Items {
+			t.Logf("pod %s: node %q, phase %s, conditions %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
 		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
 	}
-	return binPath
-}
-
-// env is one test's database, provisioner set and agent processes.
-type env struct {
-	t      testing.TB
-	bin    string
-	dbURL  string
-	setDir string
-	pool   *pgxpool.Pool
-}
-
-func newEnv(t testing.TB, setJSON string) *env {
-	t.Helper()
-	e := &env{t: t, bin: berthBinary(t), dbURL: pgtest.New(t), setDir: t.TempDir()}
-	if err := os.WriteFile(filepath.Join(e.setDir, "set.json"), []byte(setJSON), 0o600); err != nil {
-		t.Fatal(err)
+	if l, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range l.Items {
+			t.Logf("claim %s: phase %s, requests %v", c.Name, c.Status.Phase, c.Spec.Resources.Requests)
+		}
 	}
-	// Fails fast, with the agent's own words, when the binary cannot load the set (e.g. a
-	// build without the kubernetes provisioner type).
-	e.berth("check-config", "--provisioners", filepath.Join(e.setDir, "set.json"))
-	e.berth("migrate")
-	pool, err := pgxpool.New(context.Background(), e.dbURL)
-	if err != nil {
-		t.Fatal(err)
+	if l, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, ev := range l.Items {
+			t.Logf("event %s/%s: %s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+		}
 	}
-	t.Cleanup(pool.Close)
-	e.pool = pool
-	return e
 }
 
-func (e *env) cmdEnv() []string {
-	return append(os.Environ(), "BERTH_DATABASE_URL="+e.dbURL, "BERTH_PROVISIONER_SET_JSON=", "BERTH_DEFAULT_PROVISIONER=")
+// kubeSpec is the kubernetes provisioner spec of the tests, with a rollout timeout of
+// timeoutSeconds; extra is spliced into the object.
+func kubeSpec(t testing.TB, ns string, timeoutSeconds int, extra string) string {
+	return fmt.Sprintf(`{"host": "http://*.rt.test", "namespace": %q, "image": "rilldata/rill",
+		"kubeconfig_path": %q, "timeout_seconds": %d, "data_dir": "/mnt/data"%s}`, ns, kubeconfigPath(t), timeoutSeconds, extra)
 }
 
-func (e *env) berth(args ...string) string {
-	e.t.Helper()
-	out, stderr, err := e.tryBerth(args...)
-	if err != nil {
-		e.t.Fatalf("berth %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, stderr)
-	}
-	return out
+// provisionerSet is a set of the one kubernetes provisioner with spec.
+func provisionerSet(spec string) string {
+	return fmt.Sprintf(`{%q: {"type": "kubernetes", "spec": %s}}`, provisioner, spec)
 }
 
-func (e *env) tryBerth(args ...string) (string, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, e.bin, args...)
-	cmd.Env = e.cmdEnv()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return stdout.String(), stderr.String(), err
-}
-
-// agent is a running `berth run`.
-type agent struct {
-	cmd  *exec.Cmd
-	logs *lockedWriter
-	done chan error
-}
-
-func (e *env) startAgent(extra ...string) *agent {
-	e.t.Helper()
-	args := append([]string{"run",
-		"--provisioners", filepath.Join(e.setDir, "set.json"),
-		"--agent-id", "e2e-k8s-agent",
+// startAgent runs the agent with timings short enough for tests: a failed attempt is retried
+// within 2s, every resource and the provisioner are health-checked every second.
+func startAgent(e *e2etest.Env, extra ...string) *e2etest.Agent {
+	return e.StartAgent("e2e-k8s-agent", append([]string{
+		"--concurrency", "8",
 		"--poll-interval", "200ms",
 		"--backoff-base", "200ms",
 		"--backoff-max", "2s",
 		"--capacity-retry", "1s",
-		"--log-level", "debug",
-	}, extra...)
-	cmd := exec.Command(e.bin, args...)
-	cmd.Env = e.cmdEnv()
-	out := &lockedWriter{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
+		"--health-interval", "1s",
+		"--capacity-interval", "2s",
+	}, extra...)...)
+}
+
+// selector selects the objects of the tests' provisioner, or of resource id when it is set.
+func selector(id string) string {
+	sel := berthk8s.LabelManagedBy + "=" + berthk8s.ManagedBy + "," + berthk8s.LabelProvisioner + "=" + provisioner
+	if id != "" {
+		sel += "," + berthk8s.LabelResourceID + "=" + id
 	}
-	a := &agent{cmd: cmd, logs: out, done: make(chan error, 1)}
-	go func() { a.done <- cmd.Wait() }()
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-a.done
-		a.done <- nil
-		if e.t.Failed() {
-			e.t.Log("agent log follows")
-			for _, line := range strings.Split(out.String(), "\n") {
-				e.t.Log("agent: " + line)
+	return sel
+}
+
+// berthLabels are the labels Berth puts on an object of resource id of provisioner prov.
+func berthLabels(prov, id string) map[string]string {
+	return map[string]string{
+		berthk8s.LabelManagedBy: berthk8s.ManagedBy, berthk8s.LabelProvisioner: prov,
+		berthk8s.LabelResourceID: id, berthk8s.LabelResourceType: "runtime",
+	}
+}
+
+func deploymentOf(t testing.TB, cs kubernetes.Interface, ns, id string) *appsv1.Deployment {
+	t.Helper()
+	l, err := cs.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("resource %s has %d deployments, want 1", id, len(l.Items))
+	}
+	return &l.Items[0]
+}
+
+func rolledOut(d *appsv1.Deployment) bool {
+	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.Replicas == 1 && d.Status.AvailableReplicas == 1
+}
+
+func image(d *appsv1.Deployment) string { return d.Spec.Template.Spec.Containers[0].Image }
+
+// leftovers lists every object of the provisioner left in ns (pods included) and every
+// persistent volume still bound to a claim of ns.
+func leftovers(t testing.TB, cs kubernetes.Interface, ns string) []string {
+	t.Helper()
+	ctx := context.Background()
+	opts := metav1.ListOptions{LabelSelector: selector("")}
+	var out []string
+	add := func(kind string, err error, names ...string) {
+		if err != nil {
+			t.Fatalf("list %s: %v", kind, err)
+		}
+		for _, n := range names {
+			out = append(out, kind+"/"+n)
+		}
+	}
+	if l, err := cs.AppsV1().Deployments(ns).List(ctx, opts); err != nil {
+		add("deployments", err)
+	} else {
+		for _, o := range l.Items {
+			add("deployment", nil, o.Name)
+		}
+	}
+	if l, err := cs.AppsV1().StatefulSets(ns).List(ctx, opts); err != nil {
+		add("statefulsets", err)
+	} else {
+		for _, o := range l.Items {
+			add("statefulset", nil, o.Name)
+		}
+	}
+	if l, err := cs.CoreV1().Services(ns).List(ctx, opts); err != nil {
+		add("services", err)
+	} else {
+		for _, o := range l.Items {
+			add("service", nil, o.Name)
+		}
+	}
+	if l, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts); err != nil {
+		add("persistentvolumeclaims", err)
+	} else {
+		for _, o := range l.Items {
+			add("persistentvolumeclaim", nil, o.Name)
+		}
+	}
+	if l, err := cs.CoreV1().Secrets(ns).List(ctx, opts); err != nil {
+		add("secrets", err)
+	} else {
+		for _, o := range l.Items {
+			add("secret", nil, o.Name)
+		}
+	}
+	if l, err := cs.NetworkingV1().Ingresses(ns).List(ctx, opts); err != nil {
+		add("ingresses", err)
+	} else {
+		for _, o := range l.Items {
+			add("ingress", nil, o.Name)
+		}
+	}
+	if l, err := cs.CoreV1().Pods(ns).List(ctx, opts); err != nil {
+		add("pods", err)
+	} else {
+		for _, o := range l.Items {
+			add("pod", nil, o.Name)
+		}
+	}
+	if l, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err != nil {
+		add("persistentvolumes", err)
+	} else {
+		for _, o := range l.Items {
+			if ref := o.Spec.ClaimRef; ref != nil && ref.Namespace == ns {
+				add("persistentvolume", nil, o.Name)
 			}
 		}
-	})
-	return a
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
-}
-
-func (a *agent) kill9(t testing.TB) {
-	t.Helper()
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
 	}
-	err := <-a.done
-	a.done <- err
+	return out
 }
 
-func (a *agent) stop(t testing.TB) {
+// cordon marks every node unschedulable until the returned function (also run when the
+// test ends) makes them schedulable again: pods created meanwhile stay Pending.
+func cordon(t testing.TB, cs kubernetes.Interface) func() {
 	t.Helper()
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-a.done:
-		a.done <- err
+	set := func(unschedulable bool) error {
+		nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 		if err != nil {
-			t.Fatalf("agent exited with %v after SIGTERM", err)
+			return err
 		}
-	case <-time.After(45 * time.Second):
-		t.Fatal("agent did not stop within 45s of SIGTERM")
+		patch := []byte(fmt.Sprintf(`{"spec": {"unschedulable": %t}}`, unschedulable))
+		for _, n := range nodes.Items {
+			if _, err := cs.CoreV1().Nodes().Patch(context.Background(), n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		}
+		return nil
 	}
-}
-
-// resourceJSON is the CLI's -o json shape.
-type resourceJSON struct {
-	ID                 string         `json:"id"`
-	Type               string         `json:"type"`
-	Provisioner        string         `json:"provisioner"`
-	Status             string         `json:"status"`
-	StatusMessage      string         `json:"status_message"`
-	Args               map[string]any `json:"args"`
-	Config             map[string]any `json:"config"`
-	Generation         int64          `json:"generation"`
-	ObservedGeneration int64          `json:"observed_generation"`
-}
-
-func (e *env) get(id string) resourceJSON {
-	e.t.Helper()
-	var r resourceJSON
-	out := e.berth("resource", "get", id, "-o", "json")
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		e.t.Fatalf("decode %q: %v", out, err)
+	if err := set(true); err != nil {
+		t.Fatalf("cordon nodes: %v", err)
 	}
-	return r
+	var once sync.Once
+	uncordon := func() {
+		once.Do(func() {
+			if err := set(false); err != nil {
+				t.Errorf("uncordon nodes: %v", err)
+			}
+		})
+	}
+	t.Cleanup(uncordon)
+	return uncordon
 }
 
-// create runs `berth resource create` and returns the id (the last line of stdout).
-func (e *env) create(args ...string) string {
-	e.t.Helper()
-	out := strings.TrimSpace(e.berth(append([]string{"resource", "create"}, args...)...))
-	lines := strings.Split(out, "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, what string, within time.Duration, cond func() (bool, string)) {
+// waitGone polls until leftovers finds nothing of the provisioner in ns.
+func waitGone(t testing.TB, cs kubernetes.Interface, ns string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s (last: %s)", what, within, last)
+	e2etest.Eventually(t, "every object of the provisioner gone", within, func() (bool, string) {
+		left := leftovers(t, cs, ns)
+		return len(left) == 0, strings.Join(left, ", ")
+	})
 }
 
-func (e *env) queryInt(sql string, args ...any) int {
-	e.t.Helper()
-	var n int
-	if err := e.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
+// runConcurrently runs fn for 0..n-1 with at most width at once.
+func runConcurrently(n, width int, fn func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, width)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
 	}
-	return n
-}
-
-func (e *env) statusCounts() string {
-	rows, err := e.pool.Query(context.Background(), "SELECT status, count(*) FROM resources GROUP BY status ORDER BY status")
-	if err != nil {
-		return err.Error()
-	}
-	defer rows.Close()
-	var parts []string
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return err.Error()
-		}
-		parts = append(parts, fmt.Sprintf("%s=%d", s, n))
-	}
-	return strings.Join(parts, " ")
+	wg.Wait()
 }

@@ -7,229 +7,326 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/kubernetes"
+	"github.com/berth-dev/berth/internal/e2etest"
 )
 
-const provisioner = "k8s"
+// Bounds of the waits below. Everything runs on fake nodes, where a rollout takes a second or
+// two; the bounds leave room for a loaded machine.
+const (
+	readyWithin  = 2 * time.Minute
+	repairWithin = time.Minute
+)
 
-// allowVolumeExpansion lets the default StorageClass grow claims, which resizing a runtime
-// needs; the API refuses to grow claims of a class that does not allow it.
-func allowVolumeExpansion(t testing.TB, cs k8s.Interface) {
-	t.Helper()
-	ctx := context.Background()
-	classes, err := cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sc := range classes.Items {
-		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" || (sc.AllowVolumeExpansion != nil && *sc.AllowVolumeExpansion) {
-			continue
-		}
-		yes := true
-		sc.AllowVolumeExpansion = &yes
-		if _, err := cs.StorageV1().StorageClasses().Update(ctx, &sc, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("allow volume expansion on storage class %s: %v", sc.Name, err)
-		}
-	}
-}
+// lifecycleTimeout is the lifecycle provisioner's timeout_seconds: short, so that a rollout
+// that cannot finish is reported (with its reason) within the test.
+const lifecycleTimeout = 8
 
-func selector(id string) string {
-	sel := kubernetes.LabelManagedBy + "=" + kubernetes.ManagedBy + "," + kubernetes.LabelProvisioner + "=" + provisioner
-	if id != "" {
-		sel += "," + kubernetes.LabelResourceID + "=" + id
-	}
-	return sel
-}
-
-func deploymentOf(t testing.TB, cs k8s.Interface, ns, id string) *appsv1.Deployment {
-	t.Helper()
-	l, err := cs.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector(id)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Items) != 1 {
-		t.Fatalf("resource %s has %d deployments, want 1", id, len(l.Items))
-	}
-	return &l.Items[0]
-}
-
-func rolledOut(d *appsv1.Deployment) bool {
-	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.Replicas == 1 && d.Status.AvailableReplicas == 1
-}
-
-// leftovers lists every object of the provisioner left in ns, pods included.
-func leftovers(t testing.TB, cs k8s.Interface, ns string) []string {
-	t.Helper()
-	ctx := context.Background()
-	opts := metav1.ListOptions{LabelSelector: selector("")}
-	var out []string
-	add := func(kind string, names []string, err error) {
-		if err != nil {
-			t.Fatalf("list %s: %v", kind, err)
-		}
-		for _, n := range names {
-			out = append(out, kind+"/"+n)
-		}
-	}
-	deps, err := cs.AppsV1().Deployments(ns).List(ctx, opts)
-	add("deployment", names(deps, err), err)
-	sts, err := cs.AppsV1().StatefulSets(ns).List(ctx, opts)
-	add("statefulset", names(sts, err), err)
-	svcs, err := cs.CoreV1().Services(ns).List(ctx, opts)
-	add("service", names(svcs, err), err)
-	pvcs, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
-	add("pvc", names(pvcs, err), err)
-	secrets, err := cs.CoreV1().Secrets(ns).List(ctx, opts)
-	add("secret", names(secrets, err), err)
-	ings, err := cs.NetworkingV1().Ingresses(ns).List(ctx, opts)
-	add("ingress", names(ings, err), err)
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, opts)
-	add("pod", names(pods, err), err)
-	return out
-}
-
-func names(list any, err error) []string {
-	if err != nil {
-		return nil
-	}
-	b, _ := json.Marshal(list)
-	var l struct {
-		Items []struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-		} `json:"items"`
-	}
-	_ = json.Unmarshal(b, &l)
-	out := make([]string, len(l.Items))
-	for i, it := range l.Items {
-		out[i] = it.Metadata.Name
-	}
-	return out
-}
-
-// TestAgentLifecycle runs the agent on a kubernetes provisioner: concurrent provisioning, a
-// resize, an upgrade, drift repair, an orphan sweep, ClickHouse, a SIGKILL mid-rollout and
-// deprovisioning everything.
+// TestAgentLifecycle runs the real agent on a kubernetes provisioner: concurrent provisioning,
+// a resize (and a refused shrink), an upgrade, out-of-band deletions repaired, an orphan
+// swept, ClickHouse with its password kept out of status and logs, a rollout that cannot be
+// scheduled reported with its reason, a SIGKILL during that rollout and convergence after the
+// restart, and deprovisioning everything, leaving objects without Berth's labels alone.
 func TestAgentLifecycle(t *testing.T) {
 	cs := clientset(t)
 	ns := namespace(t, cs)
-	allowVolumeExpansion(t, cs)
-	spec := kubeSpec(t, ns, "")
-	e := newEnv(t, fmt.Sprintf(`{%q: {"type": "kubernetes", "spec": %s}}`, provisioner, spec))
-	a := e.startAgent("--concurrency", "8")
+	requireVolumeExpansion(t, cs)
 	ctx := context.Background()
+	e := e2etest.New(t, provisionerSet(kubeSpec(t, ns, lifecycleTimeout, "")))
+	strangers := createStrangers(t, cs, ns)
+	a := startAgent(e)
 
-	// Several runtimes at once.
+	// Several runtimes, provisioned concurrently.
 	ids := make([]string, 4)
 	for i := range ids {
-		ids[i] = e.create("--type", "runtime", "--name", fmt.Sprintf("rt-%d", i), "--owner", "team-a", "--arg", "slots=1")
+		ids[i] = e.Create("--type", "runtime", "--name", fmt.Sprintf("rt-%d", i), "--owner", "team-a", "--arg", "slots=1")
 	}
-	eventually(t, "runtimes ready", 3*time.Minute, func() (bool, string) {
-		return e.queryInt("SELECT count(*) FROM resources WHERE status = 'ready'") == len(ids), e.statusCounts()
-	})
+	e.WaitCount("all runtimes ready", readyWithin, len(ids), "SELECT count(*) FROM resources WHERE status = 'ready'")
 	for _, id := range ids {
-		r := e.get(id)
-		if !strings.Contains(r.Config["host"].(string), strings.ReplaceAll(id, "-", "")) || r.Config["cpu"] != float64(1) {
-			t.Errorf("runtime %s config %v", id, r.Config)
+		r := e.Get(id)
+		if host, _ := r.Config["host"].(string); host != "http://"+strings.ReplaceAll(id, "-", "")+".rt.test" || r.Config["cpu"] != float64(1) || r.Provisioner != provisioner {
+			t.Errorf("runtime %s: provisioner %q, config %v", id, r.Provisioner, r.Config)
 		}
-		if d := deploymentOf(t, cs, ns, id); !rolledOut(d) {
+		d := deploymentOf(t, cs, ns, id)
+		if !rolledOut(d) {
 			t.Errorf("runtime %s ready but its deployment is not rolled out: %+v", id, d.Status)
+		}
+		if pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, d.Name, metav1.GetOptions{}); err != nil || pvc.Status.Phase != corev1.ClaimBound {
+			t.Errorf("runtime %s volume: %v %v", id, err, pvc.Status.Phase)
 		}
 	}
 
 	// Resize: CPU, memory and the volume grow in place.
-	e.berth("resource", "update", ids[0], "--arg", "slots=2", "--wait", "--timeout", "3m")
+	e.Berth("resource", "update", ids[0], "--arg", "slots=2", "--wait", "--timeout", "3m")
 	d := deploymentOf(t, cs, ns, ids[0])
 	if c := d.Spec.Template.Spec.Containers[0]; c.Resources.Requests.Cpu().String() != "2" || c.Resources.Limits.Memory().String() != "8Gi" || !rolledOut(d) {
 		t.Errorf("after resize: resources %v, status %+v", c.Resources, d.Status)
 	}
-	pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, d.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if q := claimSize(t, cs, ns, d.Name); q != "80Gi" {
+		t.Errorf("volume after resize: %s, want 80Gi", q)
 	}
-	if q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "80Gi" {
-		t.Errorf("volume after resize: %s, want 80Gi", q.String())
-	}
-	if r := e.get(ids[0]); r.Config["cpu"] != float64(2) || r.Config["storage_bytes"] != float64(80<<30) {
+	if r := e.Get(ids[0]); r.Config["cpu"] != float64(2) || r.Config["storage_bytes"] != float64(80<<30) {
 		t.Errorf("config after resize: %v", r.Config)
 	}
 
-	// Shrinking keeps the volume and says so.
-	e.berth("resource", "update", ids[0], "--arg", "slots=1", "--wait", "--timeout", "3m")
-	if r := e.get(ids[0]); !strings.Contains(r.StatusMessage, "volume not shrunk: 40Gi requested, 80Gi kept") {
-		t.Errorf("status after a shrink: %q", r.StatusMessage)
+	// Shrinking keeps the volume, and the status says so.
+	e.Berth("resource", "update", ids[0], "--arg", "slots=1", "--wait", "--timeout", "3m")
+	if r := e.Get(ids[0]); !strings.Contains(r.StatusMessage, "volume not shrunk: 40Gi requested, 80Gi kept") || r.Config["cpu"] != float64(1) || r.Config["storage_bytes"] != float64(80<<30) {
+		t.Errorf("after a shrink: status %q, config %v", r.StatusMessage, r.Config)
+	}
+	if q := claimSize(t, cs, ns, d.Name); q != "80Gi" {
+		t.Errorf("volume after a shrink: %s, want 80Gi kept", q)
 	}
 
 	// Upgrade: the version becomes the image tag.
-	e.berth("resource", "update", ids[1], "--arg", "version=0.51.0", "--wait", "--timeout", "3m")
-	if d := deploymentOf(t, cs, ns, ids[1]); d.Spec.Template.Spec.Containers[0].Image != "rilldata/rill:0.51.0" || !rolledOut(d) {
-		t.Errorf("after upgrade: image %s, status %+v", d.Spec.Template.Spec.Containers[0].Image, d.Status)
+	e.Berth("resource", "update", ids[1], "--arg", "version=0.51.0", "--wait", "--timeout", "3m")
+	if d := deploymentOf(t, cs, ns, ids[1]); image(d) != "rilldata/rill:0.51.0" || !rolledOut(d) {
+		t.Errorf("after upgrade: image %s, status %+v", image(d), d.Status)
 	}
 
-	// ClickHouse: a DSN with a generated password; the password is nowhere else.
-	chID := e.create("--type", "clickhouse", "--name", "events", "--owner", "team-a", "--wait", "--timeout", "3m")
-	ch := e.get(chID)
+	// Out of band, delete one runtime's Deployment and another's Service: the agent's health
+	// checks put them back and record the repairs.
+	upgraded := deploymentOf(t, cs, ns, ids[1])
+	if err := cs.AppsV1().Deployments(ns).Delete(ctx, upgraded.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svcName := "rt-" + strings.ReplaceAll(ids[2], "-", "")
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, svcName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Services(ns).Delete(ctx, svcName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the deleted service is re-created", repairWithin, func() (bool, string) {
+		s, err := cs.CoreV1().Services(ns).Get(ctx, svcName, metav1.GetOptions{})
+		return err == nil && s.UID != svc.UID, fmt.Sprint(err)
+	})
+	e.Eventually("the deleted deployment is re-created and rolled out", repairWithin, func() (bool, string) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, upgraded.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.UID != upgraded.UID && image(d) == "rilldata/rill:0.51.0" && rolledOut(d), fmt.Sprintf("%s %+v", image(d), d.Status)
+	})
+	waitRepairEvent(t, e, ids[1], "deployment "+upgraded.Name+" re-applied: missing")
+	waitRepairEvent(t, e, ids[2], "service "+svcName+" re-applied: missing")
+	e.WaitReady(ids[1], repairWithin)
+	e.WaitReady(ids[2], repairWithin)
+
+	// An orphan (Berth's labels, this provisioner, a resource that does not exist) is swept.
+	orphan := berthLabels(provisioner, uuid.NewString())
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: orphan},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: orphan}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the orphans are swept", repairWithin, func() (bool, string) {
+		_, e1 := cs.CoreV1().Services(ns).Get(ctx, "orphan", metav1.GetOptions{})
+		_, e2 := cs.CoreV1().ConfigMaps(ns).Get(ctx, "orphan", metav1.GetOptions{})
+		return apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2), fmt.Sprintf("service: %v; configmap: %v", e1, e2)
+	})
+	strangers.check(t)
+
+	// ClickHouse: the DSN is in the config and the password in a Secret, nowhere else.
+	chID := e.Create("--type", "clickhouse", "--name", "events", "--owner", "team-a", "--wait", "--timeout", "3m")
+	ch := e.Get(chID)
 	dsn, _ := ch.Config["dsn"].(string)
-	if !strings.HasPrefix(dsn, "clickhouse://default:") || !strings.HasSuffix(dsn, "."+ns+".svc:9000/default") {
-		t.Errorf("clickhouse dsn %q", dsn)
+	chName := "ch-" + strings.ReplaceAll(chID, "-", "")
+	if want := "@" + chName + "." + ns + ".svc:9000/default"; !strings.HasPrefix(dsn, "clickhouse://default:") || !strings.HasSuffix(dsn, want) {
+		t.Fatalf("clickhouse dsn %q, want clickhouse://default:PASSWORD%s", dsn, want)
 	}
 	password := strings.TrimPrefix(strings.SplitN(dsn, "@", 2)[0], "clickhouse://default:")
-	if len(password) < 32 || strings.Contains(ch.StatusMessage, password) {
-		t.Errorf("clickhouse password %d chars, status %q", len(password), ch.StatusMessage)
+	secret, err := cs.CoreV1().Secrets(ns).Get(ctx, chName+"-auth", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("clickhouse secret: %v", err)
 	}
-	if strings.Contains(a.logs.String(), password) {
-		t.Error("the agent logged the clickhouse password")
+	if string(secret.Data["password"]) != password || len(password) < 32 {
+		t.Errorf("the secret's password (%d bytes) is not the DSN's (%d bytes)", len(secret.Data["password"]), len(password))
 	}
-
-	// Kill the agent during a rollout; the restarted agent converges.
-	e.berth("resource", "update", ids[3], "--arg", "version=0.52.0")
-	eventually(t, "upgrade under way", time.Minute, func() (bool, string) {
-		d := deploymentOf(t, cs, ns, ids[3])
-		return d.Spec.Template.Spec.Containers[0].Image == "rilldata/rill:0.52.0", d.Spec.Template.Spec.Containers[0].Image
-	})
-	a.kill9(t)
-	b := e.startAgent("--concurrency", "8")
-	eventually(t, "upgrade converges after the restart", 3*time.Minute, func() (bool, string) {
-		r := e.get(ids[3])
-		return r.Status == "ready" && r.ObservedGeneration == r.Generation, r.Status + ": " + r.StatusMessage
-	})
-	if d := deploymentOf(t, cs, ns, ids[3]); d.Spec.Template.Spec.Containers[0].Image != "rilldata/rill:0.52.0" || !rolledOut(d) {
-		t.Errorf("after restart: image %s, status %+v", d.Spec.Template.Spec.Containers[0].Image, d.Status)
-	}
-	if n := len(leftovers(t, cs, ns)); n == 0 {
-		t.Fatal("no objects while resources exist")
+	if sts, err := cs.AppsV1().StatefulSets(ns).Get(ctx, chName, metav1.GetOptions{}); err != nil || sts.Status.ReadyReplicas != 1 {
+		t.Errorf("clickhouse statefulset: %v", err)
+	} else if strings.Contains(fmt.Sprint(sts.Spec.Template), password) {
+		t.Error("the clickhouse password is in the statefulset, not only in its secret")
 	}
 
-	// Deprovision everything: nothing of the provisioner is left.
-	for _, id := range append(ids, chID) {
-		e.berth("resource", "delete", id, "--wait", "--timeout", "3m")
-	}
-	eventually(t, "every object gone", 2*time.Minute, func() (bool, string) {
-		left := leftovers(t, cs, ns)
-		return len(left) == 0, strings.Join(left, ", ")
+	// A rollout that cannot be scheduled: the status says why; the agent is killed during
+	// the rollout, and the restarted agent sees it through once the nodes take pods again.
+	uncordon := cordon(t, cs)
+	e.Berth("resource", "update", ids[3], "--arg", "version=0.52.0")
+	// The failed attempt's status stays only until the retry starts, so look in the history.
+	stuck := waitEvent(t, e, ids[3], func(kind, message string) bool {
+		return strings.Contains(message, fmt.Sprintf("not ready within %ds", lifecycleTimeout)) && strings.Contains(message, "not scheduled: Unschedulable")
 	})
-	b.stop(t)
+	t.Logf("stuck rollout reported as: %s", stuck)
+	if !strings.Contains(stuck, "node(s) were unschedulable") {
+		t.Errorf("status does not give the scheduler's reason: %q", stuck)
+	}
+	if r := e.Get(ids[3]); r.Status != "provisioning" || r.ObservedGeneration != 1 {
+		t.Fatalf("mid-rollout: %s", r)
+	}
+	if d := deploymentOf(t, cs, ns, ids[3]); image(d) != "rilldata/rill:0.52.0" || rolledOut(d) {
+		t.Fatalf("mid-rollout: image %s, status %+v", image(d), d.Status)
+	}
+	a.Kill9(t)
+	b := startAgent(e)
+	uncordon()
+	r := e.WaitReady(ids[3], readyWithin)
+	if r.ObservedGeneration != 2 {
+		t.Errorf("after the restart: %s", r)
+	}
+	if d := deploymentOf(t, cs, ns, ids[3]); image(d) != "rilldata/rill:0.52.0" || !rolledOut(d) {
+		t.Errorf("after the restart: image %s, status %+v", image(d), d.Status)
+	}
+
+	// The password is in no status, error, event, broker state or log line.
+	if n := e.QueryInt(`SELECT count(*) FROM resources WHERE strpos(status_message || last_error || state::text, $1) > 0`, password); n != 0 {
+		t.Errorf("%d resources carry the clickhouse password in status, error or state", n)
+	}
+	if n := e.QueryInt(`SELECT count(*) FROM resource_events WHERE strpos(message, $1) > 0`, password); n != 0 {
+		t.Errorf("%d events carry the clickhouse password", n)
+	}
+	for name, logs := range map[string]string{"first": a.Logs(), "restarted": b.Logs()} {
+		if strings.Contains(logs, password) {
+			t.Errorf("the %s agent logged the clickhouse password", name)
+		}
+	}
+
+	// Deprovision everything at once: nothing of the provisioner is left, volumes included,
+	// and objects without its labels are untouched.
+	all := append(append([]string{}, ids...), chID)
+	runConcurrently(len(all), len(all), func(i int) {
+		if _, stderr, err := e.TryBerth("resource", "delete", all[i]); err != nil {
+			t.Errorf("delete %s: %v: %s", all[i], err, stderr)
+		}
+	})
+	e.WaitCount("every resource deprovisioned", readyWithin, 0, "SELECT count(*) FROM resources")
+	waitGone(t, cs, ns, repairWithin)
+	strangers.check(t)
+	b.Stop(t)
 }
 
-// openEnviron builds the kubernetes environ the agent would, on the test database.
-func openEnviron(t testing.TB, e *env, spec string) (environ.Environ, *postgres.State) {
+// requireVolumeExpansion fails unless the default StorageClass lets claims grow, which
+// resizing a runtime needs (the cluster scripts make it so).
+func requireVolumeExpansion(t testing.TB, cs k8s.Interface) {
 	t.Helper()
-	state, err := postgres.Open(context.Background(), e.dbURL, postgres.PoolConfig{})
+	classes, err := cs.StorageV1().StorageClasses().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range classes.Items {
+		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
+			if sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
+				t.Fatalf("the default storage class %s does not allow volume expansion: re-run scripts/k8s/up.sh, which allows it", sc.Name)
+			}
+			return
+		}
+	}
+	t.Fatal("the cluster has no default storage class: start it with scripts/k8s/up.sh")
+}
+
+func claimSize(t testing.TB, cs k8s.Interface, ns, name string) string {
+	t.Helper()
+	pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	return q.String()
+}
+
+// waitRepairEvent waits until resource id has a repair event starting with want.
+func waitRepairEvent(t testing.TB, e *e2etest.Env, id, want string) {
+	t.Helper()
+	waitEvent(t, e, id, func(kind, message string) bool {
+		return kind == "repair" && strings.HasPrefix(message, want)
+	})
+}
+
+// waitEvent waits until `berth resource events` shows an event of resource id that match
+// accepts, and returns its message.
+func waitEvent(t testing.TB, e *e2etest.Env, id string, match func(kind, message string) bool) string {
+	t.Helper()
+	var found string
+	e.Eventually("event of resource "+id, readyWithin, func() (bool, string) {
+		var events []struct {
+			Kind    string `json:"kind"`
+			Message string `json:"message"`
+		}
+		out := e.Berth("resource", "events", id, "-o", "json")
+		if err := json.Unmarshal([]byte(out), &events); err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range events {
+			if match(ev.Kind, ev.Message) {
+				found = ev.Message
+				return true, ""
+			}
+		}
+		return false, out
+	})
+	return found
+}
+
+// strangers are objects in the test namespace that Berth must leave alone: one without
+// labels, one with only a resource-id label, and one of another provisioner.
+type strangers struct {
+	cs   k8s.Interface
+	ns   string
+	uids map[string]types.UID
+}
+
+func createStrangers(t testing.TB, cs k8s.Interface, ns string) *strangers {
+	t.Helper()
+	ctx := context.Background()
+	s := &strangers{cs: cs, ns: ns, uids: map[string]types.UID{}}
+	for name, labels := range map[string]map[string]string{
+		"unlabelled":        nil,
+		"resource-id-only":  {kubernetes.LabelResourceID: uuid.NewString()},
+		"other-provisioner": berthLabels("other", uuid.NewString()),
+	} {
+		c, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.uids[name] = c.UID
+	}
+	return s
+}
+
+// check fails the test unless every stranger is still there, undeleted and unchanged.
+func (s *strangers) check(t testing.TB) {
+	t.Helper()
+	for name, uid := range s.uids {
+		c, err := s.cs.CoreV1().ConfigMaps(s.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil || c.UID != uid || c.DeletionTimestamp != nil {
+			t.Errorf("configmap %s, which Berth must not touch, was deleted or replaced: %v", name, err)
+		}
+	}
+}
+
+// openEnviron builds the kubernetes environ the agent would, looking resources up in the
+// test database.
+func openEnviron(t testing.TB, e *e2etest.Env, spec string) environ.Environ {
+	t.Helper()
+	state, err := postgres.Open(context.Background(), e.DatabaseURL, postgres.PoolConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,24 +336,25 @@ func openEnviron(t testing.TB, e *env, spec string) (environ.Environ, *postgres.
 		t.Fatalf("kubernetes.New: %v", err)
 	}
 	t.Cleanup(func() { env.Close() })
-	return env, state
+	return env
 }
 
 // TestEnvironRepairAndSweep drives the environ directly against the cluster: a Deployment
-// deleted out of band is repaired by CheckResource, and Check sweeps objects of a resource
-// that does not exist while leaving live and unlabelled objects alone.
+// deleted out of band is repaired by CheckResource, so is one scaled out of band, and Check
+// sweeps objects of a resource that does not exist while leaving live and unlabelled objects
+// alone.
 func TestEnvironRepairAndSweep(t *testing.T) {
 	cs := clientset(t)
 	ns := namespace(t, cs)
-	spec := kubeSpec(t, ns, "")
-	e := newEnv(t, fmt.Sprintf(`{%q: {"type": "kubernetes", "spec": %s}}`, provisioner, spec))
-	env, _ := openEnviron(t, e, spec)
+	spec := kubeSpec(t, ns, 90, "")
+	e := e2etest.New(t, provisionerSet(spec))
+	env := openEnviron(t, e, spec)
 	ctx := context.Background()
 
 	// A live resource row, provisioned through the environ.
-	id := e.create("--type", "runtime", "--name", "live", "--owner", "team-a", "--provisioner", provisioner, "--arg", "slots=1")
+	id := e.Create("--type", "runtime", "--name", "live", "--owner", "team-a", "--provisioner", provisioner, "--arg", "slots=1")
 	r := &environ.Resource{ID: id, Type: domain.ResourceTypeRuntime}
-	opts := &environ.ResourceOptions{Args: map[string]any{"slots": 1}}
+	opts := &environ.ResourceOptions{Args: map[string]any{"slots": 1}, Generation: 1}
 	res, err := env.Reconcile(ctx, r, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +368,7 @@ func TestEnvironRepairAndSweep(t *testing.T) {
 	if err := cs.AppsV1().Deployments(ns).Delete(ctx, d.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deployment gone", 30*time.Second, func() (bool, string) {
+	e.Eventually("deployment gone", 30*time.Second, func() (bool, string) {
 		_, err := cs.AppsV1().Deployments(ns).Get(ctx, d.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -303,37 +401,27 @@ func TestEnvironRepairAndSweep(t *testing.T) {
 		t.Errorf("replicas not put back: %v", d.Spec.Replicas)
 	}
 
-	// Orphans: objects labelled for a resource id that has no row; and a stranger.
-	orphan := uuid.NewString()
-	labels := map[string]string{
-		kubernetes.LabelManagedBy: kubernetes.ManagedBy, kubernetes.LabelProvisioner: provisioner,
-		kubernetes.LabelResourceID: orphan, kubernetes.LabelResourceType: "runtime",
-	}
-	orphanSvc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "orphan-svc", Labels: labels},
+	// Orphans: objects labelled for a resource id that has no row; and strangers.
+	orphan := berthLabels(provisioner, uuid.NewString())
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan-svc", Labels: orphan},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
-	}
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, orphanSvc, metav1.CreateOptions{}); err != nil {
+	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "orphan-secret", Labels: labels}}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "orphan-secret", Labels: orphan}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stranger := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stranger", Labels: map[string]string{kubernetes.LabelResourceID: orphan}}}
-	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, stranger, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	strangers := createStrangers(t, cs, ns)
 	if err := env.Check(ctx); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	eventually(t, "orphans swept", 30*time.Second, func() (bool, string) {
+	e.Eventually("orphans swept", 30*time.Second, func() (bool, string) {
 		_, e1 := cs.CoreV1().Services(ns).Get(ctx, "orphan-svc", metav1.GetOptions{})
 		_, e2 := cs.CoreV1().Secrets(ns).Get(ctx, "orphan-secret", metav1.GetOptions{})
 		return apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2), fmt.Sprint(e1, e2)
 	})
-	if _, err := cs.CoreV1().Secrets(ns).Get(ctx, "stranger", metav1.GetOptions{}); err != nil {
-		t.Errorf("unlabelled secret swept: %v", err)
-	}
+	strangers.check(t)
 	if d := deploymentOf(t, cs, ns, id); d.DeletionTimestamp != nil {
 		t.Error("live resource's deployment swept")
 	}
@@ -341,21 +429,19 @@ func TestEnvironRepairAndSweep(t *testing.T) {
 	if err := env.Deprovision(ctx, r); err != nil {
 		t.Fatalf("Deprovision: %v", err)
 	}
-	eventually(t, "everything gone", time.Minute, func() (bool, string) {
-		left := leftovers(t, cs, ns)
-		return len(left) == 0, strings.Join(left, ", ")
-	})
+	waitGone(t, cs, ns, time.Minute)
+	strangers.check(t)
 }
 
-// TestAwaitReadySaysWhy asks for more CPU than any node has and checks the timeout error
-// carries the scheduler's reason.
+// TestAwaitReadySaysWhy asks for more CPU than any node has: the timeout error carries the
+// scheduler's reason, and a resize of the stuck runtime still rolls out (its claim, not
+// bound while no pod is scheduled, keeps its size and the notice says so).
 func TestAwaitReadySaysWhy(t *testing.T) {
 	cs := clientset(t)
 	ns := namespace(t, cs)
-	spec := kubeSpec(t, ns, `, "cpu_per_slot": 1000`)
-	spec = strings.Replace(spec, `"timeout_seconds": 90`, `"timeout_seconds": 5`, 1)
-	e := newEnv(t, fmt.Sprintf(`{%q: {"type": "kubernetes", "spec": %s}}`, provisioner, spec))
-	env, _ := openEnviron(t, e, spec)
+	spec := kubeSpec(t, ns, 3, `, "cpu_per_slot": 1000`)
+	e := e2etest.New(t, provisionerSet(spec))
+	env := openEnviron(t, e, spec)
 	ctx := context.Background()
 	r := &environ.Resource{ID: uuid.NewString(), Type: domain.ResourceTypeRuntime}
 	res, err := env.Reconcile(ctx, r, &environ.ResourceOptions{Args: map[string]any{"slots": 1}})
@@ -363,26 +449,26 @@ func TestAwaitReadySaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = env.AwaitReady(ctx, res)
-	if err == nil || !strings.Contains(err.Error(), "not ready within 5s") || !strings.Contains(err.Error(), "Insufficient cpu") {
+	if err == nil || !strings.Contains(err.Error(), "not ready within 3s") || !strings.Contains(err.Error(), "Insufficient cpu") {
 		t.Errorf("AwaitReady = %v, want a timeout naming insufficient cpu", err)
+	}
+
+	res, err = env.Reconcile(ctx, r, &environ.ResourceOptions{Args: map[string]any{"slots": 2}})
+	if err != nil {
+		t.Fatalf("resize of a runtime whose claim is pending: %v", err)
+	}
+	if want := "volume not grown yet: 80Gi requested, 40Gi kept until the claim is bound"; !strings.HasPrefix(res.Notice, want) {
+		t.Errorf("notice %q, want %q...", res.Notice, want)
+	}
+	d := deploymentOf(t, cs, ns, r.ID)
+	if cpu := d.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String(); cpu != "2k" {
+		t.Errorf("deployment cpu %s after the resize, want 2k", cpu)
+	}
+	if q := claimSize(t, cs, ns, d.Name); q != "40Gi" {
+		t.Errorf("pending claim %s, want 40Gi kept", q)
 	}
 	if err := env.Deprovision(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// runConcurrently runs fn for 0..n-1 with at most width at once.
-func runConcurrently(n, width int, fn func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, width)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			fn(i)
-		}()
-	}
-	wg.Wait()
+	waitGone(t, cs, ns, time.Minute)
 }

@@ -40,7 +40,8 @@
 // reports whether the workload is available.
 //
 // Volumes only grow: a claim that would shrink keeps its live size and Resource.Notice says
-// so. A ClickHouse password is generated once (crypto/rand), kept in a Secret that is
+// so. A claim not yet bound (its pod not scheduled) cannot be resized at all, so it keeps its
+// size too, with a notice, and grows on the first reconcile or health check after binding. A ClickHouse password is generated once (crypto/rand), kept in a Secret that is
 // created, never applied, and read back on later reconciles; it is in the resource's Config
 // (the DSN clients use) and nowhere else: not in State, errors or logs.
 //

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,9 +17,10 @@ import (
 
 // drift is one object that differs from what Berth would apply.
 type drift struct {
-	kind   string
-	name   string
-	reason string
+	kind     string
+	name     string
+	reason   string
+	deleting bool // the object is being deleted: wait for it to go rather than apply
 }
 
 // repair is the line for the resource's repair history once the object was re-applied.
@@ -29,35 +31,41 @@ func (d drift) repair() string {
 // drift compares d's objects with the live ones. An object is drifted when it is missing or
 // being deleted, when its checksum annotation differs (the templates, the spec or the args
 // changed), or when fields Berth sets were edited out of band: a workload's replicas,
-// container images or resources, a Service's selector or ports.
-func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *desired) ([]drift, error) {
+// container images or resources, a Service's selector or ports. It also returns the newest
+// generation recorded on a live object (0 when none is).
+func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *desired) ([]drift, int64, error) {
 	var out []drift
+	var newest int64
 	for _, obj := range d.objects {
 		info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
 		live, err := info.client(cs, e.spec.Namespace).get(ctx, obj.GetName())
 		if apierrors.IsNotFound(err) {
-			out = append(out, drift{info.kind, obj.GetName(), "missing (deleted out of band, or never created)"})
+			out = append(out, drift{kind: info.kind, name: obj.GetName(), reason: "missing (deleted out of band, or never created)"})
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("get %s %s: %w", info.kind, obj.GetName(), err)
+			return nil, 0, fmt.Errorf("get %s %s: %w", info.kind, obj.GetName(), err)
+		}
+		if g, err := strconv.ParseInt(live.GetAnnotations()[AnnotationGeneration], 10, 64); err == nil && g > newest {
+			newest = g
 		}
 		var reason string
 		switch {
 		case live.GetDeletionTimestamp() != nil:
-			reason = "being deleted"
+			out = append(out, drift{kind: info.kind, name: obj.GetName(), reason: "being deleted", deleting: true})
+			continue
 		case live.GetAnnotations()[AnnotationChecksum] != d.checksum:
 			reason = "template checksum changed (templates, spec or args changed)"
 		default:
 			if reason, err = specDrift(obj, live); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		if reason != "" {
-			out = append(out, drift{info.kind, obj.GetName(), reason})
+			out = append(out, drift{kind: info.kind, name: obj.GetName(), reason: reason})
 		}
 	}
-	return out, nil
+	return out, newest, nil
 }
 
 // specDrift says which fields Berth sets on obj were changed on live, or "" when none were.

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -47,6 +48,11 @@ const (
 	// AnnotationSecretChecksum on a ClickHouse pod template fingerprints its password, so a
 	// re-created Secret rolls the server onto the new password.
 	AnnotationSecretChecksum = "berth.dev/secret-checksum"
+	// AnnotationGeneration records the resource generation an object was last applied for, so
+	// that a health check working from an older generation never puts back what a newer one
+	// replaced. It is not part of the checksum: a new generation that renders the same objects
+	// applies nothing.
+	AnnotationGeneration = "berth.dev/generation"
 )
 
 // clickhousePasswordKey is the key of the password in a ClickHouse resource's Secret.
@@ -135,7 +141,7 @@ func (e *kubeEnviron) Supports(t domain.ResourceType) bool {
 // Reconcile implements environ.Environ: it renders the resource's objects and applies them
 // unless every object exists with the same checksum and no drift.
 func (e *kubeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	res, _, err := e.converge(ctx, r, opts)
+	res, _, err := e.converge(ctx, r, opts, false)
 	return res, err
 }
 
@@ -144,8 +150,13 @@ func (e *kubeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *
 // resource whose workload was just re-applied is not judged until the next check. When the
 // workload is unhealthy both the resource (with its State and Repairs) and an error saying
 // why are returned.
+//
+// A check races with the provisioner: the resource's args may change, or its deletion be
+// requested, while it runs. So it repairs nothing when an object already carries a newer
+// generation, and it reads the resource again just before repairing: if the resource moved
+// on (another generation, deleting, gone) the check ends with an error instead.
 func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	res, drift, err := e.converge(ctx, r, opts)
+	res, drift, err := e.converge(ctx, r, opts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -179,9 +190,6 @@ func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) erro
 		return err
 	}
 	sel := e.selector(r.ID)
-	if err := e.deleteOwned(ctx, cs, sel); err != nil {
-		return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
-	}
 	for {
 		left, err := e.listOwned(ctx, cs, sel)
 		if err != nil {
@@ -189,6 +197,21 @@ func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) erro
 		}
 		if len(left) == 0 {
 			return nil
+		}
+		// Every round deletes what is not already going, not only the first: an object
+		// re-created meanwhile (by a health check that began before the deletion was
+		// requested) goes too. Most objects go at once, so look again before waiting.
+		deleted, err := e.deleteObjects(ctx, cs, left)
+		if err != nil {
+			return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
+		}
+		if deleted > 0 {
+			if left, err = e.listOwned(ctx, cs, sel); err != nil {
+				return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
+			}
+			if len(left) == 0 {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -237,7 +260,7 @@ func (e *kubeEnviron) Check(ctx context.Context) error {
 			continue
 		}
 		e.logger.Info("sweeping objects of a resource that no longer exists", "resource", id, "objects", describeOwned(byID[id]))
-		if err := e.deleteObjects(ctx, cs, byID[id]); err != nil {
+		if _, err := e.deleteObjects(ctx, cs, byID[id]); err != nil {
 			problems = append(problems, fmt.Sprintf("sweep objects of deleted resource %s: %v", id, err))
 		}
 	}
@@ -311,8 +334,10 @@ type desired struct {
 }
 
 // converge renders r's objects and applies them if any drifted; it returns the resource and
-// the drift it put right.
-func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, []drift, error) {
+// the drift it put right. An object being deleted is not applied to (the apply would land on
+// the object about to go) but waited for: converge fails until it is gone. checking is true
+// for a health check, which must not act for a generation the resource has moved on from.
+func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, checking bool) (*environ.Resource, []drift, error) {
 	if !e.Supports(r.Type) {
 		return nil, nil, environ.Permanent(fmt.Errorf("provisioner %q is of type %s, which provisions %s and %s resources, not %s: choose a provisioner that supports %s",
 			e.name, Type, domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse, r.Type, r.Type))
@@ -328,15 +353,28 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *e
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := e.desired(ctx, cs, r, data)
+	d, err := e.desired(ctx, cs, r, data, opts.Generation)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
 	}
-	drifts, err := e.drift(ctx, cs, d)
+	drifts, newest, err := e.drift(ctx, cs, d)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
+	}
+	if checking && newest > opts.Generation {
+		return nil, nil, fmt.Errorf("%s %s: generation %d is being rolled out; the check of generation %d leaves it alone", r.Type, r.ID, newest, opts.Generation)
 	}
 	if len(drifts) > 0 {
+		for _, d := range drifts {
+			if d.deleting {
+				return nil, nil, fmt.Errorf("%s %s: %s %s is being deleted; it is re-created once it is gone", r.Type, r.ID, strings.ToLower(d.kind), d.name)
+			}
+		}
+		if checking {
+			if err := e.stillCurrent(ctx, r, opts.Generation); err != nil {
+				return nil, nil, err
+			}
+		}
 		if err := e.apply(ctx, cs, r, d); err != nil {
 			return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
 		}
@@ -416,9 +454,29 @@ func imageWithTag(image, version string) (string, error) {
 	return base + ":" + version, nil
 }
 
+// stillCurrent fails unless resource r is still at generation gen and not being deleted.
+// Without a resource lookup (no ResourceGetter) it cannot tell and lets the repair go ahead.
+func (e *kubeEnviron) stillCurrent(ctx context.Context, r *environ.Resource, gen int64) error {
+	if e.resources == nil {
+		return nil
+	}
+	now, err := e.resources.GetResource(ctx, r.ID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return fmt.Errorf("%s %s no longer exists; nothing repaired", r.Type, r.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: look it up before repairing: %w", r.Type, r.ID, err)
+	}
+	if now.Generation != gen || now.Status == domain.StatusDeleting {
+		return fmt.Errorf("%s %s moved on while checked (now %s at generation %d, checked generation %d); nothing repaired", r.Type, r.ID, now.Status, now.Generation, gen)
+	}
+	return nil
+}
+
 // desired renders r's objects with data, labels them, keeps volumes from shrinking and
-// computes their checksum. For ClickHouse it makes sure the password Secret exists.
-func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData) (*desired, error) {
+// computes their checksum; gen, when set, is recorded on every object. For ClickHouse it makes
+// sure the password Secret exists.
+func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, gen int64) (*desired, error) {
 	keys := runtimeTemplates
 	var password string
 	if r.Type == domain.ResourceTypeClickHouse {
@@ -475,8 +533,12 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 		sum.Write([]byte("\n"))
 	}
 	d.checksum = hex.EncodeToString(sum.Sum(nil))
+	stamp := map[string]string{AnnotationChecksum: d.checksum}
+	if gen > 0 {
+		stamp[AnnotationGeneration] = strconv.FormatInt(gen, 10)
+	}
 	for _, obj := range objects {
-		obj.SetAnnotations(merge(obj.GetAnnotations(), map[string]string{AnnotationChecksum: d.checksum}))
+		obj.SetAnnotations(merge(obj.GetAnnotations(), stamp))
 		if k := obj.GetKind(); k == "Deployment" || k == "StatefulSet" {
 			// On the pod template too, so that any change of the manifests rolls the pods.
 			if err := setPodAnnotation(obj, AnnotationChecksum, d.checksum); err != nil {
@@ -499,7 +561,8 @@ func setPodAnnotation(obj *unstructured.Unstructured, key, value string) error {
 }
 
 // growOnly keeps a PVC from shrinking: when the live claim asks for more than obj, obj is set
-// to the live size and a notice says so. It returns the size obj now asks for.
+// to the live size and a notice says so. A claim still pending keeps its size too, because
+// only a bound claim can change it. It returns the size obj now asks for.
 func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj *unstructured.Unstructured) (int64, string, error) {
 	want, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "resources", "requests", "storage")
 	wantQ, err := resource.ParseQuantity(fmt.Sprint(want))
@@ -514,8 +577,21 @@ func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj
 		return 0, "", fmt.Errorf("get persistentvolumeclaim %s: %w", obj.GetName(), err)
 	}
 	liveQ, ok := live.Spec.Resources.Requests[corev1.ResourceStorage]
-	if !ok || liveQ.Cmp(wantQ) <= 0 {
+	if !ok || liveQ.Cmp(wantQ) == 0 {
 		return wantQ.Value(), "", nil
+	}
+	if liveQ.Cmp(wantQ) < 0 {
+		if live.Status.Phase != corev1.ClaimPending {
+			return wantQ.Value(), "", nil
+		}
+		// The API refuses to change the size of a claim that is not bound yet (it is bound
+		// when its first pod is scheduled). Keeping the live size lets the rest of the
+		// resource roll out; the checksum then differs from the grown one, so the first
+		// reconcile or health check after binding grows the claim.
+		if err := unstructured.SetNestedField(obj.Object, liveQ.String(), "spec", "resources", "requests", "storage"); err != nil {
+			return 0, "", err
+		}
+		return liveQ.Value(), fmt.Sprintf("volume not grown yet: %s requested, %s kept until the claim is bound (its pod is scheduled)", wantQ.String(), liveQ.String()), nil
 	}
 	if err := unstructured.SetNestedField(obj.Object, liveQ.String(), "spec", "resources", "requests", "storage"); err != nil {
 		return 0, "", err

@@ -36,9 +36,10 @@ const (
 
 // resourceSet is a ResourceGetter over a set of live resource ids.
 type resourceSet struct {
-	mu  sync.Mutex
-	ids map[string]bool
-	err error // returned for every lookup when set
+	mu    sync.Mutex
+	ids   map[string]bool
+	moved map[string]domain.Resource // what a lookup of the id answers instead, when set
+	err   error                      // returned for every lookup when set
 }
 
 func (s *resourceSet) GetResource(_ context.Context, id string) (domain.Resource, error) {
@@ -49,6 +50,9 @@ func (s *resourceSet) GetResource(_ context.Context, id string) (domain.Resource
 	}
 	if !s.ids[id] {
 		return domain.Resource{}, fmt.Errorf("resource %s: %w", id, domain.ErrNotFound)
+	}
+	if r, ok := s.moved[id]; ok {
+		return r, nil
 	}
 	return domain.Resource{ID: id}, nil
 }
@@ -230,6 +234,65 @@ func TestReconcileDoesNotShrinkVolumes(t *testing.T) {
 	}
 }
 
+// TestReconcileGrowsPendingVolumesOnceBound: the API cannot resize a claim before it is
+// bound, so a resize keeps a pending claim's size (and says so) but rolls out the rest, and
+// the claim grows on the first reconcile after binding.
+func TestReconcileGrowsPendingVolumesOnceBound(t *testing.T) {
+	e, cs := newTestEnviron(t, testSpec)
+	name := "rt-" + testPID
+	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 1})
+	setClaimPhase(t, cs, name, corev1.ClaimPending)
+
+	res := reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 2})
+	if res.Notice != "volume not grown yet: 80Gi requested, 40Gi kept until the claim is bound (its pod is scheduled)" {
+		t.Errorf("notice = %q", res.Notice)
+	}
+	if res.Config["storage_bytes"] != int64(40<<30) || res.Config["cpu"] != 2 {
+		t.Errorf("config = %v", res.Config)
+	}
+	if q := claimSize(t, cs, name); q != "40Gi" {
+		t.Errorf("pending claim resized to %s", q)
+	}
+	d, err := cs.AppsV1().Deployments("ns").Get(t.Context(), name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu := d.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String(); cpu != "2" {
+		t.Errorf("deployment not resized with its claim pending: cpu %s", cpu)
+	}
+
+	setClaimPhase(t, cs, name, corev1.ClaimBound)
+	res = reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 2})
+	if res.Notice != "" || res.Config["storage_bytes"] != int64(80<<30) {
+		t.Errorf("after binding: notice %q, config %v", res.Notice, res.Config)
+	}
+	if q := claimSize(t, cs, name); q != "80Gi" {
+		t.Errorf("bound claim not grown: %s", q)
+	}
+}
+
+func setClaimPhase(t *testing.T, cs *fake.Clientset, name string, phase corev1.PersistentVolumeClaimPhase) {
+	t.Helper()
+	pvc, err := cs.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvc.Status.Phase = phase
+	if _, err := cs.CoreV1().PersistentVolumeClaims("ns").UpdateStatus(t.Context(), pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func claimSize(t *testing.T, cs *fake.Clientset, name string) string {
+	t.Helper()
+	pvc, err := cs.CoreV1().PersistentVolumeClaims("ns").Get(t.Context(), name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	return q.String()
+}
+
 func TestReconcileRejectsBadArgsPermanently(t *testing.T) {
 	e, _ := newTestEnviron(t, testSpec)
 	for _, args := range []map[string]any{{"slots": 0}, {"cpus": 1}, {"version": "a b"}} {
@@ -295,6 +358,47 @@ func TestDeprovisionDeletesLabelledObjectsOnly(t *testing.T) {
 	}
 	if err := e.Deprovision(t.Context(), runtimeResource(testID)); err != nil {
 		t.Errorf("second Deprovision: %v", err)
+	}
+}
+
+// TestDeprovisionDeletesObjectsRecreatedMeanwhile: an object re-created while the
+// deprovision waits (by a health check that started before) is deleted on the next round.
+func TestDeprovisionDeletesObjectsRecreatedMeanwhile(t *testing.T) {
+	e, cs := newTestEnviron(t, testSpec)
+	name := "rt-" + testPID
+	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 1})
+	svc, err := cs.CoreV1().Services("ns").Get(t.Context(), name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The PVC is held (deleting it only marks it) until the deprovision has waited once; on
+	// the look after the wait it is gone and the Service is back.
+	cs.PrependReactor("delete", "persistentvolumeclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, nil
+	})
+	lists := 0
+	cs.PrependReactor("list", "persistentvolumeclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		lists++ // 1: to delete, 2: still there, 3: after the wait
+		if lists == 3 {
+			if err := cs.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, "ns", name); err != nil {
+				return true, nil, err
+			}
+			if err := cs.Tracker().Add(svc); err != nil {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- e.Deprovision(t.Context(), runtimeResource(testID)) }()
+	if err := e.clock.WaitAdvance(pollInterval, 5*time.Second, 1); err != nil {
+		t.Fatalf("Deprovision did not wait for the PVC to go: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Deprovision: %v", err)
+	}
+	if left := objectsOf(t, e, testID); len(left) != 0 {
+		t.Errorf("left after deprovision: %v", left)
 	}
 }
 
@@ -440,6 +544,107 @@ func TestCheckResourceRepairsDrift(t *testing.T) {
 	res, err = e.CheckResource(ctx, runtimeResource(testID), &environ.ResourceOptions{Args: args})
 	if err == nil || !strings.Contains(err.Error(), "0 of 1 replicas available") || res == nil {
 		t.Errorf("CheckResource of an unavailable deployment = %v, %v", res, err)
+	}
+}
+
+// TestCheckResourceLeavesNewerGenerationsAlone: a health check that read the resource
+// before its args changed must not put back the objects of the older generation.
+func TestCheckResourceLeavesNewerGenerationsAlone(t *testing.T) {
+	e, cs := newTestEnviron(t, testSpec)
+	name := "rt-" + testPID
+	ctx := t.Context()
+	if _, err := e.Reconcile(ctx, runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": 1}, Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Reconcile(ctx, runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": 2}, Generation: 2}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := cs.AppsV1().Deployments("ns").Get(ctx, name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Annotations[AnnotationGeneration] != "2" {
+		t.Errorf("generation annotation %q, want 2", d.Annotations[AnnotationGeneration])
+	}
+	applies(cs)
+	_, err = e.CheckResource(ctx, runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": 1}, Generation: 1})
+	if err == nil || !strings.Contains(err.Error(), "generation 2 is being rolled out; the check of generation 1 leaves it alone") {
+		t.Errorf("CheckResource of generation 1 = %v", err)
+	}
+	if got := applies(cs); len(got) != 0 {
+		t.Errorf("a check of an older generation applied %v", got)
+	}
+}
+
+// TestCheckResourceRepairsNothingOnceTheResourceMovedOn: the resource is read again before
+// a repair, and a check whose resource changed (new args, deletion requested) repairs
+// nothing.
+func TestCheckResourceRepairsNothingOnceTheResourceMovedOn(t *testing.T) {
+	e, cs := newTestEnviron(t, testSpec)
+	name := "rt-" + testPID
+	ctx := t.Context()
+	opts := &environ.ResourceOptions{Args: map[string]any{"slots": 1}, Generation: 1}
+	if _, err := e.Reconcile(ctx, runtimeResource(testID), opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Services("ns").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, now := range []domain.Resource{
+		{ID: testID, Generation: 2, Status: domain.StatusProvisioning},
+		{ID: testID, Generation: 1, Status: domain.StatusDeleting},
+	} {
+		e.resources.mu.Lock()
+		e.resources.moved = map[string]domain.Resource{testID: now}
+		e.resources.mu.Unlock()
+		applies(cs)
+		_, err := e.CheckResource(ctx, runtimeResource(testID), opts)
+		if want := fmt.Sprintf("moved on while checked (now %s at generation %d, checked generation 1); nothing repaired", now.Status, now.Generation); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckResource = %v, want %q", err, want)
+		}
+		if got := applies(cs); len(got) != 0 {
+			t.Errorf("applied %v for a resource that moved on", got)
+		}
+	}
+	e.resources.mu.Lock()
+	e.resources.moved = map[string]domain.Resource{testID: {ID: testID, Generation: 1, Status: domain.StatusReady}}
+	e.resources.mu.Unlock()
+	res, err := e.CheckResource(ctx, runtimeResource(testID), opts)
+	if err != nil {
+		t.Fatalf("CheckResource of the current generation: %v", err)
+	}
+	if len(res.Repairs) != 1 {
+		t.Errorf("CheckResource of the current generation repaired %q, want the service", res.Repairs)
+	}
+}
+
+// TestConvergeWaitsForObjectsBeingDeleted: applying to an object that is being deleted would
+// be lost with it, so both Reconcile and CheckResource fail (to be retried) until it is gone.
+func TestConvergeWaitsForObjectsBeingDeleted(t *testing.T) {
+	e, cs := newTestEnviron(t, testSpec)
+	name := "rt-" + testPID
+	ctx := t.Context()
+	args := map[string]any{"slots": 1}
+	reconcile(t, e, runtimeResource(testID), args)
+	svc, err := cs.CoreV1().Services("ns").Get(ctx, name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	svc.DeletionTimestamp = &now
+	if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "services"}, svc, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	applies(cs)
+	want := "service " + name + " is being deleted; it is re-created once it is gone"
+	if _, err := e.Reconcile(ctx, runtimeResource(testID), &environ.ResourceOptions{Args: args}); err == nil || !strings.Contains(err.Error(), want) || environ.IsPermanent(err) {
+		t.Errorf("Reconcile = %v, want a transient error saying %q", err, want)
+	}
+	if _, err := e.CheckResource(ctx, runtimeResource(testID), &environ.ResourceOptions{Args: args}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckResource = %v, want %q", err, want)
+	}
+	if got := applies(cs); len(got) != 0 {
+		t.Errorf("applied %v while an object was being deleted", got)
 	}
 }
 

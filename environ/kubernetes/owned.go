@@ -41,32 +41,26 @@ func (e *kubeEnviron) listOwned(ctx context.Context, cs kubernetes.Interface, se
 	return out, nil
 }
 
-// deleteOwned deletes every object selector matches.
-func (e *kubeEnviron) deleteOwned(ctx context.Context, cs kubernetes.Interface, selector string) error {
-	objs, err := e.listOwned(ctx, cs, selector)
-	if err != nil {
-		return err
-	}
-	return e.deleteObjects(ctx, cs, objs)
-}
-
 // deleteObjects deletes objs with foreground propagation; one already gone (or going) is
-// fine. It tries every object and returns the failures together.
-func (e *kubeEnviron) deleteObjects(ctx context.Context, cs kubernetes.Interface, objs []ownedObject) error {
+// fine and not asked again. It tries every object, returns how many deletions it asked for,
+// and the failures together.
+func (e *kubeEnviron) deleteObjects(ctx context.Context, cs kubernetes.Interface, objs []ownedObject) (int, error) {
 	var failed []string
+	asked := 0
 	for _, o := range objs {
 		if o.obj.GetDeletionTimestamp() != nil {
 			continue
 		}
+		asked++
 		err := o.kind.client(cs, e.spec.Namespace).del(ctx, o.obj.GetName())
 		if err != nil && !apierrors.IsNotFound(err) {
 			failed = append(failed, fmt.Sprintf("delete %s: %v", o, err))
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%s", strings.Join(failed, "; "))
+		return asked, fmt.Errorf("%s", strings.Join(failed, "; "))
 	}
-	return nil
+	return asked, nil
 }
 
 func describeOwned(objs []ownedObject) string {

@@ -20,9 +20,14 @@ const (
 	DefaultMemoryGBPerSlot     = 4
 	DefaultStorageBytesPerSlot = int64(40) << 30 // 40 GiB
 
-	DefaultTimeoutSeconds  = 120
-	DefaultQPS             = 50
-	DefaultBurst           = 100
+	DefaultTimeoutSeconds = 120
+	// The client's rate limit is shared by every reconcile, health check and sweep of the
+	// provisioner. One runtime's reconcile takes about a dozen requests: at 200/s the agent's
+	// default 16 concurrent reconciles do not wait on the limiter (at 50/s, applying took over
+	// 3s per runtime when a hundred were created at once). The API server's priority and
+	// fairness still protects the cluster.
+	DefaultQPS             = 200
+	DefaultBurst           = 400
 	DefaultClickhouseImage = "clickhouse/clickhouse-server:24.8"
 	DefaultDataDir         = "/mnt/data"
 )

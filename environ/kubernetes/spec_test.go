@@ -55,7 +55,7 @@ func TestParseSpecSeedExample(t *testing.T) {
 		t.Errorf("template paths = %v", spec.TemplatePaths)
 	}
 	if spec.CPUPerSlot != 1 || spec.MemoryGBPerSlot != 4 || spec.StorageBytesPerSlot != 40<<30 ||
-		spec.QPS != 50 || spec.Burst != 100 || spec.ClickhouseImage != "clickhouse/clickhouse-server:24.8" || spec.SlotQuota != 0 {
+		spec.QPS != 200 || spec.Burst != 400 || spec.ClickhouseImage != "clickhouse/clickhouse-server:24.8" || spec.SlotQuota != 0 {
 		t.Errorf("defaults not filled in: %+v", spec)
 	}
 }
@@ -235,12 +235,12 @@ current-context: x
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.QPS != 50 || cfg.Burst != 100 || cfg.Host != "https://127.0.0.1:6443" {
-		t.Errorf("rest config QPS=%v Burst=%d Host=%s, want 50, 100 and the kubeconfig's server", cfg.QPS, cfg.Burst, cfg.Host)
+	if cfg.QPS != DefaultQPS || cfg.Burst != DefaultBurst || cfg.Host != "https://127.0.0.1:6443" {
+		t.Errorf("rest config QPS=%v Burst=%d Host=%s, want %d, %d and the kubeconfig's server", cfg.QPS, cfg.Burst, cfg.Host, DefaultQPS, DefaultBurst)
 	}
-	spec.QPS, spec.Burst = 200, 400
-	if cfg, err = restConfig(spec); err != nil || cfg.QPS != 200 || cfg.Burst != 400 {
-		t.Errorf("rest config with qps 200, burst 400: %v %v %v", cfg.QPS, cfg.Burst, err)
+	spec.QPS, spec.Burst = 20, 40
+	if cfg, err = restConfig(spec); err != nil || cfg.QPS != 20 || cfg.Burst != 40 {
+		t.Errorf("rest config with qps 20, burst 40: %v %v %v", cfg.QPS, cfg.Burst, err)
 	}
 
 	// A broken kubeconfig holding a credential: the error must not quote it.

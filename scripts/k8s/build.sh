@@ -5,7 +5,9 @@
 #   scripts/k8s/build.sh        build what is missing; prints the bin directory as its last line
 #
 # Everything is built from the Go module proxy in throwaway modules under the cache directory,
-# never in this repository. The cache is keyed by version, so only the first run builds:
+# never in this repository (every go command runs there, so this repository's go.mod and go.sum
+# are never read or touched). The cache is keyed by version, so only the first run builds
+# (10 to 15 minutes on 2 cores):
 #   ${BERTH_K8S_CACHE:-$HOME/.cache/berth-k8s}/v<k8s>-kwok<kwok>-etcd<etcd>/bin/
 # The kwok "fast" node and pod stages are copied next to the binaries (stages/).
 #
@@ -16,7 +18,7 @@ K8S_VERSION=1.37.2
 KWOK_VERSION=0.8.0
 ETCD_VERSION=3.7.0
 
-cache=${BERTH_K8S_CACHE:-$HOME/.cache/berth-k8s}
+cache=${BERTH_K8S_CACHE:-${HOME:-/tmp}/.cache/berth-k8s}
 key="v${K8S_VERSION}-kwok${KWOK_VERSION}-etcd${ETCD_VERSION}"
 root="$cache/$key"
 bin="$root/bin"
@@ -38,6 +40,7 @@ if complete; then
 fi
 
 command -v go >/dev/null 2>&1 || { log "no Go toolchain on PATH; install Go 1.26 or newer"; exit 1; }
+command -v flock >/dev/null 2>&1 || { log "flock is missing; install util-linux (Debian: apt-get install util-linux)"; exit 1; }
 
 mkdir -p "$bin" "$stages" "$root/src"
 # One build at a time per cache entry: a second caller waits, then finds everything cached.
@@ -49,7 +52,9 @@ if complete; then
   exit 0
 fi
 
-export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 GOTOOLCHAIN=local
+# The throwaway modules have no go.sum: -mod=mod lets the go command resolve and record their
+# dependencies. GOWORK=off keeps any workspace file around out of it.
+export GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 GOTOOLCHAIN=local GOWORK=off
 start=$(date +%s)
 
 # gobuild MODDIR OUT PKG [LDFLAGS]: build PKG from the module in MODDIR into OUT, atomically.
@@ -63,6 +68,12 @@ gobuild() {
   mv -f "$out.tmp" "$out"
 }
 
+# module_dir MODULE@VERSION: download MODULE@VERSION and print its directory in the module cache.
+# Runs outside any module, so no go.mod is consulted or changed.
+module_dir() {
+  (cd "$root/src" && go mod download -json "$1") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
 # newmod DIR: an empty throwaway module in DIR.
 newmod() {
   rm -rf "$1"
@@ -73,9 +84,8 @@ newmod() {
 build_kube() {
   local dir="$root/src/kubernetes" moddir b
   newmod "$dir"
-  go mod download "k8s.io/kubernetes@v${K8S_VERSION}" >&2
-  moddir=$(go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -f "$moddir/go.mod" ] || { log "cannot find the k8s.io/kubernetes module source"; return 1; }
+  moddir=$(module_dir "k8s.io/kubernetes@v${K8S_VERSION}")
+  [ -f "$moddir/go.mod" ] || { log "cannot download the k8s.io/kubernetes module v${K8S_VERSION} (is the Go module proxy reachable?)"; return 1; }
   {
     printf '\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S_VERSION"
     # Every staging module that k8s.io/kubernetes replaces with a local directory is published
@@ -103,7 +113,8 @@ build_kwok() {
     printf '\nrequire sigs.k8s.io/kwok v%s\n' "$KWOK_VERSION" >>"$dir/go.mod"
     gobuild "$dir" "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok
   fi
-  moddir=$(go mod download -json "sigs.k8s.io/kwok@v${KWOK_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  moddir=$(module_dir "sigs.k8s.io/kwok@v${KWOK_VERSION}")
+  [ -d "$moddir/kustomize/stage" ] || { log "cannot find kwok's stages in sigs.k8s.io/kwok v${KWOK_VERSION}"; return 1; }
   local kind f
   for kind in node pod; do
     : >"$stages/$kind-fast.yaml.tmp"

@@ -6,7 +6,9 @@
 # The cluster is real etcd + kube-apiserver + kube-controller-manager + kube-scheduler, with two fake
 # nodes driven by kwok: scheduled pods become Running and Ready without any container runtime.
 # PersistentVolumeClaims of the default StorageClass "standard" are provisioned by the controller
-# manager's host-path provisioner (WaitForFirstConsumer, reclaim Delete) under /tmp/hostpath_pv.
+# manager's host-path provisioner (WaitForFirstConsumer, reclaim Delete, expansion allowed) under
+# /tmp/hostpath_pv. A bound claim's requested size can grow; nothing resizes the host-path volume
+# behind it.
 # Everything listens on 127.0.0.1 and trusts a CA made for this cluster only: it is for tests and
 # development, never production. See lib.sh for the state directory and the ports;
 # BERTH_K8S_NODES (default 2) sets how many fake nodes there are.
@@ -175,6 +177,9 @@ start_all() {
     --v 1
   wait_for "the API server's /readyz on port $k8s_port" 120 api_ready
 
+  # The controller manager's and the scheduler's client rate limits are raised from their
+  # defaults (20 and 50 requests/s) so that creating a hundred workloads at once measures
+  # Berth, not the throttled controllers.
   start kube-controller-manager "$cm_port" \
     --kubeconfig "$k8s_dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$k8s_dir/controller-manager.kubeconfig" \
@@ -185,6 +190,10 @@ start_all() {
     --leader-elect=false \
     --controllers deployment-controller,replicaset-controller,statefulset-controller,job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,endpointslice-controller,pod-garbage-collector-controller,clusterrole-aggregation-controller \
     --enable-hostpath-provisioner \
+    --kube-api-qps 300 \
+    --kube-api-burst 600 \
+    --concurrent-deployment-syncs 10 \
+    --concurrent-replicaset-syncs 10 \
     --service-account-private-key-file "$pki/sa.key" \
     --root-ca-file "$pki/ca.crt" \
     --use-service-account-credentials=false \
@@ -199,6 +208,8 @@ start_all() {
     --bind-address 127.0.0.1 \
     --secure-port "$sched_port" \
     --leader-elect=false \
+    --kube-api-qps 300 \
+    --kube-api-burst 600 \
     --profiling=false \
     --v 1
 
@@ -233,23 +244,30 @@ ensure_nodes() {
       }
     }')"
     # Creating a node adds the not-ready taint; with no kubelet and no node lifecycle controller
-    # nothing would lift it, so drop all taints once kwok has marked the node Ready.
+    # nothing would lift it, so drop all taints once kwok has marked the node Ready. A node left
+    # cordoned (by a test that was killed, say) is made schedulable again.
     wait_for "kwok to mark node $name Ready" 60 node_ready "$name"
-    if [ "$(kcurl GET "/api/v1/nodes/$name" | jq '.spec.taints // [] | length')" != 0 ]; then
+    if [ "$(kcurl GET "/api/v1/nodes/$name" | jq '(.spec.taints // [] | length) + (if .spec.unschedulable then 1 else 0 end)')" != 0 ]; then
       kcurl PATCH "/api/v1/nodes/$name" -H 'Content-Type: application/merge-patch+json' \
-        -d '{"spec":{"taints":null}}' >/dev/null
+        -d '{"spec":{"taints":null,"unschedulable":null}}' >/dev/null
     fi
   done
 }
 
+# The default StorageClass allows volume expansion: Berth grows a runtime's claim when its
+# slots grow, and the API refuses to grow claims of a class that does not allow it. (A class
+# made by an older up.sh is patched to allow it.)
 ensure_storage() {
   kapply /apis/storage.k8s.io/v1/storageclasses '{
     "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
     "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
     "provisioner": "kubernetes.io/host-path",
     "reclaimPolicy": "Delete",
-    "volumeBindingMode": "WaitForFirstConsumer"
+    "volumeBindingMode": "WaitForFirstConsumer",
+    "allowVolumeExpansion": true
   }'
+  kcurl PATCH /apis/storage.k8s.io/v1/storageclasses/standard -H 'Content-Type: application/merge-patch+json' \
+    -d '{"allowVolumeExpansion": true}' >/dev/null
 }
 
 need_tools
