@@ -57,7 +57,7 @@ func (h healthResult) checks() int {
 func (h healthResult) perSecond() float64 { return float64(h.checks()) / h.elapsed.Seconds() }
 
 // statementCalls are the store calls the sweep makes that each run one statement.
-var statementCalls = []string{"CountResourcesByStatus", "ListCheckable", "GetReservation", "GetResource", "ListReservations"}
+var statementCalls = []string{"CountResourcesByStatus", "ListCheckable", "GetReservation", "GetReservations", "GetResource", "MissingResources", "ListReservations"}
 
 // healthSweep measures one round of the health checker over cfg.healthN ready runtimes of a
 // static pool whose hosts are local HTTP servers answering the health path: the real worker,
@@ -575,6 +575,13 @@ func (s countingSlots) GetReservation(ctx context.Context, provisioner, resource
 	return s.st.GetReservation(ctx, provisioner, resourceID)
 }
 
+// GetReservations keeps the batched lookup with which the static environ prepares a page of
+// checks.
+func (s countingSlots) GetReservations(ctx context.Context, provisioner string, resourceIDs []string) ([]domain.Reservation, error) {
+	s.calls.add("GetReservations")
+	return s.st.GetReservations(ctx, provisioner, resourceIDs)
+}
+
 // countingResources is the environ's resource lookup, counted.
 type countingResources struct {
 	st    *postgres.State
@@ -584,6 +591,13 @@ type countingResources struct {
 func (r countingResources) GetResource(ctx context.Context, id string) (domain.Resource, error) {
 	r.calls.add("GetResource")
 	return r.st.GetResource(ctx, id)
+}
+
+// MissingResources keeps the orphan sweep's batched lookup: one statement for up to 100,000
+// ids, so for the whole sweep.
+func (r countingResources) MissingResources(ctx context.Context, ids []string) ([]string, error) {
+	r.calls.add("MissingResources")
+	return r.st.MissingResources(ctx, ids)
 }
 
 // gatedEnvirons is the provisioner set whose environs' second Check waits for the stop.
@@ -605,6 +619,15 @@ func (g gatedEnvirons) Get(name string) (environ.Environ, string, error) {
 type gatedEnviron struct {
 	environ.Environ
 	gate *roundGate
+}
+
+// PrepareChecks keeps the environ's preparation of a page of checks, which the health checker
+// only uses through an environ that offers it.
+func (e gatedEnviron) PrepareChecks(ctx context.Context, ids []string) (environ.PreparedChecks, error) {
+	if preparer, ok := e.Environ.(environ.CheckPreparer); ok {
+		return preparer.PrepareChecks(ctx, ids)
+	}
+	return e.Environ, nil
 }
 
 func (e gatedEnviron) Check(ctx context.Context) error {

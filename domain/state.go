@@ -10,9 +10,11 @@ import (
 // declare the few methods they use as their own small interfaces.
 type State interface {
 	ResourceStore
+	OrphanFinder
 	ReconcileStore
 	ChangeLog
 	SlotStore
+	ReservationReader
 	HealthStore
 	EventLog
 	CapacityStore
@@ -54,6 +56,15 @@ type ResourceStore interface {
 	// RequestDelete moves the resource to deleting (idempotent); the agent deprovisions it
 	// and then removes the row.
 	RequestDelete(ctx context.Context, id string) (Resource, error)
+}
+
+// OrphanFinder tells brokers which of the things they hold belong to resources that no longer
+// exist, for many resources in one go.
+type OrphanFinder interface {
+	// MissingResources returns the ids among ids that name no resource row (ids that are not
+	// UUIDs name none), as given and in the order given. A row being deleted still exists: it
+	// is not missing until FinalizeDelete removes it.
+	MissingResources(ctx context.Context, ids []string) ([]string, error)
 }
 
 // Attention is a resource the agent has work to do on, and the earliest time to do it.
@@ -187,6 +198,16 @@ type SlotStore interface {
 	ReleaseSlots(ctx context.Context, provisioner, resourceID string) error
 	// ListReservations returns the provisioner's reservations ordered by host, resource.
 	ListReservations(ctx context.Context, provisioner string) ([]Reservation, error)
+}
+
+// ReservationReader reads reservations by resource, for the checks of resources that hold one.
+type ReservationReader interface {
+	// GetReservation returns the resource's reservation with the provisioner, or an error
+	// wrapping ErrNotFound.
+	GetReservation(ctx context.Context, provisioner, resourceID string) (Reservation, error)
+	// GetReservations returns the reservations with the provisioner of those of resourceIDs
+	// that hold one (ids that are not UUIDs hold none), ordered by resource.
+	GetReservations(ctx context.Context, provisioner string, resourceIDs []string) ([]Reservation, error)
 }
 
 // ProvisionerSpecStore remembers which spec each provisioner last ran with, so that a changed

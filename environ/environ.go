@@ -68,6 +68,32 @@ type Environ interface {
 	Close() error
 }
 
+// CheckPreparer is implemented by environs that check many resources cheaper together than
+// one at a time. The health checker calls PrepareChecks with each page of resources it lists,
+// then checks each of them through the PreparedChecks it got, while its provisioner still
+// names this environ; other checks go through CheckResource.
+type CheckPreparer interface {
+	// PrepareChecks reads at once what checking the resources with ids needs. The checker
+	// spreads a page's checks over its share of the interval, so the environ decides how
+	// long what it read answers for them, and must never repair anything on a read that
+	// old without reading again.
+	PrepareChecks(ctx context.Context, ids []string) (PreparedChecks, error)
+}
+
+// PreparedChecks checks the resources of one PrepareChecks call.
+type PreparedChecks interface {
+	// CheckResource is Environ.CheckResource; resources PrepareChecks was not given are
+	// checked as that would.
+	CheckResource(ctx context.Context, r *Resource, opts *ResourceOptions) (*Resource, error)
+}
+
+// MissingResourceFinder is implemented by resource lookups (Deps.Resources) that tell in one
+// query which of many resources no longer exist; a broker sweeping orphans prefers it to a
+// GetResource per resource. Its semantics are domain.OrphanFinder's.
+type MissingResourceFinder interface {
+	MissingResources(ctx context.Context, ids []string) ([]string, error)
+}
+
 // permanentError marks an error that retrying cannot fix.
 type permanentError struct{ err error }
 

@@ -199,20 +199,10 @@ func testReserveSlotsResizesAndReportsUsage(t *testing.T, b *Backend) {
 	}
 }
 
-// reservationGetter is the single-reservation lookup the static environ uses when the store
-// has it; every backend has it.
-type reservationGetter interface {
-	GetReservation(ctx context.Context, provisioner, resourceID string) (domain.Reservation, error)
-}
-
 func testGetReservation(t *testing.T, b *Backend) {
 	ctx := testContext(t)
-	getter, ok := b.State.(reservationGetter)
-	if !ok {
-		t.Fatalf("%T has no GetReservation", b.State)
-	}
 	r := mustCreate(t, b, runtime("web"))
-	if _, err := getter.GetReservation(ctx, "pool", r.ID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.GetReservation(ctx, "pool", r.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("reservation before reserving: %v, want ErrNotFound", err)
 	}
 	pickA := func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
@@ -221,12 +211,12 @@ func testGetReservation(t *testing.T, b *Backend) {
 	if _, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: "alice", Slots: 2}, pickA); err != nil {
 		t.Fatal(err)
 	}
-	got, err := getter.GetReservation(ctx, "pool", r.ID)
+	got, err := b.GetReservation(ctx, "pool", r.ID)
 	want := domain.Reservation{Provisioner: "pool", ResourceID: r.ID, Owner: "alice", Host: "http://a", Slots: 2}
 	if err != nil || got != want {
 		t.Errorf("reservation = %+v, %v; want %+v", got, err, want)
 	}
-	if _, err := getter.GetReservation(ctx, "other", r.ID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.GetReservation(ctx, "other", r.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("reservation of another provisioner: %v, want ErrNotFound", err)
 	}
 }

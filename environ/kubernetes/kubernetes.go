@@ -78,7 +78,7 @@ func newEnviron(name string, raw json.RawMessage, deps environ.Deps, cs kubernet
 	if err != nil {
 		return nil, err
 	}
-	templates, err := loadTemplates(spec.TemplatePaths)
+	templates, templateDigests, err := loadTemplates(spec.TemplatePaths)
 	if err != nil {
 		return nil, err
 	}
@@ -91,20 +91,28 @@ func newEnviron(name string, raw json.RawMessage, deps environ.Deps, cs kubernet
 		clk = clock.WallClock
 	}
 	e := &kubeEnviron{
-		name:      name,
-		spec:      spec,
-		templates: templates,
-		logger:    logger,
-		clock:     clk,
-		resources: deps.Resources,
-		random:    random,
-		cs:        cs,
-		closed:    make(chan struct{}),
+		name:            name,
+		spec:            spec,
+		templates:       templates,
+		templateDigests: templateDigests,
+		logger:          logger,
+		clock:           clk,
+		resources:       deps.Resources,
+		random:          random,
+		cs:              cs,
+		closed:          make(chan struct{}),
 	}
 	if err := e.checkTemplates(); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// ResourceSpec implements environ.ResourceSpecReporter: resources are built from the spec and
+// from the text of the templates it names, so editing a template file and reloading the set
+// rolls the change out to every resource.
+func (e *kubeEnviron) ResourceSpec() any {
+	return map[string]any{"spec": e.spec, "templates": e.templateDigests}
 }
 
 // kubeEnviron keeps no state of its own about resources: the cluster's objects, found by
@@ -113,6 +121,8 @@ type kubeEnviron struct {
 	name      string
 	spec      *Spec
 	templates templateSet
+	// templateDigests hold a digest of each template's text: part of what resources are built from.
+	templateDigests map[string]string
 	// tolerations are those of the runtime pod template: nodes with other taints cannot
 	// take runtimes and do not count as capacity.
 	tolerations []corev1.Toleration

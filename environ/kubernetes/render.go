@@ -3,7 +3,9 @@ package kubernetes
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,9 +59,11 @@ var templateFuncs = template.FuncMap{
 type templateSet map[string]*template.Template
 
 // loadTemplates parses the template of every key: the file paths names, read relative to the
-// working directory, or the built-in template when paths has no entry for the key.
-func loadTemplates(paths map[string]string) (templateSet, error) {
+// working directory, or the built-in template when paths has no entry for the key. It also
+// returns a digest of each template's text, so an edited template file counts as a changed spec.
+func loadTemplates(paths map[string]string) (templateSet, map[string]string, error) {
 	set := make(templateSet, len(templateKeys))
+	digests := make(map[string]string, len(templateKeys))
 	for _, key := range templateKeys {
 		field := "template_paths." + key
 		name := key + ".yaml"
@@ -68,18 +72,20 @@ func loadTemplates(paths map[string]string) (templateSet, error) {
 		if path, ok := paths[key]; ok {
 			name = filepath.Base(path)
 			if text, err = os.ReadFile(path); err != nil {
-				return nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("cannot read %s: %v; fix the path (relative paths start at the agent's working directory) or leave the key out for the built-in template", path, unwrapPathError(err))}
+				return nil, nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("cannot read %s: %v; fix the path (relative paths start at the agent's working directory) or leave the key out for the built-in template", path, unwrapPathError(err))}
 			}
 		} else if text, err = builtinTemplates.ReadFile("templates/" + name); err != nil {
-			return nil, fmt.Errorf("built-in template %s: %w", name, err)
+			return nil, nil, fmt.Errorf("built-in template %s: %w", name, err)
 		}
 		t, err := template.New(name).Funcs(templateFuncs).Option("missingkey=error").Parse(string(text))
 		if err != nil {
-			return nil, &domain.FieldError{Field: field, Msg: err.Error()}
+			return nil, nil, &domain.FieldError{Field: field, Msg: err.Error()}
 		}
 		set[key] = t
+		sum := sha256.Sum256(text)
+		digests[key] = hex.EncodeToString(sum[:])
 	}
-	return set, nil
+	return set, digests, nil
 }
 
 func unwrapPathError(err error) error {

@@ -256,3 +256,42 @@ current-context: x
 		t.Errorf("restConfig(missing kubeconfig) = %v", err)
 	}
 }
+
+func TestFingerprintFollowsTemplateText(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	builtin, err := builtinTemplates.ReadFile("templates/service.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("svc.yaml", builtin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	registry := environ.NewRegistry()
+	registry.Register(Type, New)
+	fingerprint := func() string {
+		t.Helper()
+		set, err := registry.NewSet([]byte(`{"k8s": {"type": "kubernetes", "spec": {"host": "http://*.rt.example",
+			"namespace": "ns", "image": "img", "template_paths": {"service": "svc.yaml"}}}}`), "k8s", environ.Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer set.Close()
+		fp, err := set.Fingerprint("k8s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	before := fingerprint()
+	if again := fingerprint(); again != before {
+		t.Fatalf("same spec and templates gave fingerprints %s and %s", before, again)
+	}
+	edited := strings.Replace(string(builtin), "name: {{ .Name }}", "name: {{ .Name }}-edited", 1)
+	if err := os.WriteFile("svc.yaml", []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if after := fingerprint(); after == before {
+		t.Fatal("editing a template file left the provisioner's fingerprint unchanged: its resources would not be rolled onto the new template")
+	}
+}

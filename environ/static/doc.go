@@ -51,4 +51,14 @@
 // probe result answers for its host for ten seconds, so checking many runtimes on few hosts
 // costs a probe per host, not per runtime. The results live in the environ, not the
 // database: each agent probes for itself. An explicit "health_path": "" turns probing off.
+//
+// # Checks in bulk
+//
+// Check sweeps the reservations of resources whose rows no longer exist (not those being
+// deleted: their deprovision releases them) with one lookup for all of them. The health
+// checker prepares a page of CheckResource calls at once (PrepareChecks): the page's
+// reservations are read in one query and answer for its checks for ten seconds, as old as
+// the page's rows the checker compares them with. A reservation that query did not find is
+// read again on its own before the check makes it again, so a runtime is never repaired on a
+// stale read.
 package static

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"strings"
 	"testing"
 
@@ -43,6 +44,57 @@ func TestCheckReleasesReservationsOfResourcesThatAreGone(t *testing.T) {
 	left, _ := slots.ListReservations(context.Background(), "pool")
 	if len(left) != 1 || left[0].ResourceID != "live" {
 		t.Fatalf("reservations after the sweep = %+v, want only the live resource's", left)
+	}
+}
+
+// batchRows answers the orphan sweep's lookup in one call and fails any single lookup.
+type batchRows struct {
+	fakeRows
+	t     *testing.T
+	calls int
+}
+
+func (b *batchRows) GetResource(_ context.Context, id string) (domain.Resource, error) {
+	b.t.Errorf("the sweep looked up resource %s on its own instead of in one batch", id)
+	return domain.Resource{}, errors.New("unexpected single lookup")
+}
+
+func (b *batchRows) MissingResources(_ context.Context, ids []string) ([]string, error) {
+	b.calls++
+	var out []string
+	for _, id := range ids {
+		if _, ok := b.fakeRows[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func TestCheckSweepsOrphansInOneLookup(t *testing.T) {
+	slots := newFakeSlots()
+	slots.put(domain.Reservation{Provisioner: "pool", ResourceID: "live", Host: hostA, Slots: 1})
+	slots.put(domain.Reservation{Provisioner: "pool", ResourceID: "deleting", Host: hostA, Slots: 1})
+	slots.put(domain.Reservation{Provisioner: "pool", ResourceID: "gone", Host: hostB, Slots: 2})
+	rows := &batchRows{fakeRows: fakeRows{"live": domain.StatusReady, "deleting": domain.StatusDeleting}, t: t}
+	env, err := NewWithHTTPClient(healthyHosts{})("pool", json.RawMessage(twoHosts), environ.Deps{Slots: slots, Resources: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := env.Check(context.Background()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if rows.calls != 1 {
+		t.Errorf("the sweep made %d batched lookups, want 1", rows.calls)
+	}
+	left, _ := slots.ListReservations(context.Background(), "pool")
+	var ids []string
+	for _, res := range left {
+		ids = append(ids, res.ResourceID)
+	}
+	sort.Strings(ids)
+	if strings.Join(ids, ",") != "deleting,live" {
+		t.Fatalf("reservations after the sweep are those of %v, want the live and the deleting resource's", ids)
 	}
 }
 

@@ -63,6 +63,7 @@ func NewWithHTTPClient(client HTTPDoer) environ.Initializer {
 			slots:     deps.Slots,
 			resources: deps.Resources,
 			health:    newHostHealth(client, clk, parsed.HealthPath, time.Duration(parsed.HealthTimeoutSeconds)*time.Second),
+			clock:     clk,
 			logger:    logger,
 		}, nil
 	}
@@ -80,6 +81,7 @@ type staticEnviron struct {
 	// no database is at hand (check-config).
 	resources environ.ResourceGetter
 	health    *hostHealth
+	clock     clock.Clock
 	logger    *slog.Logger
 }
 
@@ -92,6 +94,7 @@ type reservationGetter interface {
 var (
 	_ environ.CapacityReporter     = (*staticEnviron)(nil)
 	_ environ.ResourceSpecReporter = (*staticEnviron)(nil)
+	_ environ.CheckPreparer        = (*staticEnviron)(nil)
 )
 
 // Type implements environ.Environ.
@@ -250,24 +253,33 @@ func (e *staticEnviron) CheckResource(ctx context.Context, r *environ.Resource, 
 	if err != nil {
 		return nil, err
 	}
-	var out *environ.Resource
 	if found {
-		out = e.resource(r, res)
-		if host, _ := r.State["host"].(string); host != "" && host != res.Host {
-			out.Repairs = append(out.Repairs, fmt.Sprintf("state named host %s; the reservation is on %s", host, res.Host))
-		}
-	} else {
-		// A resource deleted while its check ran must not get slots back: that would leak them.
-		if err := e.stillWanted(ctx, r.ID); err != nil {
-			return nil, err
-		}
-		e.logger.Warn("runtime has no slot reservation; reserving again", "resource", r.ID)
-		out, err = e.Reconcile(ctx, r, opts)
-		if err != nil {
-			return nil, fmt.Errorf("slot reservation was missing and could not be made again: %w", err)
-		}
-		out.Repairs = append(out.Repairs, fmt.Sprintf("slot reservation was missing; reserved %v slots on %v again", out.State["slots"], out.State["host"]))
+		return e.checkReserved(ctx, r, res)
 	}
+	// A resource deleted while its check ran must not get slots back: that would leak them.
+	if err := e.stillWanted(ctx, r.ID); err != nil {
+		return nil, err
+	}
+	e.logger.Warn("runtime has no slot reservation; reserving again", "resource", r.ID)
+	out, err := e.Reconcile(ctx, r, opts)
+	if err != nil {
+		return nil, fmt.Errorf("slot reservation was missing and could not be made again: %w", err)
+	}
+	out.Repairs = append(out.Repairs, fmt.Sprintf("slot reservation was missing; reserved %v slots on %v again", out.State["slots"], out.State["host"]))
+	return e.probeHost(ctx, out)
+}
+
+// checkReserved checks runtime r, whose reservation is res.
+func (e *staticEnviron) checkReserved(ctx context.Context, r *environ.Resource, res domain.Reservation) (*environ.Resource, error) {
+	out := e.resource(r, res)
+	if host, _ := r.State["host"].(string); host != "" && host != res.Host {
+		out.Repairs = append(out.Repairs, fmt.Sprintf("state named host %s; the reservation is on %s", host, res.Host))
+	}
+	return e.probeHost(ctx, out)
+}
+
+// probeHost returns out, with an error when its host fails its health probe.
+func (e *staticEnviron) probeHost(ctx context.Context, out *environ.Resource) (*environ.Resource, error) {
 	host, _ := out.State["host"].(string)
 	if err := e.health.probe(ctx, host); err != nil {
 		return out, fmt.Errorf("runtime host %s is down: %w", host, err)
@@ -277,28 +289,59 @@ func (e *staticEnviron) CheckResource(ctx context.Context, r *environ.Resource, 
 
 // sweepOrphans releases reservations whose resource row no longer exists (a reservation made
 // by a check racing the resource's deletion, or by an agent that died between reserving and
-// recording) and returns the rest.
+// recording) and returns the rest. A resource being deleted keeps its reservation: its
+// deprovision releases it.
 func (e *staticEnviron) sweepOrphans(ctx context.Context, reservations []domain.Reservation) ([]domain.Reservation, error) {
 	if e.resources == nil {
 		return reservations, nil
 	}
+	missing, err := e.missing(ctx, reservations)
+	if err != nil {
+		return nil, err
+	}
 	kept := reservations[:0]
+	for _, res := range reservations {
+		if !missing[res.ResourceID] {
+			kept = append(kept, res)
+			continue
+		}
+		if err := e.slots.ReleaseSlots(ctx, e.name, res.ResourceID); err != nil {
+			return nil, fmt.Errorf("release orphaned reservation of resource %s: %w", res.ResourceID, err)
+		}
+		e.logger.Info("released the slots of a resource that no longer exists",
+			"resource", res.ResourceID, "host", res.Host, "slots", res.Slots)
+	}
+	return kept, nil
+}
+
+// missing returns the resources of reservations whose row no longer exists: in one query
+// where the lookup can, else one lookup per reservation.
+func (e *staticEnviron) missing(ctx context.Context, reservations []domain.Reservation) (map[string]bool, error) {
+	out := make(map[string]bool)
+	if finder, ok := e.resources.(environ.MissingResourceFinder); ok {
+		ids := make([]string, len(reservations))
+		for i, res := range reservations {
+			ids[i] = res.ResourceID
+		}
+		gone, err := finder.MissingResources(ctx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("look up the resources of %d reservations: %w", len(ids), err)
+		}
+		for _, id := range gone {
+			out[id] = true
+		}
+		return out, nil
+	}
 	for _, res := range reservations {
 		_, err := e.resources.GetResource(ctx, res.ResourceID)
 		switch {
 		case errors.Is(err, domain.ErrNotFound):
-			if err := e.slots.ReleaseSlots(ctx, e.name, res.ResourceID); err != nil {
-				return nil, fmt.Errorf("release orphaned reservation of resource %s: %w", res.ResourceID, err)
-			}
-			e.logger.Info("released the slots of a resource that no longer exists",
-				"resource", res.ResourceID, "host", res.Host, "slots", res.Slots)
+			out[res.ResourceID] = true
 		case err != nil:
 			return nil, fmt.Errorf("look up resource %s of a reservation: %w", res.ResourceID, err)
-		default:
-			kept = append(kept, res)
 		}
 	}
-	return kept, nil
+	return out, nil
 }
 
 // stillWanted reports an error unless the resource exists and is not being deleted.

@@ -39,18 +39,18 @@ func (f *fakeSlots) ReserveSlots(ctx context.Context, req domain.SlotRequest, pi
 		}
 		existing = &r
 	}
-	byHost := make(map[string]*domain.HostUsage)
+	byHost := make(map[string]int) // index in usage
 	var usage []domain.HostUsage
 	for _, r := range f.sorted(req.Provisioner) {
-		u, ok := byHost[r.Host]
+		i, ok := byHost[r.Host]
 		if !ok {
+			i = len(usage)
 			usage = append(usage, domain.HostUsage{Host: r.Host})
-			u = &usage[len(usage)-1]
-			byHost[r.Host] = u
+			byHost[r.Host] = i
 		}
-		u.UsedSlots += r.Slots
+		usage[i].UsedSlots += r.Slots
 		if r.Owner == req.Owner {
-			u.OwnerResources++
+			usage[i].OwnerResources++
 		}
 	}
 	f.picks++

@@ -19,6 +19,12 @@
 // all are busy waits for one to end. A round that overruns its interval (slow checks, or more
 // resources than counted) ends when the last page is read and the next starts at once.
 //
+// An environ that can prepare many checks at once (environ.CheckPreparer) is handed each page's
+// resources of its own when the page is read, and those resources are checked through what it
+// prepared (e.g. the static environ reads the page's slot reservations in one query instead
+// of one per check), at their own due times as above. Checks of a page whose preparation
+// failed, or whose environ the provisioner set replaced since, are made one at a time.
+//
 // # One check
 //
 //	ready ──── CheckResource fails ────► unhealthy ("health check failing since T: why")

@@ -186,8 +186,9 @@ func (w *Worker) loop() error {
 type round struct {
 	start     time.Time
 	spacing   time.Duration
-	index     int               // checks dispatched so far
-	page      []domain.Resource // the current page, from pos on not yet dispatched
+	index     int                  // checks dispatched so far
+	page      []domain.Resource    // the current page, from pos on not yet dispatched
+	prepared  map[string]*prepared // the current page's prepared checks, by provisioner
 	pos       int
 	after     string    // the last id read
 	headDue   time.Time // when page[pos] is due; zero until drawn
@@ -199,6 +200,18 @@ type checkDone struct {
 	failed      bool   // CheckResource failed
 	result      string // Result*, for Metrics
 	recordError error
+}
+
+// prepared are the checks an environ prepared for the resources of one page.
+type prepared struct {
+	env    environ.Environ
+	checks environ.PreparedChecks
+}
+
+// current reports whether env is still the environ that prepared the checks: the provisioner
+// set may have been replaced since the page was read.
+func (p *prepared) current(env environ.Environ) bool {
+	return p != nil && reflect.TypeOf(env).Comparable() && env == p.env
 }
 
 type environDone struct {
@@ -254,6 +267,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 				break
 			}
 			res := r.page[r.pos]
+			prep := r.prepared[res.Provisioner]
 			r.page[r.pos] = domain.Resource{}
 			r.pos++
 			r.index++
@@ -262,7 +276,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			running.Add(1)
 			go func() {
 				defer running.Done()
-				checks <- w.check(ctx, res)
+				checks <- w.check(ctx, res, prep)
 			}()
 		}
 		if r.exhausted {
@@ -339,6 +353,43 @@ func (w *Worker) nextPage(ctx context.Context, r *round) {
 		return
 	}
 	r.page, r.pos, r.after = page, 0, page[len(page)-1].ID
+	r.prepared = w.prepare(ctx, page)
+}
+
+// prepare lets each environ of the page that can prepare its resources' checks at once do so.
+// An environ that fails to has its resources checked one at a time.
+func (w *Worker) prepare(ctx context.Context, page []domain.Resource) map[string]*prepared {
+	var names []string
+	ids := make(map[string][]string)
+	for _, r := range page {
+		if _, seen := ids[r.Provisioner]; !seen {
+			names = append(names, r.Provisioner)
+		}
+		ids[r.Provisioner] = append(ids[r.Provisioner], r.ID)
+	}
+	out := make(map[string]*prepared)
+	for _, name := range names {
+		env, _, err := w.config.Environs.Get(name)
+		if err != nil {
+			continue // each check reports it
+		}
+		preparer, ok := env.(environ.CheckPreparer)
+		if !ok {
+			continue
+		}
+		prepCtx, cancel := w.withTimeout(ctx, w.config.CheckTimeout)
+		checks, err := preparer.PrepareChecks(prepCtx, ids[name])
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				w.config.Logger.Warn("cannot prepare a page of checks; checking its resources one at a time",
+					"provisioner", name, "resources", len(ids[name]), "error", err)
+			}
+			continue
+		}
+		out[name] = &prepared{env: env, checks: checks}
+	}
+	return out
 }
 
 // checkEnviron runs one environ's Check.
@@ -377,10 +428,11 @@ func (w *Worker) environChecked(done environDone) {
 	}
 }
 
-// check health-checks one resource, records what changed and counts the result; a check
-// cut short by the worker stopping is not counted.
-func (w *Worker) check(ctx context.Context, r domain.Resource) checkDone {
-	done := w.checkResource(ctx, r)
+// check health-checks one resource (through prep, the checks prepared for its page, if any),
+// records what changed and counts the result; a check cut short by the worker stopping is not
+// counted.
+func (w *Worker) check(ctx context.Context, r domain.Resource, prep *prepared) checkDone {
+	done := w.checkResource(ctx, r, prep)
 	if ctx.Err() == nil {
 		w.config.Metrics.ObserveHealthCheck(r.Provisioner, done.result)
 	}
@@ -388,15 +440,19 @@ func (w *Worker) check(ctx context.Context, r domain.Resource) checkDone {
 }
 
 // checkResource health-checks one resource and records what changed.
-func (w *Worker) checkResource(ctx context.Context, r domain.Resource) checkDone {
+func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *prepared) checkDone {
 	log := w.config.Logger.With("id", r.ID, "provisioner", r.Provisioner, "generation", r.Generation)
 	env, _, err := w.config.Environs.Get(r.Provisioner)
 	if err != nil {
 		log.Debug("cannot health-check resource: its provisioner is not in the provisioner set", "error", err)
 		return checkDone{result: ResultError}
 	}
+	var checker environ.PreparedChecks = env
+	if prep.current(env) {
+		checker = prep.checks
+	}
 	checkCtx, cancel := w.withTimeout(ctx, w.config.CheckTimeout)
-	res, checkErr := env.CheckResource(checkCtx,
+	res, checkErr := checker.CheckResource(checkCtx,
 		&environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config},
 		&environ.ResourceOptions{Name: r.Name, Owner: r.Owner, Args: r.Args, Generation: r.Generation})
 	if checkErr != nil && checkCtx.Err() != nil {

@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// missingChunk bounds the ids one statement of MissingResources takes (an array parameter of
+// 1.6 MB at most). The statement hash-joins its ids with the resources table when they are
+// many, which reads the whole table: chunks of a fraction of it would read it once each.
+const missingChunk = 100000
+
+// reservationChunk bounds the ids one statement of GetReservations takes; each id is an index
+// lookup, so the size only bounds the parameter.
+const reservationChunk = 10000
+
+// MissingResources returns the ids among ids that name no resource row, as given and in the
+// order given: one statement per missingChunk ids, answering with the positions of the
+// missing ones only.
+func (s *State) MissingResources(ctx context.Context, ids []string) ([]string, error) {
+	var missing []string
+	for start := 0; start < len(ids); start += missingChunk {
+		chunk := ids[start:min(start+missingChunk, len(ids))]
+		gone := make([]bool, len(chunk))
+		uids := make([]pgtype.UUID, 0, len(chunk))
+		at := make([]int, 0, len(chunk)) // at[k] is the chunk index of uids[k]
+		for i, id := range chunk {
+			uid, err := parseID(id)
+			if err != nil {
+				gone[i] = true
+				continue
+			}
+			uids = append(uids, uid)
+			at = append(at, i)
+		}
+		if len(uids) > 0 {
+			rows, err := s.pool.Query(ctx, `
+				SELECT t.n FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n)
+				 WHERE NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = t.id)`, uids)
+			if err != nil {
+				return nil, fmt.Errorf("look up %d resources: %w", len(uids), err)
+			}
+			positions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return nil, fmt.Errorf("look up %d resources: %w", len(uids), err)
+			}
+			for _, n := range positions {
+				gone[at[n-1]] = true
+			}
+		}
+		for i, id := range chunk {
+			if gone[i] {
+				missing = append(missing, id)
+			}
+		}
+	}
+	return missing, nil
+}
+
+// GetReservations returns the provisioner's reservations of those of resourceIDs that hold
+// one, ordered by resource: one statement per reservationChunk ids.
+func (s *State) GetReservations(ctx context.Context, provisioner string, resourceIDs []string) ([]domain.Reservation, error) {
+	uids := make([]pgtype.UUID, 0, len(resourceIDs))
+	for _, id := range resourceIDs {
+		if uid, err := parseID(id); err == nil {
+			uids = append(uids, uid)
+		}
+	}
+	// Sorted, so that the chunks' answers, each in order, are in order together.
+	slices.SortFunc(uids, func(a, b pgtype.UUID) int { return bytes.Compare(a.Bytes[:], b.Bytes[:]) })
+	var out []domain.Reservation
+	for start := 0; start < len(uids); start += reservationChunk {
+		chunk := uids[start:min(start+reservationChunk, len(uids))]
+		rows, err := s.pool.Query(ctx, `
+			SELECT provisioner, resource_id::text, owner, host, slots
+			  FROM slot_reservations WHERE provisioner = $1 AND resource_id = ANY($2::uuid[])
+			 ORDER BY slot_reservations.resource_id`, provisioner, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("read the reservations of %s for %d resources: %w", provisioner, len(chunk), err)
+		}
+		found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Reservation, error) {
+			return scanReservation(row)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read the reservations of %s for %d resources: %w", provisioner, len(chunk), err)
+		}
+		out = append(out, found...)
+	}
+	return out, nil
+}
