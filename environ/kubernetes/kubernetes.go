@@ -259,16 +259,8 @@ func (e *kubeEnviron) Check(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	var problems []string
-	for _, id := range ids {
-		_, err := e.resources.GetResource(ctx, id)
-		switch {
-		case err == nil:
-			continue
-		case !errors.Is(err, domain.ErrNotFound):
-			problems = append(problems, fmt.Sprintf("look up resource %s: %v", id, err))
-			continue
-		}
+	missing, problems := e.missingResources(ctx, ids)
+	for _, id := range missing {
 		e.logger.Info("sweeping objects of a resource that no longer exists", "resource", id, "objects", describeOwned(byID[id]))
 		if _, err := e.deleteObjects(ctx, cs, byID[id]); err != nil {
 			problems = append(problems, fmt.Sprintf("sweep objects of deleted resource %s: %v", id, err))
@@ -278,6 +270,30 @@ func (e *kubeEnviron) Check(ctx context.Context) error {
 		return fmt.Errorf("provisioner %q: %s", e.name, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// missingResources returns which of ids have no resource row: in one query when the lookup
+// can, else one lookup per resource. A lookup that fails is a problem, never a deletion.
+func (e *kubeEnviron) missingResources(ctx context.Context, ids []string) ([]string, []string) {
+	if finder, ok := e.resources.(environ.MissingResourceFinder); ok {
+		missing, err := finder.MissingResources(ctx, ids)
+		if err != nil {
+			return nil, []string{fmt.Sprintf("look up which of %d resources still exist: %v", len(ids), err)}
+		}
+		return missing, nil
+	}
+	var missing, problems []string
+	for _, id := range ids {
+		_, err := e.resources.GetResource(ctx, id)
+		switch {
+		case err == nil:
+		case errors.Is(err, domain.ErrNotFound):
+			missing = append(missing, id)
+		default:
+			problems = append(problems, fmt.Sprintf("look up resource %s: %v", id, err))
+		}
+	}
+	return missing, problems
 }
 
 // Close implements environ.Environ: waits in progress end; the environ owns no informers.

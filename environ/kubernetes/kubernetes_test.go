@@ -905,3 +905,64 @@ func TestSlotQuota(t *testing.T) {
 	// Growing within the quota is fine; the resource's own slots do not count against it.
 	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 4})
 }
+
+// finderSet is a resourceSet that also answers MissingResources in one call, counting both.
+type finderSet struct {
+	*resourceSet
+	gets, finds int
+}
+
+func (s *finderSet) GetResource(ctx context.Context, id string) (domain.Resource, error) {
+	s.gets++
+	return s.resourceSet.GetResource(ctx, id)
+}
+
+func (s *finderSet) MissingResources(_ context.Context, ids []string) ([]string, error) {
+	s.finds++
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	var missing []string
+	for _, id := range ids {
+		if !s.ids[id] {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
+}
+
+func TestCheckSweepLooksUpResourcesInOneQuery(t *testing.T) {
+	e, _ := newTestEnviron(t, testSpec)
+	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 1})
+	reconcile(t, e, runtimeResource(otherID), map[string]any{"slots": 1})
+	finder := &finderSet{resourceSet: e.resources}
+	e.kubeEnviron.resources = finder
+	finder.mu.Lock()
+	delete(finder.ids, otherID)
+	finder.mu.Unlock()
+
+	if err := e.Check(t.Context()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if finder.finds != 1 || finder.gets != 0 {
+		t.Fatalf("sweep made %d batched and %d single lookups, want 1 and 0", finder.finds, finder.gets)
+	}
+	if left := objectsOf(t, e, otherID); len(left) != 0 {
+		t.Errorf("orphans left: %v", left)
+	}
+	if n := len(objectsOf(t, e, testID)); n != 5 {
+		t.Errorf("live resource has %d objects after the sweep, want 5", n)
+	}
+
+	finder.mu.Lock()
+	finder.err = errors.New("database is down")
+	finder.mu.Unlock()
+	if err := e.Check(t.Context()); err == nil || !strings.Contains(err.Error(), "database is down") {
+		t.Errorf("Check with a failing batched lookup = %v", err)
+	}
+	if n := len(objectsOf(t, e, testID)); n != 5 {
+		t.Errorf("a failed batched lookup deleted objects: %d left", n)
+	}
+}
