@@ -2,7 +2,7 @@ GO ?= go
 BIN := bin/berth
 PG := scripts/pg-local.sh
 
-.PHONY: build test bench run pg-up pg-down lint fmt k8s-up k8s-down e2e-k8s
+.PHONY: build test bench bench-static run pg-up pg-down lint fmt k8s-up k8s-down e2e-k8s
 
 build:
 	$(GO) build -o $(BIN) ./cmd/agent
@@ -24,9 +24,14 @@ fmt:
 lint:
 	$(GO) vet ./...
 
+# Every figure: the static environ's (bench-static) and the kubernetes environ's (bench-k8s,
+# which starts the local control plane, building it on first use; make k8s-down stops it).
+bench: bench-static bench-k8s
+
 # Berth's static-environ throughput, latency and memory, measured beside River on the same
-# database server (see bench/doc.go). BENCH_FLAGS passes flags, e.g. BENCH_FLAGS="-n 2000".
-bench: build
+# database server, and the health sweep (see bench/doc.go). BENCH_FLAGS passes flags, e.g.
+# BENCH_FLAGS="-n 2000".
+bench-static: build
 	$(GO) build -o bin/berth-bench ./bench
 	@url="$${BERTH_BENCH_DATABASE_URL:-$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}}" && \
 	BERTH_BENCH_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" bin/berth-bench $(BENCH_FLAGS)

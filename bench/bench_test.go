@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
+	"github.com/berth-dev/berth/internal/pgtest"
 )
 
 func TestVMHWM(t *testing.T) {
@@ -147,5 +152,106 @@ func TestHealthFlags(t *testing.T) {
 	cfg, err := parseConfig([]string{"-compare=false", "-health-n", "2000"}, io.Discard)
 	if err != nil || cfg.compare || cfg.healthN != 2000 || cfg.healthConcurrency != 8 {
 		t.Errorf("parseConfig = %+v, %v; want the sweep alone, of 2000 resources at concurrency 8", cfg, err)
+	}
+}
+
+func TestStoreFlags(t *testing.T) {
+	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
+	t.Setenv("BERTH_BINARY", "/bin/sh")
+	cfg, err := parseConfig(nil, io.Discard)
+	if err != nil || strings.Join(cfg.stores, ",") != "postgres,sqlite" || cfg.n != 10000 || cfg.sqliteN != 2000 ||
+		len(cfg.sqliteConcurrency) != 1 || cfg.sqliteConcurrency[0] != 16 {
+		t.Errorf("defaults %+v, %v; want both stores, 10000 on PostgreSQL and 2000 at concurrency 16 on SQLite", cfg, err)
+	}
+	cfg, err = parseConfig([]string{"-stores", "sqlite, sqlite", "-sqlite-n", "50"}, io.Discard)
+	if err != nil || strings.Join(cfg.stores, ",") != "sqlite" || cfg.sqliteN != 50 {
+		t.Errorf("-stores sqlite -sqlite-n 50: %+v, %v", cfg, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"-stores", "mysql"}, `-stores: "mysql" is not a store`},
+		{[]string{"-stores", ""}, "-stores"},
+		{[]string{"-sqlite-n", "0"}, "-sqlite-n must be at least 1"},
+		{[]string{"-sqlite-concurrency", "0"}, "-sqlite-concurrency"},
+	} {
+		if _, err := parseConfig(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("parseConfig(%q) = %v; want an error containing %q", tc.args, err, tc.err)
+		}
+	}
+}
+
+// The bench's own SQL (the bulk insert, the ready count) and its reads through the store's
+// API work on both stores.
+func TestBenchSQLOnBothStores(t *testing.T) {
+	for _, kind := range []string{storePostgres, storeSQLite} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			url := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
+			if kind == storePostgres {
+				url = pgtest.New(t)
+			}
+			st, err := store.Open(ctx, url, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if err := st.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			db, err := openSQL(kind, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			r := &berthRun{kind: kind, url: url, sql: db, state: st}
+			if err := r.insert(ctx, "bench", 5); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, `UPDATE resources SET status = 'ready', ready_at = created_at WHERE name IN ('bench-1', 'bench-3')`); err != nil {
+				t.Fatal(err)
+			}
+			ready, err := r.ready(ctx, "bench")
+			if err != nil || len(ready) != 2 {
+				t.Fatalf("ready = %+v, %v; want bench-1 and bench-3", ready, err)
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM resources WHERE name LIKE $1`, "bench-%").Scan(&n); err != nil || n != 5 {
+				t.Errorf("inserted %d, %v; want 5", n, err)
+			}
+			if got := r.statusCounts(); got != "pending=3 ready=2" {
+				t.Errorf("status counts %q; want pending=3 ready=2", got)
+			}
+		})
+	}
+}
+
+func TestReportShowsStoresSideBySide(t *testing.T) {
+	rep := &report{cfg: config{compare: true, stores: []string{storePostgres, storeSQLite}, rate: 20}}
+	lat := latencySummary{setting: "concurrency=16", n: 300, p50: 4 * time.Millisecond, p99: 9 * time.Millisecond, max: 10 * time.Millisecond}
+	pg := rep.berthOn(storePostgres)
+	pg.throughput = []throughputResult{{setting: "concurrency=16", parallel: 16, n: 10000, elapsed: 40 * time.Second, peakRSS: 50 << 20}}
+	pg.latency = lat
+	lite := rep.berthOn(storeSQLite)
+	lite.throughput = []throughputResult{{setting: "concurrency=16", parallel: 16, n: 2000, elapsed: 20 * time.Second, peakRSS: 60 << 20}}
+	if rep.berthOn(storeSQLite) != lite {
+		t.Fatal("berthOn added a second SQLite entry")
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, want := range []string{
+		"on PostgreSQL and SQLite vs River",
+		"berth   sqlite    throughput, 2000 resources",
+		"POSTGRESQL", "SQLITE",
+		"250.0 resources/s (10000, concurrency=16)", "100.0 resources/s (2000, concurrency=16)",
+		"4.0 ms / 9.0 ms", "50.0 MiB", "60.0 MiB",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "TARGET") {
+		t.Errorf("report shows targets without River's figures:\n%s", out.String())
 	}
 }

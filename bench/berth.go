@@ -2,47 +2,88 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/store"
 )
 
-// berthRun is one Berth measurement: a fresh database, its schema, and an agent on it.
+// Stores Berth is measured on.
+const (
+	storePostgres = "postgres"
+	storeSQLite   = "sqlite"
+)
+
+// berthRun is one Berth measurement: a fresh database (a PostgreSQL database on the bench
+// server, or an SQLite file in a temporary directory), its schema, and an agent on it.
 type berthRun struct {
-	db    *database
-	pool  *pgxpool.Pool
+	kind  string
+	url   string
+	drop  func() // removes the database
+	sql   *sql.DB
+	state store.DB
 	agent *agent
 }
 
-// startBerth prepares a database and starts an agent on it with room for slots resources,
-// then waits for a warm-up resource so agent start-up is not part of what is measured.
-// The caller must close the run.
-func startBerth(ctx context.Context, cfg config, concurrency, slots int) (*berthRun, error) {
-	db, err := createDatabase(ctx, cfg.server)
-	if err != nil {
+// startBerth prepares a database of kind and starts an agent on it with room for slots
+// resources, then waits for a warm-up resource so agent start-up is not part of what is
+// measured. The caller must close the run.
+func startBerth(ctx context.Context, cfg config, kind string, concurrency, slots int) (*berthRun, error) {
+	r := &berthRun{kind: kind}
+	if err := r.create(ctx, cfg); err != nil {
 		return nil, err
 	}
-	r := &berthRun{db: db}
 	if err := r.start(ctx, cfg, concurrency, slots); err != nil {
 		return nil, errors.Join(err, r.close())
 	}
 	return r, nil
 }
 
+// create makes the empty database.
+func (r *berthRun) create(ctx context.Context, cfg config) error {
+	if r.kind == storePostgres {
+		db, err := createDatabase(ctx, cfg.server)
+		if err != nil {
+			return err
+		}
+		r.url, r.drop = db.url, db.drop
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "berth-bench-")
+	if err != nil {
+		return fmt.Errorf("create a directory for the SQLite file: %w", err)
+	}
+	r.url = "sqlite://" + (&url.URL{Path: filepath.Join(dir, "berth.db")}).EscapedPath()
+	r.drop = func() {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: could not remove %s (remove it by hand): %v\n", dir, err)
+		}
+	}
+	return nil
+}
+
 func (r *berthRun) start(ctx context.Context, cfg config, concurrency, slots int) error {
-	if err := migrate(ctx, cfg.binary, r.db.url); err != nil {
+	if err := migrate(ctx, cfg.binary, r.url); err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, r.db.url)
-	if err != nil {
-		return fmt.Errorf("connect to the bench database: %w", err)
+	var err error
+	if r.sql, err = openSQL(r.kind, r.url); err != nil {
+		return err
 	}
-	r.pool = pool
-	if r.agent, err = startAgent(cfg.binary, r.db.url, concurrency, slots+1); err != nil {
+	if r.state, err = store.Open(ctx, r.url, store.Options{MaxConns: 2}); err != nil {
+		return fmt.Errorf("open the bench database: %w", err)
+	}
+	if r.agent, err = startAgent(cfg.binary, r.url, concurrency, slots+1); err != nil {
 		return err
 	}
 	if err := r.insert(ctx, "warmup", 1); err != nil {
@@ -51,25 +92,51 @@ func (r *berthRun) start(ctx context.Context, cfg config, concurrency, slots int
 	return r.waitReady(ctx, cfg, "warmup", 1)
 }
 
-// close stops the agent, then drops the database.
+// openSQL opens a database/sql pool on the database, through which the bench writes as
+// another program (the CLI, a script) would.
+func openSQL(kind, dbURL string) (*sql.DB, error) {
+	driver, dsn := "pgx", dbURL
+	if kind == storeSQLite {
+		loc, err := store.Parse(dbURL)
+		if err != nil {
+			return nil, err
+		}
+		driver = "sqlite"
+		dsn = "file:" + (&url.URL{Path: loc.Path}).EscapedPath() + "?_pragma=busy_timeout(10000)&_txlock=immediate"
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open the bench database: %w", err)
+	}
+	db.SetMaxOpenConns(2)
+	return db, nil
+}
+
+// close stops the agent, then removes the database.
 func (r *berthRun) close() error {
 	var err error
 	if r.agent != nil {
 		err = r.agent.stop()
 	}
-	if r.pool != nil {
-		r.pool.Close()
+	if r.state != nil {
+		r.state.Close()
 	}
-	r.db.drop()
+	if r.sql != nil {
+		_ = r.sql.Close()
+	}
+	r.drop()
 	return err
 }
 
 // insert adds n runtime resources named prefix-0 … prefix-(n-1) in one statement.
 func (r *berthRun) insert(ctx context.Context, prefix string, n int) error {
-	_, err := r.pool.Exec(ctx, `
+	rows := `SELECT i FROM generate_series(0, $2 - 1) AS i`
+	if r.kind == storeSQLite {
+		rows = `WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < $2 - 1) SELECT i FROM s`
+	}
+	_, err := r.sql.ExecContext(ctx, `
 		INSERT INTO resources (type, name, owner, args)
-		SELECT 'runtime', $1 || '-' || i, 'owner-' || (i % 50), '{"slots":1}'
-		  FROM generate_series(0, $2 - 1) AS i`, prefix, n)
+		SELECT 'runtime', $1 || '-' || i, 'owner-' || (i % 50), '{"slots":1}' FROM (`+rows+`) AS n`, prefix, n)
 	if err != nil {
 		return fmt.Errorf("insert %d resources: %w", n, err)
 	}
@@ -85,9 +152,9 @@ func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n i
 	defer tick.Stop()
 	for {
 		var ready int
-		err := r.pool.QueryRow(ctx, `
-			SELECT count(*) FROM resources WHERE status = 'ready' AND name LIKE $1 || '-%'`,
-			prefix).Scan(&ready)
+		err := r.sql.QueryRowContext(ctx, `
+			SELECT count(*) FROM resources WHERE status = 'ready' AND name LIKE $1`,
+			prefix+"-%").Scan(&ready)
 		switch {
 		case err == nil && ready >= n:
 			return nil
@@ -113,21 +180,32 @@ func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n i
 func (r *berthRun) statusCounts() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rows, err := r.pool.Query(ctx, `SELECT status, count(*) FROM resources GROUP BY status ORDER BY status`)
+	counts, err := r.state.CountResourcesByStatus(ctx)
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
 	}
-	defer rows.Close()
 	var parts []string
-	for rows.Next() {
-		var status string
-		var n int
-		if err := rows.Scan(&status, &n); err != nil {
-			return "unknown (" + err.Error() + ")"
+	for _, s := range domain.Statuses {
+		if n, ok := counts[s]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%d", s, n))
 		}
-		parts = append(parts, fmt.Sprintf("%s=%d", status, n))
 	}
 	return strings.Join(parts, " ")
+}
+
+// ready returns the ready resources named prefix-*, read through the store's API.
+func (r *berthRun) ready(ctx context.Context, prefix string) ([]domain.Resource, error) {
+	all, err := r.state.ListResources(ctx, domain.ListFilter{Status: domain.StatusReady})
+	if err != nil {
+		return nil, fmt.Errorf("read the ready resources: %w", err)
+	}
+	var out []domain.Resource
+	for _, res := range all {
+		if strings.HasPrefix(res.Name, prefix+"-") && res.ReadyAt != nil {
+			out = append(out, res)
+		}
+	}
+	return out, nil
 }
 
 // throughputResult is one Berth or River throughput run.
@@ -141,9 +219,10 @@ type throughputResult struct {
 
 func (t throughputResult) perSecond() float64 { return float64(t.n) / t.elapsed.Seconds() }
 
-// berthThroughput inserts cfg.n resources at once and times them to ready.
-func berthThroughput(ctx context.Context, cfg config, concurrency int) (res throughputResult, err error) {
-	r, err := startBerth(ctx, cfg, concurrency, cfg.n)
+// berthThroughput inserts n resources at once and times them to ready:
+// max(ready_at) - min(created_at), both set by the database clock.
+func berthThroughput(ctx context.Context, cfg config, kind string, n, concurrency int) (res throughputResult, err error) {
+	r, err := startBerth(ctx, cfg, kind, concurrency, n)
 	if err != nil {
 		return res, err
 	}
@@ -152,32 +231,38 @@ func berthThroughput(ctx context.Context, cfg config, concurrency int) (res thro
 			err = cerr
 		}
 	}()
-	if err := r.insert(ctx, "bench", cfg.n); err != nil {
+	if err := r.insert(ctx, "bench", n); err != nil {
 		return res, err
 	}
-	if err := r.waitReady(ctx, cfg, "bench", cfg.n); err != nil {
+	if err := r.waitReady(ctx, cfg, "bench", n); err != nil {
 		return res, err
 	}
 	if res.peakRSS, err = r.agent.peakRSS(); err != nil {
 		return res, err
 	}
-	var seconds float64
-	err = r.pool.QueryRow(ctx, `
-		SELECT count(*), extract(epoch FROM max(ready_at) - min(created_at))::float8
-		  FROM resources WHERE name LIKE 'bench-%'`).Scan(&res.n, &seconds)
+	ready, err := r.ready(ctx, "bench")
 	if err != nil {
-		return res, fmt.Errorf("read ready times: %w", err)
+		return res, err
 	}
+	first, last := ready[0].CreatedAt, *ready[0].ReadyAt
+	for _, x := range ready[1:] {
+		if x.CreatedAt.Before(first) {
+			first = x.CreatedAt
+		}
+		if x.ReadyAt.After(last) {
+			last = *x.ReadyAt
+		}
+	}
+	res.n, res.elapsed = len(ready), last.Sub(first)
 	res.setting, res.parallel = fmt.Sprintf("concurrency=%d", concurrency), concurrency
-	res.elapsed = time.Duration(seconds * float64(time.Second))
-	slog.Info("berth throughput", "concurrency", concurrency, "resources", res.n, "elapsed", res.elapsed.Round(time.Millisecond))
+	slog.Info("berth throughput", "store", kind, "concurrency", concurrency, "resources", res.n, "elapsed", res.elapsed.Round(time.Millisecond))
 	return res, nil
 }
 
 // berthLatency inserts cfg.latencyN resources one at a time at cfg.rate and returns each
-// one's ready_at - created_at.
-func berthLatency(ctx context.Context, cfg config, concurrency int) (lat []time.Duration, err error) {
-	r, err := startBerth(ctx, cfg, concurrency, cfg.latencyN)
+// one's ready_at - created_at (both database timestamps).
+func berthLatency(ctx context.Context, cfg config, kind string, concurrency int) (lat []time.Duration, err error) {
+	r, err := startBerth(ctx, cfg, kind, concurrency, cfg.latencyN)
 	if err != nil {
 		return nil, err
 	}
@@ -187,9 +272,9 @@ func berthLatency(ctx context.Context, cfg config, concurrency int) (lat []time.
 		}
 	}()
 	err = paced(ctx, cfg.latencyN, cfg.rate, func(ctx context.Context, i int) error {
-		_, err := r.pool.Exec(ctx, `
-			INSERT INTO resources (type, name, owner, args)
-			VALUES ('runtime', 'latency-' || $1::int, 'owner-' || ($1::int % 50), '{"slots":1}')`, i)
+		_, err := r.sql.ExecContext(ctx, `
+			INSERT INTO resources (type, name, owner, args) VALUES ('runtime', $1, $2, '{"slots":1}')`,
+			fmt.Sprintf("latency-%d", i), fmt.Sprintf("owner-%d", i%50))
 		return err
 	})
 	if err != nil {
@@ -198,7 +283,12 @@ func berthLatency(ctx context.Context, cfg config, concurrency int) (lat []time.
 	if err := r.waitReady(ctx, cfg, "latency", cfg.latencyN); err != nil {
 		return nil, err
 	}
-	return durations(ctx, r.pool, `
-		SELECT extract(epoch FROM ready_at - created_at)::float8
-		  FROM resources WHERE name LIKE 'latency-%'`)
+	ready, err := r.ready(ctx, "latency")
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range ready {
+		lat = append(lat, x.ReadyAt.Sub(x.CreatedAt))
+	}
+	return lat, nil
 }

@@ -1,20 +1,27 @@
 // Command bench compares Berth's provisioning throughput and latency with River's job
-// throughput and latency on the same PostgreSQL server, and measures what a health-check
-// sweep of many ready resources costs.
+// throughput and latency on the same PostgreSQL server, measures Berth the same way on its
+// embedded SQLite store, and measures what a health-check sweep of many ready resources costs.
 //
-// It measures, each on a fresh database that is dropped afterwards:
+// It measures, each on a fresh database that is removed afterwards (a PostgreSQL database on
+// the server, or for Berth on SQLite a file in a new temporary directory):
 //
-//   - Berth throughput: the real agent binary (BERTH_BINARY, default ./bin/berth) runs with a
-//     static provisioner of hosts big enough for every resource (host names only, so its
-//     health probes are off: health_path ""). After one warm-up resource is ready (so agent
-//     start-up is not timed), -n runtime resources are inserted in one statement and the
-//     bench polls until all are ready. Throughput is
-//     n / (max(ready_at) - min(created_at)), both columns set by the database clock. The
-//     agent's peak RSS is VmHWM from /proc/<pid>/status, read just before it is stopped. Each
-//     -berth-concurrency value is a separate run; the best is compared with River.
-//   - Berth latency: after a warm-up resource, -latency-n resources are inserted one at a
-//     time at -rate per second; latency is ready_at - created_at, both database timestamps,
-//     so no clock skew between agent and bench enters.
+//   - Berth throughput, on each store of -stores (default both): the real agent binary
+//     (BERTH_BINARY, default ./bin/berth) runs on the store (--database-url postgres://... or
+//     sqlite:///tmp/...) with a static provisioner of hosts big enough for every resource
+//     (host names only, so its health probes are off: health_path ""). After one warm-up
+//     resource is ready (so agent start-up is not timed), -n (PostgreSQL) or -sqlite-n
+//     (SQLite, default smaller: its writes commit one at a time, so a run of 2,000 says as much
+//     as one of 10,000 and keeps make bench short) runtime resources are inserted in one
+//     statement, as another program writing the table would, and the bench polls until all
+//     are ready. Throughput is n / (max(ready_at) - min(created_at)), both set by the database
+//     clock and read through the store's own API. The agent's peak RSS is VmHWM from
+//     /proc/<pid>/status, read just before it is stopped. Each -berth-concurrency value
+//     (-sqlite-concurrency on SQLite) is a separate run; PostgreSQL's best is compared with
+//     River, and each store's best is shown side by side.
+//   - Berth latency, on each store: after a warm-up resource, -latency-n resources are
+//     inserted one at a time at -rate per second; latency is ready_at - created_at, both
+//     database timestamps (milliseconds on SQLite), so no clock skew between agent and bench
+//     enters.
 //   - River throughput: -n no-op jobs are inserted with InsertMany before the client starts;
 //     the time from Start until the last completion event is the drain time. Each
 //     -river-workers value (MaxWorkers of the default queue) is a separate run; the best
@@ -49,8 +56,9 @@
 // The server is BERTH_BENCH_DATABASE_URL, else BERTH_TEST_DATABASE_URL: a maintenance-database
 // URL of a server on which the bench may create and drop databases.
 //
-// The bench prints a table, then PASS or MISS for each target (Berth/River throughput ratio
-// at least 0.5; Berth p99 latency below River's), the health sweep's figures, and "bench: ok".
+// The bench prints a table, Berth's figures by store side by side, then PASS or MISS for each
+// target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.5; Berth p99 latency
+// below River's), the health sweep's figures, and "bench: ok".
 // It exits 0 whether targets pass or miss, and non-zero only when a measurement could not be
 // made. The agent is stopped
 // (SIGTERM, then SIGKILL after a grace period) on every exit path, including an interrupt.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,14 +23,17 @@ const (
 
 // config is what one bench run measures, from flags and environment.
 type config struct {
-	server           string // maintenance-database URL
-	binary           string // the agent binary
-	n                int
-	berthConcurrency []int
-	riverWorkers     []int
-	latencyN         int
-	rate             float64
-	waitTimeout      time.Duration
+	server            string // maintenance-database URL
+	binary            string // the agent binary
+	n                 int
+	stores            []string // the stores Berth is measured on
+	sqliteN           int      // resources in each throughput run on SQLite
+	berthConcurrency  []int
+	sqliteConcurrency []int
+	riverWorkers      []int
+	latencyN          int
+	rate              float64
+	waitTimeout       time.Duration
 
 	compare           bool // measure Berth beside River
 	healthN           int  // ready resources in the health sweep; 0 skips it
@@ -76,8 +80,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if cfg.binary == "" {
 		cfg.binary = "./bin/berth"
 	}
-	fs.IntVar(&cfg.n, "n", 10000, "resources (and River jobs) in each throughput run")
-	concurrency := fs.String("berth-concurrency", "16,64", "comma-separated agent --concurrency values, one throughput run each")
+	fs.IntVar(&cfg.n, "n", 10000, "resources (and River jobs) in each throughput run on PostgreSQL")
+	stores := fs.String("stores", storePostgres+","+storeSQLite, "comma-separated stores to measure Berth on: postgres, sqlite")
+	fs.IntVar(&cfg.sqliteN, "sqlite-n", 2000, "resources in each Berth throughput run on SQLite (it commits one write at a time: a smaller run says as much)")
+	sqliteConcurrency := fs.String("sqlite-concurrency", "16", "comma-separated agent --concurrency values on SQLite, one throughput run each")
+	concurrency := fs.String("berth-concurrency", "16,64", "comma-separated agent --concurrency values on PostgreSQL, one throughput run each")
 	workers := fs.String("river-workers", "10,50,100,200", "comma-separated River MaxWorkers values, one throughput run each")
 	fs.IntVar(&cfg.latencyN, "latency-n", 300, "resources (and River jobs) in each latency run")
 	fs.Float64Var(&cfg.rate, "rate", 20, "inserts per second in the latency runs")
@@ -89,7 +96,13 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, err
 	}
 	var err error
+	if cfg.stores, err = storeList(*stores); err != nil {
+		return cfg, err
+	}
 	if cfg.berthConcurrency, err = positiveInts("-berth-concurrency", *concurrency); err != nil {
+		return cfg, err
+	}
+	if cfg.sqliteConcurrency, err = positiveInts("-sqlite-concurrency", *sqliteConcurrency); err != nil {
 		return cfg, err
 	}
 	if cfg.riverWorkers, err = positiveInts("-river-workers", *workers); err != nil {
@@ -98,6 +111,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case cfg.n < 1:
 		return cfg, fmt.Errorf("-n must be at least 1, got %d", cfg.n)
+	case cfg.sqliteN < 1:
+		return cfg, fmt.Errorf("-sqlite-n must be at least 1, got %d", cfg.sqliteN)
 	case cfg.latencyN < 1:
 		return cfg, fmt.Errorf("-latency-n must be at least 1, got %d", cfg.latencyN)
 	case cfg.rate <= 0:
@@ -131,6 +146,21 @@ func positiveInts(name, list string) ([]int, error) {
 	return out, nil
 }
 
+// storeList parses -stores.
+func storeList(list string) ([]string, error) {
+	var out []string
+	for _, field := range strings.Split(list, ",") {
+		name := strings.TrimSpace(field)
+		if name != storePostgres && name != storeSQLite {
+			return nil, fmt.Errorf("-stores: %q is not a store; give a list of postgres and sqlite, e.g. postgres,sqlite", field)
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 // measure runs every measurement in turn, filling rep as results arrive.
 func measure(ctx context.Context, cfg config, rep *report) error {
 	if cfg.compare {
@@ -149,22 +179,12 @@ func measure(ctx context.Context, cfg config, rep *report) error {
 	return nil
 }
 
-// compare measures Berth's throughput and latency, then River's.
+// compare measures Berth's throughput and latency on each store, then River's.
 func compare(ctx context.Context, cfg config, rep *report) error {
-	for _, c := range cfg.berthConcurrency {
-		res, err := berthThroughput(ctx, cfg, c)
-		if err != nil {
-			return fmt.Errorf("berth throughput at concurrency %d: %w", c, err)
+	for _, kind := range cfg.stores {
+		if err := measureBerth(ctx, cfg, kind, rep.berthOn(kind)); err != nil {
+			return fmt.Errorf("berth on %s: %w", kind, err)
 		}
-		rep.berth = append(rep.berth, res)
-	}
-	best := fastest(rep.berth)
-	lat, err := berthLatency(ctx, cfg, best.parallel)
-	if err != nil {
-		return fmt.Errorf("berth latency: %w", err)
-	}
-	if rep.berthLatency, err = summarize(best.setting, lat); err != nil {
-		return err
 	}
 	for _, w := range cfg.riverWorkers {
 		res, err := riverThroughput(ctx, cfg, w)
@@ -173,11 +193,35 @@ func compare(ctx context.Context, cfg config, rep *report) error {
 		}
 		rep.river = append(rep.river, res)
 	}
-	best = fastest(rep.river)
-	if lat, err = riverLatency(ctx, cfg, best.parallel); err != nil {
+	best := fastest(rep.river)
+	lat, err := riverLatency(ctx, cfg, best.parallel)
+	if err != nil {
 		return fmt.Errorf("river latency: %w", err)
 	}
 	rep.riverLatency, err = summarize(best.setting, lat)
+	return err
+}
+
+// measureBerth measures Berth's throughput on a store at each concurrency, then its latency
+// at the fastest one.
+func measureBerth(ctx context.Context, cfg config, kind string, res *berthResults) error {
+	n, concurrency := cfg.n, cfg.berthConcurrency
+	if kind == storeSQLite {
+		n, concurrency = cfg.sqliteN, cfg.sqliteConcurrency
+	}
+	for _, c := range concurrency {
+		run, err := berthThroughput(ctx, cfg, kind, n, c)
+		if err != nil {
+			return fmt.Errorf("throughput at concurrency %d: %w", c, err)
+		}
+		res.throughput = append(res.throughput, run)
+	}
+	best := fastest(res.throughput)
+	lat, err := berthLatency(ctx, cfg, kind, best.parallel)
+	if err != nil {
+		return fmt.Errorf("latency: %w", err)
+	}
+	res.latency, err = summarize(best.setting, lat)
 	return err
 }
 

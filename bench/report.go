@@ -12,11 +12,37 @@ import (
 // report holds what has been measured so far; a zero latency summary was not measured.
 type report struct {
 	cfg          config
-	berth        []throughputResult
-	berthLatency latencySummary
+	berth        []*berthResults // in the order of cfg.stores
 	river        []throughputResult
 	riverLatency latencySummary
 	health       *healthResult
+}
+
+// berthResults are Berth's figures on one store.
+type berthResults struct {
+	store      string
+	throughput []throughputResult
+	latency    latencySummary
+}
+
+// berthOn returns the results on store kind, adding them when new.
+func (r *report) berthOn(kind string) *berthResults {
+	if res := r.berthResults(kind); res != nil {
+		return res
+	}
+	res := &berthResults{store: kind}
+	r.berth = append(r.berth, res)
+	return res
+}
+
+// berthResults returns the results on store kind, or nil.
+func (r *report) berthResults(kind string) *berthResults {
+	for _, res := range r.berth {
+		if res.store == kind {
+			return res
+		}
+	}
+	return nil
 }
 
 // print writes what was measured.
@@ -29,49 +55,108 @@ func (r *report) print(w io.Writer) {
 	}
 }
 
-// printComparison writes the results table and, when both sides are measured, the targets.
+// printComparison writes the results table, Berth's stores side by side and, when Berth on
+// PostgreSQL and River are both measured, the targets.
 func (r *report) printComparison(w io.Writer) {
-	fmt.Fprintf(w, "\nBerth (static environ) vs River on one PostgreSQL server\n\n")
+	fmt.Fprintf(w, "\nBerth (static environ) on %s vs River on PostgreSQL\n\n", storeNames(r.cfg.stores))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SYSTEM\tMEASUREMENT\tSETTING\tRESULT")
-	for _, t := range r.berth {
-		fmt.Fprintf(tw, "berth\tthroughput, %d resources\t%s\t%.1f resources/s (%.3f s; agent peak RSS %s)\n",
-			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), mib(t.peakRSS))
+	fmt.Fprintln(tw, "SYSTEM\tSTORE\tMEASUREMENT\tSETTING\tRESULT")
+	for _, b := range r.berth {
+		for _, t := range b.throughput {
+			fmt.Fprintf(tw, "berth\t%s\tthroughput, %d resources\t%s\t%.1f resources/s (%.3f s; agent peak RSS %s)\n",
+				b.store, t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), mib(t.peakRSS))
+		}
+		r.printLatency(tw, "berth", b.store, "insert->ready", b.latency)
 	}
-	r.printLatency(tw, "berth", "insert->ready", r.berthLatency)
 	for _, t := range r.river {
-		fmt.Fprintf(tw, "river\tthroughput, %d jobs\t%s\t%.1f jobs/s (%.3f s)\n",
+		fmt.Fprintf(tw, "river\tpostgres\tthroughput, %d jobs\t%s\t%.1f jobs/s (%.3f s)\n",
 			t.n, t.setting, t.perSecond(), t.elapsed.Seconds())
 	}
-	r.printLatency(tw, "river", "insert->start", r.riverLatency)
+	r.printLatency(tw, "river", storePostgres, "insert->start", r.riverLatency)
 	tw.Flush()
-	fmt.Fprintf(w, "\nLatencies are database-clock differences (berth: ready_at - created_at; river: attempted_at - created_at).\n")
+	fmt.Fprintf(w, "\nLatencies are database-clock differences (berth: ready_at - created_at, to the millisecond on SQLite; river: attempted_at - created_at).\n")
 	fmt.Fprintf(w, "River client: FetchCooldown %s, FetchPollInterval %s, LISTEN/NOTIFY wake-ups.\n\n",
 		riverFetchCooldown, riverFetchPollInterval)
-	if len(r.berth) == 0 || len(r.river) == 0 || r.berthLatency.n == 0 || r.riverLatency.n == 0 {
+	r.printStores(w)
+	pg := r.berthResults(storePostgres)
+	if pg == nil || len(pg.throughput) == 0 || len(r.river) == 0 || pg.latency.n == 0 || r.riverLatency.n == 0 {
 		return
 	}
-	r.printTargets(w)
+	r.printTargets(w, pg)
 }
 
-func (r *report) printLatency(tw io.Writer, system, what string, l latencySummary) {
+func (r *report) printLatency(tw io.Writer, system, store, what string, l latencySummary) {
 	if l.n == 0 {
 		return
 	}
-	fmt.Fprintf(tw, "%s\tlatency %s, %d at %g/s\t%s\tp50 %s, p99 %s, max %s\n",
-		system, what, l.n, r.cfg.rate, l.setting, ms(l.p50), ms(l.p99), ms(l.max))
+	fmt.Fprintf(tw, "%s\t%s\tlatency %s, %d at %g/s\t%s\tp50 %s, p99 %s, max %s\n",
+		system, store, what, l.n, r.cfg.rate, l.setting, ms(l.p50), ms(l.p99), ms(l.max))
 }
 
-func (r *report) printTargets(w io.Writer) {
-	berth, river := fastest(r.berth), fastest(r.river)
+// printStores writes Berth's figures on each store side by side: each store's fastest
+// throughput run and its latency run.
+func (r *report) printStores(w io.Writer) {
+	var measured []*berthResults
+	for _, b := range r.berth {
+		if len(b.throughput) > 0 {
+			measured = append(measured, b)
+		}
+	}
+	if len(measured) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Berth by store (the fastest throughput run of each):\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(label string, cell func(*berthResults) string) {
+		fmt.Fprint(tw, label)
+		for _, b := range measured {
+			fmt.Fprint(tw, "\t", cell(b))
+		}
+		fmt.Fprintln(tw)
+	}
+	row("", func(b *berthResults) string { return strings.ToUpper(storeName(b.store)) })
+	row("throughput", func(b *berthResults) string {
+		best := fastest(b.throughput)
+		return fmt.Sprintf("%.1f resources/s (%d, %s)", best.perSecond(), best.n, best.setting)
+	})
+	row("latency p50 / p99", func(b *berthResults) string {
+		if b.latency.n == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s / %s", ms(b.latency.p50), ms(b.latency.p99))
+	})
+	row("agent peak RSS", func(b *berthResults) string { return mib(fastest(b.throughput).peakRSS) })
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+func (r *report) printTargets(w io.Writer, pg *berthResults) {
+	berth, river := fastest(pg.throughput), fastest(r.river)
 	ratio := berth.perSecond() / river.perSecond()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tRESULT\t")
+	fmt.Fprintln(tw, "TARGET (berth on PostgreSQL)\tRESULT\t")
 	fmt.Fprintf(tw, "throughput ratio berth/river >= %.2f\t%.2f (%.1f resources/s / %.1f jobs/s)\t%s\n",
 		targetRatio, ratio, berth.perSecond(), river.perSecond(), verdict(ratio >= targetRatio))
 	fmt.Fprintf(tw, "p99 latency berth < river\t%s vs %s\t%s\n",
-		ms(r.berthLatency.p99), ms(r.riverLatency.p99), verdict(r.berthLatency.p99 < r.riverLatency.p99))
+		ms(pg.latency.p99), ms(r.riverLatency.p99), verdict(pg.latency.p99 < r.riverLatency.p99))
 	tw.Flush()
+}
+
+// storeName is a store's name for people.
+func storeName(kind string) string {
+	if kind == storeSQLite {
+		return "SQLite"
+	}
+	return "PostgreSQL"
+}
+
+// storeNames is e.g. "PostgreSQL and SQLite".
+func storeNames(kinds []string) string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = storeName(k)
+	}
+	return strings.Join(names, " and ")
 }
 
 // printHealth writes the health sweep's figures, per check where that says more.

@@ -101,6 +101,7 @@ Global flags have environment variables; a flag beats its variable:
 	root.AddCommand(
 		newRunCommand(opts),
 		newMigrateCommand(opts),
+		newMigrateStoreCommand(opts),
 		newCheckConfigCommand(opts),
 		newResourceCommand(opts),
 		newCapacityCommand(opts),

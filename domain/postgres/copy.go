@@ -1,0 +1,382 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/berth-dev/berth/domain/storecopy"
+)
+
+// The copy of a whole store (berth migrate-store): the source is read in one repeatable-read
+// snapshot, and the target written with COPY in one transaction in which the tables' user
+// triggers are disabled, so rows arrive as they were; the triggers are enabled again before
+// the transaction commits, so no other session ever sees them off.
+
+var _ storecopy.Store = (*State)(nil)
+
+// importLockTimeout is how long Import waits for the target's tables.
+const importLockTimeout = "10s"
+
+// Export runs f on a read-only snapshot of the database.
+func (s *State) Export(ctx context.Context, f func(storecopy.View) error) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+		if err := checkCopySchema(ctx, tx); err != nil {
+			return err
+		}
+		return f(copyView{tx: tx})
+	})
+}
+
+// Import runs f in one transaction that holds the copied tables in EXCLUSIVE mode (others
+// may read them, not write) with their user triggers disabled. It needs the privileges of
+// the tables' owner (the user that ran berth migrate).
+func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := checkCopySchema(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+importLockTimeout+`'`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE `+copiedTables()+` IN EXCLUSIVE MODE`); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+				return fmt.Errorf("the database's tables stayed in use for %s: stop every agent and command using it, then try again", importLockTimeout)
+			}
+			return fmt.Errorf("lock the tables: %w", err)
+		}
+		triggers, err := enabledTriggers(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, t := range triggers {
+			if _, err := tx.Exec(ctx, `ALTER TABLE `+t.table.Sanitize()+` DISABLE TRIGGER `+t.name.Sanitize()); err != nil {
+				return fmt.Errorf("disable trigger %s of %s (the copy needs the privileges of the tables' owner, the user that ran berth migrate): %w",
+					t.name.Sanitize(), t.table.Sanitize(), err)
+			}
+		}
+		if err := f(copyImporter{copyView{tx: tx}}); err != nil {
+			return err
+		}
+		for _, t := range triggers {
+			if _, err := tx.Exec(ctx, `ALTER TABLE `+t.table.Sanitize()+` ENABLE `+t.mode+`TRIGGER `+t.name.Sanitize()); err != nil {
+				return fmt.Errorf("enable trigger %s of %s again: %w", t.name.Sanitize(), t.table.Sanitize(), err)
+			}
+		}
+		return nil
+	})
+}
+
+// checkCopySchema checks the database is at this build's schema version.
+func checkCopySchema(ctx context.Context, tx pgx.Tx) error {
+	migrations, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	var have int
+	err = tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		have, err = 0, nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	return storecopy.CheckSchemaVersion(have, migrations[len(migrations)-1].version)
+}
+
+func copiedTables() string {
+	names := make([]string, len(storecopy.AllTables))
+	for i, t := range storecopy.AllTables {
+		names[i] = pgx.Identifier{string(t)}.Sanitize()
+	}
+	return strings.Join(names, ", ")
+}
+
+// trigger is an enabled user trigger of a copied table; mode is how to enable it again
+// ("", "ALWAYS " or "REPLICA ").
+type trigger struct {
+	table, name pgx.Identifier
+	mode        string
+}
+
+func enabledTriggers(ctx context.Context, tx pgx.Tx) ([]trigger, error) {
+	tables := make([]string, len(storecopy.AllTables))
+	for i, t := range storecopy.AllTables {
+		tables[i] = string(t)
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT n.nspname, c.relname, t.tgname, t.tgenabled::text
+		  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		 WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND t.tgrelid = ANY ($1::text[]::regclass[])
+		 ORDER BY c.relname, t.tgname`, tables)
+	if err != nil {
+		return nil, fmt.Errorf("list the tables' triggers: %w", err)
+	}
+	defer rows.Close()
+	var out []trigger
+	for rows.Next() {
+		var schema, table, name, enabled string
+		if err := rows.Scan(&schema, &table, &name, &enabled); err != nil {
+			return nil, fmt.Errorf("list the tables' triggers: %w", err)
+		}
+		t := trigger{table: pgx.Identifier{schema, table}, name: pgx.Identifier{name}}
+		switch enabled {
+		case "A":
+			t.mode = "ALWAYS "
+		case "R":
+			t.mode = "REPLICA "
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// copyView reads the tables inside a transaction.
+type copyView struct {
+	tx pgx.Tx
+}
+
+func (v copyView) Count(ctx context.Context) (storecopy.Counts, error) {
+	counts := make([]string, len(storecopy.AllTables))
+	for i, t := range storecopy.AllTables {
+		counts[i] = `(SELECT count(*) FROM ` + pgx.Identifier{string(t)}.Sanitize() + `)`
+	}
+	values := make([]int64, len(storecopy.AllTables))
+	dest := make([]any, len(values))
+	for i := range values {
+		dest[i] = &values[i]
+	}
+	if err := v.tx.QueryRow(ctx, `SELECT `+strings.Join(counts, ", ")).Scan(dest...); err != nil {
+		return nil, err
+	}
+	out := storecopy.Counts{}
+	for i, t := range storecopy.AllTables {
+		out[t] = values[i]
+	}
+	return out, nil
+}
+
+func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) error {
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT id::text, type, name, owner, provisioner, args::text, generation, observed_generation,
+		       status, status_message, state::text, config::text, attempts, next_attempt_at, last_error,
+		       lease_holder, lease_expires_at, created_at, updated_at, ready_at, unhealthy_since
+		  FROM resources ORDER BY id`,
+		func(rows pgx.Rows) (r storecopy.Resource, err error) {
+			err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
+				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
+				&r.NextAttemptAt, &r.LastError, &r.LeaseHolder, &r.LeaseExpiresAt, &r.CreatedAt, &r.UpdatedAt,
+				&r.ReadyAt, &r.UnhealthySince)
+			return r, err
+		},
+		func(rows []storecopy.Resource) storecopy.Batch { return storecopy.Batch{Resources: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT provisioner, resource_id::text, owner, host, slots, created_at, updated_at
+		  FROM slot_reservations ORDER BY provisioner, resource_id`,
+		func(rows pgx.Rows) (r storecopy.Reservation, err error) {
+			err = rows.Scan(&r.Provisioner, &r.ResourceID, &r.Owner, &r.Host, &r.Slots, &r.CreatedAt, &r.UpdatedAt)
+			return r, err
+		},
+		func(rows []storecopy.Reservation) storecopy.Batch { return storecopy.Batch{Reservations: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT seq, resource_id::text, at, kind, status, message FROM resource_events ORDER BY seq`,
+		func(rows pgx.Rows) (r storecopy.Event, err error) {
+			err = rows.Scan(&r.Seq, &r.ResourceID, &r.At, &r.Kind, &r.Status, &r.Message)
+			return r, err
+		},
+		func(rows []storecopy.Event) storecopy.Batch { return storecopy.Batch{Events: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `SELECT seq, resource_id::text, created_at FROM change_log ORDER BY seq`,
+		func(rows pgx.Rows) (r storecopy.Change, err error) {
+			err = rows.Scan(&r.Seq, &r.ResourceID, &r.CreatedAt)
+			return r, err
+		},
+		func(rows []storecopy.Change) storecopy.Batch { return storecopy.Batch{Changes: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT at, provisioner, host, unit, total, used, down FROM capacity_samples ORDER BY provisioner, host, at`,
+		func(rows pgx.Rows) (r storecopy.CapacitySample, err error) {
+			err = rows.Scan(&r.At, &r.Provisioner, &r.Host, &r.Unit, &r.Total, &r.Used, &r.Down)
+			return r, err
+		},
+		func(rows []storecopy.CapacitySample) storecopy.Batch { return storecopy.Batch{CapacitySamples: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT provisioner, kind, active, message, since, updated_at FROM capacity_warnings ORDER BY provisioner, kind`,
+		func(rows pgx.Rows) (r storecopy.CapacityWarning, err error) {
+			err = rows.Scan(&r.Provisioner, &r.Kind, &r.Active, &r.Message, &r.Since, &r.UpdatedAt)
+			return r, err
+		},
+		func(rows []storecopy.CapacityWarning) storecopy.Batch { return storecopy.Batch{CapacityWarnings: rows} },
+	); err != nil {
+		return err
+	}
+	return readTable(ctx, v.tx, emit, `SELECT provisioner, fingerprint, applied_at FROM provisioner_specs ORDER BY provisioner`,
+		func(rows pgx.Rows) (r storecopy.ProvisionerSpec, err error) {
+			err = rows.Scan(&r.Provisioner, &r.Fingerprint, &r.AppliedAt)
+			return r, err
+		},
+		func(rows []storecopy.ProvisionerSpec) storecopy.Batch { return storecopy.Batch{ProvisionerSpecs: rows} },
+	)
+}
+
+// readTable runs query and hands its rows to emit in batches of storecopy.BatchSize.
+func readTable[T any](ctx context.Context, tx pgx.Tx, emit func(storecopy.Batch) error, query string,
+	scan func(pgx.Rows) (T, error), batch func([]T) storecopy.Batch) error {
+	rows, err := tx.Query(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	buf := make([]T, 0, storecopy.BatchSize)
+	for rows.Next() {
+		row, err := scan(rows)
+		if err != nil {
+			return err
+		}
+		if buf = append(buf, row); len(buf) == storecopy.BatchSize {
+			if err := emit(batch(buf)); err != nil {
+				return err
+			}
+			buf = make([]T, 0, storecopy.BatchSize)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(buf) > 0 {
+		return emit(batch(buf))
+	}
+	return nil
+}
+
+// sequenced are the tables whose seq column a sequence numbers, with what Positions calls
+// each.
+var sequenced = []struct {
+	table string
+	pos   func(*storecopy.Positions) *int64
+}{
+	{"change_log", func(p *storecopy.Positions) *int64 { return &p.ChangeLog }},
+	{"resource_events", func(p *storecopy.Positions) *int64 { return &p.Events }},
+}
+
+func (v copyView) Positions(ctx context.Context) (storecopy.Positions, error) {
+	var p storecopy.Positions
+	for _, s := range sequenced {
+		name, err := v.sequence(ctx, s.table)
+		if err != nil {
+			return p, err
+		}
+		// After ALTER SEQUENCE ... RESTART WITH n (and on a fresh sequence, n = 1),
+		// is_called is false and n is the next number, not one handed out.
+		if err := v.tx.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM `+name).Scan(s.pos(&p)); err != nil {
+			return p, fmt.Errorf("read the sequence of %s: %w", s.table, err)
+		}
+	}
+	return p, nil
+}
+
+// sequence returns the qualified, quoted name of the sequence of table's seq column.
+func (v copyView) sequence(ctx context.Context, table string) (string, error) {
+	var name string
+	if err := v.tx.QueryRow(ctx, `SELECT pg_get_serial_sequence($1, 'seq')`, table).Scan(&name); err != nil {
+		return "", fmt.Errorf("find the sequence of %s: %w", table, err)
+	}
+	return name, nil
+}
+
+// copyImporter writes rows inside Import's transaction.
+type copyImporter struct {
+	copyView
+}
+
+func (im copyImporter) Write(ctx context.Context, b storecopy.Batch) error {
+	var (
+		columns []string
+		rows    [][]any
+	)
+	switch b.Table() {
+	case storecopy.Resources:
+		columns = []string{"id", "type", "name", "owner", "provisioner", "args", "generation", "observed_generation",
+			"status", "status_message", "state", "config", "attempts", "next_attempt_at", "last_error",
+			"lease_holder", "lease_expires_at", "created_at", "updated_at", "ready_at", "unhealthy_since"}
+		for _, r := range b.Resources {
+			rows = append(rows, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
+				r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, r.NextAttemptAt, r.LastError,
+				r.LeaseHolder, r.LeaseExpiresAt, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince})
+		}
+	case storecopy.Reservations:
+		columns = []string{"provisioner", "resource_id", "owner", "host", "slots", "created_at", "updated_at"}
+		for _, r := range b.Reservations {
+			rows = append(rows, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, r.CreatedAt, r.UpdatedAt})
+		}
+	case storecopy.Events:
+		columns = []string{"seq", "resource_id", "at", "kind", "status", "message"}
+		for _, r := range b.Events {
+			rows = append(rows, []any{r.Seq, r.ResourceID, r.At, r.Kind, r.Status, r.Message})
+		}
+	case storecopy.Changes:
+		columns = []string{"seq", "resource_id", "created_at"}
+		for _, r := range b.Changes {
+			rows = append(rows, []any{r.Seq, r.ResourceID, r.CreatedAt})
+		}
+	case storecopy.CapacitySamples:
+		columns = []string{"at", "provisioner", "host", "unit", "total", "used", "down"}
+		for _, r := range b.CapacitySamples {
+			rows = append(rows, []any{r.At, r.Provisioner, r.Host, r.Unit, r.Total, r.Used, r.Down})
+		}
+	case storecopy.CapacityWarnings:
+		columns = []string{"provisioner", "kind", "active", "message", "since", "updated_at"}
+		for _, r := range b.CapacityWarnings {
+			rows = append(rows, []any{r.Provisioner, r.Kind, r.Active, r.Message, r.Since, r.UpdatedAt})
+		}
+	case storecopy.ProvisionerSpecs:
+		columns = []string{"provisioner", "fingerprint", "applied_at"}
+		for _, r := range b.ProvisionerSpecs {
+			rows = append(rows, []any{r.Provisioner, r.Fingerprint, r.AppliedAt})
+		}
+	default:
+		return nil
+	}
+	_, err := im.tx.CopyFrom(ctx, pgx.Identifier{string(b.Table())}, columns, pgx.CopyFromRows(rows))
+	return describeDBError(err)
+}
+
+// SetPositions restarts each sequence after p's position and after every row's. ALTER
+// SEQUENCE ... RESTART, unlike setval, is undone when the transaction rolls back.
+func (im copyImporter) SetPositions(ctx context.Context, p storecopy.Positions) error {
+	for _, s := range sequenced {
+		name, err := im.sequence(ctx, s.table)
+		if err != nil {
+			return err
+		}
+		var highest int64
+		if err := im.tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM `+pgx.Identifier{s.table}.Sanitize()).Scan(&highest); err != nil {
+			return fmt.Errorf("read the highest seq of %s: %w", s.table, err)
+		}
+		next := max(highest, *s.pos(&p)) + 1
+		if _, err := im.tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s RESTART WITH %d`, name, next)); err != nil {
+			return fmt.Errorf("restart the sequence of %s: %w", s.table, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/berth-dev/berth/domain/storecopy"
+)
+
+// The copy of a whole store (berth migrate-store): the source is read in one read
+// transaction (a snapshot of the file), and the target written in one write transaction in
+// which the copied tables' triggers are dropped and, before it commits, created again from
+// the same SQL, so rows arrive as they were and no other connection ever sees the triggers
+// gone. SQLite has no other way to keep a trigger from firing.
+
+var _ storecopy.Store = (*State)(nil)
+
+// Export runs f on a read transaction: a snapshot of the file for as long as f runs.
+func (s *State) Export(ctx context.Context, f func(storecopy.View) error) error {
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := checkCopySchema(ctx, tx); err != nil {
+		return err
+	}
+	return f(copyView{tx: tx})
+}
+
+// Import runs f in one write transaction (which holds the file's write lock) with the copied
+// tables' triggers dropped, and creates them again before committing.
+func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := checkCopySchema(ctx, tx); err != nil {
+			return err
+		}
+		triggers, err := copiedTriggers(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, t := range triggers {
+			if _, err := tx.ExecContext(ctx, `DROP TRIGGER `+quoteIdent(t.name)); err != nil {
+				return fmt.Errorf("set trigger %s aside: %w", t.name, err)
+			}
+		}
+		if err := f(copyImporter{copyView{tx: tx}}); err != nil {
+			return err
+		}
+		for _, t := range triggers {
+			if _, err := tx.ExecContext(ctx, t.sql); err != nil {
+				return fmt.Errorf("create trigger %s again: %w", t.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// checkCopySchema checks the database is at this build's schema version.
+func checkCopySchema(ctx context.Context, tx *sql.Tx) error {
+	migrations, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	var have int
+	err = tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have)
+	if IsMissingTable(err) {
+		have, err = 0, nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	return storecopy.CheckSchemaVersion(have, migrations[len(migrations)-1].version)
+}
+
+type trigger struct {
+	name, sql string
+}
+
+// copiedTriggers returns the triggers on the copied tables, with the SQL that created them.
+func copiedTriggers(ctx context.Context, tx *sql.Tx) ([]trigger, error) {
+	tables := make([]string, len(storecopy.AllTables))
+	args := make([]any, len(storecopy.AllTables))
+	for i, t := range storecopy.AllTables {
+		tables[i] = fmt.Sprintf("$%d", i+1)
+		args[i] = string(t)
+	}
+	rows, err := tx.QueryContext(ctx, `
+		SELECT name, sql FROM sqlite_schema
+		 WHERE type = 'trigger' AND tbl_name IN (`+strings.Join(tables, ", ")+`)
+		 ORDER BY name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list the tables' triggers: %w", err)
+	}
+	defer rows.Close()
+	var out []trigger
+	for rows.Next() {
+		var t trigger
+		if err := rows.Scan(&t.name, &t.sql); err != nil {
+			return nil, fmt.Errorf("list the tables' triggers: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func quoteIdent(name string) string {
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+// copyView reads the tables inside a transaction.
+type copyView struct {
+	tx *sql.Tx
+}
+
+func (v copyView) Count(ctx context.Context) (storecopy.Counts, error) {
+	counts := make([]string, len(storecopy.AllTables))
+	for i, t := range storecopy.AllTables {
+		counts[i] = `(SELECT count(*) FROM ` + quoteIdent(string(t)) + `)`
+	}
+	values := make([]int64, len(storecopy.AllTables))
+	dest := make([]any, len(values))
+	for i := range values {
+		dest[i] = &values[i]
+	}
+	if err := v.tx.QueryRowContext(ctx, `SELECT `+strings.Join(counts, ", ")).Scan(dest...); err != nil {
+		return nil, err
+	}
+	out := storecopy.Counts{}
+	for i, t := range storecopy.AllTables {
+		out[t] = values[i]
+	}
+	return out, nil
+}
+
+func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) error {
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT id, type, name, owner, provisioner, args, generation, observed_generation,
+		       status, status_message, state, config, attempts, next_attempt_at, last_error,
+		       lease_holder, lease_expires_at, created_at, updated_at, ready_at, unhealthy_since
+		  FROM resources ORDER BY id`,
+		func(rows *sql.Rows) (r storecopy.Resource, err error) {
+			var (
+				lease                                sql.NullString
+				next, leaseExpires, ready, unhealthy sql.NullString
+				created, updated                     string
+			)
+			if err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
+				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
+				&next, &r.LastError, &lease, &leaseExpires, &created, &updated, &ready, &unhealthy); err != nil {
+				return r, err
+			}
+			if lease.Valid {
+				r.LeaseHolder = &lease.String
+			}
+			t := timeReader{}
+			r.NextAttemptAt = t.optional("next_attempt_at", next)
+			r.LeaseExpiresAt = t.optional("lease_expires_at", leaseExpires)
+			r.CreatedAt = t.required("created_at", created)
+			r.UpdatedAt = t.required("updated_at", updated)
+			r.ReadyAt = t.optional("ready_at", ready)
+			r.UnhealthySince = t.optional("unhealthy_since", unhealthy)
+			return r, t.err
+		},
+		func(rows []storecopy.Resource) storecopy.Batch { return storecopy.Batch{Resources: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT provisioner, resource_id, owner, host, slots, created_at, updated_at
+		  FROM slot_reservations ORDER BY provisioner, resource_id`,
+		func(rows *sql.Rows) (r storecopy.Reservation, err error) {
+			var created, updated string
+			if err = rows.Scan(&r.Provisioner, &r.ResourceID, &r.Owner, &r.Host, &r.Slots, &created, &updated); err != nil {
+				return r, err
+			}
+			t := timeReader{}
+			r.CreatedAt = t.required("created_at", created)
+			r.UpdatedAt = t.required("updated_at", updated)
+			return r, t.err
+		},
+		func(rows []storecopy.Reservation) storecopy.Batch { return storecopy.Batch{Reservations: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT seq, resource_id, at, kind, status, message FROM resource_events ORDER BY seq`,
+		func(rows *sql.Rows) (r storecopy.Event, err error) {
+			var at string
+			if err = rows.Scan(&r.Seq, &r.ResourceID, &at, &r.Kind, &r.Status, &r.Message); err != nil {
+				return r, err
+			}
+			t := timeReader{}
+			r.At = t.required("at", at)
+			return r, t.err
+		},
+		func(rows []storecopy.Event) storecopy.Batch { return storecopy.Batch{Events: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `SELECT seq, resource_id, created_at FROM change_log ORDER BY seq`,
+		func(rows *sql.Rows) (r storecopy.Change, err error) {
+			var created string
+			if err = rows.Scan(&r.Seq, &r.ResourceID, &created); err != nil {
+				return r, err
+			}
+			t := timeReader{}
+			r.CreatedAt = t.required("created_at", created)
+			return r, t.err
+		},
+		func(rows []storecopy.Change) storecopy.Batch { return storecopy.Batch{Changes: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT at, provisioner, host, unit, total, used, down FROM capacity_samples ORDER BY provisioner, host, at`,
+		func(rows *sql.Rows) (r storecopy.CapacitySample, err error) {
+			var at string
+			if err = rows.Scan(&at, &r.Provisioner, &r.Host, &r.Unit, &r.Total, &r.Used, &r.Down); err != nil {
+				return r, err
+			}
+			t := timeReader{}
+			r.At = t.required("at", at)
+			return r, t.err
+		},
+		func(rows []storecopy.CapacitySample) storecopy.Batch { return storecopy.Batch{CapacitySamples: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, `
+		SELECT provisioner, kind, active, message, since, updated_at FROM capacity_warnings ORDER BY provisioner, kind`,
+		func(rows *sql.Rows) (r storecopy.CapacityWarning, err error) {
+			var since, updated string
+			if err = rows.Scan(&r.Provisioner, &r.Kind, &r.Active, &r.Message, &since, &updated); err != nil {
+				return r, err
+			}
+			t := timeReader{}
+			r.Since = t.required("since", since)
+			r.UpdatedAt = t.required("updated_at", updated)
+			return r, t.err
+		},
+		func(rows []storecopy.CapacityWarning) storecopy.Batch { return storecopy.Batch{CapacityWarnings: rows} },
+	); err != nil {
+		return err
+	}
+	return readTable(ctx, v.tx, emit, `SELECT provisioner, fingerprint, applied_at FROM provisioner_specs ORDER BY provisioner`,
+		func(rows *sql.Rows) (r storecopy.ProvisionerSpec, err error) {
+			var applied string
+			if err = rows.Scan(&r.Provisioner, &r.Fingerprint, &applied); err != nil {
+				return r, err
+			}
+			t := timeReader{}
+			r.AppliedAt = t.required("applied_at", applied)
+			return r, t.err
+		},
+		func(rows []storecopy.ProvisionerSpec) storecopy.Batch { return storecopy.Batch{ProvisionerSpecs: rows} },
+	)
+}
+
+// timeReader parses a row's time columns and keeps the first error.
+type timeReader struct {
+	err error
+}
+
+func (r *timeReader) required(column, s string) time.Time {
+	t, err := parseTime(column, s)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return t
+}
+
+func (r *timeReader) optional(column string, s sql.NullString) *time.Time {
+	t, err := parseOptionalTime(column, s)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return t
+}
+
+// readTable runs query and hands its rows to emit in batches of storecopy.BatchSize.
+func readTable[T any](ctx context.Context, tx *sql.Tx, emit func(storecopy.Batch) error, query string,
+	scan func(*sql.Rows) (T, error), batch func([]T) storecopy.Batch) error {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	buf := make([]T, 0, storecopy.BatchSize)
+	for rows.Next() {
+		row, err := scan(rows)
+		if err != nil {
+			return err
+		}
+		if buf = append(buf, row); len(buf) == storecopy.BatchSize {
+			if err := emit(batch(buf)); err != nil {
+				return err
+			}
+			buf = make([]T, 0, storecopy.BatchSize)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(buf) > 0 {
+		return emit(batch(buf))
+	}
+	return nil
+}
+
+// sequenced are the AUTOINCREMENT tables, with what Positions calls each one's position.
+var sequenced = []struct {
+	table string
+	pos   func(*storecopy.Positions) *int64
+}{
+	{"change_log", func(p *storecopy.Positions) *int64 { return &p.ChangeLog }},
+	{"resource_events", func(p *storecopy.Positions) *int64 { return &p.Events }},
+}
+
+func (v copyView) Positions(ctx context.Context) (storecopy.Positions, error) {
+	var p storecopy.Positions
+	for _, s := range sequenced {
+		if err := v.tx.QueryRowContext(ctx,
+			`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = $1), 0)`, s.table,
+		).Scan(s.pos(&p)); err != nil {
+			return p, fmt.Errorf("read the sequence of %s: %w", s.table, err)
+		}
+	}
+	return p, nil
+}
+
+// copyImporter writes rows inside Import's transaction.
+type copyImporter struct {
+	copyView
+}
+
+func (im copyImporter) Write(ctx context.Context, b storecopy.Batch) error {
+	var (
+		query string
+		rows  [][]any
+	)
+	switch b.Table() {
+	case storecopy.Resources:
+		query = `INSERT INTO resources (id, type, name, owner, provisioner, args, generation, observed_generation,
+			status, status_message, state, config, attempts, next_attempt_at, last_error,
+			lease_holder, lease_expires_at, created_at, updated_at, ready_at, unhealthy_since)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
+		for _, r := range b.Resources {
+			rows = append(rows, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
+				r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, optionalTime(r.NextAttemptAt), r.LastError,
+				r.LeaseHolder, optionalTime(r.LeaseExpiresAt), FormatTime(r.CreatedAt), FormatTime(r.UpdatedAt),
+				optionalTime(r.ReadyAt), optionalTime(r.UnhealthySince)})
+		}
+	case storecopy.Reservations:
+		query = `INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`
+		for _, r := range b.Reservations {
+			rows = append(rows, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, FormatTime(r.CreatedAt), FormatTime(r.UpdatedAt)})
+		}
+	case storecopy.Events:
+		query = `INSERT INTO resource_events (seq, resource_id, at, kind, status, message) VALUES ($1, $2, $3, $4, $5, $6)`
+		for _, r := range b.Events {
+			rows = append(rows, []any{r.Seq, r.ResourceID, FormatTime(r.At), r.Kind, r.Status, r.Message})
+		}
+	case storecopy.Changes:
+		query = `INSERT INTO change_log (seq, resource_id, created_at) VALUES ($1, $2, $3)`
+		for _, r := range b.Changes {
+			rows = append(rows, []any{r.Seq, r.ResourceID, FormatTime(r.CreatedAt)})
+		}
+	case storecopy.CapacitySamples:
+		query = `INSERT INTO capacity_samples (at, provisioner, host, unit, total, used, down) VALUES ($1, $2, $3, $4, $5, $6, $7)`
+		for _, r := range b.CapacitySamples {
+			rows = append(rows, []any{FormatTime(r.At), r.Provisioner, r.Host, r.Unit, r.Total, r.Used, r.Down})
+		}
+	case storecopy.CapacityWarnings:
+		query = `INSERT INTO capacity_warnings (provisioner, kind, active, message, since, updated_at) VALUES ($1, $2, $3, $4, $5, $6)`
+		for _, r := range b.CapacityWarnings {
+			rows = append(rows, []any{r.Provisioner, r.Kind, r.Active, r.Message, FormatTime(r.Since), FormatTime(r.UpdatedAt)})
+		}
+	case storecopy.ProvisionerSpecs:
+		query = `INSERT INTO provisioner_specs (provisioner, fingerprint, applied_at) VALUES ($1, $2, $3)`
+		for _, r := range b.ProvisionerSpecs {
+			rows = append(rows, []any{r.Provisioner, r.Fingerprint, FormatTime(r.AppliedAt)})
+		}
+	default:
+		return nil
+	}
+	stmt, err := im.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, args := range rows {
+		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			return describeDBError(err)
+		}
+	}
+	return nil
+}
+
+// SetPositions records in sqlite_sequence, AUTOINCREMENT's own table, that p's sequence
+// numbers were handed out (inserting rows with their seq already recorded theirs).
+func (im copyImporter) SetPositions(ctx context.Context, p storecopy.Positions) error {
+	for _, s := range sequenced {
+		pos := *s.pos(&p)
+		res, err := im.tx.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = max(seq, $2) WHERE name = $1`, s.table, pos)
+		if err != nil {
+			return fmt.Errorf("set the sequence of %s: %w", s.table, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("set the sequence of %s: %w", s.table, err)
+		}
+		if n > 0 || pos == 0 {
+			continue
+		}
+		if _, err := im.tx.ExecContext(ctx, `INSERT INTO sqlite_sequence (name, seq) VALUES ($1, $2)`, s.table, pos); err != nil {
+			return fmt.Errorf("set the sequence of %s: %w", s.table, err)
+		}
+	}
+	return nil
+}

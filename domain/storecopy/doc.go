@@ -1,0 +1,25 @@
+// Package storecopy copies every row of one Berth store into another, of either kind
+// (PostgreSQL or SQLite), without loss: what `berth migrate-store` runs to move an install
+// from the embedded SQLite file to PostgreSQL, or back.
+//
+// What is copied: every resource with all its columns (ids, args, state, config, status,
+// generations, retry bookkeeping, leases, health and times), every slot reservation, every
+// event of the resources' history, the change log, the capacity samples and warnings, and
+// the provisioner spec fingerprints, with their keys and sequence numbers; and the position
+// of the change log and of the history, so that what is written after the copy comes after
+// what was copied. Times keep their milliseconds (SQLite's precision; PostgreSQL's
+// microseconds are cut to milliseconds on the way into SQLite).
+//
+// How: the source is read in one consistent snapshot (a read-only transaction) and written
+// into the target in one transaction in which the target's triggers do not fire, so rows
+// arrive exactly as they were (an INSERT does not start a new history, bump a generation or
+// log a change). The target must be empty, and every table is verified before the
+// transaction commits: its row count, read back inside the transaction and by a count, and
+// a checksum of its rows must equal the source's, or the copy fails and the target is left
+// as it was. Each backend implements Store (domain/postgres, domain/sqlite); Copy does the
+// rest.
+//
+// The source must not change while it is copied: writes made after the snapshot began are
+// not copied. An agent on an SQLite file holds its lock and is refused by the command; on
+// PostgreSQL the agents must be stopped by hand.
+package storecopy
