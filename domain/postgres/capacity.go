@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // RecordCapacity stores samples in one batch.
@@ -16,11 +17,11 @@ func (s *State) RecordCapacity(ctx context.Context, samples []domain.CapacitySam
 	if len(samples) == 0 {
 		return nil
 	}
+	if err := backend.CheckCapacitySamples(samples); err != nil {
+		return err
+	}
 	batch := &pgx.Batch{}
 	for _, c := range samples {
-		if c.Provisioner == "" || c.Unit == "" || c.At.IsZero() {
-			return &domain.FieldError{Field: "capacity sample", Msg: "needs a time, a provisioner and a unit"}
-		}
 		batch.Queue(`
 			INSERT INTO capacity_samples (at, provisioner, host, unit, total, used, down)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -97,8 +98,8 @@ func (s *State) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int
 // SetCapacityWarning upserts w under a row lock; the row's since moves only when active
 // flips, so agents sharing the database agree on one crossing.
 func (s *State) SetCapacityWarning(ctx context.Context, w domain.CapacityWarning) (bool, error) {
-	if w.Provisioner == "" || w.Kind == "" || w.Since.IsZero() {
-		return false, &domain.FieldError{Field: "capacity warning", Msg: "needs a provisioner, a kind and a time"}
+	if err := backend.CheckCapacityWarning(w); err != nil {
+		return false, err
 	}
 	var changed bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/berth-dev/berth/domain/internal/backend"
 	"github.com/berth-dev/berth/domain/storecopy"
 )
 
@@ -75,7 +76,7 @@ func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) er
 
 // checkCopySchema checks the database is at this build's schema version.
 func checkCopySchema(ctx context.Context, tx pgx.Tx) error {
-	migrations, err := loadMigrations()
+	migrations, err := backend.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}
@@ -88,7 +89,7 @@ func checkCopySchema(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
-	return storecopy.CheckSchemaVersion(have, migrations[len(migrations)-1].version)
+	return storecopy.CheckSchemaVersion(have, migrations[len(migrations)-1].Version)
 }
 
 func copiedTables() string {
@@ -247,26 +248,7 @@ func readTable[T any](ctx context.Context, tx pgx.Tx, emit func(storecopy.Batch)
 		return err
 	}
 	defer rows.Close()
-	buf := make([]T, 0, storecopy.BatchSize)
-	for rows.Next() {
-		row, err := scan(rows)
-		if err != nil {
-			return err
-		}
-		if buf = append(buf, row); len(buf) == storecopy.BatchSize {
-			if err := emit(batch(buf)); err != nil {
-				return err
-			}
-			buf = make([]T, 0, storecopy.BatchSize)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(buf) > 0 {
-		return emit(batch(buf))
-	}
-	return nil
+	return backend.EmitRows(rows, scan, batch, emit)
 }
 
 // sequenced are the tables whose seq column a sequence numbers, with what Positions calls
@@ -310,54 +292,11 @@ type copyImporter struct {
 }
 
 func (im copyImporter) Write(ctx context.Context, b storecopy.Batch) error {
-	var (
-		columns []string
-		rows    [][]any
-	)
-	switch b.Table() {
-	case storecopy.Resources:
-		columns = []string{"id", "type", "name", "owner", "provisioner", "args", "generation", "observed_generation",
-			"status", "status_message", "state", "config", "attempts", "next_attempt_at", "last_error",
-			"lease_holder", "lease_expires_at", "created_at", "updated_at", "ready_at", "unhealthy_since"}
-		for _, r := range b.Resources {
-			rows = append(rows, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
-				r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, r.NextAttemptAt, r.LastError,
-				r.LeaseHolder, r.LeaseExpiresAt, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince})
-		}
-	case storecopy.Reservations:
-		columns = []string{"provisioner", "resource_id", "owner", "host", "slots", "created_at", "updated_at"}
-		for _, r := range b.Reservations {
-			rows = append(rows, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, r.CreatedAt, r.UpdatedAt})
-		}
-	case storecopy.Events:
-		columns = []string{"seq", "resource_id", "at", "kind", "status", "message"}
-		for _, r := range b.Events {
-			rows = append(rows, []any{r.Seq, r.ResourceID, r.At, r.Kind, r.Status, r.Message})
-		}
-	case storecopy.Changes:
-		columns = []string{"seq", "resource_id", "created_at"}
-		for _, r := range b.Changes {
-			rows = append(rows, []any{r.Seq, r.ResourceID, r.CreatedAt})
-		}
-	case storecopy.CapacitySamples:
-		columns = []string{"at", "provisioner", "host", "unit", "total", "used", "down"}
-		for _, r := range b.CapacitySamples {
-			rows = append(rows, []any{r.At, r.Provisioner, r.Host, r.Unit, r.Total, r.Used, r.Down})
-		}
-	case storecopy.CapacityWarnings:
-		columns = []string{"provisioner", "kind", "active", "message", "since", "updated_at"}
-		for _, r := range b.CapacityWarnings {
-			rows = append(rows, []any{r.Provisioner, r.Kind, r.Active, r.Message, r.Since, r.UpdatedAt})
-		}
-	case storecopy.ProvisionerSpecs:
-		columns = []string{"provisioner", "fingerprint", "applied_at"}
-		for _, r := range b.ProvisionerSpecs {
-			rows = append(rows, []any{r.Provisioner, r.Fingerprint, r.AppliedAt})
-		}
-	default:
+	t := b.Table()
+	if t == "" {
 		return nil
 	}
-	_, err := im.tx.CopyFrom(ctx, pgx.Identifier{string(b.Table())}, columns, pgx.CopyFromRows(rows))
+	_, err := im.tx.CopyFrom(ctx, pgx.Identifier{string(t)}, t.Columns(), pgx.CopyFromRows(b.Values()))
 	return describeDBError(err)
 }
 

@@ -9,14 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // ListCheckable returns up to limit provisioned resources (ready or unhealthy at their
 // generation) with an id after afterID, by id. Each page walks resources_checkable_idx from
 // afterID and reads about limit rows, wherever in the table it starts.
 func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error) {
-	if limit < 1 {
-		return nil, &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	if err := backend.CheckPageLimit(limit); err != nil {
+		return nil, err
 	}
 	query, args := checkableFirstPage, []any{limit}
 	if afterID != "" {
@@ -67,8 +68,8 @@ const (
 // unhealthy. The transaction tags the trigger's status event as a health event and adds a
 // repair event per repair.
 func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
-	if h.Status != domain.StatusReady && h.Status != domain.StatusUnhealthy {
-		return domain.Resource{}, &domain.FieldError{Field: "status", Msg: fmt.Sprintf("a health check records ready or unhealthy, not %q", h.Status)}
+	if err := backend.CheckHealthUpdate(h); err != nil {
+		return domain.Resource{}, err
 	}
 	uid, err := parseID(id)
 	if err != nil {
@@ -76,11 +77,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 	}
 	var since *time.Time
 	if h.Status == domain.StatusUnhealthy {
-		at := h.UnhealthySince
-		if at.IsZero() {
-			return domain.Resource{}, &domain.FieldError{Field: "unhealthy_since", Msg: "is required when the status is unhealthy"}
-		}
-		since = &at
+		since = &h.UnhealthySince
 	}
 	var r domain.Resource
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -121,8 +118,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	return domain.Resource{}, fmt.Errorf("record health of resource %s: it moved on (status %s, generation %d, observed %d; checked generation %d): %w",
-		id, cur.Status, cur.Generation, cur.ObservedGeneration, generation, domain.ErrStale)
+	return domain.Resource{}, backend.HealthMovedOn(id, cur, generation)
 }
 
 // CountResourcesByStatus counts the resources in each status.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // ResourcesNeedingAttention lists the resources the agent has work on, soonest due first.
@@ -43,11 +44,8 @@ func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.D
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	if holder == "" {
-		return domain.Resource{}, fmt.Errorf("claim resource %s: holder is empty: give the agent an identity", id)
-	}
-	if ttl <= 0 {
-		return domain.Resource{}, fmt.Errorf("claim resource %s: lease ttl is %v: use a positive duration", id, ttl)
+	if err := backend.CheckClaim(id, holder, ttl); err != nil {
+		return domain.Resource{}, err
 	}
 	for attempt := 0; ; attempt++ {
 		r, err := scanResource(s.pool.QueryRow(ctx, `
@@ -65,8 +63,8 @@ func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.D
 		if err != nil {
 			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, err)
 		}
-		if (l.live && l.holder != holder) || attempt+1 == claimAttempts {
-			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, l.heldError())
+		if (l.Live && l.Holder != holder) || attempt+1 == claimAttempts {
+			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, l.HeldError())
 		}
 	}
 }
@@ -125,18 +123,7 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 	if err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}
-	switch {
-	case !l.live || l.holder != holder:
-		return domain.Resource{}, fmt.Errorf("record progress of resource %s: lease of %s lost: %w", id, holder, l.heldError())
-	case l.generation != u.Generation:
-		return domain.Resource{}, fmt.Errorf("record progress of resource %s: args changed (generation %d, worked on %d): %w",
-			id, l.generation, u.Generation, domain.ErrStale)
-	case l.status == domain.StatusDeleting:
-		return domain.Resource{}, fmt.Errorf("record progress of resource %s: a delete was requested: %w", id, domain.ErrStale)
-	default:
-		return domain.Resource{}, fmt.Errorf("record progress of resource %s: provisioner is %q, not %q: %w",
-			id, l.provisioner, u.Provisioner, domain.ErrStale)
-	}
+	return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, l.ProgressError(holder, u))
 }
 
 // FinalizeDelete removes a deleting resource's row while holder holds its lease. A row already
@@ -168,30 +155,13 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 	if err != nil {
 		return fmt.Errorf("finalize delete of resource %s: %w", id, err)
 	}
-	if l.status != domain.StatusDeleting {
-		return fmt.Errorf("finalize delete of resource %s: it is %s, not deleting: %w", id, l.status, domain.ErrStale)
-	}
-	return fmt.Errorf("finalize delete of resource %s: lease of %s lost: %w", id, holder, l.heldError())
-}
-
-// lease is what explains why a guarded write matched no row.
-type lease struct {
-	holder      string
-	expiresAt   time.Time
-	live        bool
-	generation  int64
-	status      domain.Status
-	provisioner string
-}
-
-func (l lease) heldError() error {
-	return &domain.LeaseHeldError{Holder: l.holder, ExpiresAt: l.expiresAt}
+	return fmt.Errorf("finalize delete of resource %s: %w", id, l.FinalizeError(holder))
 }
 
 // readLease reads the row's lease and guards; a missing row gives ErrNotFound.
-func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (lease, error) {
+func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (backend.Lease, error) {
 	var (
-		l         lease
+		l         backend.Lease
 		holder    *string
 		expiresAt *time.Time
 	)
@@ -199,7 +169,7 @@ func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (lease, error) {
 		SELECT lease_holder, lease_expires_at, coalesce(lease_expires_at >= now(), false),
 		       generation, status, provisioner
 		  FROM resources WHERE id = $1`, uid,
-	).Scan(&holder, &expiresAt, &l.live, &l.generation, &l.status, &l.provisioner)
+	).Scan(&holder, &expiresAt, &l.Live, &l.Generation, &l.Status, &l.Provisioner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, notFound(uid.String())
 	}
@@ -207,10 +177,10 @@ func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (lease, error) {
 		return l, err
 	}
 	if holder != nil {
-		l.holder = *holder
+		l.Holder = *holder
 	}
 	if expiresAt != nil {
-		l.expiresAt = *expiresAt
+		l.ExpiresAt = *expiresAt
 	}
 	return l, nil
 }

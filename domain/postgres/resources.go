@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // resourceColumns is the select list scanResource reads, in order.
@@ -66,29 +65,7 @@ func (s *State) GetResource(ctx context.Context, id string) (domain.Resource, er
 
 // ListResources returns the resources f matches, oldest first.
 func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domain.Resource, error) {
-	var (
-		where []string
-		args  []any
-	)
-	add := func(column, value string) {
-		if value != "" {
-			args = append(args, value)
-			where = append(where, column+" = $"+strconv.Itoa(len(args)))
-		}
-	}
-	add("owner", f.Owner)
-	add("type", string(f.Type))
-	add("provisioner", f.Provisioner)
-	add("status", string(f.Status))
-	query := `SELECT ` + resourceColumns + ` FROM resources`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	query += ` ORDER BY created_at, id`
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		query += ` LIMIT $` + strconv.Itoa(len(args))
-	}
+	query, args := backend.ListQuery(resourceColumns, f, "id")
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list resources: %w", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // ReserveSlots records or resizes req's reservation on the host pick chooses. Reservations of
@@ -15,11 +16,8 @@ import (
 // every committed reservation. Errors from pick are returned wrapped (errors.Is still sees
 // domain.ErrNoCapacity).
 func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
-	if req.Provisioner == "" {
-		return domain.Reservation{}, &domain.FieldError{Field: "provisioner", Msg: "must not be empty: pin the resource's provisioner before reserving slots"}
-	}
-	if req.Slots < 1 {
-		return domain.Reservation{}, &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at least 1, got %d", req.Slots)}
+	if err := backend.CheckSlotRequest(req); err != nil {
+		return domain.Reservation{}, err
 	}
 	uid, err := parseID(req.ResourceID)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // RecordCapacity stores samples in one transaction.
@@ -15,10 +16,8 @@ func (s *State) RecordCapacity(ctx context.Context, samples []domain.CapacitySam
 	if len(samples) == 0 {
 		return nil
 	}
-	for _, c := range samples {
-		if c.Provisioner == "" || c.Unit == "" || c.At.IsZero() {
-			return &domain.FieldError{Field: "capacity sample", Msg: "needs a time, a provisioner and a unit"}
-		}
+	if err := backend.CheckCapacitySamples(samples); err != nil {
+		return err
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, c := range samples {
@@ -47,22 +46,15 @@ func (s *State) LatestCapacity(ctx context.Context) ([]domain.CapacitySample, er
 	if err != nil {
 		return nil, fmt.Errorf("read the latest capacity: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.CapacitySample
-	for rows.Next() {
-		var (
-			c  domain.CapacitySample
-			at string
-		)
-		if err := rows.Scan(&at, &c.Provisioner, &c.Host, &c.Unit, &c.Total, &c.Used, &c.Down); err != nil {
-			return nil, fmt.Errorf("read the latest capacity: %w", err)
+	out, err := collectRows(rows, func(row rowScanner) (c domain.CapacitySample, err error) {
+		var at string
+		if err := row.Scan(&at, &c.Provisioner, &c.Host, &c.Unit, &c.Total, &c.Used, &c.Down); err != nil {
+			return c, err
 		}
-		if c.At, err = parseTime("at", at); err != nil {
-			return nil, fmt.Errorf("read the latest capacity: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+		c.At, err = parseTime("at", at)
+		return c, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read the latest capacity: %w", err)
 	}
 	return out, nil
@@ -86,30 +78,25 @@ func (s *State) CapacityTrends(ctx context.Context, since time.Time) ([]domain.C
 	if err != nil {
 		return nil, fmt.Errorf("read the capacity trend: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.CapacityTrend
-	for rows.Next() {
-		var (
-			t              domain.CapacityTrend
-			oldest, newest string
-		)
-		if err := rows.Scan(&t.Provisioner, &t.Host, &t.Unit, &t.Samples, &t.MinUsed, &t.MaxUsed,
+	out, err := collectRows(rows, func(row rowScanner) (t domain.CapacityTrend, err error) {
+		var oldest, newest string
+		if err := row.Scan(&t.Provisioner, &t.Host, &t.Unit, &t.Samples, &t.MinUsed, &t.MaxUsed,
 			&oldest, &t.Oldest.Total, &t.Oldest.Used, &t.Oldest.Down,
 			&newest, &t.Newest.Total, &t.Newest.Used, &t.Newest.Down); err != nil {
-			return nil, fmt.Errorf("read the capacity trend: %w", err)
+			return t, err
 		}
 		if t.Oldest.At, err = parseTime("at", oldest); err != nil {
-			return nil, fmt.Errorf("read the capacity trend: %w", err)
+			return t, err
 		}
 		if t.Newest.At, err = parseTime("at", newest); err != nil {
-			return nil, fmt.Errorf("read the capacity trend: %w", err)
+			return t, err
 		}
 		for _, c := range []*domain.CapacitySample{&t.Oldest, &t.Newest} {
 			c.Provisioner, c.Host, c.Unit = t.Provisioner, t.Host, t.Unit
 		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+		return t, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read the capacity trend: %w", err)
 	}
 	return out, nil
@@ -127,8 +114,8 @@ func (s *State) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int
 // SetCapacityWarning upserts w; the row's since moves only when active flips. The write
 // lock taken at the transaction's start makes the read and the upsert one step.
 func (s *State) SetCapacityWarning(ctx context.Context, w domain.CapacityWarning) (bool, error) {
-	if w.Provisioner == "" || w.Kind == "" || w.Since.IsZero() {
-		return false, &domain.FieldError{Field: "capacity warning", Msg: "needs a provisioner, a kind and a time"}
+	if err := backend.CheckCapacityWarning(w); err != nil {
+		return false, err
 	}
 	var changed bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -164,22 +151,15 @@ func (s *State) ListCapacityWarnings(ctx context.Context) ([]domain.CapacityWarn
 	if err != nil {
 		return nil, fmt.Errorf("list capacity warnings: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.CapacityWarning
-	for rows.Next() {
-		var (
-			w     domain.CapacityWarning
-			since string
-		)
-		if err := rows.Scan(&w.Provisioner, &w.Kind, &w.Active, &w.Message, &since); err != nil {
-			return nil, fmt.Errorf("list capacity warnings: %w", err)
+	out, err := collectRows(rows, func(row rowScanner) (w domain.CapacityWarning, err error) {
+		var since string
+		if err := row.Scan(&w.Provisioner, &w.Kind, &w.Active, &w.Message, &since); err != nil {
+			return w, err
 		}
-		if w.Since, err = parseTime("since", since); err != nil {
-			return nil, fmt.Errorf("list capacity warnings: %w", err)
-		}
-		out = append(out, w)
-	}
-	if err := rows.Err(); err != nil {
+		w.Since, err = parseTime("since", since)
+		return w, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list capacity warnings: %w", err)
 	}
 	return out, nil

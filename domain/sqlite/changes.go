@@ -53,16 +53,11 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	defer rows.Close()
-	var out []domain.Change
-	for rows.Next() {
-		var c domain.Change
-		if err := rows.Scan(&c.Seq, &c.ResourceID); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectRows(rows, func(row rowScanner) (c domain.Change, err error) {
+		err = row.Scan(&c.Seq, &c.ResourceID)
+		return c, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil

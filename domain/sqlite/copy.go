@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-dev/berth/domain/internal/backend"
 	"github.com/berth-dev/berth/domain/storecopy"
 )
 
@@ -61,7 +62,7 @@ func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) er
 
 // checkCopySchema checks the database is at this build's schema version.
 func checkCopySchema(ctx context.Context, tx *sql.Tx) error {
-	migrations, err := loadMigrations()
+	migrations, err := backend.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func checkCopySchema(ctx context.Context, tx *sql.Tx) error {
 	if err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
-	return storecopy.CheckSchemaVersion(have, migrations[len(migrations)-1].version)
+	return storecopy.CheckSchemaVersion(have, migrations[len(migrations)-1].Version)
 }
 
 type trigger struct {
@@ -289,26 +290,7 @@ func readTable[T any](ctx context.Context, tx *sql.Tx, emit func(storecopy.Batch
 		return err
 	}
 	defer rows.Close()
-	buf := make([]T, 0, storecopy.BatchSize)
-	for rows.Next() {
-		row, err := scan(rows)
-		if err != nil {
-			return err
-		}
-		if buf = append(buf, row); len(buf) == storecopy.BatchSize {
-			if err := emit(batch(buf)); err != nil {
-				return err
-			}
-			buf = make([]T, 0, storecopy.BatchSize)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(buf) > 0 {
-		return emit(batch(buf))
-	}
-	return nil
+	return backend.EmitRows(rows, scan, batch, emit)
 }
 
 // sequenced are the AUTOINCREMENT tables, with what Positions calls each one's position.
@@ -338,67 +320,41 @@ type copyImporter struct {
 }
 
 func (im copyImporter) Write(ctx context.Context, b storecopy.Batch) error {
-	var (
-		query string
-		rows  [][]any
-	)
-	switch b.Table() {
-	case storecopy.Resources:
-		query = `INSERT INTO resources (id, type, name, owner, provisioner, args, generation, observed_generation,
-			status, status_message, state, config, attempts, next_attempt_at, last_error,
-			lease_holder, lease_expires_at, created_at, updated_at, ready_at, unhealthy_since)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
-		for _, r := range b.Resources {
-			rows = append(rows, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
-				r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, optionalTime(r.NextAttemptAt), r.LastError,
-				r.LeaseHolder, optionalTime(r.LeaseExpiresAt), FormatTime(r.CreatedAt), FormatTime(r.UpdatedAt),
-				optionalTime(r.ReadyAt), optionalTime(r.UnhealthySince)})
-		}
-	case storecopy.Reservations:
-		query = `INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`
-		for _, r := range b.Reservations {
-			rows = append(rows, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, FormatTime(r.CreatedAt), FormatTime(r.UpdatedAt)})
-		}
-	case storecopy.Events:
-		query = `INSERT INTO resource_events (seq, resource_id, at, kind, status, message) VALUES ($1, $2, $3, $4, $5, $6)`
-		for _, r := range b.Events {
-			rows = append(rows, []any{r.Seq, r.ResourceID, FormatTime(r.At), r.Kind, r.Status, r.Message})
-		}
-	case storecopy.Changes:
-		query = `INSERT INTO change_log (seq, resource_id, created_at) VALUES ($1, $2, $3)`
-		for _, r := range b.Changes {
-			rows = append(rows, []any{r.Seq, r.ResourceID, FormatTime(r.CreatedAt)})
-		}
-	case storecopy.CapacitySamples:
-		query = `INSERT INTO capacity_samples (at, provisioner, host, unit, total, used, down) VALUES ($1, $2, $3, $4, $5, $6, $7)`
-		for _, r := range b.CapacitySamples {
-			rows = append(rows, []any{FormatTime(r.At), r.Provisioner, r.Host, r.Unit, r.Total, r.Used, r.Down})
-		}
-	case storecopy.CapacityWarnings:
-		query = `INSERT INTO capacity_warnings (provisioner, kind, active, message, since, updated_at) VALUES ($1, $2, $3, $4, $5, $6)`
-		for _, r := range b.CapacityWarnings {
-			rows = append(rows, []any{r.Provisioner, r.Kind, r.Active, r.Message, FormatTime(r.Since), FormatTime(r.UpdatedAt)})
-		}
-	case storecopy.ProvisionerSpecs:
-		query = `INSERT INTO provisioner_specs (provisioner, fingerprint, applied_at) VALUES ($1, $2, $3)`
-		for _, r := range b.ProvisionerSpecs {
-			rows = append(rows, []any{r.Provisioner, r.Fingerprint, FormatTime(r.AppliedAt)})
-		}
-	default:
+	t := b.Table()
+	if t == "" {
 		return nil
 	}
-	stmt, err := im.tx.PrepareContext(ctx, query)
+	columns := t.Columns()
+	params := make([]string, len(columns))
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	stmt, err := im.tx.PrepareContext(ctx, `INSERT INTO `+quoteIdent(string(t))+` (`+strings.Join(columns, ", ")+`)
+		VALUES (`+strings.Join(params, ", ")+`)`)
 	if err != nil {
 		return err
 	}
 	defer stmt.Close()
-	for _, args := range rows {
-		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+	for _, row := range b.Values() {
+		for i, v := range row {
+			row[i] = storedValue(v)
+		}
+		if _, err := stmt.ExecContext(ctx, row...); err != nil {
 			return describeDBError(err)
 		}
 	}
 	return nil
+}
+
+// storedValue is v in the form the database stores it: times as FormatTime's text.
+func storedValue(v any) any {
+	switch v := v.(type) {
+	case time.Time:
+		return FormatTime(v)
+	case *time.Time:
+		return optionalTime(v)
+	}
+	return v
 }
 
 // SetPositions records in sqlite_sequence, AUTOINCREMENT's own table, that p's sequence

@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // ListCheckable returns up to limit provisioned resources (ready or unhealthy at their
 // generation) with an id after afterID, by id. Its WHERE clause matches
 // resources_checkable_idx.
 func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error) {
-	if limit < 1 {
-		return nil, &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	if err := backend.CheckPageLimit(limit); err != nil {
+		return nil, err
 	}
 	after := "" // sorts before every id
 	if afterID != "" {
@@ -38,8 +39,8 @@ func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([
 // unhealthy. The 'health' intent makes the trigger's status event a health event; each
 // repair is added as a repair event.
 func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
-	if h.Status != domain.StatusReady && h.Status != domain.StatusUnhealthy {
-		return domain.Resource{}, &domain.FieldError{Field: "status", Msg: fmt.Sprintf("a health check records ready or unhealthy, not %q", h.Status)}
+	if err := backend.CheckHealthUpdate(h); err != nil {
+		return domain.Resource{}, err
 	}
 	uid, err := parseID(id)
 	if err != nil {
@@ -47,9 +48,6 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 	}
 	var since any
 	if h.Status == domain.StatusUnhealthy {
-		if h.UnhealthySince.IsZero() {
-			return domain.Resource{}, &domain.FieldError{Field: "unhealthy_since", Msg: "is required when the status is unhealthy"}
-		}
 		since = FormatTime(h.UnhealthySince)
 	}
 	state, err := encodeJSON("state", h.State)
@@ -111,8 +109,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	return domain.Resource{}, fmt.Errorf("record health of resource %s: it moved on (status %s, generation %d, observed %d; checked generation %d): %w",
-		id, cur.Status, cur.Generation, cur.ObservedGeneration, generation, domain.ErrStale)
+	return domain.Resource{}, backend.HealthMovedOn(id, cur, generation)
 }
 
 // CountResourcesByStatus counts the resources in each status.
@@ -170,22 +167,15 @@ func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
 	}
-	defer rows.Close()
-	var out []domain.Event
-	for rows.Next() {
-		var (
-			e  domain.Event
-			at string
-		)
-		if err := rows.Scan(&e.Seq, &e.ResourceID, &at, &e.Kind, &e.Status, &e.Message); err != nil {
-			return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
+	out, err := collectRows(rows, func(row rowScanner) (e domain.Event, err error) {
+		var at string
+		if err := row.Scan(&e.Seq, &e.ResourceID, &at, &e.Kind, &e.Status, &e.Message); err != nil {
+			return e, err
 		}
-		if e.At, err = parseTime("at", at); err != nil {
-			return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		e.At, err = parseTime("at", at)
+		return e, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
 	}
 	return out, nil

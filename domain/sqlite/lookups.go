@@ -108,16 +108,8 @@ func (s *State) reservationsOf(ctx context.Context, provisioner string, ids []st
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []domain.Reservation
-	for rows.Next() {
-		r, err := scanReservation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectRows(rows, scanReservation)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil

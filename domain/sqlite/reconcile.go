@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // ResourcesNeedingAttention lists the resources the agent has work on, soonest due first.
@@ -21,22 +22,15 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attenti
 	if err != nil {
 		return nil, fmt.Errorf("list resources needing attention: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.Attention
-	for rows.Next() {
-		var (
-			a    domain.Attention
-			next sql.NullString
-		)
-		if err := rows.Scan(&a.ID, &next); err != nil {
-			return nil, fmt.Errorf("list resources needing attention: %w", err)
+	out, err := collectRows(rows, func(row rowScanner) (a domain.Attention, err error) {
+		var next sql.NullString
+		if err := row.Scan(&a.ID, &next); err != nil {
+			return a, err
 		}
-		if a.NotBefore, err = parseOptionalTime("next_attempt_at", next); err != nil {
-			return nil, fmt.Errorf("list resources needing attention: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+		a.NotBefore, err = parseOptionalTime("next_attempt_at", next)
+		return a, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list resources needing attention: %w", err)
 	}
 	return out, nil
@@ -48,11 +42,8 @@ func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.D
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	if holder == "" {
-		return domain.Resource{}, fmt.Errorf("claim resource %s: holder is empty: give the agent an identity", id)
-	}
-	if ttl <= 0 {
-		return domain.Resource{}, fmt.Errorf("claim resource %s: lease ttl is %v: use a positive duration", id, ttl)
+	if err := backend.CheckClaim(id, holder, ttl); err != nil {
+		return domain.Resource{}, err
 	}
 	var r domain.Resource
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
@@ -72,7 +63,7 @@ func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.D
 			if err != nil {
 				return err
 			}
-			return l.heldError()
+			return l.HeldError()
 		}
 		r, err = readResource(ctx, tx, uid)
 		return err
@@ -146,7 +137,7 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 			if err != nil {
 				return err
 			}
-			return l.progressError(holder, u)
+			return l.ProgressError(holder, u)
 		}
 		r, err = readResource(ctx, tx, uid)
 		return err
@@ -184,10 +175,7 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 		if err != nil {
 			return err
 		}
-		if l.status != domain.StatusDeleting {
-			return fmt.Errorf("it is %s, not deleting: %w", l.status, domain.ErrStale)
-		}
-		return fmt.Errorf("lease of %s lost: %w", holder, l.heldError())
+		return l.FinalizeError(holder)
 	})
 	if err != nil {
 		return fmt.Errorf("finalize delete of resource %s: %w", id, err)
@@ -195,38 +183,10 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 	return nil
 }
 
-// lease is what explains why a guarded write matched no row.
-type lease struct {
-	holder      string
-	expiresAt   time.Time
-	live        bool
-	generation  int64
-	status      domain.Status
-	provisioner string
-}
-
-func (l lease) heldError() error {
-	return &domain.LeaseHeldError{Holder: l.holder, ExpiresAt: l.expiresAt}
-}
-
-// progressError says why u did not apply to the row.
-func (l lease) progressError(holder string, u domain.ProgressUpdate) error {
-	switch {
-	case !l.live || l.holder != holder:
-		return fmt.Errorf("lease of %s lost: %w", holder, l.heldError())
-	case l.generation != u.Generation:
-		return fmt.Errorf("args changed (generation %d, worked on %d): %w", l.generation, u.Generation, domain.ErrStale)
-	case l.status == domain.StatusDeleting:
-		return fmt.Errorf("a delete was requested: %w", domain.ErrStale)
-	default:
-		return fmt.Errorf("provisioner is %q, not %q: %w", l.provisioner, u.Provisioner, domain.ErrStale)
-	}
-}
-
 // readLease reads the row's lease and guards inside tx; a missing row gives ErrNotFound.
-func readLease(ctx context.Context, tx *sql.Tx, id string) (lease, error) {
+func readLease(ctx context.Context, tx *sql.Tx, id string) (backend.Lease, error) {
 	var (
-		l         lease
+		l         backend.Lease
 		holder    sql.NullString
 		expiresAt sql.NullString
 	)
@@ -234,16 +194,16 @@ func readLease(ctx context.Context, tx *sql.Tx, id string) (lease, error) {
 		SELECT lease_holder, lease_expires_at, coalesce(lease_expires_at >= `+nowSQL+`, 0),
 		       generation, status, provisioner
 		  FROM resources WHERE id = $1`, id,
-	).Scan(&holder, &expiresAt, &l.live, &l.generation, &l.status, &l.provisioner)
+	).Scan(&holder, &expiresAt, &l.Live, &l.Generation, &l.Status, &l.Provisioner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return l, notFound(id)
 	}
 	if err != nil {
 		return l, err
 	}
-	l.holder = holder.String
+	l.Holder = holder.String
 	if expiresAt.Valid {
-		if l.expiresAt, err = parseTime("lease_expires_at", expiresAt.String); err != nil {
+		if l.ExpiresAt, err = parseTime("lease_expires_at", expiresAt.String); err != nil {
 			return l, err
 		}
 	}

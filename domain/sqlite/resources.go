@@ -5,12 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // resourceColumns is the select list scanResource reads, in order.
@@ -21,6 +20,23 @@ const resourceColumns = `id, type, name, owner, provisioner, args, generation, o
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface {
 	Scan(dest ...any) error
+}
+
+// collectRows reads every row of rows with scan and closes rows, as pgx.CollectRows does.
+func collectRows[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func scanResource(row rowScanner) (domain.Resource, error) {
@@ -119,29 +135,7 @@ func (s *State) GetResource(ctx context.Context, id string) (domain.Resource, er
 // ListResources returns the resources f matches, oldest first (rows created in the same
 // millisecond in the order they were inserted).
 func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domain.Resource, error) {
-	var (
-		where []string
-		args  []any
-	)
-	add := func(column, value string) {
-		if value != "" {
-			args = append(args, value)
-			where = append(where, column+" = $"+strconv.Itoa(len(args)))
-		}
-	}
-	add("owner", f.Owner)
-	add("type", string(f.Type))
-	add("provisioner", f.Provisioner)
-	add("status", string(f.Status))
-	query := `SELECT ` + resourceColumns + ` FROM resources`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	query += ` ORDER BY created_at, rowid`
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		query += ` LIMIT $` + strconv.Itoa(len(args))
-	}
+	query, args := backend.ListQuery(resourceColumns, f, "rowid")
 	out, err := s.queryResources(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list resources: %w", err)
@@ -155,16 +149,7 @@ func (s *State) queryResources(ctx context.Context, query string, args ...any) (
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []domain.Resource
-	for rows.Next() {
-		r, err := scanResource(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collectRows(rows, scanResource)
 }
 
 // UpdateResourceArgs replaces the resource's args; the trigger bumps generation when they

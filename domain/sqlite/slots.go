@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // ReserveSlots records or resizes req's reservation on the host pick chooses. The transaction
@@ -15,11 +16,8 @@ import (
 // reservation. Errors from pick are returned wrapped (errors.Is still sees
 // domain.ErrNoCapacity).
 func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
-	if req.Provisioner == "" {
-		return domain.Reservation{}, &domain.FieldError{Field: "provisioner", Msg: "must not be empty: pin the resource's provisioner before reserving slots"}
-	}
-	if req.Slots < 1 {
-		return domain.Reservation{}, &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at least 1, got %d", req.Slots)}
+	if err := backend.CheckSlotRequest(req); err != nil {
+		return domain.Reservation{}, err
 	}
 	uid, err := parseID(req.ResourceID)
 	if err != nil {
@@ -78,16 +76,10 @@ func hostUsage(ctx context.Context, tx *sql.Tx, req domain.SlotRequest, uid stri
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var usage []domain.HostUsage
-	for rows.Next() {
-		var u domain.HostUsage
-		if err := rows.Scan(&u.Host, &u.UsedSlots, &u.OwnerResources); err != nil {
-			return nil, err
-		}
-		usage = append(usage, u)
-	}
-	return usage, rows.Err()
+	return collectRows(rows, func(row rowScanner) (u domain.HostUsage, err error) {
+		err = row.Scan(&u.Host, &u.UsedSlots, &u.OwnerResources)
+		return u, err
+	})
 }
 
 // ReleaseSlots removes the resource's reservation; a missing one is not an error.
@@ -111,16 +103,8 @@ func (s *State) ListReservations(ctx context.Context, provisioner string) ([]dom
 	if err != nil {
 		return nil, fmt.Errorf("list reservations of %s: %w", provisioner, err)
 	}
-	defer rows.Close()
-	var out []domain.Reservation
-	for rows.Next() {
-		r, err := scanReservation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list reservations of %s: %w", provisioner, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectRows(rows, scanReservation)
+	if err != nil {
 		return nil, fmt.Errorf("list reservations of %s: %w", provisioner, err)
 	}
 	return out, nil

@@ -202,6 +202,54 @@ func (b Batch) Table() Table {
 	return ""
 }
 
+// Columns are the table's columns, in the order Batch.Values gives a row's values.
+func (t Table) Columns() []string { return columns[t] }
+
+var columns = map[Table][]string{
+	Resources: {"id", "type", "name", "owner", "provisioner", "args", "generation", "observed_generation",
+		"status", "status_message", "state", "config", "attempts", "next_attempt_at", "last_error",
+		"lease_holder", "lease_expires_at", "created_at", "updated_at", "ready_at", "unhealthy_since"},
+	Reservations:     {"provisioner", "resource_id", "owner", "host", "slots", "created_at", "updated_at"},
+	Events:           {"seq", "resource_id", "at", "kind", "status", "message"},
+	Changes:          {"seq", "resource_id", "created_at"},
+	CapacitySamples:  {"at", "provisioner", "host", "unit", "total", "used", "down"},
+	CapacityWarnings: {"provisioner", "kind", "active", "message", "since", "updated_at"},
+	ProvisionerSpecs: {"provisioner", "fingerprint", "applied_at"},
+}
+
+// jsonColumns are the columns (all of resources) whose text is JSON.
+var jsonColumns = map[string]bool{"args": true, "state": true, "config": true}
+
+// Values returns the batch's rows, each as its values in its table's Columns order. A value
+// is a string, int64, bool, time.Time, or a *time.Time or *string that is nil for NULL.
+func (b Batch) Values() [][]any {
+	out := make([][]any, 0, b.Len())
+	for _, r := range b.Resources {
+		out = append(out, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
+			r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, r.NextAttemptAt, r.LastError,
+			r.LeaseHolder, r.LeaseExpiresAt, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince})
+	}
+	for _, r := range b.Reservations {
+		out = append(out, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, r.CreatedAt, r.UpdatedAt})
+	}
+	for _, r := range b.Events {
+		out = append(out, []any{r.Seq, r.ResourceID, r.At, r.Kind, r.Status, r.Message})
+	}
+	for _, r := range b.Changes {
+		out = append(out, []any{r.Seq, r.ResourceID, r.CreatedAt})
+	}
+	for _, r := range b.CapacitySamples {
+		out = append(out, []any{r.At, r.Provisioner, r.Host, r.Unit, r.Total, r.Used, r.Down})
+	}
+	for _, r := range b.CapacityWarnings {
+		out = append(out, []any{r.Provisioner, r.Kind, r.Active, r.Message, r.Since, r.UpdatedAt})
+	}
+	for _, r := range b.ProvisionerSpecs {
+		out = append(out, []any{r.Provisioner, r.Fingerprint, r.AppliedAt})
+	}
+	return out
+}
+
 // Len is the number of rows in the batch.
 func (b Batch) Len() int {
 	return len(b.Resources) + len(b.Reservations) + len(b.Events) + len(b.Changes) +

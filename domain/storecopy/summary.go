@@ -47,10 +47,13 @@ func (s Summary) Add(b Batch) error {
 		return nil
 	}
 	ts := s[t]
+	columns := t.Columns()
 	var err error
-	add := func(encode func(*rowEncoder)) {
+	for _, row := range b.Values() {
 		e := rowEncoder{}
-		encode(&e)
+		for i, v := range row {
+			e.value(columns[i], v)
+		}
 		if e.err != nil && err == nil {
 			err = fmt.Errorf("%s: %w", t, e.err)
 		}
@@ -59,41 +62,6 @@ func (s Summary) Add(b Batch) error {
 			ts.Checksum[i] += binary.BigEndian.Uint64(digest[i*8:])
 		}
 		ts.Rows++
-	}
-	for _, r := range b.Resources {
-		add(func(e *rowEncoder) {
-			e.str(r.ID).str(r.Type).str(r.Name).str(r.Owner).str(r.Provisioner).json(r.Args).
-				int(r.Generation).int(r.ObservedGeneration).str(r.Status).str(r.StatusMessage).
-				json(r.State).json(r.Config).int(r.Attempts).optTime(r.NextAttemptAt).str(r.LastError).
-				optStr(r.LeaseHolder).optTime(r.LeaseExpiresAt).time(r.CreatedAt).time(r.UpdatedAt).
-				optTime(r.ReadyAt).optTime(r.UnhealthySince)
-		})
-	}
-	for _, r := range b.Reservations {
-		add(func(e *rowEncoder) {
-			e.str(r.Provisioner).str(r.ResourceID).str(r.Owner).str(r.Host).int(r.Slots).time(r.CreatedAt).time(r.UpdatedAt)
-		})
-	}
-	for _, r := range b.Events {
-		add(func(e *rowEncoder) {
-			e.int(r.Seq).str(r.ResourceID).time(r.At).str(r.Kind).str(r.Status).str(r.Message)
-		})
-	}
-	for _, r := range b.Changes {
-		add(func(e *rowEncoder) { e.int(r.Seq).str(r.ResourceID).time(r.CreatedAt) })
-	}
-	for _, r := range b.CapacitySamples {
-		add(func(e *rowEncoder) {
-			e.time(r.At).str(r.Provisioner).str(r.Host).str(r.Unit).int(r.Total).int(r.Used).bool(r.Down)
-		})
-	}
-	for _, r := range b.CapacityWarnings {
-		add(func(e *rowEncoder) {
-			e.str(r.Provisioner).str(r.Kind).bool(r.Active).str(r.Message).time(r.Since).time(r.UpdatedAt)
-		})
-	}
-	for _, r := range b.ProvisionerSpecs {
-		add(func(e *rowEncoder) { e.str(r.Provisioner).str(r.Fingerprint).time(r.AppliedAt) })
 	}
 	s[t] = ts
 	return err
@@ -104,6 +72,33 @@ func (s Summary) Add(b Batch) error {
 type rowEncoder struct {
 	buf bytes.Buffer
 	err error
+}
+
+// value writes the value of column as its type (and, for text, whether the column holds
+// JSON) says.
+func (e *rowEncoder) value(column string, v any) {
+	switch v := v.(type) {
+	case string:
+		if jsonColumns[column] {
+			e.json(v)
+		} else {
+			e.str(v)
+		}
+	case int64:
+		e.int(v)
+	case bool:
+		e.bool(v)
+	case time.Time:
+		e.time(v)
+	case *time.Time:
+		e.optTime(v)
+	case *string:
+		e.optStr(v)
+	default:
+		if e.err == nil {
+			e.err = fmt.Errorf("column %s holds a %T, which a summary cannot encode", column, v)
+		}
+	}
 }
 
 func (e *rowEncoder) put(kind byte, v string) *rowEncoder {

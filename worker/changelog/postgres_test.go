@@ -11,37 +11,31 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain/postgres"
-	"github.com/berth-dev/berth/internal/pgtest"
+	"github.com/berth-dev/berth/internal/pgtest/pgstate"
 	"github.com/berth-dev/berth/worker/changelog"
 )
 
 // postgresSuite prunes a real change log; the test clock says when, the database's rows say
 // what was written when.
 type postgresSuite struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	drop   func()
-	state  *postgres.State
+	ctx     context.Context
+	cancel  context.CancelFunc
+	cleanup func() // closes state and drops its database
+	state   *postgres.State
 }
 
 var _ = gc.Suite(&postgresSuite{})
 
 func (s *postgresSuite) SetUpTest(c *gc.C) {
 	s.ctx, s.cancel = context.WithTimeout(context.Background(), time.Minute)
-	url, drop, err := pgtest.CreateDatabase(s.ctx)
+	var err error
+	s.state, s.cleanup, err = pgstate.New(s.ctx)
 	c.Assert(err, gc.IsNil)
-	s.drop = drop
-	s.state, err = postgres.Open(s.ctx, url, postgres.PoolConfig{})
-	c.Assert(err, gc.IsNil)
-	c.Assert(s.state.Migrate(s.ctx), gc.IsNil)
 }
 
 func (s *postgresSuite) TearDownTest(c *gc.C) {
-	if s.state != nil {
-		s.state.Close()
-	}
-	if s.drop != nil {
-		s.drop()
+	if s.cleanup != nil {
+		s.cleanup()
 	}
 	s.cancel()
 }

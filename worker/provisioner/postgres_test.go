@@ -16,19 +16,19 @@ import (
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
-	"github.com/berth-dev/berth/internal/pgtest"
+	"github.com/berth-dev/berth/internal/pgtest/pgstate"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
 // postgresSuite runs the worker on a real database, whose triggers write each resource's
 // history, and a static pool of one one-slot host.
 type postgresSuite struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	drop   func()
-	state  *postgres.State
-	clock  *testclock.Clock
-	set    *environ.Set
+	ctx     context.Context
+	cancel  context.CancelFunc
+	cleanup func() // closes state and drops its database
+	state   *postgres.State
+	clock   *testclock.Clock
+	set     *environ.Set
 }
 
 var _ = gc.Suite(&postgresSuite{})
@@ -37,12 +37,9 @@ const poolHost = "http://runtime-a.test:9091"
 
 func (s *postgresSuite) SetUpTest(c *gc.C) {
 	s.ctx, s.cancel = context.WithTimeout(context.Background(), time.Minute)
-	url, drop, err := pgtest.CreateDatabase(s.ctx)
+	var err error
+	s.state, s.cleanup, err = pgstate.New(s.ctx)
 	c.Assert(err, gc.IsNil)
-	s.drop = drop
-	s.state, err = postgres.Open(s.ctx, url, postgres.PoolConfig{})
-	c.Assert(err, gc.IsNil)
-	c.Assert(s.state.Migrate(s.ctx), gc.IsNil)
 	s.clock = testclock.NewClock(time.Now().Truncate(time.Second))
 	spec, err := json.Marshal(map[string]any{
 		"runtimes":    []map[string]any{{"host": poolHost, "slots": 1}},
@@ -55,11 +52,8 @@ func (s *postgresSuite) SetUpTest(c *gc.C) {
 }
 
 func (s *postgresSuite) TearDownTest(c *gc.C) {
-	if s.state != nil {
-		s.state.Close()
-	}
-	if s.drop != nil {
-		s.drop()
+	if s.cleanup != nil {
+		s.cleanup()
 	}
 	s.cancel()
 }

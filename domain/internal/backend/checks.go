@@ -1,0 +1,67 @@
+package backend
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// CheckSlotRequest checks what ReserveSlots needs of req before it reads anything.
+func CheckSlotRequest(req domain.SlotRequest) error {
+	if req.Provisioner == "" {
+		return &domain.FieldError{Field: "provisioner", Msg: "must not be empty: pin the resource's provisioner before reserving slots"}
+	}
+	if req.Slots < 1 {
+		return &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at least 1, got %d", req.Slots)}
+	}
+	return nil
+}
+
+// CheckClaim checks ClaimResource's holder and lease ttl.
+func CheckClaim(id, holder string, ttl time.Duration) error {
+	if holder == "" {
+		return fmt.Errorf("claim resource %s: holder is empty: give the agent an identity", id)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("claim resource %s: lease ttl is %v: use a positive duration", id, ttl)
+	}
+	return nil
+}
+
+// CheckPageLimit checks the size of a page of ListCheckable.
+func CheckPageLimit(limit int) error {
+	if limit < 1 {
+		return &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	return nil
+}
+
+// CheckHealthUpdate checks that h records ready or unhealthy, and when unhealthy since when.
+func CheckHealthUpdate(h domain.HealthUpdate) error {
+	if h.Status != domain.StatusReady && h.Status != domain.StatusUnhealthy {
+		return &domain.FieldError{Field: "status", Msg: fmt.Sprintf("a health check records ready or unhealthy, not %q", h.Status)}
+	}
+	if h.Status == domain.StatusUnhealthy && h.UnhealthySince.IsZero() {
+		return &domain.FieldError{Field: "unhealthy_since", Msg: "is required when the status is unhealthy"}
+	}
+	return nil
+}
+
+// CheckCapacitySamples checks every sample has a time, a provisioner and a unit.
+func CheckCapacitySamples(samples []domain.CapacitySample) error {
+	for _, c := range samples {
+		if c.Provisioner == "" || c.Unit == "" || c.At.IsZero() {
+			return &domain.FieldError{Field: "capacity sample", Msg: "needs a time, a provisioner and a unit"}
+		}
+	}
+	return nil
+}
+
+// CheckCapacityWarning checks w has a provisioner, a kind and a time.
+func CheckCapacityWarning(w domain.CapacityWarning) error {
+	if w.Provisioner == "" || w.Kind == "" || w.Since.IsZero() {
+		return &domain.FieldError{Field: "capacity warning", Msg: "needs a provisioner, a kind and a time"}
+	}
+	return nil
+}
