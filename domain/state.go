@@ -219,6 +219,13 @@ type ProvisionerSpecStore interface {
 	// is not being deleted gets its generation bumped (which writes a change-log entry), so
 	// the agent reconciles it onto the new spec; it returns how many. The first fingerprint
 	// recorded for a provisioner, or the same one again, bumps nothing. Recording and bumping
-	// are one transaction.
+	// are one transaction. A provisioner recorded absent (MarkProvisionersAbsent) differs
+	// from every fingerprint, so putting it back bumps its resources.
 	ApplyProvisionerSpec(ctx context.Context, provisioner, fingerprint string) (int64, error)
+	// MarkProvisionersAbsent records every provisioner with a recorded spec that is not in
+	// present as absent from the provisioner set, and returns those it newly marked, sorted.
+	// It bumps nothing: the resources of an absent provisioner keep their status (a ready one
+	// stays ready) until the provisioner is put back, when ApplyProvisionerSpec reconciles
+	// them, including those that failed because it was missing.
+	MarkProvisionersAbsent(ctx context.Context, present []string) ([]string, error)
 }

@@ -107,6 +107,87 @@ func TestLiveConfiguration(t *testing.T) {
 	agent.stop(t)
 }
 
+// TestLiveConfigurationProvisionerRemovedAndBack removes a provisioner that has a ready
+// runtime from the set and puts it back: while it is gone the runtime is kept (not
+// deprovisioned, its slot still reserved) and a new runtime naming it fails, saying why;
+// once it is back, with the same spec, the failed runtime becomes ready without an args edit.
+func TestLiveConfigurationProvisionerRemovedAndBack(t *testing.T) {
+	e := newEnv(t, map[string]int{"a": 2, "b": 2})
+	a, b := e.hosts["a"], e.hosts["b"]
+	static := func(h *runtimeHost) map[string]any {
+		return map[string]any{"type": "static", "spec": map[string]any{"runtimes": []map[string]any{
+			{"host": h.url, "slots": h.slots, "data_dir": "/mnt/data"},
+		}}}
+	}
+	writeSet := func(set map[string]any) {
+		t.Helper()
+		raw, err := json.Marshal(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.writeRaw(t, string(raw))
+	}
+	writeSet(map[string]any{"pool": static(a), "spare": static(b)})
+	agent := e.startAgent("--default-provisioner", "pool")
+
+	kept := e.create("--name", "kept", "--owner", "team", "--provisioner", "spare", "--arg", "slots=1", "--wait")
+	before := e.get(kept)
+	if before.Config["host"] != b.url {
+		t.Fatalf("runtime of spare has config %v, want spare's host b", before.Config)
+	}
+
+	// spare removed: its runtime is kept as it is.
+	writeSet(map[string]any{"pool": static(a)})
+	e.eventually("the agent reloads the set without spare", 20*time.Second, func() (bool, string) {
+		return strings.Contains(agent.logs.String(), `msg="provisioners removed from the set`), "no removal in the log yet"
+	})
+	removal := lineWith(agent.logs.String(), "provisioners removed from the set")
+	if !strings.Contains(removal, "level=WARN") || !strings.Contains(removal, "provisioners=[spare]") ||
+		!strings.Contains(removal, "not deprovisioned") {
+		t.Errorf("removal log line = %q, want a warning naming spare and saying its resources are kept", removal)
+	}
+	late := e.create("--name", "late", "--owner", "team", "--provisioner", "spare", "--arg", "slots=1")
+	failed := e.WaitResource(late, "failed: its provisioner is not in the set", 30*time.Second, func(r resourceJSON) bool {
+		return r.Status == "error"
+	})
+	if !strings.Contains(failed.StatusMessage, `provisioner "spare" is not in the provisioner set (known: pool)`) {
+		t.Errorf("failed runtime's status message = %q, want it to name the missing provisioner", failed.StatusMessage)
+	}
+	// The health checker runs every second: give it a few rounds to (not) touch the runtime.
+	e.eventually("health checks run with spare gone", 20*time.Second, func() (bool, string) {
+		return strings.Count(agent.logs.String(), "its provisioner is not in the provisioner set") >= 3, "fewer than three skipped checks in the log"
+	})
+	if r := e.get(kept); r.Status != "ready" || r.Generation != before.Generation || r.Config["host"] != b.url {
+		t.Errorf("runtime of the removed provisioner changed: status %s, generation %d, config %v", r.Status, r.Generation, r.Config)
+	}
+	if n := e.queryInt("SELECT count(*) FROM slot_reservations WHERE resource_id = $1 AND host = $2", kept, b.url); n != 1 {
+		t.Errorf("runtime of the removed provisioner holds %d reservations on b, want its one", n)
+	}
+	if strings.Contains(agent.logs.String(), "msg=deprovisioning") {
+		t.Errorf("the agent deprovisioned something while spare was gone; log:\n%s", agent.logs.String())
+	}
+
+	// spare back, with the same spec: both runtimes are reconciled, the failed one for good.
+	writeSet(map[string]any{"pool": static(a), "spare": static(b)})
+	back := e.WaitResource(late, "ready once spare is back", 30*time.Second, func(r resourceJSON) bool {
+		return r.Status == "ready" && r.ObservedGeneration == r.Generation
+	})
+	if back.Config["host"] != b.url {
+		t.Errorf("runtime retried after spare came back has config %v, want spare's host b", back.Config)
+	}
+	again := e.WaitResource(kept, "reconciled once spare is back", 30*time.Second, func(r resourceJSON) bool {
+		return r.Status == "ready" && r.Generation == before.Generation+1 && r.ObservedGeneration == r.Generation
+	})
+	if again.Config["host"] != b.url {
+		t.Errorf("runtime kept while spare was gone moved to %v, want it to stay on b", again.Config["host"])
+	}
+	if !strings.Contains(lineWith(agent.logs.String(), "resources scheduled for reconcile"), "provisioner=spare resources=2") {
+		t.Errorf("putting spare back did not schedule its two runtimes; log:\n%s", agent.logs.String())
+	}
+	e.assertNoOverfill()
+	agent.stop(t)
+}
+
 // addHost starts another runtime host, not yet in the provisioner set.
 func (e *env) addHost(t *testing.T, name string, slots int) *runtimeHost {
 	t.Helper()

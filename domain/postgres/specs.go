@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -11,9 +12,9 @@ import (
 )
 
 // ApplyProvisionerSpec records the provisioner's spec fingerprint and, when it differs from
-// the one recorded before, moves the provisioner's resources to a new generation. The row
-// lock on provisioner_specs serialises agents that start with the same new spec, so only
-// one of them bumps.
+// the one recorded before (or it was recorded absent), moves the provisioner's resources to
+// a new generation. The row lock on provisioner_specs serialises agents that start with the
+// same new spec, so only one of them bumps.
 func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerprint string) (int64, error) {
 	switch {
 	case provisioner == "":
@@ -58,4 +59,26 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 		return 0, fmt.Errorf("apply the spec of provisioner %q: %w", provisioner, err)
 	}
 	return bumped, nil
+}
+
+// MarkProvisionersAbsent records every provisioner not in present as absent: its fingerprint
+// becomes the empty string, which no spec has, so putting it back bumps its resources. One
+// statement, so it takes the same row locks ApplyProvisionerSpec does.
+func (s *State) MarkProvisionersAbsent(ctx context.Context, present []string) ([]string, error) {
+	if present == nil {
+		present = []string{} // NULL would match nothing
+	}
+	rows, err := s.pool.Query(ctx, `
+		UPDATE provisioner_specs SET fingerprint = '', applied_at = now()
+		 WHERE fingerprint <> '' AND NOT (provisioner = ANY($1::text[]))
+		RETURNING provisioner`, present)
+	if err != nil {
+		return nil, fmt.Errorf("record the provisioners absent from the set: %w", err)
+	}
+	absent, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("record the provisioners absent from the set: %w", err)
+	}
+	slices.Sort(absent)
+	return absent, nil
 }

@@ -84,6 +84,8 @@ var tests = []struct {
 	{"ApplyProvisionerSpecBumpsOnlyOnChange", testApplyProvisionerSpecBumpsOnlyOnChange},
 	{"ApplyProvisionerSpecOnceForAgentsStartingTogether", testApplyProvisionerSpecOnceForAgentsStartingTogether},
 	{"ApplyProvisionerSpecNamesMissingFields", testApplyProvisionerSpecNamesMissingFields},
+	{"ProvisionerBackFromAbsentBumps", testProvisionerBackFromAbsentBumps},
+	{"MarkProvisionersAbsentSparesThePresent", testMarkProvisionersAbsentSparesThePresent},
 	{"RecordHealth", testRecordHealth},
 	{"RecordHealthLosesToArgsChangesAndDeletes", testRecordHealthLosesToArgsChangesAndDeletes},
 	{"EventsRecordEveryStatusChange", testEventsRecordEveryStatusChange},

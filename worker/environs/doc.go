@@ -24,6 +24,22 @@
 // started, so its dependents may start a reconcile at the old generation first; the store then
 // refuses that attempt's progress as stale and the provisioner reconciles the new generation.
 //
+// # Provisioners removed from the set
+//
+// After recording the fingerprints, the worker has the store mark every other provisioner
+// with a recorded spec as absent, and logs those it newly marked. Their resources are kept:
+// nothing is deprovisioned, and a ready one stays ready, since marking bumps nothing. A
+// reconcile of one of them meanwhile (a new resource naming the provisioner, an args change)
+// fails it permanently, as the provisioner worker cannot find the provisioner. An absent
+// provisioner's recorded fingerprint matches no spec, so putting it back, with the same spec
+// or another, moves all its resources to a new generation: the failed ones are retried and
+// the others get one idempotent reconcile, without anyone editing their args.
+//
+// Agents that share a database with different sets take turns: an agent without the
+// provisioner marks it absent when it starts, and the next start of an agent with it then
+// reconciles its resources once more. Each such pair of starts costs one idempotent
+// reconcile per resource, never a deprovision.
+//
 // Building the set for real can only fail where the provisioner-set worker's check of the same
 // set passed for reasons outside the spec (a template file removed in between): the worker
 // then fails, and the engine retries it with backoff.

@@ -146,7 +146,9 @@ func (w *Worker) run() error {
 }
 
 // applySpecs records every provisioner's fingerprint; the store moves the resources of a
-// provisioner whose spec changed to a new generation.
+// provisioner whose spec changed, or that is back after being absent, to a new generation.
+// Then it records every other provisioner as absent, so that putting one back retries the
+// resources that failed while it was missing.
 func (w *Worker) applySpecs(ctx context.Context) error {
 	for _, name := range w.set.Names() {
 		bumped, err := w.config.Specs.ApplyProvisionerSpec(ctx, name, w.fingerprints[name])
@@ -159,6 +161,14 @@ func (w *Worker) applySpecs(ctx context.Context) error {
 			continue
 		}
 		w.config.Logger.Debug("provisioner spec recorded", "provisioner", name, "fingerprint", w.fingerprints[name])
+	}
+	absent, err := w.config.Specs.MarkProvisionersAbsent(ctx, w.set.Names())
+	if err != nil {
+		return fmt.Errorf("record the provisioners that are not in the set: %w", err)
+	}
+	if len(absent) > 0 {
+		w.config.Logger.Warn("provisioners removed from the set: their resources are kept, not deprovisioned, "+
+			"and are reconciled once the provisioner is back", "provisioners", absent)
 	}
 	return nil
 }

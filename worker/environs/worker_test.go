@@ -96,6 +96,41 @@ func (s *workerSuite) TestRecordsEveryProvisionersFingerprint(c *gc.C) {
 	c.Check(report["pool"], gc.DeepEquals, map[string]any{"type": "fake", "fingerprint": sha(poolJSON)})
 }
 
+func (s *workerSuite) TestMarksTheProvisionersOutsideTheSetAbsent(c *gc.C) {
+	s.specs.absent = []string{"gone", "old"}
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	mark := s.specs.waitMark(c)
+	c.Check(mark.present, gc.DeepEquals, []string{"other", "pool"})
+	// After every spec is applied: a provisioner back in the set must see its absence to
+	// reconcile its resources, so it cannot be marked present again first.
+	c.Check(mark.appliedFirst, gc.Equals, 2)
+	line := s.logs.wait(c, `level=WARN`, `msg="provisioners removed from the set`)
+	c.Check(line, gc.Matches, `.*their resources are kept, not deprovisioned, and are reconciled once the provisioner is back.* provisioners="\[gone old\]"`)
+	workertest.CheckAlive(c, w)
+}
+
+func (s *workerSuite) TestNoProvisionerAbsentLogsNothing(c *gc.C) {
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	s.specs.waitMark(c)
+	workertest.CleanKill(c, w)
+	close(s.logs.lines)
+	for line := range s.logs.lines {
+		c.Check(strings.Contains(line, "removed from the set"), gc.Equals, false, gc.Commentf("%s", line))
+	}
+}
+
+func (s *workerSuite) TestMarkingAbsentFailureStopsTheWorker(c *gc.C) {
+	s.specs.markErr = errors.New("connection refused")
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	err = workertest.CheckKilled(c, w)
+	c.Check(err, gc.ErrorMatches, `record the provisioners that are not in the set: connection refused`)
+	c.Check(s.builder.closed(), gc.Equals, 2)
+}
+
 func (s *workerSuite) TestFingerprintsAreStableAcrossLayouts(c *gc.C) {
 	w, err := environs.NewWorker(s.config())
 	c.Assert(err, gc.IsNil)
@@ -240,24 +275,59 @@ func (f *fakeSource) Current() ([]byte, <-chan struct{}) { return f.data, f.chan
 
 type applied struct{ provisioner, fingerprint string }
 
-// fakeSpecs records ApplyProvisionerSpec calls and answers with bump[provisioner].
+// fakeSpecs records ApplyProvisionerSpec calls and answers with bump[provisioner], and
+// MarkProvisionersAbsent calls, answering with absent.
 type fakeSpecs struct {
-	bump  map[string]int64
-	err   error
-	calls chan applied
-	seen  []applied
+	bump    map[string]int64
+	err     error
+	absent  []string
+	markErr error
+	calls   chan applied
+	seen    []applied
+	marks   chan marked
+
+	mu      sync.Mutex
+	applies int
+}
+
+// marked is a MarkProvisionersAbsent call and how many ApplyProvisionerSpec calls came first.
+type marked struct {
+	present      []string
+	appliedFirst int
 }
 
 func newFakeSpecs() *fakeSpecs {
-	return &fakeSpecs{bump: map[string]int64{}, calls: make(chan applied, 100)}
+	return &fakeSpecs{bump: map[string]int64{}, calls: make(chan applied, 100), marks: make(chan marked, 100)}
 }
 
 func (f *fakeSpecs) ApplyProvisionerSpec(_ context.Context, provisioner, fingerprint string) (int64, error) {
 	if f.err != nil {
 		return 0, f.err
 	}
+	f.mu.Lock()
+	f.applies++
+	f.mu.Unlock()
 	f.calls <- applied{provisioner, fingerprint}
 	return f.bump[provisioner], nil
+}
+
+func (f *fakeSpecs) MarkProvisionersAbsent(_ context.Context, present []string) ([]string, error) {
+	f.mu.Lock()
+	m := marked{present: present, appliedFirst: f.applies}
+	f.mu.Unlock()
+	f.marks <- m
+	return f.absent, f.markErr
+}
+
+// waitMark returns the next MarkProvisionersAbsent call.
+func (f *fakeSpecs) waitMark(c *gc.C) marked {
+	select {
+	case m := <-f.marks:
+		return m
+	case <-time.After(longWait):
+		c.Fatalf("MarkProvisionersAbsent was not called")
+		return marked{}
+	}
 }
 
 // wait returns every call so far once there are n.
@@ -279,6 +349,10 @@ type fakeState struct{ domain.State }
 
 func (fakeState) ApplyProvisionerSpec(context.Context, string, string) (int64, error) {
 	return 0, nil
+}
+
+func (fakeState) MarkProvisionersAbsent(context.Context, []string) ([]string, error) {
+	return nil, nil
 }
 
 // logLines collects the worker's log lines (text format) for the test to wait on.
