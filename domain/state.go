@@ -217,8 +217,9 @@ type ProvisionerSpecStore interface {
 	// ApplyProvisionerSpec records fingerprint as the provisioner's current spec. When a
 	// different fingerprint was recorded before, every resource pinned to the provisioner that
 	// is not being deleted gets its generation bumped (which writes a change-log entry), so
-	// the agent reconciles it onto the new spec; it returns how many. The first fingerprint
-	// recorded for a provisioner, or the same one again, bumps nothing. Recording and bumping
+	// the agent reconciles it onto the new spec; it returns how many. The same fingerprint
+	// again bumps nothing; the first one recorded for a provisioner bumps only its resources
+	// in error (they failed because no agent knew the provisioner). Recording and bumping
 	// are one transaction. A provisioner recorded absent (MarkProvisionersAbsent) differs
 	// from every fingerprint, so putting it back bumps its resources.
 	ApplyProvisionerSpec(ctx context.Context, provisioner, fingerprint string) (int64, error)

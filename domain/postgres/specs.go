@@ -24,9 +24,15 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 	}
 	var bumped int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `
+		inserted, err := tx.Exec(ctx, `
 			INSERT INTO provisioner_specs (provisioner, fingerprint) VALUES ($1, $2)
-			ON CONFLICT (provisioner) DO NOTHING`, provisioner, fingerprint); err != nil {
+			ON CONFLICT (provisioner) DO NOTHING`, provisioner, fingerprint)
+		if err != nil {
+			return err
+		}
+		if inserted.RowsAffected() == 1 {
+			tag, err := tx.Exec(ctx, retryFailedSQL, provisioner)
+			bumped = tag.RowsAffected()
 			return err
 		}
 		var previous string
@@ -60,6 +66,13 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 	}
 	return bumped, nil
 }
+
+// retryFailedSQL moves the failed resources of a provisioner seen for the first time to a new
+// generation: they failed because no agent knew it, and now one does.
+const retryFailedSQL = `
+	UPDATE resources
+	   SET generation = generation + 1, attempts = 0, next_attempt_at = NULL, last_error = ''
+	 WHERE provisioner = $1 AND status = 'error'`
 
 // MarkProvisionersAbsent records every provisioner not in present as absent: its fingerprint
 // becomes the empty string, which no spec has, so putting it back bumps its resources. One

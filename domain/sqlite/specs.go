@@ -23,9 +23,22 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 	}
 	var bumped int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `
+		inserted, err := tx.ExecContext(ctx, `
 			INSERT INTO provisioner_specs (provisioner, fingerprint) VALUES ($1, $2)
-			ON CONFLICT (provisioner) DO NOTHING`, provisioner, fingerprint); err != nil {
+			ON CONFLICT (provisioner) DO NOTHING`, provisioner, fingerprint)
+		if err != nil {
+			return err
+		}
+		first, err := inserted.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if first == 1 {
+			res, err := tx.ExecContext(ctx, retryFailedSQL, provisioner)
+			if err != nil {
+				return err
+			}
+			bumped, err = res.RowsAffected()
 			return err
 		}
 		var previous string
@@ -56,6 +69,13 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 	}
 	return bumped, nil
 }
+
+// retryFailedSQL moves the failed resources of a provisioner seen for the first time to a new
+// generation: they failed because no agent knew it, and now one does.
+const retryFailedSQL = `
+	UPDATE resources
+	   SET generation = generation + 1, attempts = 0, next_attempt_at = NULL, last_error = ''
+	 WHERE provisioner = $1 AND status = 'error'`
 
 // MarkProvisionersAbsent records every provisioner not in present as absent: its fingerprint
 // becomes the empty string, which no spec has, so putting it back bumps its resources.

@@ -32,9 +32,15 @@ func testApplyProvisionerSpecBumpsOnlyOnChange(t *testing.T, b *Backend) {
 		return n
 	}
 
-	if n := apply("v1"); n != 0 {
-		t.Fatalf("first fingerprint bumped %d resources, want 0", n)
+	// The first fingerprint of a provisioner retries only what failed for want of it.
+	if n := apply("v1"); n != 1 {
+		t.Fatalf("first fingerprint bumped %d resources, want 1 (the failed one)", n)
 	}
+	if f := mustGet(t, b, failing.ID); f.Generation != 2 || f.Attempts != 0 || f.LastError != "" {
+		t.Fatalf("failed resource after its provisioner's first spec: generation %d, attempts %d, last error %q; want 2, 0, \"\"",
+			f.Generation, f.Attempts, f.LastError)
+	}
+	mustExec(t, b, `UPDATE resources SET status = 'error', attempts = 3, last_error = 'boom' WHERE id = $1`, failing.ID)
 	if n := apply("v1"); n != 0 {
 		t.Fatalf("same fingerprint bumped %d resources, want 0", n)
 	}
@@ -124,9 +130,6 @@ func testProvisionerBackFromAbsentBumps(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	ready := provisioned(t, b, "web")
 	mustExec(t, b, `UPDATE resources SET provisioner = 'pool' WHERE id = $1`, ready.ID)
-	failed := mustCreate(t, b, runtime("failed"))
-	mustExec(t, b, `UPDATE resources SET provisioner = 'pool', status = 'error', attempts = 1,
-		last_error = 'provisioner "pool" is not in the provisioner set' WHERE id = $1`, failed.ID)
 	leaving := mustCreate(t, b, runtime("leaving"))
 	mustExec(t, b, `UPDATE resources SET provisioner = 'pool' WHERE id = $1`, leaving.ID)
 	if _, err := b.RequestDelete(ctx, leaving.ID); err != nil {
@@ -141,6 +144,10 @@ func testProvisionerBackFromAbsentBumps(t *testing.T, b *Backend) {
 		return n
 	}
 	apply("pool", "v1")
+	// It fails while its provisioner is missing from the set.
+	failed := mustCreate(t, b, runtime("failed"))
+	mustExec(t, b, `UPDATE resources SET provisioner = 'pool', status = 'error', attempts = 1,
+		last_error = 'provisioner "pool" is not in the provisioner set' WHERE id = $1`, failed.ID)
 	seq := latestSeq(t, b)
 
 	absent, err := b.MarkProvisionersAbsent(ctx, []string{"other"})
