@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -91,6 +92,10 @@ type ProgressUpdate struct {
 	Attempts      int
 	NextAttemptAt *time.Time // nil: no retry scheduled
 	LastError     string
+
+	// ReleaseLease gives up holder's lease in the same write, as ReleaseResource would after
+	// it: for the last record of an attempt. When the update is refused the lease is kept.
+	ReleaseLease bool
 }
 
 // ReconcileStore is the agent side of the resources table.
@@ -104,12 +109,40 @@ type ReconcileStore interface {
 	// LeaseHeldError's expiry) while another holder's lease is live. Claiming one's own lease
 	// again succeeds, so an agent restarted under the same identity resumes at once.
 	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (Resource, error)
+	// ClaimAndStart is ClaimResource that, in the same write, also records the start of
+	// provisioning of a resource nothing has been done to since it was created (or since its
+	// args changed while it was pending): when the claimed row is pending with an empty
+	// status message and no retry scheduled, names start.Provisioner or no provisioner, and
+	// is of one of start.Types, its status becomes provisioning with the message
+	// ProvisioningMessage(generation) and start.Provisioner is pinned; attempts and
+	// last_error are kept. That is the RecordProgress the agent makes when it starts
+	// provisioning such a row, and it is recorded the same way (history included). started
+	// says whether it was; otherwise the row is only claimed.
+	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start ProvisioningStart) (r Resource, started bool, err error)
 	// ReleaseResource gives up holder's lease (no-op when not held).
 	ReleaseResource(ctx context.Context, id, holder string) error
-	// RecordProgress applies u while holder holds the lease and returns the new row.
+	// RecordProgress applies u while holder holds the lease and returns the new row (and
+	// releases the lease when u.ReleaseLease says so).
 	RecordProgress(ctx context.Context, id, holder string, u ProgressUpdate) (Resource, error)
 	// FinalizeDelete removes a deleting resource's row once its environ has let go of it.
 	FinalizeDelete(ctx context.Context, id, holder string) error
+}
+
+// ProvisioningStart says which claimed resources ClaimAndStart starts provisioning: those the
+// agent's default provisioner provisions.
+type ProvisioningStart struct {
+	Provisioner string         // the default provisioner's name, pinned on a row naming none; required
+	Types       []ResourceType // the resource types it provisions
+}
+
+// ProvisioningMessagePrefix starts the status message of a resource whose provisioning
+// started; the generation follows (ProvisioningMessage).
+const ProvisioningMessagePrefix = "provisioning generation "
+
+// ProvisioningMessage is the status message of a resource whose provisioning at generation
+// started.
+func ProvisioningMessage(generation int64) string {
+	return ProvisioningMessagePrefix + strconv.FormatInt(generation, 10)
 }
 
 // LeaseHeldError says who holds a resource's lease and until when.

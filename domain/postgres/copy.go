@@ -34,9 +34,10 @@ func (s *State) Export(ctx context.Context, f func(storecopy.View) error) error 
 	})
 }
 
-// Import runs f in one transaction that holds the copied tables in EXCLUSIVE mode (others
-// may read them, not write) with their user triggers disabled. It needs the privileges of
-// the tables' owner (the user that ran berth migrate).
+// Import runs f in one transaction that holds the copied tables (and the slot usage derived
+// from the reservations) in EXCLUSIVE mode (others may read them, not write) with their user
+// triggers disabled, and recomputes the slot usage the reservations' trigger would have kept.
+// It needs the privileges of the tables' owner (the user that ran berth migrate).
 func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := checkCopySchema(ctx, tx); err != nil {
@@ -45,7 +46,7 @@ func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) er
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+importLockTimeout+`'`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `LOCK TABLE `+copiedTables()+` IN EXCLUSIVE MODE`); err != nil {
+		if _, err := tx.Exec(ctx, `LOCK TABLE `+copiedTables()+`, slot_host_usage, slot_owner_usage IN EXCLUSIVE MODE`); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
 				return fmt.Errorf("the database's tables stayed in use for %s: stop every agent and command using it, then try again", importLockTimeout)
@@ -64,6 +65,9 @@ func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) er
 		}
 		if err := f(copyImporter{copyView{tx: tx}}); err != nil {
 			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT berth_rebuild_slot_usage()`); err != nil {
+			return fmt.Errorf("recompute the slot usage from the copied reservations: %w", err)
 		}
 		for _, t := range triggers {
 			if _, err := tx.Exec(ctx, `ALTER TABLE `+t.table.Sanitize()+` ENABLE `+t.mode+`TRIGGER `+t.name.Sanitize()); err != nil {

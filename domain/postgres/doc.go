@@ -25,6 +25,8 @@
 //     status changes are health events and its message-only changes are not recorded.
 //     Events have no foreign key and outlive a deleted resource until PruneEvents.
 //   - Leaving the unhealthy status, by any writer, clears unhealthy_since.
+//   - Every INSERT, UPDATE and DELETE of slot_reservations keeps slot_host_usage (slots
+//     reserved per host) and slot_owner_usage (reservations per owner and host) in step.
 //
 // # Leases
 //
@@ -33,10 +35,17 @@
 // RecordProgress and FinalizeDelete apply only while the lease is live and the row is still
 // at the generation the reconcile read, so a slow or partitioned agent cannot overwrite the
 // work of the one that took over, nor resurrect a resource whose args or deletion moved on.
+// To save round trips, ClaimAndStart also records the start of provisioning of an untouched
+// row in the claim's statement (deciding on the row as locked), and a RecordProgress with
+// ReleaseLease clears the lease in the record's statement.
 //
 // # Slots
 //
 // ReserveSlots serialises reservations per provisioner with a transaction-scoped advisory
 // lock, so the host choice (made by the caller's PickHost inside the transaction) always sees
-// every committed reservation and no host is ever overfilled, by one agent or several.
+// every committed reservation and no host is ever overfilled, by one agent or several. The
+// usage it shows PickHost is read from slot_host_usage and slot_owner_usage (one row per
+// host), not added up from the reservations, and the transaction takes two pipelined round
+// trips (open, lock and read; write and commit), so the lock is held briefly whatever the
+// number of reservations.
 package postgres

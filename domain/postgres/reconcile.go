@@ -40,34 +40,85 @@ const claimAttempts = 3
 
 // ClaimResource takes or renews holder's lease on the resource for ttl (database clock).
 func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error) {
+	r, _, err := s.claim(ctx, id, holder, ttl, nil)
+	return r, err
+}
+
+// ClaimAndStart takes or renews holder's lease like ClaimResource and, in the same statement,
+// starts provisioning a row nothing has been done to yet (see domain.ReconcileStore). The row
+// is locked first and the start decided on the version locked, so a change committed
+// meanwhile (a delete request, new args) is what the decision sees.
+func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error) {
+	if err := backend.CheckStart(id, start); err != nil {
+		return domain.Resource{}, false, err
+	}
+	return s.claim(ctx, id, holder, ttl, &start)
+}
+
+// claim is ClaimResource, and ClaimAndStart when start is set.
+func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Resource, bool, error) {
 	uid, err := parseID(id)
 	if err != nil {
-		return domain.Resource{}, err
+		return domain.Resource{}, false, err
 	}
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
-		return domain.Resource{}, err
+		return domain.Resource{}, false, err
 	}
 	for attempt := 0; ; attempt++ {
-		r, err := scanResource(s.pool.QueryRow(ctx, `
-			UPDATE resources
-			   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second'
-			 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
-			RETURNING `+resourceColumns, uid, holder, ttl.Seconds()))
+		var (
+			r       domain.Resource
+			started bool
+		)
+		if start == nil {
+			r, err = scanResource(s.pool.QueryRow(ctx, `
+				UPDATE resources
+				   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second'
+				 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
+				RETURNING `+resourceColumns, uid, holder, ttl.Seconds()))
+		} else {
+			r, err = scanResource(rowWith{s.pool.QueryRow(ctx, `
+				WITH claimed AS (
+					SELECT id AS claimed_id,
+					       status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
+					       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start
+					  FROM resources
+					 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
+					   FOR UPDATE
+				)
+				UPDATE resources
+				   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second',
+				       status = CASE WHEN start THEN 'provisioning' ELSE status END,
+				       status_message = CASE WHEN start THEN $6 || generation ELSE status_message END,
+				       provisioner = CASE WHEN start THEN $4 ELSE provisioner END
+				  FROM claimed
+				 WHERE id = claimed_id
+				RETURNING `+resourceColumns+`, start`,
+				uid, holder, ttl.Seconds(), start.Provisioner, backend.StartTypes(*start), domain.ProvisioningMessagePrefix,
+			), []any{&started}})
+		}
 		if err == nil {
-			return r, nil
+			return r, started, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, err)
+			return domain.Resource{}, false, fmt.Errorf("claim resource %s: %w", id, err)
 		}
 		l, err := s.readLease(ctx, uid)
 		if err != nil {
-			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, err)
+			return domain.Resource{}, false, fmt.Errorf("claim resource %s: %w", id, err)
 		}
 		if (l.Live && l.Holder != holder) || attempt+1 == claimAttempts {
-			return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, l.HeldError())
+			return domain.Resource{}, false, fmt.Errorf("claim resource %s: %w", id, l.HeldError())
 		}
 	}
 }
+
+// rowWith is a row whose last columns, after those its scanner reads, go into extra.
+type rowWith struct {
+	pgx.Row
+	extra []any
+}
+
+func (r rowWith) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
 // ReleaseResource clears holder's lease; it does nothing when holder does not hold it.
 func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
@@ -87,6 +138,7 @@ func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
 // RecordProgress applies u while holder's lease is live, the row is at u.Generation and not
 // being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
 // row's provisioner is unset or already the same; a client's different choice gives ErrStale.
+// With u.ReleaseLease the same statement clears the lease.
 func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error) {
 	uid, err := parseID(id)
 	if err != nil {
@@ -103,7 +155,9 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 		       attempts = $10,
 		       next_attempt_at = $11,
 		       last_error = $12,
-		       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, now()) ELSE ready_at END
+		       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, now()) ELSE ready_at END,
+		       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
+		       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
 		 WHERE id = $1
 		   AND lease_holder = $2 AND lease_expires_at >= now()
 		   AND generation = $3
@@ -112,7 +166,7 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 		RETURNING `+resourceColumns,
 		uid, holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
-		u.Attempts, u.NextAttemptAt, u.LastError))
+		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease))
 	if err == nil {
 		return r, nil
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/internal/backend"
@@ -15,6 +17,11 @@ import (
 // one provisioner are serialised by a transaction-scoped advisory lock, so pick always sees
 // every committed reservation. Errors from pick are returned wrapped (errors.Is still sees
 // domain.ErrNoCapacity).
+//
+// It takes two round trips, so the lock is held for little more than one: the first opens
+// the transaction, takes the lock and reads the resource's reservation and the usage of the
+// provisioner's hosts (one row per host, from slot_host_usage and slot_owner_usage, which
+// the reservations' trigger keeps); the second writes the reservation and commits.
 func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
 	if err := backend.CheckSlotRequest(req); err != nil {
 		return domain.Reservation{}, err
@@ -23,33 +30,60 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 	if err != nil {
 		return domain.Reservation{}, err
 	}
-	var out domain.Reservation
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, req.Provisioner); err != nil {
-			return fmt.Errorf("lock the provisioner's reservations: %w", err)
-		}
-		existing, err := scanReservation(tx.QueryRow(ctx, `
-			SELECT provisioner, resource_id::text, owner, host, slots
-			  FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, req.Provisioner, uid))
-		var current *domain.Reservation
+	out, err := s.reserveSlots(ctx, req, uid, pick)
+	if err != nil {
+		return domain.Reservation{}, fmt.Errorf("reserve %d slots of %s for resource %s: %w", req.Slots, req.Provisioner, req.ResourceID, err)
+	}
+	return out, nil
+}
+
+func (s *State) reserveSlots(ctx context.Context, req domain.SlotRequest, uid pgtype.UUID, pick domain.PickHost) (domain.Reservation, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return domain.Reservation{}, err
+	}
+	defer conn.Release()
+	out, err := reserveOn(ctx, conn.Conn(), req, uid, pick)
+	if err != nil {
+		rollback(conn.Conn())
+	}
+	return out, err
+}
+
+// reserveOn runs ReserveSlots's transaction on conn; on an error the caller rolls it back.
+func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid pgtype.UUID, pick domain.PickHost) (domain.Reservation, error) {
+	var (
+		existing domain.Reservation
+		found    bool
+		usage    []domain.HostUsage
+	)
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, req.Provisioner)
+	b.Queue(`
+		SELECT provisioner, resource_id::text, owner, host, slots
+		  FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, req.Provisioner, uid,
+	).QueryRow(func(row pgx.Row) error {
+		var err error
+		existing, err = scanReservation(row)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
+			return nil
 		case err != nil:
 			return fmt.Errorf("read the current reservation: %w", err)
-		case existing.Slots == req.Slots:
-			out = existing
-			return nil
-		default:
-			current = &existing
 		}
-		rows, err := tx.Query(ctx, `
-			SELECT host, sum(slots)::int, (count(*) FILTER (WHERE owner = $2 AND resource_id <> $3))::int
-			  FROM slot_reservations WHERE provisioner = $1
-			 GROUP BY host ORDER BY host`, req.Provisioner, req.Owner, uid)
-		if err != nil {
-			return fmt.Errorf("read host usage: %w", err)
-		}
-		usage, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.HostUsage, error) {
+		found = true
+		return nil
+	})
+	b.Queue(`
+		SELECT h.host, h.slots, coalesce(o.resources, 0)
+		  FROM slot_host_usage h
+		  LEFT JOIN slot_owner_usage o ON o.provisioner = h.provisioner AND o.owner = $2 AND o.host = h.host
+		 WHERE h.provisioner = $1
+		 ORDER BY h.host`, req.Provisioner, req.Owner,
+	).Query(func(rows pgx.Rows) error {
+		var err error
+		usage, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.HostUsage, error) {
 			var u domain.HostUsage
 			err := row.Scan(&u.Host, &u.UsedSlots, &u.OwnerResources)
 			return u, err
@@ -57,29 +91,77 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 		if err != nil {
 			return fmt.Errorf("read host usage: %w", err)
 		}
-		host, err := pick(req, current, usage)
-		if err != nil {
-			return err
+		return nil
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return domain.Reservation{}, err
+	}
+	if found && existing.Slots == req.Slots {
+		if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
+			return domain.Reservation{}, err
 		}
-		if host == "" {
-			return fmt.Errorf("the host picker chose no host")
-		}
-		out, err = scanReservation(tx.QueryRow(ctx, `
-			INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (provisioner, resource_id) DO UPDATE
-			   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
-			RETURNING provisioner, resource_id::text, owner, host, slots`,
-			req.Provisioner, uid, req.Owner, host, req.Slots))
-		if err != nil {
+		return existing, nil
+	}
+	var current *domain.Reservation
+	if found {
+		current = &existing
+		discountOwn(usage, existing, req.Owner)
+	}
+	host, err := pick(req, current, usage)
+	if err != nil {
+		return domain.Reservation{}, err
+	}
+	if host == "" {
+		return domain.Reservation{}, fmt.Errorf("the host picker chose no host")
+	}
+	var out domain.Reservation
+	b = &pgx.Batch{}
+	b.Queue(`
+		INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (provisioner, resource_id) DO UPDATE
+		   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
+		RETURNING provisioner, resource_id::text, owner, host, slots`,
+		req.Provisioner, uid, req.Owner, host, req.Slots,
+	).QueryRow(func(row pgx.Row) error {
+		var err error
+		if out, err = scanReservation(row); err != nil {
 			return fmt.Errorf("record the reservation on %s: %w", host, describeDBError(err))
 		}
 		return nil
 	})
-	if err != nil {
-		return domain.Reservation{}, fmt.Errorf("reserve %d slots of %s for resource %s: %w", req.Slots, req.Provisioner, req.ResourceID, err)
+	b.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return domain.Reservation{}, err
 	}
 	return out, nil
+}
+
+// discountOwn takes the resource's own reservation out of its owner's count on its host: pick
+// is shown how many of the owner's other resources each host holds.
+func discountOwn(usage []domain.HostUsage, own domain.Reservation, owner string) {
+	if own.Owner != owner {
+		return
+	}
+	for i := range usage {
+		if usage[i].Host == own.Host {
+			usage[i].OwnerResources--
+		}
+	}
+}
+
+// rollbackTimeout bounds the rollback of a failed reservation; a connection whose rollback
+// fails is closed by the pool, which ends the transaction too.
+const rollbackTimeout = 5 * time.Second
+
+// rollback ends the transaction open on conn, if any.
+func rollback(conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	_, _ = conn.Exec(ctx, `ROLLBACK`)
 }
 
 // ReleaseSlots removes the resource's reservation; a missing one is not an error.

@@ -33,7 +33,8 @@ func (s *State) Export(ctx context.Context, f func(storecopy.View) error) error 
 }
 
 // Import runs f in one write transaction (which holds the file's write lock) with the copied
-// tables' triggers dropped, and creates them again before committing.
+// tables' triggers dropped, recomputes the slot usage the reservations' triggers would have
+// kept, and creates the triggers again before committing.
 func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := checkCopySchema(ctx, tx); err != nil {
@@ -50,6 +51,9 @@ func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) er
 		}
 		if err := f(copyImporter{copyView{tx: tx}}); err != nil {
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, rebuildSlotUsage); err != nil {
+			return fmt.Errorf("recompute the slot usage from the copied reservations: %w", err)
 		}
 		for _, t := range triggers {
 			if _, err := tx.ExecContext(ctx, t.sql); err != nil {

@@ -12,8 +12,8 @@
 // SQL (the sqlite3 shell, a script) gets the behaviour the CLI gets: an args change bumps
 // generation and resets the retry bookkeeping, desired-state changes are logged to
 // change_log, a DELETE becomes a delete request, a started resource keeps its provisioner,
-// status changes are recorded as events, and times written in any form SQLite reads are
-// stored in the one sortable form. What PostgreSQL does with SET LOCAL berth.* (the agent's
+// status changes are recorded as events, slot reservations keep the slot usage tables in
+// step, and times written in any form SQLite reads are stored in the one sortable form. What PostgreSQL does with SET LOCAL berth.* (the agent's
 // finalizing delete, a health check's writes) is done with a row in write_intents.
 //
 // # Connections

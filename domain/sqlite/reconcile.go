@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -38,14 +39,39 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attenti
 
 // ClaimResource takes or renews holder's lease on the resource for ttl (database clock).
 func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error) {
+	r, _, err := s.claim(ctx, id, holder, ttl, nil)
+	return r, err
+}
+
+// ClaimAndStart takes or renews holder's lease like ClaimResource and, in the same
+// transaction, starts provisioning a row nothing has been done to yet (see
+// domain.ReconcileStore).
+func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error) {
+	if err := backend.CheckStart(id, start); err != nil {
+		return domain.Resource{}, false, err
+	}
+	return s.claim(ctx, id, holder, ttl, &start)
+}
+
+// claim is ClaimResource, and ClaimAndStart when start is set.
+func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Resource, bool, error) {
 	uid, err := parseID(id)
 	if err != nil {
-		return domain.Resource{}, err
+		return domain.Resource{}, false, err
 	}
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
-		return domain.Resource{}, err
+		return domain.Resource{}, false, err
 	}
-	var r domain.Resource
+	var types []byte
+	if start != nil {
+		if types, err = json.Marshal(backend.StartTypes(*start)); err != nil {
+			return domain.Resource{}, false, err
+		}
+	}
+	var (
+		r       domain.Resource
+		started bool
+	)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources
@@ -65,13 +91,30 @@ func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.D
 			}
 			return l.HeldError()
 		}
+		if start != nil {
+			res, err := tx.ExecContext(ctx, `
+				UPDATE resources
+				   SET status = 'provisioning', status_message = $4 || generation, provisioner = $2
+				 WHERE id = $1
+				   AND status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
+				   AND provisioner IN ('', $2) AND type IN (SELECT value FROM json_each($3))`,
+				uid, start.Provisioner, string(types), domain.ProvisioningMessagePrefix)
+			if err != nil {
+				return describeDBError(err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			started = n == 1
+		}
 		r, err = readResource(ctx, tx, uid)
 		return err
 	})
 	if err != nil {
-		return domain.Resource{}, fmt.Errorf("claim resource %s: %w", id, err)
+		return domain.Resource{}, false, fmt.Errorf("claim resource %s: %w", id, err)
 	}
-	return r, nil
+	return r, started, nil
 }
 
 // ReleaseResource clears holder's lease; it does nothing when holder does not hold it.
@@ -91,6 +134,7 @@ func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
 // RecordProgress applies u while holder's lease is live, the row is at u.Generation and not
 // being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
 // row's provisioner is unset or already the same; a client's different choice gives ErrStale.
+// With u.ReleaseLease the same statement clears the lease.
 func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error) {
 	uid, err := parseID(id)
 	if err != nil {
@@ -117,7 +161,9 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 			       attempts = $10,
 			       next_attempt_at = $11,
 			       last_error = $12,
-			       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, `+nowSQL+`) ELSE ready_at END
+			       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, `+nowSQL+`) ELSE ready_at END,
+			       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
+			       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
 			 WHERE id = $1
 			   AND lease_holder = $2 AND lease_expires_at >= `+nowSQL+`
 			   AND generation = $3
@@ -125,7 +171,7 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 			   AND ($6 = '' OR provisioner IN ('', $6))`,
 			uid, holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 			state, config, u.ObservedGeneration,
-			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError)
+			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError, u.ReleaseLease)
 		if err != nil {
 			return describeDBError(err)
 		}

@@ -39,9 +39,12 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 		default:
 			current = &existing
 		}
-		usage, err := hostUsage(ctx, tx, req, uid)
+		usage, err := hostUsage(ctx, tx, req)
 		if err != nil {
 			return fmt.Errorf("read host usage: %w", err)
+		}
+		if current != nil {
+			discountOwn(usage, existing, req.Owner)
 		}
 		host, err := pick(req, current, usage)
 		if err != nil {
@@ -67,12 +70,15 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 	return out, nil
 }
 
-// hostUsage is the committed usage of every host of the provisioner, by host.
-func hostUsage(ctx context.Context, tx *sql.Tx, req domain.SlotRequest, uid string) ([]domain.HostUsage, error) {
+// hostUsage is the committed usage of every host of the provisioner, by host: one row per
+// host, from the tables the reservations' triggers keep.
+func hostUsage(ctx context.Context, tx *sql.Tx, req domain.SlotRequest) ([]domain.HostUsage, error) {
 	rows, err := tx.QueryContext(ctx, `
-		SELECT host, sum(slots), sum(CASE WHEN owner = $2 AND resource_id <> $3 THEN 1 ELSE 0 END)
-		  FROM slot_reservations WHERE provisioner = $1
-		 GROUP BY host ORDER BY host`, req.Provisioner, req.Owner, uid)
+		SELECT h.host, h.slots, coalesce(o.resources, 0)
+		  FROM slot_host_usage h
+		  LEFT JOIN slot_owner_usage o ON o.provisioner = h.provisioner AND o.owner = $2 AND o.host = h.host
+		 WHERE h.provisioner = $1
+		 ORDER BY h.host`, req.Provisioner, req.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +87,30 @@ func hostUsage(ctx context.Context, tx *sql.Tx, req domain.SlotRequest, uid stri
 		return u, err
 	})
 }
+
+// discountOwn takes the resource's own reservation out of its owner's count on its host: pick
+// is shown how many of the owner's other resources each host holds.
+func discountOwn(usage []domain.HostUsage, own domain.Reservation, owner string) {
+	if own.Owner != owner {
+		return
+	}
+	for i := range usage {
+		if usage[i].Host == own.Host {
+			usage[i].OwnerResources--
+		}
+	}
+}
+
+// rebuildSlotUsage recomputes slot_host_usage and slot_owner_usage from slot_reservations,
+// for a copy that wrote reservations with the triggers that keep them set aside (migration
+// 0004 computes them the same way).
+const rebuildSlotUsage = `
+	DELETE FROM slot_host_usage;
+	DELETE FROM slot_owner_usage;
+	INSERT INTO slot_host_usage (provisioner, host, slots)
+	SELECT provisioner, host, sum(slots) FROM slot_reservations GROUP BY provisioner, host;
+	INSERT INTO slot_owner_usage (provisioner, owner, host, resources)
+	SELECT provisioner, owner, host, count(*) FROM slot_reservations GROUP BY provisioner, owner, host;`
 
 // ReleaseSlots removes the resource's reservation; a missing one is not an error.
 func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string) error {

@@ -2,6 +2,8 @@ package statetest
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,6 +118,122 @@ func testLeaseContentionAndExpiry(t *testing.T, b *Backend) {
 	}
 }
 
+var runtimePool = domain.ProvisioningStart{Provisioner: "pool", Types: []domain.ResourceType{domain.ResourceTypeRuntime}}
+
+// ClaimAndStart on an untouched row leaves the row, and its history, as a claim followed by
+// the agent's record of the start of provisioning does.
+func testClaimAndStartRecordsWhatRecordProgressWould(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	fast := mustCreate(t, b, runtime("fast"))
+	slow := mustCreate(t, b, runtime("slow"))
+	pinned := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "pinned", Provisioner: "pool"})
+	changed := mustCreate(t, b, runtime("changed"))
+	if _, err := b.UpdateResourceArgs(ctx, changed.ID, map[string]any{"slots": 2}); err != nil {
+		t.Fatal(err)
+	}
+	seq := latestSeq(t, b)
+
+	for _, r := range []domain.Resource{fast, pinned, changed} {
+		got, started, err := b.ClaimAndStart(ctx, r.ID, "agent-a", ttl, runtimePool)
+		if err != nil || !started {
+			t.Fatalf("claim and start %s = %v, %v; want started", r.Name, started, err)
+		}
+		gen := mustGet(t, b, r.ID).Generation
+		if got.Status != domain.StatusProvisioning || got.StatusMessage != domain.ProvisioningMessage(gen) ||
+			got.Provisioner != "pool" || got.Generation != gen || got.Attempts != 0 || got.NextAttemptAt != nil {
+			t.Fatalf("%s after claim and start: %+v", r.Name, got)
+		}
+		_, err = b.ClaimResource(ctx, r.ID, "agent-b", ttl)
+		expectLeaseHeld(t, err, "agent-a")
+	}
+	if got := mustGet(t, b, changed.ID); got.StatusMessage != "provisioning generation 2" {
+		t.Fatalf("started after an args change: message %q, want it to name generation 2", got.StatusMessage)
+	}
+
+	if _, err := b.ClaimResource(ctx, slow.ID, "agent-a", ttl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RecordProgress(ctx, slow.ID, "agent-a", domain.ProgressUpdate{
+		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: domain.ProvisioningMessage(1), Provisioner: "pool",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a, c := mustGet(t, b, fast.ID), mustGet(t, b, slow.ID)
+	if a.Status != c.Status || a.StatusMessage != c.StatusMessage || a.Provisioner != c.Provisioner || a.Attempts != c.Attempts ||
+		a.LastError != c.LastError || (a.NextAttemptAt == nil) != (c.NextAttemptAt == nil) || a.ObservedGeneration != c.ObservedGeneration {
+		t.Fatalf("claim and start left %+v; claim and record left %+v", a, c)
+	}
+	history := func(id string) []string {
+		t.Helper()
+		events, err := b.ListEvents(ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]string, len(events))
+		for i, e := range events {
+			out[i] = fmt.Sprintf("%s %s %q", e.Kind, e.Status, e.Message)
+		}
+		return out
+	}
+	if hf, hs := history(fast.ID), history(slow.ID); !slices.Equal(hf, hs) || len(hf) != 2 {
+		t.Fatalf("history after claim and start: %v; after claim and record: %v", hf, hs)
+	}
+	if ids := changesSince(t, b, seq); len(ids) != 0 {
+		t.Fatalf("claim and start logged %v, want nothing", ids)
+	}
+}
+
+// A row that is not untouched, not the start's provisioner's or type, or leased by another
+// agent is only claimed (or refused), as ClaimResource would.
+func testClaimAndStartLeavesOtherRowsClaimedOnly(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	later := time.Now().Add(time.Hour)
+	rows := map[string]domain.Resource{
+		"clickhouse": mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeClickHouse, Name: "db", Owner: "alice"}),
+		"other":      mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "other", Provisioner: "elsewhere"}),
+		"retrying":   mustCreate(t, b, runtime("retrying")),
+		"waiting":    mustCreate(t, b, runtime("waiting")),
+		"failed":     mustCreate(t, b, runtime("failed")),
+		"ready":      mustCreate(t, b, runtime("ready")),
+		"deleting":   mustCreate(t, b, runtime("deleting")),
+		"held":       mustCreate(t, b, runtime("held")),
+	}
+	mustExec(t, b, `UPDATE resources SET next_attempt_at = $2 WHERE id = $1`, rows["retrying"].ID, later)
+	mustExec(t, b, `UPDATE resources SET status_message = 'waiting for capacity since 2026-01-02T03:04:05Z: full' WHERE id = $1`, rows["waiting"].ID)
+	mustExec(t, b, `UPDATE resources SET status = 'error', status_message = 'bad args' WHERE id = $1`, rows["failed"].ID)
+	mustExec(t, b, `UPDATE resources SET status = 'ready', observed_generation = 1 WHERE id = $1`, rows["ready"].ID)
+	if _, err := b.RequestDelete(ctx, rows["deleting"].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ClaimResource(ctx, rows["held"].ID, "agent-b", ttl); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, r := range rows {
+		before := mustGet(t, b, r.ID)
+		got, started, err := b.ClaimAndStart(ctx, r.ID, "agent-a", ttl, runtimePool)
+		if name == "held" {
+			expectLeaseHeld(t, err, "agent-b")
+		} else if err != nil || started {
+			t.Fatalf("claim and start %s = %v, %v; want claimed only", name, started, err)
+		} else if got.Status != before.Status || got.StatusMessage != before.StatusMessage || got.Provisioner != before.Provisioner {
+			t.Fatalf("claim and start changed %s: %+v, was %+v", name, got, before)
+		}
+		if after := mustGet(t, b, r.ID); after.Status != before.Status || after.StatusMessage != before.StatusMessage {
+			t.Fatalf("%s after claim and start: %+v, was %+v", name, after, before)
+		}
+	}
+	_, err := b.ClaimResource(ctx, rows["other"].ID, "agent-b", ttl)
+	expectLeaseHeld(t, err, "agent-a")
+
+	if _, _, err := b.ClaimAndStart(ctx, missingID, "agent-a", ttl, runtimePool); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("claim and start a missing resource: err = %v, want ErrNotFound", err)
+	}
+	if _, _, err := b.ClaimAndStart(ctx, rows["ready"].ID, "agent-a", ttl, domain.ProvisioningStart{Types: runtimePool.Types}); err == nil {
+		t.Fatal("claim and start without a provisioner succeeded")
+	}
+}
+
 func testRecordProgress(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))
@@ -198,6 +316,48 @@ func testRecordProgress(t *testing.T, b *Backend) {
 
 	if _, err := b.RecordProgress(ctx, missingID, "agent-b", domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("progress on a missing resource: err = %v, want ErrNotFound", err)
+	}
+}
+
+// The last record of an attempt can give up the lease in the same write; a refused one
+// keeps it.
+func testRecordProgressReleasesTheLease(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, runtime("web"))
+	if _, err := b.ClaimResource(ctx, r.ID, "agent-a", ttl); err != nil {
+		t.Fatal(err)
+	}
+	seq := latestSeq(t, b)
+
+	_, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{
+		Generation: 2, Status: domain.StatusReady, ReleaseLease: true,
+	})
+	if !errors.Is(err, domain.ErrStale) {
+		t.Fatalf("releasing record on an old generation: err = %v, want ErrStale", err)
+	}
+	_, err = b.ClaimResource(ctx, r.ID, "agent-b", ttl)
+	expectLeaseHeld(t, err, "agent-a")
+
+	observed := int64(1)
+	ready, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{
+		Generation: 1, Status: domain.StatusReady, StatusMessage: "ready at generation 1",
+		Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed, ReleaseLease: true,
+	})
+	if err != nil || !ready.UpToDate() || ready.ReadyAt == nil || ready.Config["host"] != "h1" {
+		t.Fatalf("releasing ready record = %+v, %v; want the update applied", ready, err)
+	}
+	_, err = b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady})
+	if !errors.Is(err, domain.ErrLeaseHeld) {
+		t.Fatalf("a record after the lease was released: err = %v, want the lease reported lost", err)
+	}
+	if _, err := b.ClaimResource(ctx, r.ID, "agent-b", ttl); err != nil {
+		t.Fatalf("claim by another agent after the releasing record: %v", err)
+	}
+	if got := mustGet(t, b, r.ID); got.Generation != 1 || got.Status != domain.StatusReady {
+		t.Fatalf("after the releasing record and a new claim: %+v", got)
+	}
+	if ids := changesSince(t, b, seq); len(ids) != 0 {
+		t.Fatalf("the releasing record logged %v, want nothing", ids)
 	}
 }
 

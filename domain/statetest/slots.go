@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -197,6 +198,166 @@ func testReserveSlotsResizesAndReportsUsage(t *testing.T, b *Backend) {
 	if err != nil || len(other) != 0 {
 		t.Fatalf("another provisioner's reservations = %+v, %v; want none", other, err)
 	}
+}
+
+// errProbe is the pick error of probeUsage.
+var errProbe = errors.New("usage probe: reserve nothing")
+
+// probeUsage returns the usage ReserveSlots shows pick for a new resource of owner, reserving
+// nothing.
+func probeUsage(t *testing.T, st domain.SlotStore, provisioner, owner string) []domain.HostUsage {
+	t.Helper()
+	var seen []domain.HostUsage
+	req := domain.SlotRequest{Provisioner: provisioner, ResourceID: uuid.NewString(), Owner: owner, Slots: 1}
+	_, err := st.ReserveSlots(testContext(t), req, func(_ domain.SlotRequest, _ *domain.Reservation, usage []domain.HostUsage) (string, error) {
+		seen = usage
+		return "", errProbe
+	})
+	if !errors.Is(err, errProbe) {
+		t.Fatalf("usage probe: err = %v, want the probe's own", err)
+	}
+	return seen
+}
+
+// usageOfReservations adds up the provisioner's reservations as ReserveSlots must show them
+// to pick for a new resource of owner: hosts with none absent, ordered by host.
+func usageOfReservations(t *testing.T, st domain.SlotStore, provisioner, owner string) []domain.HostUsage {
+	t.Helper()
+	rs, err := st.ListReservations(testContext(t), provisioner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []domain.HostUsage
+	for _, r := range rs { // ordered by host
+		if len(out) == 0 || out[len(out)-1].Host != r.Host {
+			out = append(out, domain.HostUsage{Host: r.Host})
+		}
+		u := &out[len(out)-1]
+		u.UsedSlots += r.Slots
+		if r.Owner == owner {
+			u.OwnerResources++
+		}
+	}
+	return out
+}
+
+// expectUsage checks that pick is shown what the reservations add up to, for each owner.
+func expectUsage(t *testing.T, st domain.SlotStore, what, provisioner string, owners ...string) {
+	t.Helper()
+	for _, owner := range owners {
+		got, want := probeUsage(t, st, provisioner, owner), usageOfReservations(t, st, provisioner, owner)
+		if len(got) != len(want) || (len(want) > 0 && !slices.Equal(got, want)) {
+			t.Fatalf("%s: pick saw %+v for %s of %s; the reservations add up to %+v", what, got, owner, provisioner, want)
+		}
+	}
+}
+
+// The usage pick is shown follows every change of the reservations: reserving, resizing,
+// moving and releasing through the store, and inserts, updates and deletes made with plain
+// SQL, including a change of owner or provisioner.
+func testSlotUsageFollowsEveryWriter(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	owners := []string{"alice", "bob", "carol", "nobody"}
+	on := func(host string) domain.PickHost {
+		return func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return host, nil }
+	}
+	reserve := func(id, owner string, slots int, pick domain.PickHost) {
+		t.Helper()
+		req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots}
+		if _, err := b.ReserveSlots(ctx, req, pick); err != nil {
+			t.Fatalf("reserve %d slots for %s: %v", slots, owner, err)
+		}
+	}
+	if got := probeUsage(t, b, "pool", "alice"); len(got) != 0 {
+		t.Fatalf("usage before any reservation: %+v, want none", got)
+	}
+	a, bb, c, d := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	reserve(a, "alice", 2, on("h1"))
+	reserve(bb, "bob", 3, on("h2"))
+	reserve(c, "alice", 1, on("h2"))
+	expectUsage(t, b, "after reserving", "pool", owners...)
+	if got := probeUsage(t, b, "pool", "alice"); len(got) != 2 || got[0] != (domain.HostUsage{Host: "h1", UsedSlots: 2, OwnerResources: 1}) ||
+		got[1] != (domain.HostUsage{Host: "h2", UsedSlots: 4, OwnerResources: 1}) {
+		t.Fatalf("alice's view after reserving: %+v", got)
+	}
+
+	reserve(a, "alice", 4, on("h1")) // grown in place
+	reserve(c, "alice", 2, on("h1")) // grown and moved
+	expectUsage(t, b, "after resizing and moving", "pool", owners...)
+
+	mustExec(t, b, `INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots) VALUES ('pool', $1, 'carol', 'h3', 5)`, d)
+	expectUsage(t, b, "after an SQL insert", "pool", owners...)
+	mustExec(t, b, `UPDATE slot_reservations SET host = 'h3', slots = 1 WHERE provisioner = 'pool' AND resource_id = $1`, bb)
+	mustExec(t, b, `UPDATE slot_reservations SET owner = 'carol' WHERE provisioner = 'pool' AND resource_id = $1`, c)
+	expectUsage(t, b, "after SQL updates of host, slots and owner", "pool", owners...)
+	mustExec(t, b, `UPDATE slot_reservations SET provisioner = 'other' WHERE provisioner = 'pool' AND resource_id = $1`, d)
+	expectUsage(t, b, "after an SQL change of provisioner", "pool", owners...)
+	expectUsage(t, b, "after an SQL change of provisioner", "other", owners...)
+
+	if err := b.ReleaseSlots(ctx, "pool", a); err != nil {
+		t.Fatal(err)
+	}
+	expectUsage(t, b, "after a release", "pool", owners...)
+	mustExec(t, b, `DELETE FROM slot_reservations WHERE resource_id IN ($1, $2, $3)`, bb, c, d)
+	for _, p := range []string{"pool", "other"} {
+		if got := probeUsage(t, b, p, "alice"); len(got) != 0 {
+			t.Fatalf("usage of %s once every reservation is gone: %+v, want none", p, got)
+		}
+	}
+}
+
+// Reservations, resizes and releases at once, by two agents on the same database, never
+// overfill a host, and leave the usage pick is shown equal to what the reservations add up to.
+func testSlotUsageStaysRightUnderContention(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	agents := []domain.SlotStore{b, b.Reopen(t)}
+	picker := &firstFit{hosts: []string{"h1", "h2", "h3"}}
+	const workers, rounds = 12, 4
+
+	errs := make(chan error, workers*rounds*3)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := agents[i%len(agents)]
+			owner := fmt.Sprintf("owner-%d", i%3)
+			for round := range rounds {
+				id := uuid.NewString()
+				slots := 1 + (i+round)%3
+				req := domain.SlotRequest{Provisioner: "static", ResourceID: id, Owner: owner, Slots: slots}
+				if _, err := st.ReserveSlots(ctx, req, picker.pick); err != nil {
+					if !errors.Is(err, domain.ErrNoCapacity) {
+						errs <- err
+					}
+					continue
+				}
+				req.Slots = 4 - slots
+				if _, err := st.ReserveSlots(ctx, req, picker.pick); err != nil && !errors.Is(err, domain.ErrNoCapacity) {
+					errs <- err
+				}
+				if round%2 == 1 {
+					if err := st.ReleaseSlots(ctx, "static", id); err != nil {
+						errs <- err
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("reserve or release: %v", err)
+	}
+	if len(picker.overfull) > 0 {
+		t.Fatalf("pick saw hosts beyond capacity %d: %v", hostCapacity, picker.overfull)
+	}
+	for _, u := range usageOfReservations(t, b, "static", "") {
+		if u.UsedSlots > hostCapacity {
+			t.Fatalf("host %s holds %d slots, capacity is %d", u.Host, u.UsedSlots, hostCapacity)
+		}
+	}
+	expectUsage(t, b, "after the contention", "static", "owner-0", "owner-1", "owner-2")
 }
 
 func testGetReservation(t *testing.T, b *Backend) {

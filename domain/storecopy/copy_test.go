@@ -465,7 +465,7 @@ func sameAPIView(t *testing.T, a, b *backend) {
 			t.Fatal(err)
 		}
 		return map[string]any{"resources": rs, "events": events, "reservations": reservations, "capacity": latest,
-			"warnings": warnings, "changes": changes, "statuses": byStatus}
+			"warnings": warnings, "changes": changes, "statuses": byStatus, "slot usage": slotUsage(t, st, "pool", "alice")}
 	}
 	va, vb := read(a), read(b)
 	for _, k := range sortedKeys(va) {
@@ -481,6 +481,26 @@ func sameAPIView(t *testing.T, a, b *backend) {
 			t.Errorf("%s and %s show different %s:\n%.2000s\n%.2000s", a.kind, b.kind, k, ja, jb)
 		}
 	}
+}
+
+// slotUsage is the usage ReserveSlots shows pick for a new resource of owner (the copy
+// recomputes it from the reservations); it reserves nothing.
+func slotUsage(t *testing.T, st *backend, provisioner, owner string) []domain.HostUsage {
+	t.Helper()
+	errProbe := errors.New("probe: reserve nothing")
+	var seen []domain.HostUsage
+	req := domain.SlotRequest{Provisioner: provisioner, ResourceID: "00000000-0000-4000-8000-000000000001", Owner: owner, Slots: 1}
+	_, err := st.ReserveSlots(testContext(t), req, func(_ domain.SlotRequest, _ *domain.Reservation, usage []domain.HostUsage) (string, error) {
+		seen = usage
+		return "", errProbe
+	})
+	if !errors.Is(err, errProbe) {
+		t.Fatalf("probe the slot usage: %v", err)
+	}
+	if len(seen) == 0 {
+		t.Fatalf("%s shows no slot usage of %s: the copied store holds reservations", st.kind, provisioner)
+	}
+	return seen
 }
 
 // behavesAfterCopy checks the copy's triggers and sequences work: new entries come after the

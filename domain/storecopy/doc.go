@@ -7,7 +7,9 @@
 // event of the resources' history, the change log, the capacity samples and warnings, and
 // the provisioner spec fingerprints, with their keys and sequence numbers; and the position
 // of the change log and of the history, so that what is written after the copy comes after
-// what was copied. Times keep their milliseconds (SQLite's precision; PostgreSQL's
+// what was copied. The slot usage by host and by owner, which the stores derive from the
+// reservations, is not copied: each Target recomputes it from the copied reservations before
+// its transaction commits. Times keep their milliseconds (SQLite's precision; PostgreSQL's
 // microseconds are cut to milliseconds on the way into SQLite).
 //
 // How: the source is read in one consistent snapshot (a read-only transaction) and written

@@ -44,7 +44,8 @@ type Source interface {
 type Target interface {
 	// Import runs f in one write transaction on the store's migrated schema, in which the
 	// tables' triggers do not fire and no other writer can write them, and commits it when
-	// f returns nil; otherwise nothing f wrote remains.
+	// f returns nil (after recomputing what the triggers would have derived from the rows
+	// f wrote: the slot usage); otherwise nothing f wrote remains.
 	Import(ctx context.Context, f func(Importer) error) error
 }
 

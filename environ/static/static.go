@@ -108,6 +108,13 @@ func (e *staticEnviron) Supports(t domain.ResourceType) bool {
 // Reconcile implements environ.Environ: it reserves (or resizes) the runtime's slots on a host
 // of the pool. The store returns an existing reservation of the same size untouched, which
 // makes it idempotent per resource ID.
+//
+// It goes straight to the store, which reads the resource's current reservation in the
+// reservation's own transaction: pick is shown it when the size changes, and when the size
+// is unchanged the store hands it back without calling pick. Either way Reconcile learns the
+// reservation the runtime had without a read of its own. The placement policy never puts a
+// runtime on a host that is not configured, so a reservation handed back on such a host is
+// one of the same size made before the host was removed, and is moved.
 func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
 	if err := e.supported(r); err != nil {
 		return nil, err
@@ -120,16 +127,26 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 		return nil, fmt.Errorf("runtime %s: %w", r.ID, err)
 	}
 	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots}
-	pick := e.place.withDown(e.health.down()).pick
-	old, found, err := e.reservation(ctx, r.ID)
-	if err != nil {
-		return nil, err
+	place := e.place.withDown(e.health.down()).pick
+	var (
+		old    domain.Reservation
+		found  bool
+		picked bool
+	)
+	pick := func(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
+		picked = true
+		if existing != nil {
+			old, found = *existing, true
+		}
+		return place(req, existing, usage)
 	}
-	var res domain.Reservation
-	if found && old.Slots == args.Slots && !e.place.configured(old.Host) {
-		res, err = e.move(ctx, req, old, pick)
-	} else {
-		res, err = e.slots.ReserveSlots(ctx, req, pick)
+	res, err := e.slots.ReserveSlots(ctx, req, pick)
+	if err == nil && !picked {
+		// Handed back unchanged: the runtime already had this reservation.
+		old, found = res, true
+		if !e.place.configured(res.Host) {
+			res, err = e.move(ctx, req, old, place)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("place runtime: %w", err)

@@ -60,10 +60,21 @@
 //     Reconcile, record the broker state it returns at once, AwaitReady, and record ready
 //     with the observed generation, client config and attempts and last_error cleared.
 //
+// The claim is ClaimAndStart when the agent has a default provisioner: for a row nothing
+// has been done to yet (pending, no status message, no retry scheduled) that the default
+// provisioner provisions, the store records "provisioning generation N" and pins the
+// provisioner in the claim's own write, decided on the row as claimed; the steps above then
+// find it recorded and go on to Reconcile. Any other row is only claimed, and the steps
+// record what they need. The row and its history end up the same either way; one round trip
+// fewer.
+//
 // Every progress record is conditional on the generation the attempt read; when the row
 // has moved on (args changed, delete requested) the database answers ErrStale and the
 // resource is queued again at once, to be read afresh. The lease is released at the end
-// of every attempt, even when the worker is being killed; if that fails, it expires.
+// of every attempt, even when the worker is being killed; if that fails, it expires. The
+// last record of an attempt (ready, or the failure and its retry) releases it in the same
+// write (ProgressUpdate.ReleaseLease); only an attempt that ends without such a record (a
+// retry not due yet, nothing to do, a record that failed) releases it on its own.
 //
 // # Queue and concurrency
 //

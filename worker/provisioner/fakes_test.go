@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,14 +28,16 @@ const (
 type fakeState struct {
 	clock clock.Clock
 
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced on every call
-	rows      map[string]*domain.Resource
-	leases    map[string]lease
-	claims    map[string]int
-	releases  map[string]int
-	updates   map[string][]domain.ProgressUpdate
-	claimErrs []error // returned by the next claims, in order
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced on every call
+	rows         map[string]*domain.Resource
+	leases       map[string]lease
+	claims       map[string]int
+	releases     map[string]int               // leases given up, by ReleaseResource or a releasing record
+	releaseCalls map[string]int               // ReleaseResource calls
+	starts       map[string][]domain.Resource // rows as ClaimAndStart started them
+	updates      map[string][]domain.ProgressUpdate
+	claimErrs    []error // returned by the next claims, in order
 }
 
 type lease struct {
@@ -44,13 +47,15 @@ type lease struct {
 
 func newFakeState(clk clock.Clock) *fakeState {
 	return &fakeState{
-		clock:    clk,
-		changed:  make(chan struct{}),
-		rows:     make(map[string]*domain.Resource),
-		leases:   make(map[string]lease),
-		claims:   make(map[string]int),
-		releases: make(map[string]int),
-		updates:  make(map[string][]domain.ProgressUpdate),
+		clock:        clk,
+		changed:      make(chan struct{}),
+		rows:         make(map[string]*domain.Resource),
+		leases:       make(map[string]lease),
+		claims:       make(map[string]int),
+		releases:     make(map[string]int),
+		releaseCalls: make(map[string]int),
+		starts:       make(map[string][]domain.Resource),
+		updates:      make(map[string][]domain.ProgressUpdate),
 	}
 }
 
@@ -82,10 +87,32 @@ func (s *fakeState) ClaimResource(_ context.Context, id, holder string, ttl time
 	return copyResource(*row), nil
 }
 
+// ClaimAndStart claims like ClaimResource and starts an untouched row as the stores do.
+func (s *fakeState) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error) {
+	r, err := s.ClaimResource(ctx, id, holder, ttl)
+	if err != nil {
+		return r, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	row := s.rows[id]
+	if row.Status != domain.StatusPending || row.StatusMessage != "" || row.NextAttemptAt != nil ||
+		(row.Provisioner != "" && row.Provisioner != start.Provisioner) || !slices.Contains(start.Types, row.Type) {
+		return r, false, nil
+	}
+	row.Status = domain.StatusProvisioning
+	row.StatusMessage = domain.ProvisioningMessage(row.Generation)
+	row.Provisioner = start.Provisioner
+	s.starts[id] = append(s.starts[id], copyResource(*row))
+	return copyResource(*row), true, nil
+}
+
 func (s *fakeState) ReleaseResource(_ context.Context, id, holder string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
+	s.releaseCalls[id]++
 	if l, ok := s.leases[id]; ok && l.holder == holder {
 		delete(s.leases, id)
 		s.releases[id]++
@@ -142,6 +169,10 @@ func (s *fakeState) RecordProgress(_ context.Context, id, holder string, u domai
 		row.NextAttemptAt = &t
 	}
 	row.LastError = u.LastError
+	if u.ReleaseLease {
+		delete(s.leases, id)
+		s.releases[id]++
+	}
 	return copyResource(*row), nil
 }
 
@@ -234,6 +265,20 @@ func (s *fakeState) claimCount(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.claims[id]
+}
+
+// started returns the rows as ClaimAndStart started them, oldest first.
+func (s *fakeState) started(id string) []domain.Resource {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]domain.Resource(nil), s.starts[id]...)
+}
+
+// releaseCallCount is how often ReleaseResource was called for id.
+func (s *fakeState) releaseCallCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.releaseCalls[id]
 }
 
 func (s *fakeState) progress(id string) []domain.ProgressUpdate {

@@ -49,13 +49,13 @@ type attempt struct {
 	attemptCtx  context.Context // ctx bounded by ReconcileTimeout
 	log         *slog.Logger
 	holdsLease  bool
+	started     bool            // the claim recorded the start of provisioning
 	r           domain.Resource // the row as last read or written
 	provisioner string          // the canonical provisioner name, once resolved
 }
 
 func (a *attempt) run(woken bool) outcome {
-	cfg := a.w.config
-	r, err := cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL)
+	r, started, err := a.claim()
 	var held *domain.LeaseHeldError
 	switch {
 	case err == nil:
@@ -72,6 +72,7 @@ func (a *attempt) run(woken bool) outcome {
 		return outcome{retryAt: a.w.now().Add(delay), result: OutcomeRetry}
 	}
 	a.holdsLease = true
+	a.started = started
 	a.r = r
 	a.resolved(r.Provisioner)
 
@@ -96,6 +97,26 @@ func (a *attempt) run(woken bool) outcome {
 	return a.provision()
 }
 
+// claim takes the resource's lease. When the agent has a default provisioner, the claim also
+// records the start of provisioning of a row nothing has been done to yet that the default
+// provisioner provisions (pending, no status message, no retry scheduled): the record
+// provision would make first, made in the same write. started says it was made.
+func (a *attempt) claim() (r domain.Resource, started bool, err error) {
+	cfg := a.w.config
+	env, name, err := cfg.Environs.Get("")
+	if err != nil {
+		r, err = cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL)
+		return r, false, err
+	}
+	start := domain.ProvisioningStart{Provisioner: name}
+	for _, t := range domain.ResourceTypes {
+		if env.Supports(t) {
+			start.Types = append(start.Types, t)
+		}
+	}
+	return cfg.State.ClaimAndStart(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL, start)
+}
+
 // provision brings the resource to ready at its current generation.
 func (a *attempt) provision() outcome {
 	cfg := a.w.config
@@ -113,14 +134,17 @@ func (a *attempt) provision() outcome {
 	u := domain.ProgressUpdate{
 		Generation:    gen,
 		Status:        domain.StatusProvisioning,
-		StatusMessage: fmt.Sprintf("provisioning generation %d", gen),
+		StatusMessage: domain.ProvisioningMessage(gen),
 		Attempts:      a.r.Attempts,
 		LastError:     a.r.LastError,
 	}
 	if a.r.Provisioner == "" {
 		u.Provisioner = name
 	}
-	if _, waiting := waitingSince(a.r); waiting && u.Provisioner == "" {
+	if a.started {
+		// The claim recorded u already.
+		a.log.Info("provisioning")
+	} else if _, waiting := waitingSince(a.r); waiting && u.Provisioner == "" {
 		// A retry for capacity stays pending until the broker finds room: recording
 		// provisioning first would flip the row, and its history, on every retry.
 		a.log.Debug("retrying a resource waiting for capacity")
@@ -161,6 +185,7 @@ func (a *attempt) provision() outcome {
 		State:              orEmpty(res.State),
 		Config:             orEmpty(res.Config),
 		ObservedGeneration: &gen,
+		ReleaseLease:       true,
 	})
 	if err != nil {
 		return a.fail(err)
@@ -230,9 +255,10 @@ func (a *attempt) fail(err error) outcome {
 	attempts := a.r.Attempts + 1
 	now := a.w.now()
 	u := domain.ProgressUpdate{
-		Generation: a.r.Generation,
-		Attempts:   attempts,
-		LastError:  err.Error(),
+		Generation:   a.r.Generation,
+		Attempts:     attempts,
+		LastError:    err.Error(),
+		ReleaseLease: true,
 	}
 	o := outcome{result: OutcomeRetry}
 	stillWaiting := false
@@ -300,6 +326,9 @@ func (a *attempt) record(ctx context.Context, u domain.ProgressUpdate) error {
 		return fmt.Errorf("record progress: %w", err)
 	}
 	a.r = r
+	if u.ReleaseLease {
+		a.holdsLease = false
+	}
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 // ResourceState is the part of domain.State the worker uses.
 type ResourceState interface {
 	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error)
+	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error)
 	ReleaseResource(ctx context.Context, id, holder string) error
 	RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error)
 	FinalizeDelete(ctx context.Context, id, holder string) error

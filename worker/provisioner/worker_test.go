@@ -127,13 +127,18 @@ func (s *workerSuite) TestPendingToReady(c *gc.C) {
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	c.Check(row.LastError, gc.Equals, "")
 
+	// The claim recorded the start, pinning the default provisioner, in the same write.
+	starts := s.state.started("r1")
+	c.Assert(starts, gc.HasLen, 1)
+	c.Check(starts[0].Status, gc.Equals, domain.StatusProvisioning)
+	c.Check(starts[0].StatusMessage, gc.Equals, "provisioning generation 1")
+	c.Check(starts[0].Provisioner, gc.Equals, "pool")
 	updates := s.state.progress("r1")
-	c.Check(statuses(updates), gc.DeepEquals, []domain.Status{
-		domain.StatusProvisioning, domain.StatusProvisioning, domain.StatusReady,
-	})
-	c.Check(updates[0].StatusMessage, gc.Equals, "provisioning generation 1")
-	c.Check(updates[0].Provisioner, gc.Equals, "pool")
-	c.Check(updates[1].State, gc.DeepEquals, map[string]any{"generation": int64(1)}) // saved before AwaitReady
+	c.Check(statuses(updates), gc.DeepEquals, []domain.Status{domain.StatusProvisioning, domain.StatusReady})
+	c.Check(updates[0].State, gc.DeepEquals, map[string]any{"generation": int64(1)}) // saved before AwaitReady
+	// The ready record gives up the lease itself: no separate release.
+	c.Check([]bool{updates[0].ReleaseLease, updates[1].ReleaseLease}, gc.DeepEquals, []bool{false, true})
+	c.Check(s.state.releaseCallCount("r1"), gc.Equals, 0)
 	c.Check(s.env.lastOpts(), gc.DeepEquals, environ.ResourceOptions{
 		Name: "web", Owner: "acme", Args: map[string]any{"slots": 2}, Generation: 1,
 	})
@@ -166,11 +171,14 @@ func (s *workerSuite) TestGenerationBump(c *gc.C) {
 	c.Check(s.env.lastOpts().Args, gc.DeepEquals, map[string]any{"slots": 3})
 	// The broker gets back the state it returned for generation 1.
 	c.Check(s.env.lastInput().State, gc.DeepEquals, map[string]any{"generation": int64(1)})
+	// Generation 1 was started by its claim; a ready row with new args is not untouched, so
+	// generation 2's start is recorded on its own.
+	c.Check(s.state.started("r1"), gc.HasLen, 1)
 	updates := s.state.progress("r1")
-	c.Check(statuses(updates[3:]), gc.DeepEquals, []domain.Status{
+	c.Check(statuses(updates[2:]), gc.DeepEquals, []domain.Status{
 		domain.StatusProvisioning, domain.StatusProvisioning, domain.StatusReady,
 	})
-	c.Check(updates[3].StatusMessage, gc.Equals, "provisioning generation 2")
+	c.Check(updates[2].StatusMessage, gc.Equals, "provisioning generation 2")
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeReady, provisioner.OutcomeReady})
 	c.Check(s.metrics.createToReadyObservations(), gc.HasLen, 1) // only the first ready
 }
@@ -254,6 +262,7 @@ func (s *workerSuite) TestTransientFailureRetriedWithBackoff(c *gc.C) {
 	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
 	c.Check(row.LastError, gc.Equals, "reconcile: host busy")
 	c.Check(row.StatusMessage, gc.Equals, "attempt 1 failed: reconcile: host busy; retrying at 2025-03-01T12:00:08Z")
+	c.Check(s.state.releaseCallCount("r1"), gc.Equals, 0) // the failure's record gave up the lease
 	waitReport(c, w, "scheduled-retries", 1)
 
 	// Nothing runs before the retry is due.
@@ -424,18 +433,20 @@ func (s *workerSuite) TestCapacityRetriesStayPending(c *gc.C) {
 	}
 	s.state.waitRow(c, "r1", "ready", ready(1))
 
+	// The first attempt's claim recorded provisioning before the broker was asked; the
+	// retries, waiting for capacity, are not untouched rows and start nothing.
+	c.Check(s.state.started("r1"), gc.HasLen, 1)
 	updates := s.state.progress("r1")
 	c.Check(statuses(updates), gc.DeepEquals, []domain.Status{
-		domain.StatusProvisioning, // the first attempt, before the broker is asked
 		domain.StatusPending, domain.StatusPending, domain.StatusPending,
 		domain.StatusProvisioning, domain.StatusReady,
 	})
-	c.Check(updates[1].StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: no host has 1 free slot: no capacity")
-	c.Check(updates[2].StatusMessage, gc.Equals, updates[1].StatusMessage)
-	c.Check(updates[3].StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: no host is up: no capacity")
-	c.Check(updates[3].Attempts, gc.Equals, 3)
-	c.Check(updates[3].LastError, gc.Equals, "reconcile: no host is up: no capacity")
-	c.Check(updates[4].StatusMessage, gc.Equals, "provisioning generation 1: waiting for it to serve")
+	c.Check(updates[0].StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: no host has 1 free slot: no capacity")
+	c.Check(updates[1].StatusMessage, gc.Equals, updates[0].StatusMessage)
+	c.Check(updates[2].StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: no host is up: no capacity")
+	c.Check(updates[2].Attempts, gc.Equals, 3)
+	c.Check(updates[2].LastError, gc.Equals, "reconcile: no host is up: no capacity")
+	c.Check(updates[3].StatusMessage, gc.Equals, "provisioning generation 1: waiting for it to serve")
 	c.Check(s.metrics.waitOutcomes(c, 4), gc.DeepEquals, []string{
 		provisioner.OutcomeCapacity, provisioner.OutcomeCapacity, provisioner.OutcomeCapacity, provisioner.OutcomeReady,
 	})

@@ -29,6 +29,28 @@ func CheckClaim(id, holder string, ttl time.Duration) error {
 	return nil
 }
 
+// CheckStart checks ClaimAndStart's start.
+func CheckStart(id string, start domain.ProvisioningStart) error {
+	if start.Provisioner == "" {
+		return fmt.Errorf("claim resource %s: the provisioner to start provisioning with is empty: pass the default provisioner's name", id)
+	}
+	for _, t := range start.Types {
+		if !t.Valid() {
+			return fmt.Errorf("claim resource %s: %q is not a resource type", id, t)
+		}
+	}
+	return nil
+}
+
+// StartTypes returns start.Types as strings, for the stores' SQL.
+func StartTypes(start domain.ProvisioningStart) []string {
+	out := make([]string, len(start.Types))
+	for i, t := range start.Types {
+		out[i] = string(t)
+	}
+	return out
+}
+
 // CheckPageLimit checks the size of a page of ListCheckable.
 func CheckPageLimit(limit int) error {
 	if limit < 1 {
