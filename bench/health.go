@@ -263,7 +263,7 @@ func fillReady(ctx context.Context, db *database, setJSON []byte, hosts []string
 		    JOIN unnest($1::text[], $2::jsonb[], $3::jsonb[]) AS h(host, state, config) ON h.host = r.host`,
 			[]any{used, states, configs}},
 		{`ALTER TABLE resources ENABLE TRIGGER USER`, nil},
-		{`VACUUM ANALYZE resources, slot_reservations`, nil},
+		{`VACUUM ANALYZE resources, slot_reservations, slot_host_usage, slot_owner_usage`, nil},
 	} {
 		if _, err := pool.Exec(ctx, stmt.sql, stmt.args...); err != nil {
 			return fmt.Errorf("fill the resources table: %w", err)
