@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // ApplyProvisionerSpec records the provisioner's spec fingerprint and, when it differs from
@@ -16,11 +17,8 @@ import (
 // a new generation. The row lock on provisioner_specs serialises agents that start with the
 // same new spec, so only one of them bumps.
 func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerprint string) (int64, error) {
-	switch {
-	case provisioner == "":
-		return 0, &domain.FieldError{Field: "provisioner", Msg: "is required"}
-	case fingerprint == "":
-		return 0, &domain.FieldError{Field: "fingerprint", Msg: "is required"}
+	if err := backend.CheckSpec(provisioner, fingerprint); err != nil {
+		return 0, err
 	}
 	var bumped int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

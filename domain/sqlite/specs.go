@@ -7,19 +7,16 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // ApplyProvisionerSpec records the provisioner's spec fingerprint and, when it differs from
 // the one recorded before (or it was recorded absent), moves the provisioner's resources to a
-// new generation. The transaction holds the write lock from its start, so agents that start with the same new
-// spec bump once.
+// new generation. The transaction holds the write lock from its start, so agents that start
+// with the same new spec bump once.
 func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerprint string) (int64, error) {
-	switch {
-	case provisioner == "":
-		return 0, &domain.FieldError{Field: "provisioner", Msg: "is required"}
-	case fingerprint == "":
-		return 0, &domain.FieldError{Field: "fingerprint", Msg: "is required"}
+	if err := backend.CheckSpec(provisioner, fingerprint); err != nil {
+		return 0, err
 	}
 	var bumped int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {

@@ -87,3 +87,14 @@ func CheckCapacityWarning(w domain.CapacityWarning) error {
 	}
 	return nil
 }
+
+// CheckSpec checks ApplyProvisionerSpec's provisioner and fingerprint.
+func CheckSpec(provisioner, fingerprint string) error {
+	switch {
+	case provisioner == "":
+		return &domain.FieldError{Field: "provisioner", Msg: "is required"}
+	case fingerprint == "":
+		return &domain.FieldError{Field: "fingerprint", Msg: "is required"}
+	}
+	return nil
+}
