@@ -22,6 +22,7 @@ import (
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
+	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -144,6 +145,7 @@ func sweep(ctx context.Context, db *database, setJSON []byte, cfg config, res *h
 	w, err := healthcheck.NewWorker(healthcheck.Config{
 		Store:    countingStore{st, calls, gate},
 		Environs: gatedEnvirons{set, gate},
+		Locks:    new(resourcelock.Set),
 		Clock:    clock.WallClock,
 		Rand:     rand.Float64,
 		Logger:   logger,

@@ -15,6 +15,10 @@
 // reloads the set on SIGHUP or when its file changes; the environs worker then restarts with
 // the new set (see worker/provisionerset and worker/environs).
 //
+// The provisioner and the health checker share one set of resource locks
+// (internal/resourcelock), made here, so that a resource is never health-checked while this
+// agent reconciles it.
+//
 // The provisioner starts its own watcher rather than sharing one from a manifold: a
 // restarted consumer must get the watcher's initial event (every resource needing attention)
 // again, which a shared watcher would already have delivered to its previous consumer.
@@ -33,6 +37,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/internal/valueworker"
 	"github.com/berth-dev/berth/watcher"
 	"github.com/berth-dev/berth/worker/capacity"
@@ -148,6 +153,8 @@ func (c Config) Validate() error {
 // Manifolds returns the agent's dependency graph.
 func Manifolds(config Config) dependency.Manifolds {
 	logger := config.Logger
+	// A resource is never health-checked while this agent reconciles it.
+	locks := new(resourcelock.Set)
 	return dependency.Manifolds{
 		ClockName:  clockManifold(config.Clock),
 		EngineName: dependency.SelfManifold(config.Engine),
@@ -215,6 +222,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Logger:           logger.With("worker", ProvisionerName),
 			Rand:             config.Rand,
 			Metrics:          config.Metrics,
+			Locks:            locks,
 			NewWorker:        provisioner.NewWorker,
 			NewWatcher:       newResourcesWatcher(config.Watcher),
 		}),
@@ -241,6 +249,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Logger:              logger.With("worker", HealthCheckName),
 			Rand:                config.Rand,
 			Metrics:             config.Metrics,
+			Locks:               locks,
 			NewWorker:           healthcheck.NewWorker,
 		}),
 

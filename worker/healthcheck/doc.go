@@ -38,6 +38,20 @@
 // args change, a delete request or a reconcile that started meanwhile wins; the check's
 // result is then dropped.
 //
+// # Reconciles
+//
+// A check may repair what it checks, so it never runs while this agent's provisioner
+// reconciles or deprovisions the same resource. Just before CheckResource a check takes the
+// resource's lock in Locks (the set the provisioner shares) without waiting, and holds it
+// until its outcome is recorded, so no reconcile starts between the check and its record.
+// When the lock is held the resource is skipped for this round (logged at debug, counted as
+// round-skipped in the report, and not counted in the metrics); the next round checks it
+// again. A reconcile that starts while a check is in flight waits for the check to end.
+//
+// The lock guards one agent. A reconcile by another agent is not excluded: only the
+// generation condition on every record, the environs' own generation guards and their
+// orphan sweeps keep a check from undoing it.
+//
 // # Metrics
 //
 // Every check that runs to its end is counted once per provisioner by its result: error (the

@@ -30,6 +30,7 @@ type ManifoldConfig struct {
 	Logger    *slog.Logger
 	Rand      func() float64
 	Metrics   Metrics
+	Locks     Locks // shared with the provisioner
 	NewWorker func(Config) (worker.Worker, error)
 }
 
@@ -48,6 +49,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("health checker manifold: Rand is required")
 	case c.Metrics == nil:
 		return errors.New("health checker manifold: Metrics is required")
+	case c.Locks == nil:
+		return errors.New("health checker manifold: Locks is required: pass the lock set the provisioner shares")
 	case c.NewWorker == nil:
 		return errors.New("health checker manifold: NewWorker is required")
 	}
@@ -81,6 +84,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Rand:                config.Rand,
 				Logger:              config.Logger,
 				Metrics:             config.Metrics,
+				Locks:               config.Locks,
 				Interval:            config.Interval,
 				Concurrency:         config.Concurrency,
 				PageSize:            config.PageSize,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -24,6 +25,7 @@ type manifoldSuite struct {
 	state   *stubState
 	set     *environ.Set
 	metrics *fakeMetrics
+	locks   *resourcelock.Set
 	config  healthcheck.ManifoldConfig
 	started []healthcheck.Config
 }
@@ -39,6 +41,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{}}
 	s.started = nil
 	s.metrics = newFakeMetrics()
+	s.locks = new(resourcelock.Set)
 	s.config = healthcheck.ManifoldConfig{
 		ClockName:           "clock",
 		DatabaseName:        "database",
@@ -51,6 +54,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Rand:                func() float64 { return 0.5 },
 		Metrics:             s.metrics,
+		Locks:               s.locks,
 		NewWorker: func(config healthcheck.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -81,6 +85,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Rand = nil }, ".*Rand is required"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Locks = nil }, ".*Locks is required: .*"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
 	} {
 		config := s.config
@@ -112,6 +117,7 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Environs, gc.Equals, s.set)
 	c.Check(config.Clock, gc.Equals, s.clock)
 	c.Check(config.Metrics, gc.Equals, healthcheck.Metrics(s.metrics))
+	c.Check(config.Locks, gc.Equals, healthcheck.Locks(s.locks))
 	c.Check(config.Interval, gc.Equals, time.Minute)
 	c.Check(config.Concurrency, gc.Equals, 8)
 	c.Check(config.PageSize, gc.Equals, 500)

@@ -32,6 +32,13 @@ type Environs interface {
 	Get(name string) (environ.Environ, string, error)
 }
 
+// Locks keeps a resource's check off the provisioner's reconcile of it (*resourcelock.Set
+// is one).
+type Locks interface {
+	// TryLock takes the resource's lock unless something holds it.
+	TryLock(id string) (unlock func(), ok bool)
+}
+
 // Metrics counts what the worker finds (*metrics.Metrics is one).
 type Metrics interface {
 	// ObserveHealthCheck counts one resource check by its result (Result*).
@@ -58,6 +65,7 @@ type Config struct {
 	Rand     func() float64 // uniform in [0, 1), places each check in its slot
 	Logger   *slog.Logger
 	Metrics  Metrics
+	Locks    Locks // shared with the provisioner
 
 	Interval            time.Duration // how often every environ and resource is checked
 	Concurrency         int           // most resource checks in flight at once
@@ -81,6 +89,8 @@ func (c Config) Validate() error {
 		return errors.New("health checker: Logger is required")
 	case c.Metrics == nil:
 		return errors.New("health checker: Metrics is required")
+	case c.Locks == nil:
+		return errors.New("health checker: Locks is required: pass the lock set the provisioner shares")
 	case c.Interval <= 0:
 		return fmt.Errorf("health checker: Interval must be positive, got %s", c.Interval)
 	case c.Concurrency < 1:
@@ -119,6 +129,7 @@ type roundStats struct {
 	started     time.Time
 	resources   int // counted at the start
 	checked     int
+	skipped     int // due while their resource was being reconciled
 	unhealthy   int // checks that failed
 	recordError string
 	listError   string
@@ -162,6 +173,7 @@ func (w *Worker) Report() map[string]any {
 		report["round-started"] = w.round.started
 		report["round-resources"] = w.round.resources
 		report["round-checked"] = w.round.checked
+		report["round-skipped"] = w.round.skipped
 		report["round-unhealthy"] = w.round.unhealthy
 	}
 	if w.round.recordError != "" {
@@ -197,6 +209,7 @@ type round struct {
 
 // checkDone is what a resource check tells the loop.
 type checkDone struct {
+	skipped     bool   // the resource was being reconciled; the next round checks it
 	failed      bool   // CheckResource failed
 	result      string // Result*, for Metrics
 	recordError error
@@ -301,7 +314,11 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		case done := <-checks:
 			inFlight--
 			w.mu.Lock()
-			w.round.checked++
+			if done.skipped {
+				w.round.skipped++
+			} else {
+				w.round.checked++
+			}
 			if done.failed {
 				w.round.unhealthy++
 			}
@@ -429,11 +446,11 @@ func (w *Worker) environChecked(done environDone) {
 }
 
 // check health-checks one resource (through prep, the checks prepared for its page, if any),
-// records what changed and counts the result; a check cut short by the worker stopping is not
-// counted.
+// records what changed and counts the result; a check cut short by the worker stopping, or
+// skipped, is not counted.
 func (w *Worker) check(ctx context.Context, r domain.Resource, prep *prepared) checkDone {
 	done := w.checkResource(ctx, r, prep)
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && !done.skipped {
 		w.config.Metrics.ObserveHealthCheck(r.Provisioner, done.result)
 	}
 	return done
@@ -451,6 +468,14 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	if prep.current(env) {
 		checker = prep.checks
 	}
+	// Held until the outcome is recorded, so that no reconcile starts between the check and
+	// its record.
+	unlock, ok := w.config.Locks.TryLock(r.ID)
+	if !ok {
+		log.Debug("resource is being reconciled; skipping its check this round")
+		return checkDone{skipped: true}
+	}
+	defer unlock()
 	checkCtx, cancel := w.withTimeout(ctx, w.config.CheckTimeout)
 	res, checkErr := checker.CheckResource(checkCtx,
 		&environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config},

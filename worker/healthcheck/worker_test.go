@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -23,6 +24,7 @@ type workerSuite struct {
 	env      *fakeEnviron
 	environs *fakeEnvirons
 	metrics  *fakeMetrics
+	locks    *resourcelock.Set
 	config   healthcheck.Config
 }
 
@@ -35,6 +37,7 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.env = newFakeEnviron(s.clock)
 	s.environs = &fakeEnvirons{envs: map[string]environ.Environ{"pool": s.env}}
 	s.metrics = newFakeMetrics()
+	s.locks = new(resourcelock.Set)
 	s.config = healthcheck.Config{
 		Store:               s.store,
 		Environs:            s.environs,
@@ -42,6 +45,7 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 		Rand:                sequence(0),
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:             s.metrics,
+		Locks:               s.locks,
 		Interval:            time.Minute,
 		Concurrency:         10,
 		PageSize:            3,
@@ -67,6 +71,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.Config) { cfg.Rand = nil }, ".*Rand is required"},
 		{func(cfg *healthcheck.Config) { cfg.Logger = nil }, ".*Logger is required"},
 		{func(cfg *healthcheck.Config) { cfg.Metrics = nil }, ".*Metrics is required"},
+		{func(cfg *healthcheck.Config) { cfg.Locks = nil }, ".*Locks is required: .*"},
 		{func(cfg *healthcheck.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
 		{func(cfg *healthcheck.Config) { cfg.Concurrency = 0 }, ".*Concurrency must be at least 1, got 0"},
 		{func(cfg *healthcheck.Config) { cfg.PageSize = 0 }, ".*PageSize must be at least 1, got 0"},

@@ -76,6 +76,18 @@
 // write (ProgressUpdate.ReleaseLease); only an attempt that ends without such a record (a
 // retry not due yet, nothing to do, a record that failed) releases it on its own.
 //
+// # Health checks
+//
+// The health checker may repair a resource (re-apply its objects, reserve its slots again),
+// so it must not check one while it is reconciled. Each attempt takes the resource's lock
+// in Locks, the set this agent's health checker shares, before it claims the lease and gives
+// it up after the lease is released: the whole claim, Reconcile or Deprovision and every
+// record of the attempt run under it. A check in flight is waited for (it is bounded by its
+// own timeout); the wait comes before the claim, so it uses neither the attempt's
+// ReconcileTimeout nor its lease, and killing the worker ends it. The lock is held by
+// attempts only: never while an id waits in the queue, for a retry or for capacity. Across
+// agents the lease alone guards the row; see the health checker's package doc.
+//
 // # Queue and concurrency
 //
 // The loop owns a de-duplicated FIFO queue of ids, the set of ids in flight and a min-heap

@@ -32,6 +32,7 @@ type ManifoldConfig struct {
 	Logger     *slog.Logger
 	Rand       func() float64
 	Metrics    Metrics
+	Locks      Locks // shared with the health checker
 	NewWorker  func(Config) (worker.Worker, error)
 	NewWatcher func(state domain.State, clk clock.Clock, logger *slog.Logger) (Watcher, error)
 }
@@ -66,6 +67,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("provisioner manifold: Rand is required")
 	case c.Metrics == nil:
 		return errors.New("provisioner manifold: Metrics is required")
+	case c.Locks == nil:
+		return errors.New("provisioner manifold: Locks is required: pass the lock set the health checker shares")
 	case c.NewWorker == nil:
 		return errors.New("provisioner manifold: NewWorker is required")
 	case c.NewWatcher == nil:
@@ -104,6 +107,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Rand:             config.Rand,
 				Logger:           config.Logger,
 				Metrics:          config.Metrics,
+				Locks:            config.Locks,
 				Holder:           config.Holder,
 				Concurrency:      config.Concurrency,
 				LeaseTTL:         config.LeaseTTL,

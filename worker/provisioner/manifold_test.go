@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -25,6 +26,7 @@ type manifoldSuite struct {
 	set     *environ.Set
 	logger  *slog.Logger
 	metrics *fakeMetrics
+	locks   *resourcelock.Set
 }
 
 var _ = gc.Suite(&manifoldSuite{})
@@ -35,6 +37,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": newFakeEnviron()}}
 	s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	s.metrics = newFakeMetrics()
+	s.locks = new(resourcelock.Set)
 }
 
 // stubState stands in for the database's output; the manifold only passes it on.
@@ -55,6 +58,7 @@ func (s *manifoldSuite) config() provisioner.ManifoldConfig {
 		Logger:           s.logger,
 		Rand:             func() float64 { return 0.25 },
 		Metrics:          s.metrics,
+		Locks:            s.locks,
 		NewWorker: func(provisioner.Config) (worker.Worker, error) {
 			return nil, errors.New("NewWorker not expected")
 		},
@@ -98,6 +102,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(m *provisioner.ManifoldConfig) { m.Logger = nil }, "provisioner manifold: Logger is required"},
 		{func(m *provisioner.ManifoldConfig) { m.Rand = nil }, "provisioner manifold: Rand is required"},
 		{func(m *provisioner.ManifoldConfig) { m.Metrics = nil }, "provisioner manifold: Metrics is required"},
+		{func(m *provisioner.ManifoldConfig) { m.Locks = nil }, "provisioner manifold: Locks is required: .*"},
 		{func(m *provisioner.ManifoldConfig) { m.NewWorker = nil }, "provisioner manifold: NewWorker is required"},
 		{func(m *provisioner.ManifoldConfig) { m.NewWatcher = nil }, "provisioner manifold: NewWatcher is required"},
 	} {
@@ -147,6 +152,7 @@ func (s *manifoldSuite) TestStart(c *gc.C) {
 	c.Check(got.Logger, gc.Equals, s.logger)
 	c.Check(got.Rand(), gc.Equals, 0.25)
 	c.Check(got.Metrics, gc.Equals, provisioner.Metrics(s.metrics))
+	c.Check(got.Locks, gc.Equals, provisioner.Locks(s.locks))
 	c.Check(got.Holder, gc.Equals, holder)
 	c.Check(got.Concurrency, gc.Equals, 4)
 	c.Check(got.LeaseTTL, gc.Equals, leaseTTL)

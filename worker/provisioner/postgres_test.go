@@ -17,6 +17,7 @@ import (
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
 	"github.com/berth-dev/berth/internal/pgtest/pgstate"
+	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -111,6 +112,7 @@ func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
 		Rand:             func() float64 { return 0.5 },
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:          metrics,
+		Locks:            new(resourcelock.Set),
 		Holder:           holder,
 		Concurrency:      2,
 		LeaseTTL:         leaseTTL,

@@ -25,7 +25,18 @@ type outcome struct {
 // reconcile claims resource id, brings it one step closer to its desired state and releases
 // it. ctx ends when the worker is killed. woken says capacity was freed for the resource, so
 // a wait for capacity ends early.
+//
+// The attempt holds the resource's lock from before the claim to after the release, so no
+// health check of this agent runs meanwhile; it waits for one in flight to end first (a
+// check is bounded by its own timeout). The wait counts against neither the attempt's
+// timeout nor its lease.
 func (w *Worker) reconcile(ctx context.Context, id string, woken bool) outcome {
+	unlock, err := w.config.Locks.Lock(ctx, id)
+	if err != nil {
+		// The worker is stopping: the next agent (or this one, restarted) carries on.
+		return outcome{id: id}
+	}
+	defer unlock()
 	started := w.config.Clock.Now()
 	attemptCtx, cancel := w.withTimeout(ctx, w.config.ReconcileTimeout)
 	a := &attempt{w: w, ctx: ctx, attemptCtx: attemptCtx, log: w.config.Logger.With("id", id)}

@@ -31,6 +31,13 @@ type Environs interface {
 	Get(name string) (environ.Environ, string, error)
 }
 
+// Locks keeps the agent's other workers off a resource while it is reconciled
+// (*resourcelock.Set is one).
+type Locks interface {
+	// Lock takes the resource's lock, waiting until ctx ends while another holds it.
+	Lock(ctx context.Context, id string) (unlock func(), err error)
+}
+
 // Watcher reports the ids of resources that need attention; its first event lists every one.
 type Watcher interface {
 	worker.Worker
@@ -69,6 +76,7 @@ type Config struct {
 	Rand       func() float64 // uniform in [0, 1), for jitter
 	Logger     *slog.Logger
 	Metrics    Metrics
+	Locks      Locks // held for the whole of each attempt
 
 	Holder      string // this agent's identity on reconcile leases
 	Concurrency int    // most reconciles in flight at once
@@ -97,6 +105,8 @@ func (c Config) Validate() error {
 		return errors.New("provisioner: Logger is required")
 	case c.Metrics == nil:
 		return errors.New("provisioner: Metrics is required")
+	case c.Locks == nil:
+		return errors.New("provisioner: Locks is required: pass the lock set the health checker shares")
 	case c.Holder == "":
 		return errors.New("provisioner: Holder is required: set it to this agent's identity (e.g. its host name)")
 	case c.Concurrency < 1:

@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -32,6 +33,7 @@ type workerSuite struct {
 	watcher *fakeWatcher
 	logs    *syncBuffer
 	metrics *fakeMetrics
+	locks   *resourcelock.Set
 
 	mu   sync.Mutex
 	rand float64
@@ -58,6 +60,7 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.watcher = newFakeWatcher()
 	s.logs = &syncBuffer{}
 	s.metrics = newFakeMetrics()
+	s.locks = new(resourcelock.Set)
 	s.rand = 0.5
 }
 
@@ -80,6 +83,7 @@ func (s *workerSuite) config() provisioner.Config {
 		},
 		Logger:           slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics:          s.metrics,
+		Locks:            s.locks,
 		Holder:           holder,
 		Concurrency:      2,
 		LeaseTTL:         leaseTTL,
