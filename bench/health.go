@@ -31,6 +31,8 @@ const (
 	healthPageSize            = 500
 	healthCheckTimeout        = 30 * time.Second
 	healthEnvironCheckTimeout = time.Minute
+	// healthHolder is the sweep's lease identity; no other agent holds a lease on its rows.
+	healthHolder = "bench-health"
 )
 
 // healthResult is one measured health sweep.
@@ -146,6 +148,7 @@ func sweep(ctx context.Context, db *database, setJSON []byte, cfg config, res *h
 		Store:    countingStore{st, calls, gate},
 		Environs: gatedEnvirons{set, gate},
 		Locks:    new(resourcelock.Set),
+		Holder:   healthHolder,
 		Clock:    clock.WallClock,
 		Rand:     rand.Float64,
 		Logger:   logger,
@@ -540,9 +543,9 @@ func (s countingStore) CountResourcesByStatus(ctx context.Context) (map[domain.S
 	return s.st.CountResourcesByStatus(ctx)
 }
 
-func (s countingStore) ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error) {
+func (s countingStore) ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error) {
 	s.calls.add("ListCheckable")
-	return s.st.ListCheckable(ctx, afterID, limit)
+	return s.st.ListCheckable(ctx, afterID, limit, holder)
 }
 
 func (s countingStore) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {

@@ -23,8 +23,10 @@ type HealthUpdate struct {
 type HealthStore interface {
 	// ListCheckable returns up to limit resources that are provisioned at their current
 	// generation (ready or unhealthy, observed_generation = generation) with an id greater
-	// than afterID ("" for the first page), ordered by id.
-	ListCheckable(ctx context.Context, afterID string, limit int) ([]Resource, error)
+	// than afterID ("" for the first page), ordered by id. A resource whose reconcile lease
+	// is live (on the database clock) and held by another holder than holder, this agent's
+	// lease identity, is left out: another agent is reconciling it.
+	ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]Resource, error)
 	// RecordHealth applies h to the resource while it is still at generation, provisioned at
 	// it and ready or unhealthy, and returns the new row; otherwise (args changed, a delete
 	// or a reconcile started) it gives ErrStale, and ErrNotFound when the row is gone. A

@@ -250,6 +250,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Rand:                config.Rand,
 			Metrics:             config.Metrics,
 			Locks:               locks,
+			Holder:              config.Provisioner.Holder,
 			NewWorker:           healthcheck.NewWorker,
 		}),
 

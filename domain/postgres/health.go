@@ -13,19 +13,20 @@ import (
 )
 
 // ListCheckable returns up to limit provisioned resources (ready or unhealthy at their
-// generation) with an id after afterID, by id. Each page walks resources_checkable_idx from
-// afterID and reads about limit rows, wherever in the table it starts.
-func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error) {
-	if err := backend.CheckPageLimit(limit); err != nil {
+// generation) with an id after afterID, by id, leaving out those another holder than holder
+// has a live lease on. Each page walks resources_checkable_idx from afterID and reads about
+// limit rows, wherever in the table it starts.
+func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error) {
+	if err := backend.CheckCheckablePage(limit, holder); err != nil {
 		return nil, err
 	}
-	query, args := checkableFirstPage, []any{limit}
+	query, args := checkableFirstPage, []any{limit, holder}
 	if afterID != "" {
 		uid, err := parseID(afterID)
 		if err != nil {
 			return nil, err
 		}
-		query, args = checkableNextPage, []any{limit, uid}
+		query, args = checkableNextPage, []any{limit, holder, uid}
 	}
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
@@ -48,6 +49,9 @@ func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([
 //     ordering by that text cannot use the index;
 //   - the id bound is a plain index condition (no "$1 IS NULL OR", which a generic plan
 //     cannot use as a bound);
+//   - the lease condition (the same as ClaimResource's, on the database clock) is a filter
+//     on the rows the walk reads; rows leased by another agent are few and brief, so a page
+//     still reads about limit rows;
 //   - observed_generation never exceeds generation (it is a generation the agent worked on,
 //     and generation only grows), so ">=" means "=". It is written so because the planner
 //     guesses that an equality of two columns keeps 0.5% of the rows, too few to be worth
@@ -56,11 +60,13 @@ const (
 	checkableFirstPage = `
 		SELECT ` + resourceColumns + ` FROM resources
 		 WHERE status IN ('ready', 'unhealthy') AND observed_generation >= generation
+		   AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
 		 ORDER BY resources.id LIMIT $1`
 	checkableNextPage = `
 		SELECT ` + resourceColumns + ` FROM resources
 		 WHERE status IN ('ready', 'unhealthy') AND observed_generation >= generation
-		   AND id > $2
+		   AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
+		   AND id > $3
 		 ORDER BY resources.id LIMIT $1`
 )
 

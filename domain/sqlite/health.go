@@ -12,10 +12,11 @@ import (
 )
 
 // ListCheckable returns up to limit provisioned resources (ready or unhealthy at their
-// generation) with an id after afterID, by id. Its WHERE clause matches
-// resources_checkable_idx.
-func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error) {
-	if err := backend.CheckPageLimit(limit); err != nil {
+// generation) with an id after afterID, by id, leaving out those another holder than holder
+// has a live lease on. Its WHERE clause matches resources_checkable_idx; the lease condition
+// (ClaimResource's) filters the rows it reads.
+func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error) {
+	if err := backend.CheckCheckablePage(limit, holder); err != nil {
 		return nil, err
 	}
 	after := "" // sorts before every id
@@ -28,7 +29,8 @@ func (s *State) ListCheckable(ctx context.Context, afterID string, limit int) ([
 	out, err := s.queryResources(ctx, `
 		SELECT `+resourceColumns+` FROM resources
 		 WHERE status IN ('ready', 'unhealthy') AND generation = observed_generation AND id > $1
-		 ORDER BY id LIMIT $2`, after, limit)
+		   AND (lease_holder IS NULL OR lease_holder = $3 OR lease_expires_at < `+nowSQL+`)
+		 ORDER BY id LIMIT $2`, after, limit, holder)
 	if err != nil {
 		return nil, fmt.Errorf("list checkable resources: %w", err)
 	}

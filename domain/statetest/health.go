@@ -213,7 +213,7 @@ func testListCheckablePages(t *testing.T, b *Backend) {
 	var got []string
 	after := ""
 	for pages := 0; ; pages++ {
-		page, err := b.ListCheckable(ctx, after, 2)
+		page, err := b.ListCheckable(ctx, after, 2, "agent-a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,8 +231,12 @@ func testListCheckablePages(t *testing.T, b *Backend) {
 	if !slices.Equal(got, ids) {
 		t.Errorf("paged ids = %v, want the ready and unhealthy ones in id order %v", got, ids)
 	}
-	if _, err := b.ListCheckable(ctx, "", 0); err == nil {
+	if _, err := b.ListCheckable(ctx, "", 0, "agent-a"); err == nil {
 		t.Error("ListCheckable with limit 0: nil error")
+	}
+	var field *domain.FieldError
+	if _, err := b.ListCheckable(ctx, "", 2, ""); !errors.As(err, &field) || field.Field != "holder" {
+		t.Errorf("ListCheckable with no holder: err = %v, want a holder field error", err)
 	}
 
 	counts, err := b.CountResourcesByStatus(ctx)
@@ -258,5 +262,57 @@ func testListWaitingForCapacity(t *testing.T, b *Backend) {
 	}
 	if got, _ := b.ListWaitingForCapacity(ctx, 1); len(got) != 1 || got[0].ID != first.ID {
 		t.Errorf("waiting, limit 1 = %+v", got)
+	}
+}
+
+// A resource another agent is reconciling (its lease live and someone else's) is left out of
+// the checkable pages; one leased by the lister itself, one whose lease expired and one never
+// leased are listed. Each agent on the database sees the other's leases.
+func testListCheckableSkipsOthersLeases(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	none := provisioned(t, b, "none")
+	mine := provisioned(t, b, "mine")
+	theirs := provisioned(t, b, "theirs")
+	expired := provisioned(t, b, "expired")
+	other := b.Reopen(t)
+	if _, err := b.ClaimResource(ctx, mine.ID, "agent-a", ttl); err != nil {
+		t.Fatalf("claim by a: %v", err)
+	}
+	if _, err := other.ClaimResource(ctx, theirs.ID, "agent-b", ttl); err != nil {
+		t.Fatalf("claim by b: %v", err)
+	}
+	if _, err := other.ClaimResource(ctx, expired.ID, "agent-b", ttl); err != nil {
+		t.Fatalf("claim by b: %v", err)
+	}
+	mustExec(t, b, `UPDATE resources SET lease_expires_at = $2 WHERE id = $1`, expired.ID, time.Now().Add(-time.Second))
+
+	list := func(st domain.HealthStore, holder string) []string {
+		t.Helper()
+		page, err := st.ListCheckable(ctx, "", 10, holder)
+		if err != nil {
+			t.Fatalf("list checkable for %s: %v", holder, err)
+		}
+		ids := make([]string, len(page))
+		for i, r := range page {
+			ids[i] = r.ID
+		}
+		return ids
+	}
+	sorted := func(ids ...string) []string {
+		slices.Sort(ids)
+		return ids
+	}
+	if got, want := list(b, "agent-a"), sorted(none.ID, mine.ID, expired.ID); !slices.Equal(got, want) {
+		t.Errorf("agent-a lists %v, want %v (all but the one agent-b is reconciling)", got, want)
+	}
+	if got, want := list(other, "agent-b"), sorted(none.ID, theirs.ID, expired.ID); !slices.Equal(got, want) {
+		t.Errorf("agent-b lists %v, want %v (all but the one agent-a is reconciling)", got, want)
+	}
+	// Once the lease is given up the resource is checkable again, by anyone.
+	if err := other.ReleaseResource(ctx, theirs.ID, "agent-b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := list(b, "agent-a"), sorted(none.ID, mine.ID, theirs.ID, expired.ID); !slices.Equal(got, want) {
+		t.Errorf("after agent-b released its lease agent-a lists %v, want %v", got, want)
 	}
 }

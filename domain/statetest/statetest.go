@@ -95,6 +95,7 @@ var tests = []struct {
 	{"RecordHealthLosesToArgsChangesAndDeletes", testRecordHealthLosesToArgsChangesAndDeletes},
 	{"EventsRecordEveryStatusChange", testEventsRecordEveryStatusChange},
 	{"ListCheckablePages", testListCheckablePages},
+	{"ListCheckableSkipsOthersLeases", testListCheckableSkipsOthersLeases},
 	{"ListWaitingForCapacity", testListWaitingForCapacity},
 	{"CapacityHistoryAndWarnings", testCapacityHistoryAndWarnings},
 }

@@ -9,7 +9,8 @@
 // still checking from the previous round is not checked again until it returns.)
 //
 // The round then checks every resource that is provisioned at its generation (ready or
-// unhealthy), read in pages of PageSize by id. With N such resources (counted when the round
+// unhealthy) and not being reconciled by another agent (see Reconciles), read in pages of
+// PageSize by id. With N such resources (counted when the round
 // starts) the k-th check is due at
 //
 //	start + (k + rand) * Interval / N        rand uniform in [0, 1)
@@ -48,9 +49,13 @@
 // round-skipped in the report, and not counted in the metrics); the next round checks it
 // again. A reconcile that starts while a check is in flight waits for the check to end.
 //
-// The lock guards one agent. A reconcile by another agent is not excluded: only the
-// generation condition on every record, the environs' own generation guards and their
-// orphan sweeps keep a check from undoing it.
+// The lock guards one agent. Agents sharing a database are kept apart by the reconcile
+// lease: the pages leave out every resource whose lease is live (on the database clock) and
+// held by another holder than Holder, this agent's (the provisioner's) lease identity, so a
+// resource another agent is reconciling is not checked that round. A lease taken after its
+// page was read is not seen; then, as for any reconcile that starts meanwhile, the generation
+// and status conditions on every record, the environs' own generation guards and their orphan
+// sweeps keep the check from undoing it.
 //
 // # Metrics
 //

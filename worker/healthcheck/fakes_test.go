@@ -23,7 +23,7 @@ const longWait = 10 * time.Second
 type fakeStore struct {
 	mu        sync.Mutex
 	rows      map[string]*domain.Resource
-	pages     []string // "after/limit" of every ListCheckable
+	pages     []string // "after/limit/holder" of every ListCheckable
 	records   []domain.HealthUpdate
 	changed   chan struct{} // closed and replaced on every call
 	countErr  error
@@ -65,11 +65,11 @@ func (s *fakeStore) CountResourcesByStatus(ctx context.Context) (map[domain.Stat
 	return out, nil
 }
 
-func (s *fakeStore) ListCheckable(ctx context.Context, after string, limit int) ([]domain.Resource, error) {
+func (s *fakeStore) ListCheckable(ctx context.Context, after string, limit int, holder string) ([]domain.Resource, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
-	s.pages = append(s.pages, fmt.Sprintf("%s/%d", after, limit))
+	s.pages = append(s.pages, fmt.Sprintf("%s/%d/%s", after, limit, holder))
 	var ids []string
 	for id, r := range s.rows {
 		if (r.Status == domain.StatusReady || r.Status == domain.StatusUnhealthy) && id > after {

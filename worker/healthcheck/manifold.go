@@ -30,7 +30,8 @@ type ManifoldConfig struct {
 	Logger    *slog.Logger
 	Rand      func() float64
 	Metrics   Metrics
-	Locks     Locks // shared with the provisioner
+	Locks     Locks  // shared with the provisioner
+	Holder    string // this agent's lease identity, the provisioner's Holder
 	NewWorker func(Config) (worker.Worker, error)
 }
 
@@ -51,6 +52,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("health checker manifold: Metrics is required")
 	case c.Locks == nil:
 		return errors.New("health checker manifold: Locks is required: pass the lock set the provisioner shares")
+	case c.Holder == "":
+		return errors.New("health checker manifold: Holder is required: pass the provisioner's Holder, this agent's lease identity")
 	case c.NewWorker == nil:
 		return errors.New("health checker manifold: NewWorker is required")
 	}
@@ -85,6 +88,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Logger:              config.Logger,
 				Metrics:             config.Metrics,
 				Locks:               config.Locks,
+				Holder:              config.Holder,
 				Interval:            config.Interval,
 				Concurrency:         config.Concurrency,
 				PageSize:            config.PageSize,

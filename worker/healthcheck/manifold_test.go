@@ -55,6 +55,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 		Rand:                func() float64 { return 0.5 },
 		Metrics:             s.metrics,
 		Locks:               s.locks,
+		Holder:              "agent-a",
 		NewWorker: func(config healthcheck.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -86,6 +87,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Rand = nil }, ".*Rand is required"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Locks = nil }, ".*Locks is required: .*"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Holder = "" }, ".*Holder is required: .*"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
 	} {
 		config := s.config
@@ -118,6 +120,7 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Clock, gc.Equals, s.clock)
 	c.Check(config.Metrics, gc.Equals, healthcheck.Metrics(s.metrics))
 	c.Check(config.Locks, gc.Equals, healthcheck.Locks(s.locks))
+	c.Check(config.Holder, gc.Equals, "agent-a")
 	c.Check(config.Interval, gc.Equals, time.Minute)
 	c.Check(config.Concurrency, gc.Equals, 8)
 	c.Check(config.PageSize, gc.Equals, 500)

@@ -21,7 +21,7 @@ import (
 // Store is the part of domain.State the worker uses.
 type Store interface {
 	CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error)
-	ListCheckable(ctx context.Context, afterID string, limit int) ([]domain.Resource, error)
+	ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error)
 	RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error)
 }
 
@@ -66,6 +66,9 @@ type Config struct {
 	Logger   *slog.Logger
 	Metrics  Metrics
 	Locks    Locks // shared with the provisioner
+	// Holder is this agent's identity on reconcile leases (the provisioner's); resources
+	// another holder's live lease is on are not checked.
+	Holder string
 
 	Interval            time.Duration // how often every environ and resource is checked
 	Concurrency         int           // most resource checks in flight at once
@@ -91,6 +94,8 @@ func (c Config) Validate() error {
 		return errors.New("health checker: Metrics is required")
 	case c.Locks == nil:
 		return errors.New("health checker: Locks is required: pass the lock set the provisioner shares")
+	case c.Holder == "":
+		return errors.New("health checker: Holder is required: pass the provisioner's Holder, this agent's lease identity")
 	case c.Interval <= 0:
 		return fmt.Errorf("health checker: Interval must be positive, got %s", c.Interval)
 	case c.Concurrency < 1:
@@ -354,7 +359,7 @@ func (w *Worker) startRound(ctx context.Context, now time.Time) *round {
 
 // nextPage reads the page after r.after; an empty page, or an error, ends the round's checks.
 func (w *Worker) nextPage(ctx context.Context, r *round) {
-	page, err := w.config.Store.ListCheckable(ctx, r.after, w.config.PageSize)
+	page, err := w.config.Store.ListCheckable(ctx, r.after, w.config.PageSize, w.config.Holder)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.config.Logger.Warn("cannot list resources to check; the next round starts over", "error", err)

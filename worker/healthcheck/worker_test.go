@@ -46,6 +46,7 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:             s.metrics,
 		Locks:               s.locks,
+		Holder:              "agent-a",
 		Interval:            time.Minute,
 		Concurrency:         10,
 		PageSize:            3,
@@ -72,6 +73,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.Config) { cfg.Logger = nil }, ".*Logger is required"},
 		{func(cfg *healthcheck.Config) { cfg.Metrics = nil }, ".*Metrics is required"},
 		{func(cfg *healthcheck.Config) { cfg.Locks = nil }, ".*Locks is required: .*"},
+		{func(cfg *healthcheck.Config) { cfg.Holder = "" }, ".*Holder is required: .*"},
 		{func(cfg *healthcheck.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
 		{func(cfg *healthcheck.Config) { cfg.Concurrency = 0 }, ".*Concurrency must be at least 1, got 0"},
 		{func(cfg *healthcheck.Config) { cfg.PageSize = 0 }, ".*PageSize must be at least 1, got 0"},
@@ -111,7 +113,7 @@ func (s *workerSuite) TestSpreadsChecksOverTheInterval(c *gc.C) {
 	c.Assert(s.clock.WaitAdvance(9*time.Second, longWait, 4), gc.IsNil)
 	c.Check(s.env.next(c), gc.Equals, call{id: "r4", at: s.t0.Add(52500 * time.Millisecond)})
 	s.store.waitFor(c, "the last page", func() bool { return len(s.store.pages) == 3 })
-	c.Check(s.store.pages, gc.DeepEquals, []string{"/3", "r3/3", "r4/3"})
+	c.Check(s.store.pages, gc.DeepEquals, []string{"/3/agent-a", "r3/3/agent-a", "r4/3/agent-a"})
 	for range 4 {
 		s.env.release <- struct{}{}
 	}

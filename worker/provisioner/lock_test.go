@@ -125,7 +125,7 @@ func (st checkStore) CountResourcesByStatus(context.Context) (map[domain.Status]
 	return out, nil
 }
 
-func (st checkStore) ListCheckable(_ context.Context, after string, limit int) ([]domain.Resource, error) {
+func (st checkStore) ListCheckable(_ context.Context, after string, limit int, _ string) ([]domain.Resource, error) {
 	st.s.mu.Lock()
 	defer st.s.mu.Unlock()
 	var ids []string
@@ -176,6 +176,7 @@ func (s *workerSuite) TestWaitsForAHealthCheckInFlight(c *gc.C) {
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics:             noHealthMetrics{},
 		Locks:               s.locks,
+		Holder:              holder,
 		Interval:            time.Hour,
 		Concurrency:         1,
 		PageSize:            10,

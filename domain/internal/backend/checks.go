@@ -51,10 +51,13 @@ func StartTypes(start domain.ProvisioningStart) []string {
 	return out
 }
 
-// CheckPageLimit checks the size of a page of ListCheckable.
-func CheckPageLimit(limit int) error {
+// CheckCheckablePage checks ListCheckable's page size and holder.
+func CheckCheckablePage(limit int, holder string) error {
 	if limit < 1 {
 		return &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	if holder == "" {
+		return &domain.FieldError{Field: "holder", Msg: "must not be empty: pass this agent's lease identity"}
 	}
 	return nil
 }
