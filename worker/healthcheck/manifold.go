@@ -7,12 +7,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/juju/clock"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
-	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/environinputs"
 )
 
 // ManifoldConfig names the manifold's inputs and carries the worker's settings.
@@ -60,30 +58,26 @@ func (c ManifoldConfig) Validate() error {
 	return nil
 }
 
+func (c ManifoldConfig) inputNames() environinputs.Names {
+	return environinputs.Names{Clock: c.ClockName, Database: c.DatabaseName, Environs: c.EnvironsName}
+}
+
 // Manifold runs the health checker on the agent's clock, database and provisioner set.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
-		Inputs: []string{config.ClockName, config.DatabaseName, config.EnvironsName},
+		Inputs: config.inputNames().Inputs(),
 		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
 			if err := config.Validate(); err != nil {
 				return nil, err
 			}
-			var clk clock.Clock
-			if err := getter.Get(config.ClockName, &clk); err != nil {
-				return nil, err
-			}
-			var state domain.State
-			if err := getter.Get(config.DatabaseName, &state); err != nil {
-				return nil, err
-			}
-			var set *environ.Set
-			if err := getter.Get(config.EnvironsName, &set); err != nil {
+			in, err := config.inputNames().Get(getter)
+			if err != nil {
 				return nil, err
 			}
 			w, err := config.NewWorker(Config{
-				Store:               state,
-				Environs:            set,
-				Clock:               clk,
+				Store:               in.State,
+				Environs:            in.Environs,
+				Clock:               in.Clock,
 				Rand:                config.Rand,
 				Logger:              config.Logger,
 				Metrics:             config.Metrics,
