@@ -185,6 +185,15 @@ func startDevHosts(cfg devHostsConfig, logger *slog.Logger, clk clock.Clock) (*d
 		d.hosts = append(d.hosts, h)
 		h.logger.Info("dev host listening", "health", h.url+static.DefaultHealthPath)
 	}
+	// Started first: a tomb refuses Go once every goroutine it tracks has returned, which
+	// could happen if every server failed before this one joined.
+	d.tomb.Go(func() error {
+		<-d.tomb.Dying()
+		for _, h := range d.hosts {
+			_ = h.server.Close()
+		}
+		return nil
+	})
 	for i, h := range d.hosts {
 		l := listeners[i]
 		d.tomb.Go(func() error {
@@ -194,13 +203,6 @@ func startDevHosts(cfg devHostsConfig, logger *slog.Logger, clk clock.Clock) (*d
 			return nil
 		})
 	}
-	d.tomb.Go(func() error {
-		<-d.tomb.Dying()
-		for _, h := range d.hosts {
-			_ = h.server.Close()
-		}
-		return nil
-	})
 	return d, nil
 }
 

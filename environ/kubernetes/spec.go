@@ -197,12 +197,3 @@ func checkURL(s string) error {
 	}
 	return nil
 }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/juju/clock"
@@ -67,7 +68,8 @@ type Worker struct {
 	catacomb catacomb.Catacomb
 	config   Config
 	db       DB
-	failures int
+	// failures is written by the loop and read by Report, from the engine's goroutine.
+	failures atomic.Int64
 }
 
 // NewWorker connects, brings the schema up to date and starts checking the connection.
@@ -101,7 +103,7 @@ func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
 // Report shows the connection's health in the engine report.
 func (w *Worker) Report() map[string]any {
-	return map[string]any{"consecutive-ping-failures": w.failures}
+	return map[string]any{"consecutive-ping-failures": w.failures.Load()}
 }
 
 func (w *Worker) loop() error {
@@ -123,16 +125,15 @@ func (w *Worker) ping() error {
 	defer cancel()
 	err := w.db.Ping(ctx)
 	if err == nil {
-		if w.failures > 0 {
-			w.config.Logger.Info("database reachable again", "after-failures", w.failures)
+		if before := w.failures.Swap(0); before > 0 {
+			w.config.Logger.Info("database reachable again", "after-failures", before)
 		}
-		w.failures = 0
 		return nil
 	}
-	w.failures++
-	if w.failures >= w.config.MaxPingFailures {
-		return fmt.Errorf("database unreachable after %d checks: %w", w.failures, err)
+	failures := w.failures.Add(1)
+	if failures >= int64(w.config.MaxPingFailures) {
+		return fmt.Errorf("database unreachable after %d checks: %w", failures, err)
 	}
-	w.config.Logger.Warn("database check failed", "failures", w.failures, "err", err)
+	w.config.Logger.Warn("database check failed", "failures", failures, "err", err)
 	return nil
 }

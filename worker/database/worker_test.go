@@ -202,3 +202,28 @@ func (f *fakeDB) waitPing(c *gc.C) {
 		c.Fatal("the worker never pinged the database")
 	}
 }
+
+func (s *workerSuite) TestReportCountsConsecutivePingFailures(c *gc.C) {
+	w, err := database.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	failures := func(want int64) {
+		// Report runs on the engine's goroutine while the loop records the ping.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if w.Report()["consecutive-ping-failures"] == want {
+				return
+			}
+		}
+		c.Fatalf("report %v, want %d consecutive ping failures", w.Report(), want)
+	}
+
+	s.db.setPingErr(errors.New("server closed the connection"))
+	c.Assert(s.clock.WaitAdvance(time.Second, time.Second, 1), gc.IsNil)
+	s.db.waitPing(c)
+	failures(1)
+
+	s.db.setPingErr(nil)
+	c.Assert(s.clock.WaitAdvance(time.Second, time.Second, 1), gc.IsNil)
+	s.db.waitPing(c)
+	failures(0)
+}
