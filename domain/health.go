@@ -7,7 +7,8 @@ import (
 
 // HealthUpdate is what a health check of a provisioned resource records.
 type HealthUpdate struct {
-	// Status is StatusReady (the check passed) or StatusUnhealthy (it failed).
+	// Status is StatusReady (the check passed), StatusUnhealthy (it failed) or StatusError
+	// (the row is unreadable, see Resource.Unreadable: it is not checked until it is fixed).
 	Status        Status
 	StatusMessage string
 	// UnhealthySince is when the failing started; it is kept while the resource stays

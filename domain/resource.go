@@ -101,6 +101,10 @@ type Resource struct {
 	// UnhealthySince is when the resource started failing its health check; nil unless it is
 	// unhealthy.
 	UnhealthySince *time.Time
+
+	// Unreadable lists the JSON columns (args, state, config) the backend could not decode;
+	// each of them is nil in the fields above. Empty for every row Berth wrote itself.
+	Unreadable []UnreadableColumn
 }
 
 // UpToDate reports whether the resource was brought to its current generation and is still
@@ -108,4 +112,29 @@ type Resource struct {
 // provision again).
 func (r Resource) UpToDate() bool {
 	return (r.Status == StatusReady || r.Status == StatusUnhealthy) && r.ObservedGeneration == r.Generation
+}
+
+// Readable reports whether every JSON column of the row could be decoded. A row written by
+// another client (plain SQL) may hold JSON Berth cannot read; such a row is still listed and
+// can be deleted, but nothing is provisioned from it until it is fixed (see Unreadable).
+func (r Resource) Readable() bool { return len(r.Unreadable) == 0 }
+
+// UnreadableReason joins the reasons of r's unreadable columns into one message ("" when
+// the row reads fine).
+func (r Resource) UnreadableReason() string {
+	msgs := make([]string, len(r.Unreadable))
+	for i, c := range r.Unreadable {
+		msgs[i] = c.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// ArgsUnreadable reports whether the args column is among r's unreadable columns.
+func (r Resource) ArgsUnreadable() bool {
+	for _, c := range r.Unreadable {
+		if c.Column == "args" {
+			return true
+		}
+	}
+	return false
 }

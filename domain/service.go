@@ -94,6 +94,9 @@ func (s *Service) UpdateArgs(ctx context.Context, id string, set map[string]any,
 	if err != nil {
 		return Resource{}, err
 	}
+	if current.ArgsUnreadable() {
+		return Resource{}, &FieldError{"args", fmt.Sprintf("cannot be merged into: %s; give every arg again with --replace, or delete the resource", current.UnreadableReason())}
+	}
 	merged := maps.Clone(current.Args)
 	if merged == nil {
 		merged = map[string]any{}
@@ -112,6 +115,23 @@ func (s *Service) UpdateArgs(ctx context.Context, id string, set map[string]any,
 		return Resource{}, err
 	}
 	return s.store.UpdateResourceArgs(ctx, current.ID, merged)
+}
+
+// ReplaceArgs replaces the resource's args with args, validated against the resource's
+// type: the way to fix args a client wrote that Berth cannot read, or to drop every arg not
+// given.
+func (s *Service) ReplaceArgs(ctx context.Context, id string, args map[string]any) (Resource, error) {
+	current, err := s.Get(ctx, id)
+	if err != nil {
+		return Resource{}, err
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	if err := ValidateArgs(current.Type, args); err != nil {
+		return Resource{}, err
+	}
+	return s.store.UpdateResourceArgs(ctx, current.ID, args)
 }
 
 // Delete asks the agent to deprovision the resource and then remove it (idempotent).

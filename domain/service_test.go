@@ -214,6 +214,35 @@ func TestUpdateArgsRejects(t *testing.T) {
 	}
 }
 
+func TestUnreadableArgsAreReplacedNotMerged(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore()
+	svc := domain.NewService(store)
+	r, err := svc.Create(ctx, domain.NewResource{Type: "runtime", Name: "a", Args: map[string]any{"slots": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := store.rows[r.ID]
+	row.Args = nil
+	row.Unreadable = []domain.UnreadableColumn{{Column: "args", Reason: "number 1e+400 out of range"}}
+	store.rows[r.ID] = row
+
+	_, err = svc.UpdateArgs(ctx, r.ID, map[string]any{"slots": 3}, nil)
+	if fieldOf(t, err) != "args" || !strings.Contains(err.Error(), "number 1e+400 out of range") || !strings.Contains(err.Error(), "--replace") {
+		t.Errorf("merge into unreadable args: %v, want an args error naming the reason and --replace", err)
+	}
+	if _, err := svc.ReplaceArgs(ctx, r.ID, map[string]any{"slots": "many"}); fieldOf(t, err) != "args.slots" {
+		t.Errorf("replace with invalid args: %v, want an args.slots error", err)
+	}
+	r, err = svc.ReplaceArgs(ctx, r.ID, map[string]any{"slots": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"slots": 3}; !reflect.DeepEqual(r.Args, want) || r.Generation != 2 {
+		t.Errorf("replaced: args %v at generation %d, want %v at 2", r.Args, r.Generation, want)
+	}
+}
+
 func TestListAndGetValidateInput(t *testing.T) {
 	svc := domain.NewService(newMemStore())
 	ctx := context.Background()

@@ -27,6 +27,8 @@ type resourceJSON struct {
 	Config             map[string]any `json:"config"`
 	Generation         int64          `json:"generation"`
 	ObservedGeneration int64          `json:"observed_generation"`
+	// Unreadable says which columns Berth cannot decode, and why; absent when none.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 func toJSON(r domain.Resource) resourceJSON {
@@ -42,6 +44,7 @@ func toJSON(r domain.Resource) resourceJSON {
 		Config:             nonNil(r.Config),
 		Generation:         r.Generation,
 		ObservedGeneration: r.ObservedGeneration,
+		Unreadable:         r.UnreadableReason(),
 	}
 }
 
@@ -76,6 +79,9 @@ func writeResourceTable(w io.Writer, r domain.Resource) error {
 		{"args", formatMap(r.Args)},
 		{"config", formatMap(r.Config)},
 		{"generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)},
+	}
+	if !r.Readable() {
+		rows = append(rows, [2]string{"unreadable", r.UnreadableReason()})
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], tableText(row[1]))
@@ -112,9 +118,19 @@ func writeResourceList(w io.Writer, rs []domain.Resource) error {
 		if r.ObservedGeneration != r.Generation {
 			gen = fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)
 		}
+		status, args, message := string(r.Status), formatMap(r.Args), r.StatusMessage
+		if !r.Readable() {
+			// A row another program wrote that Berth cannot decode: listed, marked, never
+			// hiding the rows after it.
+			status += " (unreadable)"
+			if r.ArgsUnreadable() {
+				args = "?"
+			}
+			message = r.UnreadableReason()
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.ID, r.Type, tableText(r.Name), tableText(r.Owner), tableText(r.Provisioner), r.Status,
-			gen, tableText(formatMap(r.Args)), tableText(r.StatusMessage))
+			r.ID, r.Type, tableText(r.Name), tableText(r.Owner), tableText(r.Provisioner), status,
+			gen, tableText(args), tableText(message))
 	}
 	return tw.Flush()
 }

@@ -203,28 +203,35 @@ func newResourceUpdateCommand(opts *globalOptions) *cobra.Command {
 	var (
 		ref             resourceRef
 		argPairs, unset []string
+		replace         bool
 		wait            bool
 		timeout         time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "update ID|NAME [--arg key=value ...] [--unset key ...]",
+		Use:   "update ID|NAME [--arg key=value ...] [--unset key ...] [--replace]",
 		Short: "Change a resource's args",
 		Long: `Change a resource's args. The given --arg values are MERGED into the current args (keys not
-mentioned keep their values); --unset removes a key, bringing back its default. The merged
-args are checked against the resource's type before anything is written, and the agent
-reconciles the resource again when they differ from the current ones.
+mentioned keep their values); --unset removes a key, bringing back its default. With
+--replace the given --arg values become the whole args instead: the way to fix args another
+program wrote that Berth cannot read. The new args are checked against the resource's type
+before anything is written, and the agent reconciles the resource again when they differ
+from the current ones.
 
 ` + refHelp,
 		Example: `  berth resource update 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --arg slots=4
-  berth resource update analytics --owner acme --unset version --wait`,
+  berth resource update analytics --owner acme --unset version --wait
+  berth resource update analytics --owner acme --replace --arg slots=2`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
 			if err != nil {
 				return err
 			}
-			if len(argPairs) == 0 && len(unset) == 0 {
+			if len(argPairs) == 0 && len(unset) == 0 && !replace {
 				return errors.New("nothing to update: give --arg key=value or --unset key")
+			}
+			if replace && len(unset) > 0 {
+				return errors.New("--unset and --replace do not mix: --replace drops every arg not given with --arg")
 			}
 			if err := checkTimeout(wait, timeout); err != nil {
 				return err
@@ -239,7 +246,12 @@ reconciles the resource again when they differ from the current ones.
 				if err != nil {
 					return flagError(err)
 				}
-				r, err := svc.UpdateArgs(ctx, before.ID, set, unset)
+				var r domain.Resource
+				if replace {
+					r, err = svc.ReplaceArgs(ctx, before.ID, set)
+				} else {
+					r, err = svc.UpdateArgs(ctx, before.ID, set, unset)
+				}
 				if err != nil {
 					return flagError(storeError(err))
 				}
@@ -256,6 +268,7 @@ reconciles the resource again when they differ from the current ones.
 	flags := cmd.Flags()
 	flags.StringArrayVar(&argPairs, "arg", nil, "argument to set as key=value, merged into the current args; repeat for more")
 	flags.StringArrayVar(&unset, "unset", nil, "argument key to remove; repeat for more")
+	flags.BoolVar(&replace, "replace", false, "make the given --arg values the whole args instead of merging them")
 	addWaitFlags(cmd, &wait, &timeout, "until the resource is ready with the new args")
 	ref.addFlags(cmd)
 	return cmd

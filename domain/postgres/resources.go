@@ -18,12 +18,22 @@ const resourceColumns = `id::text, type, name, owner, provisioner, args, generat
 	status, status_message, state, config, attempts, next_attempt_at, last_error,
 	created_at, updated_at, ready_at, unhealthy_since`
 
+// scanResource reads one row of resourceColumns. Its JSON columns are decoded one by one
+// after the scan, so a column Berth cannot read (written by another client) marks the row
+// unreadable (domain.Resource.Unreadable) instead of failing the read.
 func scanResource(row pgx.Row) (domain.Resource, error) {
-	var r domain.Resource
-	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
-		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
+	var (
+		r                   domain.Resource
+		args, state, config []byte
+	)
+	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &args, &r.Generation,
+		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &state, &config, &r.Attempts,
 		&r.NextAttemptAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt, &r.UnhealthySince)
-	return r, err
+	if err != nil {
+		return r, err
+	}
+	domain.DecodeResourceJSON(&r, args, state, config)
+	return r, nil
 }
 
 // CreateResource inserts a pending resource at generation 1.

@@ -39,6 +39,9 @@ func collectRows[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, 
 	return out, nil
 }
 
+// scanResource reads one row of resourceColumns. Its JSON columns are decoded one by one,
+// so a column Berth cannot read (written by another client) marks the row unreadable
+// (domain.Resource.Unreadable) instead of failing the read.
 func scanResource(row rowScanner) (domain.Resource, error) {
 	var (
 		r                      domain.Resource
@@ -52,15 +55,7 @@ func scanResource(row rowScanner) (domain.Resource, error) {
 	if err != nil {
 		return r, err
 	}
-	if r.Args, err = decodeObject("args", args); err != nil {
-		return r, err
-	}
-	if r.State, err = decodeObject("state", state); err != nil {
-		return r, err
-	}
-	if r.Config, err = decodeObject("config", config); err != nil {
-		return r, err
-	}
+	domain.DecodeResourceJSON(&r, []byte(args), []byte(state), []byte(config))
 	if r.CreatedAt, err = parseTime("created_at", created); err != nil {
 		return r, err
 	}

@@ -201,14 +201,6 @@ func encodeObject(column string, m map[string]any) (string, error) {
 	return v.(string), nil
 }
 
-func decodeObject(column, s string) (map[string]any, error) {
-	m := map[string]any{}
-	if err := json.Unmarshal([]byte(s), &m); err != nil {
-		return nil, fmt.Errorf("column %s holds JSON that is not an object: %w", column, err)
-	}
-	return m, nil
-}
-
 // errorCode returns the SQLite result code of err, or 0 when it has none.
 func errorCode(err error) int {
 	var e *sqlite3.Error

@@ -119,8 +119,10 @@ func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
 	if _, err := b.RecordHealth(ctx, missingID, 1, unhealthy); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("record health of a missing resource: %v, want ErrNotFound", err)
 	}
-	if _, err := b.RecordHealth(ctx, changed.ID, 2, domain.HealthUpdate{Status: domain.StatusError}); err == nil || !strings.Contains(err.Error(), "ready or unhealthy") {
-		t.Errorf("record health with status error: %v, want a field error", err)
+	for _, status := range []domain.Status{domain.StatusPending, domain.StatusProvisioning, domain.StatusDeleting} {
+		if _, err := b.RecordHealth(ctx, changed.ID, 2, domain.HealthUpdate{Status: status}); err == nil || !strings.Contains(err.Error(), "ready, unhealthy or error") {
+			t.Errorf("record health with status %s: %v, want a field error", status, err)
+		}
 	}
 	if _, err := b.RecordHealth(ctx, changed.ID, 2, domain.HealthUpdate{Status: domain.StatusUnhealthy}); err == nil {
 		t.Error("record unhealthy without a time it started: nil error")

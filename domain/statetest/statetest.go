@@ -98,6 +98,7 @@ var tests = []struct {
 	{"ListCheckableSkipsOthersLeases", testListCheckableSkipsOthersLeases},
 	{"ListWaitingForCapacity", testListWaitingForCapacity},
 	{"CapacityHistoryAndWarnings", testCapacityHistoryAndWarnings},
+	{"UnreadableRowsAreReadOneByOne", testUnreadableRowsAreReadOneByOne},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

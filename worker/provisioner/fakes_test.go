@@ -238,6 +238,14 @@ func (s *fakeState) requestDelete(id string) {
 	row.Attempts, row.NextAttemptAt, row.LastError = 0, nil, ""
 }
 
+// edit changes the row as a plain-SQL write that logs no change would (a fix of its state
+// or config).
+func (s *fakeState) edit(id string, f func(r *domain.Resource)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s.rows[id])
+}
+
 func (s *fakeState) setLease(id, holder string, expires time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -336,6 +344,7 @@ func (s *fakeState) waitGone(c *gc.C, id string) {
 }
 
 func copyResource(r domain.Resource) domain.Resource {
+	r.Unreadable = slices.Clone(r.Unreadable)
 	r.Args = maps.Clone(r.Args)
 	r.State = maps.Clone(r.State)
 	r.Config = maps.Clone(r.Config)

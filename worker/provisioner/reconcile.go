@@ -98,10 +98,14 @@ func (a *attempt) run(woken bool) outcome {
 	}
 	switch {
 	case r.Status == domain.StatusDeleting:
+		// Brokers free what a resource holds by its id: an unreadable column cannot keep a
+		// delete from finishing.
 		return a.deprovision()
+	case !r.Readable():
+		return a.fail(&unreadableError{r.UnreadableReason()})
 	case r.UpToDate():
 		return outcome{}
-	case r.Status == domain.StatusError && r.LastError != "":
+	case r.Status == domain.StatusError && r.LastError != "" && r.NextAttemptAt == nil:
 		a.log.Debug("permanent failure at this generation; waiting for new args")
 		return outcome{}
 	}
@@ -280,6 +284,13 @@ func (a *attempt) fail(err error) outcome {
 		o.retryAt = now.Add(a.w.backoff(attempts))
 		u.Status = domain.StatusDeleting
 		u.StatusMessage = fmt.Sprintf("deprovision attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
+	case errors.As(err, new(*unreadableError)):
+		// Nothing can be provisioned from the row until someone fixes it; retrying with
+		// backoff notices the fix without a change event (a plain-SQL fix of state or
+		// config writes none).
+		o.retryAt = now.Add(a.w.backoff(attempts))
+		u.Status = domain.StatusError
+		u.StatusMessage = fmt.Sprintf("%v; looking again at %s", err, o.retryAt.UTC().Format(time.RFC3339))
 	case environ.IsPermanent(err):
 		o.result = OutcomePermanent
 		u.Status = domain.StatusError
@@ -321,6 +332,15 @@ func (a *attempt) fail(err error) outcome {
 		a.log.Warn("cannot record failed attempt; retrying anyway", "error", rerr)
 	}
 	return o
+}
+
+// unreadableError is why a row with a column Berth cannot decode is not provisioned.
+type unreadableError struct {
+	reason string
+}
+
+func (e *unreadableError) Error() string {
+	return e.reason + ": fix the column with SQL or delete the resource"
 }
 
 // resolved notes the resource's provisioner, and tags every later log line with it.

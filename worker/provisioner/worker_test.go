@@ -345,6 +345,49 @@ func (s *workerSuite) TestPermanentErrorWaitsForNewGeneration(c *gc.C) {
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomePermanent, provisioner.OutcomeReady})
 }
 
+func (s *workerSuite) TestUnreadableRowGoesToErrorAndIsRetriedWithBackoff(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Provisioner: "pool",
+		Unreadable: []domain.UnreadableColumn{{Column: "config", Reason: "number 1e+400 out of range"}}})
+	s.setRand(0.8)
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "first failure", func(r *domain.Resource) bool { return r.Attempts == 1 })
+	s.state.waitIdle(c, "r1", 1)
+	c.Check(row.Status, gc.Equals, domain.StatusError)
+	c.Check(row.StatusMessage, gc.Equals, "config is not JSON Berth can read: number 1e+400 out of range: "+
+		"fix the column with SQL or delete the resource; looking again at 2025-03-01T12:00:08Z")
+	due := epoch.Add(8 * time.Second) // 0.8 * 10s * 2^0
+	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+
+	// Still unreadable when the retry is due: the next look backs off further.
+	c.Assert(s.clock.WaitAdvance(8*time.Second, longWait, 1), gc.IsNil)
+	row = s.state.waitRow(c, "r1", "second failure", func(r *domain.Resource) bool { return r.Attempts == 2 })
+	s.state.waitIdle(c, "r1", 2)
+	due = due.Add(16 * time.Second) // 0.8 * 10s * 2^1
+	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
+
+	// Fixed with SQL, which logs no change: the backed-off retry finds it readable.
+	s.state.edit("r1", func(r *domain.Resource) { r.Unreadable, r.Config = nil, map[string]any{} })
+	c.Assert(s.clock.WaitAdvance(16*time.Second, longWait, 1), gc.IsNil)
+	s.state.waitRow(c, "r1", "ready", ready(1))
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 1)
+}
+
+func (s *workerSuite) TestUnreadableRowIsDeleted(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Provisioner: "pool", Status: domain.StatusDeleting,
+		Unreadable: []domain.UnreadableColumn{{Column: "state", Reason: "it holds a JSON array, not an object"}}})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitGone(c, "r1")
+	c.Check(s.env.callCount("deprovision"), gc.Equals, 1)
+	c.Check(s.env.lastInput().ID, gc.Equals, "r1")
+}
+
 func (s *workerSuite) TestUnknownProvisioner(c *gc.C) {
 	s.state.add(domain.Resource{ID: "r1", Provisioner: "elsewhere"})
 	w := s.start(c, s.config())

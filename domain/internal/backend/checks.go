@@ -62,10 +62,11 @@ func CheckCheckablePage(limit int, holder string) error {
 	return nil
 }
 
-// CheckHealthUpdate checks that h records ready or unhealthy, and when unhealthy since when.
+// CheckHealthUpdate checks that h records ready, unhealthy or (for a row the check cannot
+// read) error, and when unhealthy since when.
 func CheckHealthUpdate(h domain.HealthUpdate) error {
-	if h.Status != domain.StatusReady && h.Status != domain.StatusUnhealthy {
-		return &domain.FieldError{Field: "status", Msg: fmt.Sprintf("a health check records ready or unhealthy, not %q", h.Status)}
+	if h.Status != domain.StatusReady && h.Status != domain.StatusUnhealthy && h.Status != domain.StatusError {
+		return &domain.FieldError{Field: "status", Msg: fmt.Sprintf("a health check records ready, unhealthy or error, not %q", h.Status)}
 	}
 	if h.Status == domain.StatusUnhealthy && h.UnhealthySince.IsZero() {
 		return &domain.FieldError{Field: "unhealthy_since", Msg: "is required when the status is unhealthy"}
