@@ -31,7 +31,9 @@ type HealthStore interface {
 	// RecordHealth applies h to the resource while it is still at generation, provisioned at
 	// it and ready or unhealthy, and returns the new row; otherwise (args changed, a delete
 	// or a reconcile started) it gives ErrStale, and ErrNotFound when the row is gone. A
-	// change of status is recorded as a health event, each repair as a repair event.
+	// change of status is recorded as a health event, each repair as a repair event. An
+	// error (an unreadable row) is also logged as a change of the resource, so the agent's
+	// provisioner takes the row over and looks at it again until it is fixed.
 	RecordHealth(ctx context.Context, id string, generation int64, h HealthUpdate) (Resource, error)
 	// CountResourcesByStatus counts the resources in each status; statuses without
 	// resources are absent.

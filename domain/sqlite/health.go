@@ -92,6 +92,12 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 		if r, err = readResource(ctx, tx, uid); err != nil {
 			return err
 		}
+		if h.Status == domain.StatusError {
+			// Hand the row to the provisioner, which keeps looking at it with backoff.
+			if _, err := tx.ExecContext(ctx, `INSERT INTO change_log (resource_id) VALUES ($1)`, uid); err != nil {
+				return fmt.Errorf("log the change: %w", err)
+			}
+		}
 		for _, repair := range h.Repairs {
 			if _, err := tx.ExecContext(ctx, `
 				INSERT INTO resource_events (resource_id, kind, status, message)

@@ -87,12 +87,17 @@ func testUnreadableRowsAreReadOneByOne(t *testing.T, b *Backend) {
 	}
 
 	msg := got.UnreadableReason() + "; fix the column or delete the resource"
+	seq := latestSeq(t, b)
 	marked, err := b.RecordHealth(ctx, badConfig.ID, got.Generation, domain.HealthUpdate{Status: domain.StatusError, StatusMessage: msg})
 	if err != nil {
 		t.Fatalf("record an unreadable row as error: %v", err)
 	}
 	if marked.Status != domain.StatusError || marked.StatusMessage != msg || marked.Readable() {
 		t.Fatalf("marked = %s %q (unreadable %v), want error with the reason and the column kept as it was", marked.Status, marked.StatusMessage, marked.Unreadable)
+	}
+	changes, err := b.ChangesAfter(ctx, seq, 10)
+	if err != nil || len(changes) != 1 || changes[0].ResourceID != badConfig.ID {
+		t.Fatalf("changes after marking = %v, %v; want one of bad-config, for the provisioner to take it over", changes, err)
 	}
 
 	claimed, err := b.ClaimResource(ctx, badState.ID, "agent-a", ttl)
