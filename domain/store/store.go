@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -129,6 +130,8 @@ func sqliteLocation(rawURL, path string) (Location, error) {
 type Options struct {
 	// MaxConns bounds PostgreSQL's connection pool (0: the pool's default). SQLite ignores it.
 	MaxConns int32
+	// Logger, when set, is told of an SQLite file that other users can read.
+	Logger *slog.Logger
 }
 
 // Open opens the store rawURL names and checks it answers. It does not migrate the schema.
@@ -142,6 +145,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (DB, error) {
 		st, err := sqlite.Open(ctx, loc.Path)
 		if err != nil {
 			return nil, err
+		}
+		if exposed := sqlite.ExposedFiles(loc.Path); len(exposed) > 0 && opts.Logger != nil {
+			opts.Logger.Warn("the database file can be read by other users, and it holds every resource's configuration: run chmod 600 on it",
+				"files", strings.Join(exposed, " "), "fix", "chmod 600 "+strings.Join(exposed, " "))
 		}
 		return st, nil
 	}

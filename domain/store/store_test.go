@@ -1,8 +1,10 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,8 +167,8 @@ func TestDefaultPath(t *testing.T) {
 	if want := filepath.Join(state, "berth", "berth.db"); err != nil || path != want {
 		t.Fatalf("DefaultPath with XDG_STATE_HOME = %q, %v; want %q", path, err, want)
 	}
-	if info, err := os.Stat(filepath.Dir(path)); err != nil || !info.IsDir() {
-		t.Fatalf("the default database's directory was not created: %v", err)
+	if info, err := os.Stat(filepath.Dir(path)); err != nil || !info.IsDir() || info.Mode().Perm() != 0o700 {
+		t.Fatalf("the default database's directory: %v, %v; want it created with mode 0700", info, err)
 	}
 	url, err := store.DefaultURL()
 	if err != nil || url != "sqlite://"+path {
@@ -222,6 +224,36 @@ func TestOpenEachKind(t *testing.T) {
 	}
 	if _, err := store.Open(ctx, "postgres://berth:s3cret@127.0.0.1:1/berth?connect_timeout=5", store.Options{}); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("open of an unreachable server: %v, want an error without the password", err)
+	}
+}
+
+// Opening an SQLite file that other users can read logs one warning naming the file and the
+// fix; a private one logs nothing.
+func TestOpenWarnsOfAnSQLiteFileOthersCanRead(t *testing.T) {
+	ctx := testContext(t)
+	path := filepath.Join(t.TempDir(), "berth.db")
+	var logs bytes.Buffer
+	opts := store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	db, err := store.Open(ctx, "sqlite://"+path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if logs.Len() != 0 {
+		t.Fatalf("opening a new database logged %q, want nothing", logs.String())
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err = store.Open(ctx, "sqlite://"+path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], path) ||
+		!strings.Contains(lines[0], "chmod 600 "+path) {
+		t.Fatalf("opening a database others can read logged %q, want one warning naming %s and chmod 600", logs.String(), path)
 	}
 }
 
