@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -212,7 +213,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		Metrics:              agentMetrics,
 		HTTPAddr:             run.httpAddr,
 		DatabaseURL:          dbURL,
-		OpenDatabase:         openStore,
+		OpenDatabase:         storeOpener(logger),
 		ProvisionerSetJSON:   setJSON,
 		ProvisionerSetOrigin: source,
 		ProvisionersFile:     opts.provisionersFile,
@@ -278,8 +279,11 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	}
 }
 
-func openStore(ctx context.Context, url string) (database.DB, error) {
-	return store.Open(ctx, url, store.Options{})
+// storeOpener opens the agent's store, warning on logger of an SQLite file others can read.
+func storeOpener(logger *slog.Logger) database.Opener {
+	return func(ctx context.Context, url string) (database.DB, error) {
+		return store.Open(ctx, url, store.Options{Logger: logger})
+	}
 }
 
 func envOr(name, fallback string) string {

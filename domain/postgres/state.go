@@ -2,14 +2,15 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/dburl"
 )
 
 // State is domain.State on a PostgreSQL connection pool.
@@ -24,38 +25,56 @@ type PoolConfig struct {
 	MaxConns int32 // 0: the pool's default
 }
 
-// Open connects to the database at url and checks it answers. It does not migrate the schema
-// (see Migrate). Errors never contain the URL's password.
-func Open(ctx context.Context, url string, cfg PoolConfig) (*State, error) {
+// Open connects to the database at rawURL and checks it answers. It does not migrate the
+// schema (see Migrate). Its errors show the URL only as dburl shows it: never a password or
+// another secret setting, and nothing of a URL that does not parse.
+func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("pool MaxConns is %d: use 0 for the default or a positive count", cfg.MaxConns)
 	}
-	poolCfg, err := pgxpool.ParseConfig(url)
+	where, err := dburl.Parse(rawURL)
 	if err != nil {
-		return nil, openError(ctx, "parse database URL "+RedactURL(url), err, "")
+		return nil, err
+	}
+	poolCfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, openError(ctx, "parse database URL "+where.String(), parseConfigMessage(err), where, "")
 	}
 	if cfg.MaxConns > 0 {
 		poolCfg.MaxConns = cfg.MaxConns
 	}
+	// The password may come from PGPASSWORD or a password file as well as from the URL.
 	password := poolCfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
-		return nil, openError(ctx, "connect to database "+RedactURL(url), err, password)
+		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, openError(ctx, "connect to database "+RedactURL(url), err, password)
+		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
 	}
 	return &State{pool: pool}, nil
 }
 
-// openError describes a failure to open the database without exposing the password: pgx's
+// parseConfigMessage is what pgx says is wrong with a connection string, without the string:
+// pgconn's ParseConfigError quotes it, with passwords masked on a best-effort basis only.
+func parseConfigMessage(err error) string {
+	var parseErr *pgconn.ParseConfigError
+	if !errors.As(err, &parseErr) {
+		return err.Error()
+	}
+	bare := *parseErr
+	bare.ConnString = ""
+	return strings.TrimPrefix(bare.Error(), "cannot parse ``: ")
+}
+
+// openError describes a failure to open the database without exposing a secret: pgx's
 // errors carry the parsed configuration (password included), so the cause is flattened to
-// its redacted text and only a context error stays reachable through errors.Is.
-func openError(ctx context.Context, what string, err error, password string) error {
-	msg := err.Error()
+// its scrubbed text and only a context error stays reachable through errors.Is.
+func openError(ctx context.Context, what, msg string, where dburl.URL, password string) error {
+	msg = where.Scrub(msg)
 	if password != "" {
-		msg = strings.ReplaceAll(msg, password, "xxxxx")
+		msg = strings.ReplaceAll(msg, password, dburl.Hidden)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s: %s: %w", what, msg, ctxErr)
@@ -76,44 +95,3 @@ func (s *State) Close() { s.pool.Close() }
 
 // Pool returns the underlying pool, for tests and benchmarks that need raw SQL.
 func (s *State) Pool() *pgxpool.Pool { return s.pool }
-
-var (
-	quotedPasswordKV = regexp.MustCompile(`password\s*=\s*'(?:[^'\\]|\\.)*'`)
-	plainPasswordKV  = regexp.MustCompile(`password\s*=\s*[^\s']\S*`)
-)
-
-// RedactURL returns the database URL (or key=value connection string) with any password
-// replaced by "xxxxx", for logs and errors.
-func RedactURL(rawURL string) string {
-	if strings.HasPrefix(rawURL, "postgres://") || strings.HasPrefix(rawURL, "postgresql://") {
-		u, err := url.Parse(rawURL)
-		if err != nil {
-			return redactUnparsableURL(rawURL)
-		}
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-		if q := u.Query(); q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	s := quotedPasswordKV.ReplaceAllLiteralString(rawURL, "password=xxxxx")
-	return plainPasswordKV.ReplaceAllLiteralString(s, "password=xxxxx")
-}
-
-// redactUnparsableURL drops everything between the scheme and the last '@' of the authority
-// (user and password): a URL that does not parse cannot be trusted to split where we expect.
-func redactUnparsableURL(rawURL string) string {
-	scheme, rest, _ := strings.Cut(rawURL, "://")
-	authority, path, hasPath := strings.Cut(rest, "/")
-	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		authority = "xxxxx@" + authority[i+1:]
-	}
-	out := scheme + "://" + authority
-	if hasPath {
-		out += "/" + plainPasswordKV.ReplaceAllLiteralString(path, "password=xxxxx")
-	}
-	return out
-}

@@ -166,28 +166,13 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 		st, err := postgres.Open(ctx, url, postgres.PoolConfig{})
 		if err == nil {
 			st.Close()
-			t.Fatalf("open %s succeeded, want a connection error", postgres.RedactURL(url))
+			t.Fatalf("open of a server that does not listen succeeded, want a connection error")
 		}
 		if strings.Contains(err.Error(), "s3cret-pw") {
 			t.Errorf("open error reveals the password: %v", err)
 		}
 		if !strings.Contains(err.Error(), "berth") {
 			t.Errorf("open error does not name the user or database: %v", err)
-		}
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"postgres://u:pw@h:5432/db?sslmode=disable", "postgres://u:xxxxx@h:5432/db?sslmode=disable"},
-		{"postgresql://u@h/db", "postgresql://u@h/db"},
-		{"postgres://u@h/db?password=pw", "postgres://u@h/db?password=xxxxx"},
-		{"host=h user=u password=pw dbname=db", "host=h user=u password=xxxxx dbname=db"},
-		{"host=h password='p w' dbname=db", "host=h password=xxxxx dbname=db"},
-		{"postgres://u:p%zz@h/db", "postgres://xxxxx@h/db"},
-	} {
-		if got := postgres.RedactURL(tc.in); got != tc.want {
-			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,8 +37,9 @@ const (
 	readConns = 4
 )
 
-// Open opens (creating it if need be) the database file at path and checks it answers. It
-// does not migrate the schema (see Migrate). Its directory must exist.
+// Open opens (creating it if need be, readable by its owner only) the database file at path
+// and checks it answers. It does not migrate the schema (see Migrate). Its directory must
+// exist.
 func Open(ctx context.Context, path string) (*State, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("database file %q: give the path of a file (an in-memory database cannot be shared by the agent and the CLI)", path)
@@ -45,6 +47,9 @@ func Open(ctx context.Context, path string) (*State, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("database file %s: %w", path, err)
+	}
+	if err := createPrivate(abs); err != nil {
+		return nil, err
 	}
 	common := "_pragma=busy_timeout(" + fmt.Sprint(busyTimeout.Milliseconds()) + ")&_pragma=foreign_keys(1)"
 	write, err := openPool(ctx, abs, common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate", 1)
@@ -63,6 +68,35 @@ func Open(ctx context.Context, path string) (*State, error) {
 		return nil, fmt.Errorf("database file %s: %w", abs, err)
 	}
 	return &State{path: abs, file: info, write: write, read: read, wake: newBroadcaster()}, nil
+}
+
+// createPrivate creates the database file, if there is none, readable and writable by its
+// owner only: it holds every resource's configuration. SQLite creates a new file 0644, and
+// gives the -wal and -shm files it creates beside it the database file's mode, so creating
+// the file first is what keeps all three private.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		return f.Close()
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	default:
+		return fmt.Errorf("create database file %s: %w (check that its directory exists and is writable)", path, err)
+	}
+}
+
+// ExposedFiles returns those of the database file at path and its -wal and -shm files that
+// users other than the owner may read or write, for a warning: Open creates them private,
+// but a file made by an older Berth, or copied in, may not be.
+func ExposedFiles(path string) []string {
+	var exposed []string
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if info, err := os.Stat(p); err == nil && info.Mode().Perm()&0o077 != 0 {
+			exposed = append(exposed, p)
+		}
+	}
+	return exposed
 }
 
 // openPool opens a pool of at most conns connections on the file and connects one, which

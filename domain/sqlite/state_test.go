@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,6 +176,37 @@ func TestOpenNeedsAFileInAnExistingDirectory(t *testing.T) {
 	st := openState(t, relative)
 	if !filepath.IsAbs(st.Path()) || filepath.Base(st.Path()) != relative {
 		t.Fatalf("path of %q = %q, want it absolute", relative, st.Path())
+	}
+}
+
+// The database and its -wal and -shm files hold every resource's configuration: a new
+// database is readable by its owner only, and ExposedFiles names the files of one that is not.
+func TestFilesArePrivate(t *testing.T) {
+	ctx := testContext(t)
+	path := filepath.Join(t.TempDir(), "berth.db")
+	st := openState(t, path)
+	if _, err := st.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v (want it created by an open database in WAL mode)", p, err)
+		}
+		if mode := info.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", p, mode)
+		}
+	}
+	if exposed := sqlite.ExposedFiles(path); len(exposed) != 0 {
+		t.Errorf("ExposedFiles of a new database = %v, want none", exposed)
+	}
+	for _, p := range []string{path, path + "-shm"} {
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if exposed := sqlite.ExposedFiles(path); !slices.Equal(exposed, []string{path, path + "-shm"}) {
+		t.Errorf("ExposedFiles after chmod 644 of the file and its -shm = %v, want both", exposed)
 	}
 }
 

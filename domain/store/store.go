@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/dburl"
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/domain/sqlite"
 )
@@ -80,7 +82,7 @@ func Parse(rawURL string) (Location, error) {
 	case s == "":
 		return Location{}, errors.New("no database URL: " + acceptedForms)
 	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
-		return Location{Kind: Postgres, URL: s}, nil
+		return postgresLocation(s)
 	case strings.HasPrefix(s, "sqlite://"):
 		return sqliteLocation(s, strings.TrimPrefix(s, "sqlite://"))
 	case strings.HasPrefix(s, "file:"):
@@ -90,7 +92,7 @@ func Parse(rawURL string) (Location, error) {
 		}
 		return sqliteLocation(s, rest)
 	case !strings.Contains(s, "://") && keyValue.MatchString(s):
-		return Location{Kind: Postgres, URL: s}, nil
+		return postgresLocation(s)
 	}
 	hint := ""
 	if !strings.Contains(s, "://") && !strings.Contains(s, "=") {
@@ -99,17 +101,27 @@ func Parse(rawURL string) (Location, error) {
 	return Location{}, fmt.Errorf("database URL %q is not one Berth can use%s: %s", Redact(s), hint, acceptedForms)
 }
 
+// postgresLocation refuses a PostgreSQL URL that cannot be shown without a secret: one whose
+// parts cannot be told apart for sure would be connected to with a part of its password
+// taken for a host or a database, and shown as one.
+func postgresLocation(rawURL string) (Location, error) {
+	if _, err := dburl.Parse(rawURL); err != nil {
+		return Location{}, fmt.Errorf("%w (the URL is not shown, as it may hold a password)", err)
+	}
+	return Location{Kind: Postgres, URL: rawURL}, nil
+}
+
 func sqliteLocation(rawURL, path string) (Location, error) {
 	if strings.ContainsAny(path, "?#") {
-		return Location{}, fmt.Errorf("database URL %q: an SQLite URL takes a file path only, no ?parameters: %s", rawURL, acceptedForms)
+		return Location{}, fmt.Errorf("database URL %q: an SQLite URL takes a file path only, no ?parameters: %s", Redact(rawURL), acceptedForms)
 	}
 	unescaped, err := url.PathUnescape(path)
 	if err != nil || unescaped == "" {
-		return Location{}, fmt.Errorf("database URL %q names no file: %s", rawURL, acceptedForms)
+		return Location{}, fmt.Errorf("database URL %q names no file: %s", Redact(rawURL), acceptedForms)
 	}
 	abs, err := filepath.Abs(unescaped)
 	if err != nil {
-		return Location{}, fmt.Errorf("database URL %q: %w", rawURL, err)
+		return Location{}, fmt.Errorf("database URL %q: %w", Redact(rawURL), err)
 	}
 	return Location{Kind: SQLite, URL: rawURL, Path: abs}, nil
 }
@@ -118,6 +130,8 @@ func sqliteLocation(rawURL, path string) (Location, error) {
 type Options struct {
 	// MaxConns bounds PostgreSQL's connection pool (0: the pool's default). SQLite ignores it.
 	MaxConns int32
+	// Logger, when set, is told of an SQLite file that other users can read.
+	Logger *slog.Logger
 }
 
 // Open opens the store rawURL names and checks it answers. It does not migrate the schema.
@@ -131,6 +145,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (DB, error) {
 		st, err := sqlite.Open(ctx, loc.Path)
 		if err != nil {
 			return nil, err
+		}
+		if exposed := sqlite.ExposedFiles(loc.Path); len(exposed) > 0 && opts.Logger != nil {
+			opts.Logger.Warn("the database file can be read by other users, and it holds every resource's configuration: run chmod 600 on it",
+				"files", strings.Join(exposed, " "), "fix", "chmod 600 "+strings.Join(exposed, " "))
 		}
 		return st, nil
 	}
@@ -160,25 +178,11 @@ func LockAgent(rawURL string) (release func() error, err error) {
 	return lock.Release, nil
 }
 
-// Redact returns rawURL with any password replaced by "xxxxx", for logs and errors.
-func Redact(rawURL string) string {
-	s := strings.TrimSpace(rawURL)
-	switch {
-	case strings.HasPrefix(s, "sqlite://"), strings.HasPrefix(s, "file:"):
-		return s // a file path holds no password
-	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"), !strings.Contains(s, "://"):
-		return postgres.RedactURL(s)
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		scheme, _, _ := strings.Cut(s, "://")
-		return scheme + "://xxxxx"
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
+// Redact returns what logs, errors and CLI output show of a database URL: its scheme, user,
+// hosts and ports, database and the settings known to hold no secret, with the password and
+// every other setting's value as xxxxx; an SQLite URL's file path; a placeholder for a URL
+// that does not parse.
+func Redact(rawURL string) string { return dburl.Redact(rawURL) }
 
 // DefaultPath returns the SQLite file Berth uses when it is given no database URL:
 // $XDG_STATE_HOME/berth/berth.db, or ~/.local/state/berth/berth.db when XDG_STATE_HOME is

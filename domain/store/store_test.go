@@ -1,8 +1,10 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +97,69 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// hostileURLs each hold the secret "s3cret" where a careless or hostile writer might put it;
+// each names a server that does not listen (127.0.0.1:1), so opening one fails.
+var hostileURLs = []string{
+	"postgres://u:Pg/s3cret#1@127.0.0.1:1/berth",
+	"postgres://u:123/s3cret@127.0.0.1:1/berth",
+	"postgres://u:a?s3cret@127.0.0.1:1/berth?connect_timeout=5",
+	"postgres://u:p@s3cret@127.0.0.1:1/berth",
+	"postgres://u:s3cret%zz@127.0.0.1:1/berth",
+	"postgres://u:s3cret@127.0.0.1:notaport/berth",
+	"postgres://u@127.0.0.1:1/berth?password=s3cret&connect_timeout=5",
+	"postgres://u@127.0.0.1:1/berth?sslpassword=s3cret&sslmode=disable&connect_timeout=5",
+	"postgres://u@127.0.0.1:1/berth?sslpassword=s3cret&sslmode=bogus",
+	"postgres://u@127.0.0.1:1/berth?options=-c%20password%3Ds3cret&sslmode=bogus",
+	"postgres://u@127.0.0.1:1/berth?password=pw&s3cret=&connect_timeout=5",
+	"host=127.0.0.1 port=1 user=u password=s3cret dbname=berth connect_timeout=5",
+	"host=127.0.0.1 port=1 password='it\\'s s3cret' sslmode=bogus",
+	"host=127.0.0.1 port=1 sslpassword=s3cret sslmode=bogus",
+	"host=127.0.0.1 port=1 password='s3cret",
+	"host=127.0.0.1 port=1 user= password=s3cret connect_timeout=5",
+	"mysql://u:s3cret@127.0.0.1:1/berth",
+	"mysql://u:Pg/s3cret@127.0.0.1:1/berth",
+	"sqlite:///srv/berth.db?key=s3cret",
+}
+
+// No form of a hostile URL shows its secret: not the redacted form, not the location the
+// agent logs first, not the error of parsing it or of opening the store.
+func TestHostileURLsNeverShowTheSecret(t *testing.T) {
+	ctx := testContext(t)
+	for _, raw := range hostileURLs {
+		if shown := store.Redact(raw); strings.Contains(shown, "s3cret") {
+			t.Errorf("Redact(%q) = %q", raw, shown)
+		}
+		loc, err := store.Parse(raw)
+		if err != nil {
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("Parse(%q) error shows the secret: %v", raw, err)
+			}
+			continue
+		}
+		if strings.Contains(loc.String(), "s3cret") {
+			t.Errorf("location of %q = %q", raw, loc)
+		}
+		db, err := store.Open(ctx, raw, store.Options{})
+		if err == nil {
+			db.Close()
+			t.Errorf("open of %s succeeded, want an error", store.Redact(raw))
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("open of %q: error shows the secret: %v", raw, err)
+		}
+	}
+}
+
+// A password with an unescaped '/' makes the URL read as another host and database: Berth
+// refuses it, saying how to write the password, rather than connect there.
+func TestPasswordWithSlashIsRefusedWithTheFix(t *testing.T) {
+	_, err := store.Parse("postgres://u:Pg/Secret#1@db.example/berth")
+	if err == nil || !strings.Contains(err.Error(), "%2F") || strings.Contains(err.Error(), "Secret") {
+		t.Fatalf("Parse: %v, want an error saying to write / as %%2F, without the password", err)
+	}
+}
+
 func TestDefaultPath(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", state)
@@ -102,8 +167,8 @@ func TestDefaultPath(t *testing.T) {
 	if want := filepath.Join(state, "berth", "berth.db"); err != nil || path != want {
 		t.Fatalf("DefaultPath with XDG_STATE_HOME = %q, %v; want %q", path, err, want)
 	}
-	if info, err := os.Stat(filepath.Dir(path)); err != nil || !info.IsDir() {
-		t.Fatalf("the default database's directory was not created: %v", err)
+	if info, err := os.Stat(filepath.Dir(path)); err != nil || !info.IsDir() || info.Mode().Perm() != 0o700 {
+		t.Fatalf("the default database's directory: %v, %v; want it created with mode 0700", info, err)
 	}
 	url, err := store.DefaultURL()
 	if err != nil || url != "sqlite://"+path {
@@ -159,6 +224,36 @@ func TestOpenEachKind(t *testing.T) {
 	}
 	if _, err := store.Open(ctx, "postgres://berth:s3cret@127.0.0.1:1/berth?connect_timeout=5", store.Options{}); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("open of an unreachable server: %v, want an error without the password", err)
+	}
+}
+
+// Opening an SQLite file that other users can read logs one warning naming the file and the
+// fix; a private one logs nothing.
+func TestOpenWarnsOfAnSQLiteFileOthersCanRead(t *testing.T) {
+	ctx := testContext(t)
+	path := filepath.Join(t.TempDir(), "berth.db")
+	var logs bytes.Buffer
+	opts := store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	db, err := store.Open(ctx, "sqlite://"+path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if logs.Len() != 0 {
+		t.Fatalf("opening a new database logged %q, want nothing", logs.String())
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err = store.Open(ctx, "sqlite://"+path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], path) ||
+		!strings.Contains(lines[0], "chmod 600 "+path) {
+		t.Fatalf("opening a database others can read logged %q, want one warning naming %s and chmod 600", logs.String(), path)
 	}
 }
 

@@ -21,6 +21,7 @@ type ManifoldConfig struct {
 	Gatherer        prometheus.Gatherer
 	Required        []string // manifolds /readyz waits for
 	ShutdownTimeout time.Duration
+	Timeouts        Timeouts // zero fields take their defaults
 	Logger          *slog.Logger
 	NewWorker       func(Config) (worker.Worker, error)
 }
@@ -72,6 +73,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Logger:          config.Logger,
 				Clock:           clk,
 				ShutdownTimeout: config.ShutdownTimeout,
+				Timeouts:        config.Timeouts,
 			})
 		},
 	}

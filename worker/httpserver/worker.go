@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/juju/clock"
@@ -41,6 +43,65 @@ type Config struct {
 	Clock    clock.Clock
 	// ShutdownTimeout bounds how long requests in flight may take to finish after Kill.
 	ShutdownTimeout time.Duration
+	// Timeouts bound each connection; a zero field takes its default (DefaultTimeouts).
+	Timeouts Timeouts
+}
+
+// Timeouts bound what a client can make the server wait for, so that slow or idle clients
+// cannot hold connections (and their goroutines) open.
+type Timeouts struct {
+	// ReadHeader bounds reading a request's headers.
+	ReadHeader time.Duration
+	// Read bounds reading a whole request, headers and body.
+	Read time.Duration
+	// Handler bounds preparing an answer: a slower one (a stuck engine report or metrics
+	// collector) is answered 503, saying so.
+	Handler time.Duration
+	// Write bounds the time from the end of a request's headers to the end of its answer. It
+	// exceeds Handler, so that a slow answer gets its 503 rather than a cut connection.
+	Write time.Duration
+	// Idle bounds how long a kept-alive connection waits for its next request.
+	Idle time.Duration
+}
+
+// DefaultTimeouts suit the endpoints: small GET requests, answers ready in well under a
+// second, a scraper that keeps its connection open between scrapes (every 15 to 60 s).
+var DefaultTimeouts = Timeouts{
+	ReadHeader: 10 * time.Second,
+	Read:       30 * time.Second,
+	Handler:    30 * time.Second,
+	Write:      60 * time.Second,
+	Idle:       2 * time.Minute,
+}
+
+// withDefaults returns t with each zero field set to its default.
+func (t Timeouts) withDefaults() Timeouts {
+	for _, f := range []struct {
+		field *time.Duration
+		def   time.Duration
+	}{
+		{&t.ReadHeader, DefaultTimeouts.ReadHeader},
+		{&t.Read, DefaultTimeouts.Read},
+		{&t.Handler, DefaultTimeouts.Handler},
+		{&t.Write, DefaultTimeouts.Write},
+		{&t.Idle, DefaultTimeouts.Idle},
+	} {
+		if *f.field == 0 {
+			*f.field = f.def
+		}
+	}
+	return t
+}
+
+// Validate reports the first timeout that cannot work.
+func (t Timeouts) Validate() error {
+	if t.ReadHeader < 0 || t.Read < 0 || t.Handler < 0 || t.Write < 0 || t.Idle < 0 {
+		return fmt.Errorf("httpserver: timeouts must not be negative, got %+v", t)
+	}
+	if d := t.withDefaults(); d.Write <= d.Handler {
+		return fmt.Errorf("httpserver: the write timeout (%s) must exceed the handler timeout (%s), or a slow answer is cut off instead of answered 503", d.Write, d.Handler)
+	}
+	return nil
 }
 
 // Validate reports the first missing field.
@@ -61,16 +122,12 @@ func (c Config) Validate() error {
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("httpserver: ShutdownTimeout must be positive, got %s", c.ShutdownTimeout)
 	}
-	return nil
+	return c.Timeouts.Validate()
 }
 
 // ErrCannotListen is wrapped by NewWorker's error when the address cannot be listened on;
 // the agent treats it as fatal rather than retrying a port that stays taken.
 var ErrCannotListen = errors.New("cannot listen")
-
-// readHeaderTimeout keeps a client that never finishes its request headers from holding a
-// connection.
-const readHeaderTimeout = 10 * time.Second
 
 // Worker serves the agent's HTTP endpoints until it is killed.
 type Worker struct {
@@ -91,14 +148,38 @@ func NewWorker(config Config) (*Worker, error) {
 		return nil, fmt.Errorf("--http-addr %s: %w: %w: choose a free address, or stop what is using it", config.Addr, ErrCannotListen, err)
 	}
 	w := &Worker{config: config, listener: listener}
+	timeouts := config.Timeouts.withDefaults()
 	w.server = &http.Server{
-		Handler:           w.routes(),
-		ReadHeaderTimeout: readHeaderTimeout,
+		Handler: http.TimeoutHandler(w.routes(), timeouts.Handler,
+			fmt.Sprintf("the answer took longer than %s (a stuck engine report or metrics collector): see the agent's log, and try again\n", timeouts.Handler)),
+		ReadHeaderTimeout: timeouts.ReadHeader,
+		ReadTimeout:       timeouts.Read,
+		WriteTimeout:      timeouts.Write,
+		IdleTimeout:       timeouts.Idle,
 		ErrorLog:          slog.NewLogLogger(config.Logger.Handler(), slog.LevelWarn),
 	}
 	w.tomb.Go(w.loop)
 	config.Logger.Info("serving health, metrics and engine report", "address", w.Addr())
+	if !Loopback(config.Addr) {
+		config.Logger.Warn("--http-addr is not a loopback address: /debug/engine and /metrics have no authentication and answer anyone who can reach it; "+
+			"bind to 127.0.0.1 (--http-addr 127.0.0.1:9090) unless a firewall or an authenticating proxy guards the port", "address", w.Addr())
+	}
 	return w, nil
+}
+
+// Loopback reports whether the listen address addr (HOST:PORT) accepts connections from
+// this machine only: a loopback IP (127.0.0.0/8, ::1) or localhost. An empty host, 0.0.0.0
+// or :: listens on every interface, and any other name or IP may be reachable from elsewhere.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // NewManifoldWorker adapts NewWorker to ManifoldConfig.NewWorker.

@@ -1,6 +1,8 @@
 package httpserver_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -319,6 +322,131 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		c.Check(err, gc.ErrorMatches, t.err)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
+}
+
+func (s *workerSuite) TestTimeoutsValidate(c *gc.C) {
+	for i, t := range []struct {
+		timeouts httpserver.Timeouts
+		err      string
+	}{
+		{httpserver.Timeouts{Idle: -time.Second}, "httpserver: timeouts must not be negative, .*"},
+		{httpserver.Timeouts{Handler: time.Minute, Write: time.Minute}, `httpserver: the write timeout \(1m0s\) must exceed the handler timeout \(1m0s\), or a slow answer is cut off instead of answered 503`},
+		{httpserver.Timeouts{Handler: 2 * time.Minute}, `httpserver: the write timeout \(1m0s\) must exceed the handler timeout \(2m0s\).*`},
+	} {
+		c.Logf("test %d: %+v", i, t.timeouts)
+		cfg := s.config()
+		cfg.Timeouts = t.timeouts
+		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+	}
+	c.Check(httpserver.Timeouts{}.Validate(), gc.IsNil)
+	c.Check(httpserver.DefaultTimeouts.Validate(), gc.IsNil)
+}
+
+// An answer that takes longer than the handler timeout is a 503 saying so, not a connection
+// cut off by the write timeout.
+func (s *workerSuite) TestSlowAnswerIsA503(c *gc.C) {
+	cfg := s.config()
+	cfg.Timeouts = httpserver.Timeouts{Handler: 20 * time.Millisecond}
+	w, err := httpserver.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	s.reporter.block()
+	defer close(s.reporter.release) // let the stuck handler goroutine end
+	code, body := get(c, w, "/debug/engine")
+	c.Check(code, gc.Equals, http.StatusServiceUnavailable)
+	c.Check(body, gc.Matches, `the answer took longer than 20ms .*try again\n`)
+}
+
+// A kept-alive connection with no next request is closed after the idle timeout.
+func (s *workerSuite) TestIdleConnectionIsClosed(c *gc.C) {
+	cfg := s.config()
+	cfg.Timeouts = httpserver.Timeouts{Idle: 20 * time.Millisecond}
+	w, err := httpserver.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	conn := dial(c, w)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: berth\r\n\r\n")
+	c.Assert(err, gc.IsNil)
+	reader := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(reader, nil)
+	c.Assert(err, gc.IsNil)
+	_, err = io.Copy(io.Discard, resp.Body)
+	c.Assert(err, gc.IsNil)
+	c.Check(resp.StatusCode, gc.Equals, http.StatusOK)
+	c.Check(resp.Close, gc.Equals, false)
+	_, err = reader.ReadByte()
+	c.Check(err, gc.Equals, io.EOF)
+}
+
+// A client that never finishes its request headers is cut off after the header timeout.
+func (s *workerSuite) TestUnfinishedHeadersAreCutOff(c *gc.C) {
+	cfg := s.config()
+	cfg.Timeouts = httpserver.Timeouts{ReadHeader: 20 * time.Millisecond}
+	w, err := httpserver.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	conn := dial(c, w)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: berth\r\n")
+	c.Assert(err, gc.IsNil)
+	rest, err := io.ReadAll(conn)
+	c.Check(err, gc.IsNil)
+	c.Check(string(rest), gc.Equals, "")
+}
+
+func (s *workerSuite) TestLoopback(c *gc.C) {
+	for _, t := range []struct {
+		addr     string
+		loopback bool
+	}{
+		{"127.0.0.1:9090", true},
+		{"127.0.0.2:9090", true},
+		{"[::1]:9090", true},
+		{"localhost:9090", true},
+		{"LOCALHOST:9090", true},
+		{"0.0.0.0:9090", false},
+		{"[::]:9090", false},
+		{":8080", false},
+		{"203.0.113.7:9090", false},
+		{"[2001:db8::1]:9090", false},
+		{"10.0.0.5:9090", false},
+		{"berth.example.com:9090", false},
+		{"not an address", false},
+	} {
+		c.Check(httpserver.Loopback(t.addr), gc.Equals, t.loopback, gc.Commentf("%s", t.addr))
+	}
+}
+
+// An address others can reach gets one warning at start saying the endpoints have no
+// authentication and how to bind to loopback; a loopback one gets none.
+func (s *workerSuite) TestWarnsWhenListeningBeyondLoopback(c *gc.C) {
+	for _, t := range []struct {
+		addr  string
+		warns bool
+	}{{"127.0.0.1:0", false}, {"0.0.0.0:0", true}} {
+		var logs bytes.Buffer
+		cfg := s.config()
+		cfg.Addr = t.addr
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		w, err := httpserver.NewWorker(cfg)
+		c.Assert(err, gc.IsNil)
+		workertest.CleanKill(c, w)
+		warnings := regexp.MustCompile(`(?m)^.*level=WARN.*$`).FindAllString(logs.String(), -1)
+		if !t.warns {
+			c.Check(warnings, gc.HasLen, 0, gc.Commentf("%s", t.addr))
+			continue
+		}
+		c.Assert(warnings, gc.HasLen, 1, gc.Commentf("%s: %s", t.addr, logs.String()))
+		c.Check(warnings[0], gc.Matches, `.*not a loopback address.*/debug/engine.*no authentication.*--http-addr 127\.0\.0\.1:9090.*`)
+	}
+}
+
+func dial(c *gc.C, w *httpserver.Worker) net.Conn {
+	conn, err := net.DialTimeout("tcp", w.Addr(), longWait)
+	c.Assert(err, gc.IsNil)
+	c.Assert(conn.SetDeadline(time.Now().Add(longWait)), gc.IsNil)
+	return conn
 }
 
 // TestInARealEngine runs the manifold beside dependency.SelfManifold, as the agent does:

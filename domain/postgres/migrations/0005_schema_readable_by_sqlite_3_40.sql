@@ -1,0 +1,3 @@
+-- 0005: nothing changes in PostgreSQL. The SQLite migration of the same name makes that
+-- dialect's schema readable by SQLite 3.40; this file keeps the two dialects' migrations in
+-- step, version for version.
