@@ -63,5 +63,7 @@
 // resource's provisioner is not in the set, or the outcome could not be recorded), unhealthy,
 // repaired (passed once the environ repaired it) or healthy, in that order of precedence. A
 // check whose row moved on is still counted by what it found; one cut short by the worker
-// stopping is not. Every environ Check is reported too, so its failures are counted.
+// stopping is not. A resource whose provisioner column names no provisioner of the set is
+// counted under metrics.Unknown, not under the name its row gives, so rows that clients
+// write cannot add series. Every environ Check is reported too, so its failures are counted.
 package healthcheck

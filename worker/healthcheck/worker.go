@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/metrics"
 )
 
 // Store is the part of domain.State the worker uses.
@@ -41,7 +42,8 @@ type Locks interface {
 
 // Metrics counts what the worker finds (*metrics.Metrics is one).
 type Metrics interface {
-	// ObserveHealthCheck counts one resource check by its result (Result*).
+	// ObserveHealthCheck counts one resource check by its provisioner (a name in the
+	// provisioner set, or metrics.Unknown) and its result (Result*).
 	ObserveHealthCheck(provisioner, result string)
 	// ObserveEnvironCheck counts one check of an environ; err is its failure, or nil.
 	ObserveEnvironCheck(provisioner string, err error)
@@ -456,9 +458,19 @@ func (w *Worker) environChecked(done environDone) {
 func (w *Worker) check(ctx context.Context, r domain.Resource, prep *prepared) checkDone {
 	done := w.checkResource(ctx, r, prep)
 	if ctx.Err() == nil && !done.skipped {
-		w.config.Metrics.ObserveHealthCheck(r.Provisioner, done.result)
+		w.config.Metrics.ObserveHealthCheck(w.provisionerLabel(r.Provisioner), done.result)
 	}
 	return done
+}
+
+// provisionerLabel is the provisioner a resource's check is counted under: its name in the
+// provisioner set, or metrics.Unknown for a name the set does not have, so that rows naming
+// made-up provisioners add no series.
+func (w *Worker) provisionerLabel(name string) string {
+	if _, canonical, err := w.config.Environs.Get(name); err == nil {
+		return canonical
+	}
+	return metrics.Unknown
 }
 
 // checkResource health-checks one resource and records what changed.
