@@ -21,6 +21,14 @@ import (
 	"github.com/berth-dev/berth/environ"
 )
 
+// Unknown is the label value of a provisioner the current provisioner set does not name, or
+// of a resource type Berth does not know. Provisioner names and types are read from rows that
+// clients write; labelling with them as written would let any client add series without
+// bound, so the workers label a provisioner only with a name of the set and Metrics labels a
+// type only with one of domain.ResourceTypes. (A provisioner the set itself names "unknown"
+// shares these series.)
+const Unknown = "unknown"
+
 // resourcesTimeout bounds the database query a scrape of berth_resources makes, so that a
 // slow database never stalls a scrape.
 const resourcesTimeout = 5 * time.Second
@@ -112,8 +120,8 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 // ObserveReconcile counts one reconcile attempt and how long it took. The provisioner
 // worker names the outcomes: ready, retry, capacity, permanent, deleted or stale.
 func (m *Metrics) ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration) {
-	m.reconciles.WithLabelValues(provisioner, string(t), outcome).Inc()
-	m.reconcileDuration.WithLabelValues(provisioner, string(t)).Observe(d.Seconds())
+	m.reconciles.WithLabelValues(provisioner, typeLabel(t), outcome).Inc()
+	m.reconcileDuration.WithLabelValues(provisioner, typeLabel(t)).Observe(d.Seconds())
 }
 
 // ObserveQueue records the provisioner's queue depth and reconciles in flight.
@@ -124,7 +132,15 @@ func (m *Metrics) ObserveQueue(depth, inFlight int) {
 
 // ObserveCreateToReady records how long a resource took from creation to its first ready.
 func (m *Metrics) ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration) {
-	m.createToReady.WithLabelValues(provisioner, string(t)).Observe(d.Seconds())
+	m.createToReady.WithLabelValues(provisioner, typeLabel(t)).Observe(d.Seconds())
+}
+
+// typeLabel is t when Berth knows the type, else Unknown.
+func typeLabel(t domain.ResourceType) string {
+	if t.Valid() {
+		return string(t)
+	}
+	return Unknown
 }
 
 // ObserveCapacity replaces what is known of provisioner's capacity: hosts absent from c

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -321,4 +322,30 @@ func TestGatherReportsACountFailure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "count resources by status: connection refused") {
 		t.Errorf("Gather error = %v, want the count failure", err)
 	}
+}
+
+// Types Berth does not know (rows written around the schema, or no row read at all) share
+// one series: what clients write cannot add series.
+func TestUnknownTypesShareOneSeries(t *testing.T) {
+	m := metrics.New()
+	for i := range 30 {
+		made := domain.ResourceType(fmt.Sprintf("made-up-%d", i))
+		m.ObserveReconcile("pool", made, "permanent", time.Second)
+		m.ObserveCreateToReady("pool", made, time.Second)
+	}
+	m.ObserveReconcile(metrics.Unknown, "", "retry", time.Second)
+	m.ObserveReconcile("pool", domain.ResourceTypeRuntime, "ready", time.Second)
+
+	families := scrape(t, m)
+	checkSeries(t, families, "berth_reconcile_total", map[string]float64{
+		"outcome=permanent,provisioner=pool,type=unknown": 30,
+		"outcome=retry,provisioner=unknown,type=unknown":  1,
+		"outcome=ready,provisioner=pool,type=runtime":     1,
+	})
+	checkSeries(t, families, "berth_reconcile_duration_seconds", map[string]float64{
+		"provisioner=pool,type=unknown":    30,
+		"provisioner=unknown,type=unknown": 1,
+		"provisioner=pool,type=runtime":    1,
+	})
+	checkSeries(t, families, "berth_create_to_ready_seconds", map[string]float64{"provisioner=pool,type=unknown": 30})
 }

@@ -1,24 +1,44 @@
 // Package healthcheck is the worker that health-checks the environs and every provisioned
 // resource, moving resources between ready and unhealthy and back.
 //
+// # Environ checks
+//
+// Each environ's Check (which also sweeps what the environ holds for resources that no longer
+// exist) runs every Interval from the worker's start, in its own goroutine with its own
+// deadline, on a schedule of its own: neither a slow or failing environ nor a long round of
+// resource checks delays another's. An environ still checking when its next Check is due is
+// checked again as soon as it returns. The last result of each is kept in the worker's
+// report and logged.
+//
 // # Rounds
 //
-// Every Interval a round starts. It calls each environ's Check at once, each in its own
-// goroutine with its own deadline, so one failing or slow environ neither stops nor delays
-// the others; the last result of each is kept in the worker's report and logged. (An environ
-// still checking from the previous round is not checked again until it returns.)
+// Every Interval a round of resource checks starts. It checks every resource that is
+// provisioned at its generation (ready or unhealthy), not being reconciled by another agent
+// (see Reconciles) and created before the round started, read in pages of PageSize by id.
+// Resources created during the round are left for the next one (counted as round-deferred
+// in the report), so a round does not grow while it runs. The row's created_at (the
+// database's clock) is compared with the round's start (the agent's): a database clock
+// ahead of the agent's by S only leaves a new resource out for S longer.
 //
-// The round then checks every resource that is provisioned at its generation (ready or
-// unhealthy) and not being reconciled by another agent (see Reconciles), read in pages of
-// PageSize by id. With N such resources (counted when the round
+// A round is paced to end within its interval. With N resources (counted when the round
 // starts) the k-th check is due at
 //
 //	start + (k + rand) * Interval / N        rand uniform in [0, 1)
 //
 // so checks are spread evenly over the interval, each at a random point of its own slot,
-// instead of arriving in a burst. At most Concurrency checks run at once; a check due while
-// all are busy waits for one to end. A round that overruns its interval (slow checks, or more
-// resources than counted) ends when the last page is read and the next starts at once.
+// instead of arriving in a burst. Each slot is the time left until the round's end shared
+// among the checks still expected, so when more resources turn up than were counted (ones
+// that became ready during the round), the round counts again, shares what is left of the
+// interval among the rest, and checks them at a faster pace; no check is due after the
+// round's end. At most Concurrency checks run at once; a check due while all are busy waits
+// for one to end. Only then can a round overrun its interval (checks too slow for the
+// concurrency): it ends when its last page is read, logging a warning when that was late by
+// more than a tenth of the interval, and the next round starts at once.
+//
+// The report shows the round in progress (round-started, round-ends, round-resources,
+// round-checked, round-skipped, round-deferred, round-unhealthy) and the one before it
+// (last-round); each check counts in the round that started it, also when it ends in the
+// next.
 //
 // An environ that can prepare many checks at once (environ.CheckPreparer) is handed each page's
 // resources of its own when the page is read, and those resources are checked through what it
@@ -63,5 +83,7 @@
 // resource's provisioner is not in the set, or the outcome could not be recorded), unhealthy,
 // repaired (passed once the environ repaired it) or healthy, in that order of precedence. A
 // check whose row moved on is still counted by what it found; one cut short by the worker
-// stopping is not. Every environ Check is reported too, so its failures are counted.
+// stopping is not. A resource whose provisioner column names no provisioner of the set is
+// counted under metrics.Unknown, not under the name its row gives, so rows that clients
+// write cannot add series. Every environ Check is reported too, so its failures are counted.
 package healthcheck

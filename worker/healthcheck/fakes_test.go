@@ -41,10 +41,17 @@ func (s *fakeStore) add(id string) {
 
 // addOn puts a resource ready at generation 1 on the provisioner.
 func (s *fakeStore) addOn(id, provisioner string) {
+	s.addCreated(id, provisioner, time.Time{})
+}
+
+// addCreated puts a resource created at createdAt, ready at generation 1, on the provisioner.
+func (s *fakeStore) addCreated(id, provisioner string, createdAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rows[id] = &domain.Resource{ID: id, Type: domain.ResourceTypeRuntime, Provisioner: provisioner, Generation: 1, ObservedGeneration: 1,
-		Status: domain.StatusReady, StatusMessage: "ready at generation 1", State: map[string]any{"host": "a"}, Config: map[string]any{}}
+		Status: domain.StatusReady, StatusMessage: "ready at generation 1", State: map[string]any{"host": "a"}, Config: map[string]any{},
+		CreatedAt: createdAt}
+	s.notify()
 }
 
 func (s *fakeStore) notify() {

@@ -2,6 +2,7 @@ package healthcheck_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -41,11 +42,11 @@ func (s *workerSuite) TestCountsEveryCheckByResult(c *gc.C) {
 		}
 	}
 	c.Check(s.metrics.wait(c, "resource", 5), gc.DeepEquals, []observation{
-		{"resource", "gone", healthcheck.ResultError},
 		{"resource", "pool", healthcheck.ResultError}, // r5: its failure could not be recorded
 		{"resource", "pool", healthcheck.ResultHealthy},
 		{"resource", "pool", healthcheck.ResultRepaired},
 		{"resource", "pool", healthcheck.ResultUnhealthy},
+		{"resource", metrics.Unknown, healthcheck.ResultError}, // r4: "gone" is not in the set
 	})
 }
 
@@ -122,4 +123,44 @@ func (s *workerSuite) TestResultsScrapedFromTheAgentsMetrics(c *gc.C) {
 		"provisioner=pool,result=unhealthy": 1,
 	})
 	c.Check(series("berth_environ_check_failures_total"), gc.DeepEquals, map[string]float64{"provisioner=pool": 1})
+}
+
+// Rows naming 30 made-up provisioners, as any client can write them, are counted under
+// unknown and add no other series.
+func (s *workerSuite) TestMadeUpProvisionersAddNoSeries(c *gc.C) {
+	s.store.add("r00")
+	for i := 1; i <= 30; i++ {
+		s.store.addOn(fmt.Sprintf("r%02d", i), fmt.Sprintf("made-up-%d", i))
+	}
+	m := metrics.New()
+	s.config.Metrics = teeMetrics{real: m, fake: s.metrics}
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	// r00 is checked at once; the others come due within the minute.
+	s.metrics.wait(c, "resource", 1)
+	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+	s.metrics.wait(c, "resource", 31)
+
+	families, err := m.Gather()
+	c.Assert(err, gc.IsNil)
+	var series []string
+	for _, mf := range families {
+		if mf.GetName() != "berth_health_checks_total" {
+			continue
+		}
+		for _, metric := range mf.GetMetric() {
+			var labels []string
+			for _, l := range metric.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			sort.Strings(labels)
+			series = append(series, fmt.Sprintf("%s %v", strings.Join(labels, ","), metric.GetCounter().GetValue()))
+		}
+	}
+	sort.Strings(series)
+	c.Check(series, gc.DeepEquals, []string{
+		"provisioner=pool,result=healthy 1",
+		"provisioner=unknown,result=error 30",
+	})
 }

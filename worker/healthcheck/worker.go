@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/metrics"
 )
 
 // Store is the part of domain.State the worker uses.
@@ -41,7 +43,8 @@ type Locks interface {
 
 // Metrics counts what the worker finds (*metrics.Metrics is one).
 type Metrics interface {
-	// ObserveHealthCheck counts one resource check by its result (Result*).
+	// ObserveHealthCheck counts one resource check by its provisioner (a name in the
+	// provisioner set, or metrics.Unknown) and its result (Result*).
 	ObserveHealthCheck(provisioner, result string)
 	// ObserveEnvironCheck counts one check of an environ; err is its failure, or nil.
 	ObserveEnvironCheck(provisioner string, err error)
@@ -118,9 +121,12 @@ type Worker struct {
 	catacomb catacomb.Catacomb
 	config   Config
 
-	mu       sync.Mutex // guards the fields below, which Report reads
-	environs map[string]environResult
-	round    roundStats
+	mu              sync.Mutex // guards the fields below, which Report reads
+	environs        map[string]environResult
+	round           roundStats // the round in progress
+	lastRound       roundStats // the round before it
+	lastRecordError string
+	lastListError   string
 }
 
 // environResult is the last outcome of one environ's Check.
@@ -129,15 +135,29 @@ type environResult struct {
 	err error
 }
 
-// roundStats describe the current round for the report.
+// roundStats describe one round for the report. Checks are counted in the round that
+// started them, also when they end after the next round has started.
 type roundStats struct {
-	started     time.Time
-	resources   int // counted at the start
-	checked     int
-	skipped     int // due while their resource was being reconciled
-	unhealthy   int // checks that failed
-	recordError string
-	listError   string
+	seq       int
+	started   time.Time
+	ends      time.Time // when the round's interval ends
+	resources int       // expected: counted at the start, raised when more turn up
+	checked   int
+	skipped   int // due while their resource was being reconciled
+	deferred  int // created after the round started: left for the next round
+	unhealthy int // checks that failed
+}
+
+func (s roundStats) report() map[string]any {
+	return map[string]any{
+		"started":   s.started,
+		"ends":      s.ends,
+		"resources": s.resources,
+		"checked":   s.checked,
+		"skipped":   s.skipped,
+		"deferred":  s.deferred,
+		"unhealthy": s.unhealthy,
+	}
 }
 
 // NewWorker starts a health checker.
@@ -158,7 +178,8 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker, and every check it started, to stop.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
-// Report shows the current round and each environ's last Check.
+// Report shows the current round, the one before it, each environ's last Check and the
+// last errors reading and recording.
 func (w *Worker) Report() map[string]any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -174,18 +195,19 @@ func (w *Worker) Report() map[string]any {
 		"interval": w.config.Interval.String(),
 		"environs": environs,
 	}
-	if !w.round.started.IsZero() {
-		report["round-started"] = w.round.started
-		report["round-resources"] = w.round.resources
-		report["round-checked"] = w.round.checked
-		report["round-skipped"] = w.round.skipped
-		report["round-unhealthy"] = w.round.unhealthy
+	if w.round.seq > 0 {
+		for k, v := range w.round.report() {
+			report["round-"+k] = v
+		}
 	}
-	if w.round.recordError != "" {
-		report["last-record-error"] = w.round.recordError
+	if w.lastRound.seq > 0 {
+		report["last-round"] = w.lastRound.report()
 	}
-	if w.round.listError != "" {
-		report["last-list-error"] = w.round.listError
+	if w.lastRecordError != "" {
+		report["last-record-error"] = w.lastRecordError
+	}
+	if w.lastListError != "" {
+		report["last-list-error"] = w.lastListError
 	}
 	return report
 }
@@ -201,19 +223,37 @@ func (w *Worker) loop() error {
 
 // round is the loop's cursor through one round.
 type round struct {
+	seq       int
 	start     time.Time
-	spacing   time.Duration
+	end       time.Time            // start + Interval: no check of the round is due later
+	expected  int                  // checks the round expects to make, for pacing
 	index     int                  // checks dispatched so far
+	slotStart time.Time            // where the next check's slot begins
+	lastDue   time.Time            // when the check drawn last was due
 	page      []domain.Resource    // the current page, from pos on not yet dispatched
 	prepared  map[string]*prepared // the current page's prepared checks, by provisioner
 	pos       int
 	after     string    // the last id read
 	headDue   time.Time // when page[pos] is due; zero until drawn
+	deferred  int       // resources read that were created after the round started
 	exhausted bool      // every page read
+}
+
+// drawHeadDue places page[pos] at a random point of its slot. The time left until the round
+// ends is shared evenly among the checks still expected (at least the rest of the page), so
+// the pace adapts when more resources turn up than were counted, and no check is due after
+// the round's end.
+func (r *round) drawHeadDue(rand float64) {
+	left := max(r.expected-r.index, len(r.page)-r.pos, 1)
+	slot := r.end.Sub(r.slotStart) / time.Duration(left)
+	r.headDue = r.slotStart.Add(time.Duration(rand * float64(slot)))
+	r.lastDue = r.headDue
+	r.slotStart = r.slotStart.Add(slot)
 }
 
 // checkDone is what a resource check tells the loop.
 type checkDone struct {
+	round       int    // the seq of the round that started the check
 	skipped     bool   // the resource was being reconciled; the next round checks it
 	failed      bool   // CheckResource failed
 	result      string // Result*, for Metrics
@@ -237,13 +277,55 @@ type environDone struct {
 	err  error
 }
 
+// environSchedule is when each environ's next Check is due and which are checking now.
+type environSchedule struct {
+	interval time.Duration
+	due      map[string]time.Time
+	checking map[string]bool
+}
+
+func newEnvironSchedule(names []string, start time.Time, interval time.Duration) *environSchedule {
+	s := &environSchedule{interval: interval, due: make(map[string]time.Time, len(names)), checking: make(map[string]bool, len(names))}
+	for _, name := range names {
+		s.due[name] = start
+	}
+	return s
+}
+
+// takeDue marks every environ due at now and not checking as checking, moves its next Check
+// one interval on (past now, if it is late) and returns their names, sorted.
+func (s *environSchedule) takeDue(now time.Time) []string {
+	var names []string
+	for name, due := range s.due {
+		if s.checking[name] || due.After(now) {
+			continue
+		}
+		s.checking[name] = true
+		s.due[name] = due.Add((now.Sub(due)/s.interval + 1) * s.interval)
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// next is the earliest due time of an environ not checking now; zero when there is none.
+func (s *environSchedule) next() time.Time {
+	var next time.Time
+	for name, due := range s.due {
+		if !s.checking[name] && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
+	}
+	return next
+}
+
 func (w *Worker) run(running *sync.WaitGroup) error {
 	ctx := w.catacomb.Context(context.Background())
 	// Sends never block: at most Concurrency checks and one Check per environ are in flight.
 	checks := make(chan checkDone, w.config.Concurrency)
 	names := w.config.Environs.Names()
 	environChecks := make(chan environDone, len(names))
-	checkingEnviron := make(map[string]bool)
+	schedule := newEnvironSchedule(names, w.config.Clock.Now(), w.config.Interval)
 	inFlight := 0
 
 	var timer clock.Timer
@@ -255,33 +337,32 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	var r *round
 	for {
 		now := w.config.Clock.Now()
-		if r == nil || (r.exhausted && !now.Before(r.start.Add(w.config.Interval))) {
-			for _, name := range names {
-				if checkingEnviron[name] {
-					continue
-				}
-				checkingEnviron[name] = true
-				running.Add(1)
-				go func() {
-					defer running.Done()
-					environChecks <- environDone{name: name, err: w.checkEnviron(ctx, name)}
-				}()
+		for _, name := range schedule.takeDue(now) {
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				environChecks <- environDone{name: name, err: w.checkEnviron(ctx, name)}
+			}()
+		}
+		if r == nil || (r.exhausted && !now.Before(r.end)) {
+			seq := 1
+			if r != nil {
+				seq = r.seq + 1
 			}
-			r = w.startRound(ctx, now)
+			r = w.startRound(ctx, seq, now)
 		}
 
-		var wake time.Time
+		wake := schedule.next()
 		for inFlight < w.config.Concurrency && !r.exhausted {
 			if r.pos == len(r.page) {
 				w.nextPage(ctx, r)
 				continue
 			}
 			if r.headDue.IsZero() {
-				slot := float64(r.index) + w.config.Rand()
-				r.headDue = r.start.Add(time.Duration(slot * float64(r.spacing)))
+				r.drawHeadDue(w.config.Rand())
 			}
 			if r.headDue.After(now) {
-				wake = r.headDue
+				wake = earliest(wake, r.headDue)
 				break
 			}
 			res := r.page[r.pos]
@@ -292,13 +373,16 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			r.headDue = time.Time{}
 			inFlight++
 			running.Add(1)
+			seq := r.seq
 			go func() {
 				defer running.Done()
-				checks <- w.check(ctx, res, prep)
+				done := w.check(ctx, res, prep)
+				done.round = seq
+				checks <- done
 			}()
 		}
 		if r.exhausted {
-			wake = r.start.Add(w.config.Interval)
+			wake = earliest(wake, r.end)
 		}
 
 		if timer != nil {
@@ -318,64 +402,145 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		case <-timerC:
 		case done := <-checks:
 			inFlight--
-			w.mu.Lock()
-			if done.skipped {
-				w.round.skipped++
-			} else {
-				w.round.checked++
-			}
-			if done.failed {
-				w.round.unhealthy++
-			}
-			if done.recordError != nil {
-				w.round.recordError = done.recordError.Error()
-			}
-			w.mu.Unlock()
+			w.checked(done)
 		case done := <-environChecks:
-			delete(checkingEnviron, done.name)
+			delete(schedule.checking, done.name)
 			w.environChecked(done)
 		}
 	}
 }
 
+// earliest is the earlier of a and b, where zero is no time at all.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// checked counts a resource check in the round that started it.
+func (w *Worker) checked(done checkDone) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if done.recordError != nil {
+		w.lastRecordError = done.recordError.Error()
+	}
+	var stats *roundStats
+	switch done.round {
+	case w.round.seq:
+		stats = &w.round
+	case w.lastRound.seq:
+		stats = &w.lastRound
+	default:
+		return
+	}
+	if done.skipped {
+		stats.skipped++
+	} else {
+		stats.checked++
+	}
+	if done.failed {
+		stats.unhealthy++
+	}
+}
+
 // startRound counts the checkable resources and returns the new round's cursor.
-func (w *Worker) startRound(ctx context.Context, now time.Time) *round {
-	n := 0
-	counts, err := w.config.Store.CountResourcesByStatus(ctx)
+func (w *Worker) startRound(ctx context.Context, seq int, now time.Time) *round {
+	n, err := w.countCheckable(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.config.Logger.Warn("cannot count resources; spacing this round's checks by page size", "error", err)
+			w.config.Logger.Warn("cannot count resources; pacing this round's checks by page size", "error", err)
 		}
 		n = w.config.PageSize
-	} else {
-		n = counts[domain.StatusReady] + counts[domain.StatusUnhealthy]
 	}
-	r := &round{start: now, spacing: w.config.Interval / time.Duration(max(n, 1))}
+	r := &round{seq: seq, start: now, end: now.Add(w.config.Interval), expected: n, slotStart: now}
 	w.mu.Lock()
-	w.round = roundStats{started: now, resources: n, recordError: w.round.recordError, listError: w.round.listError}
+	w.lastRound = w.round
+	w.round = roundStats{seq: seq, started: now, ends: r.end, resources: n}
 	w.mu.Unlock()
 	return r
 }
 
-// nextPage reads the page after r.after; an empty page, or an error, ends the round's checks.
+// countCheckable counts the resources that are ready or unhealthy.
+func (w *Worker) countCheckable(ctx context.Context) (int, error) {
+	counts, err := w.config.Store.CountResourcesByStatus(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return counts[domain.StatusReady] + counts[domain.StatusUnhealthy], nil
+}
+
+// nextPage reads the page after r.after, leaving out the resources created after the round
+// started (the next round checks them); an empty page, or an error, ends the round's checks.
+// A page that takes the round past the checks it expected counts the resources again, so that
+// the round's pace adapts.
 func (w *Worker) nextPage(ctx context.Context, r *round) {
 	page, err := w.config.Store.ListCheckable(ctx, r.after, w.config.PageSize, w.config.Holder)
 	if err != nil {
+		r.exhausted = true
 		if ctx.Err() == nil {
 			w.config.Logger.Warn("cannot list resources to check; the next round starts over", "error", err)
 			w.mu.Lock()
-			w.round.listError = err.Error()
+			w.lastListError = err.Error()
 			w.mu.Unlock()
 		}
-		r.exhausted = true
 		return
 	}
 	if len(page) == 0 {
-		r.exhausted = true
+		w.readAll(r)
 		return
 	}
-	r.page, r.pos, r.after = page, 0, page[len(page)-1].ID
-	r.prepared = w.prepare(ctx, page)
+	r.after = page[len(page)-1].ID
+	eligible := page[:0]
+	for _, res := range page {
+		if res.CreatedAt.After(r.start) {
+			r.deferred++
+			continue
+		}
+		eligible = append(eligible, res)
+	}
+	r.page, r.pos = eligible, 0
+	if r.index+len(eligible) > r.expected {
+		w.recount(ctx, r)
+	}
+	w.mu.Lock()
+	w.round.deferred = r.deferred
+	w.round.resources = r.expected
+	w.mu.Unlock()
+	r.prepared = w.prepare(ctx, eligible)
+}
+
+// recount raises the checks r expects to the resources checkable now, less those it has
+// already left for the next round. Resources created since the round started but not read
+// yet are counted too, so the estimate errs on the side of a faster pace: the round ends
+// early rather than late. The slots handed out so far were shared among too few checks, so
+// what is left of them after the last check's due time is shared again.
+func (w *Worker) recount(ctx context.Context, r *round) {
+	n, err := w.countCheckable(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.config.Logger.Debug("cannot count resources again; pacing the round by what it has read", "error", err)
+		}
+		return
+	}
+	if n-r.deferred <= r.expected {
+		return
+	}
+	r.expected = n - r.deferred
+	if !r.lastDue.IsZero() {
+		r.slotStart = r.lastDue
+	}
+}
+
+// readAll notes that every page of r is read, and warns when that came well after the
+// round's end (by more than a tenth of the interval): its last checks were dispatched late,
+// because checks take too long for the concurrency.
+func (w *Worker) readAll(r *round) {
+	r.exhausted = true
+	if late := w.config.Clock.Now().Sub(r.end); late > w.config.Interval/10 {
+		w.config.Logger.Warn("health-check round ran past its interval: its last checks were late; raise the concurrency or the interval",
+			"interval", w.config.Interval, "late", late, "checks", r.index, "concurrency", w.config.Concurrency)
+	}
 }
 
 // prepare lets each environ of the page that can prepare its resources' checks at once do so.
@@ -456,9 +621,19 @@ func (w *Worker) environChecked(done environDone) {
 func (w *Worker) check(ctx context.Context, r domain.Resource, prep *prepared) checkDone {
 	done := w.checkResource(ctx, r, prep)
 	if ctx.Err() == nil && !done.skipped {
-		w.config.Metrics.ObserveHealthCheck(r.Provisioner, done.result)
+		w.config.Metrics.ObserveHealthCheck(w.provisionerLabel(r.Provisioner), done.result)
 	}
 	return done
+}
+
+// provisionerLabel is the provisioner a resource's check is counted under: its name in the
+// provisioner set, or metrics.Unknown for a name the set does not have, so that rows naming
+// made-up provisioners add no series.
+func (w *Worker) provisionerLabel(name string) string {
+	if _, canonical, err := w.config.Environs.Get(name); err == nil {
+		return canonical
+	}
+	return metrics.Unknown
 }
 
 // checkResource health-checks one resource and records what changed.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/metrics"
 )
 
 // outcome is what one reconcile tells the loop about when to come back to the resource.
@@ -45,7 +46,7 @@ func (w *Worker) reconcile(ctx context.Context, id string, woken bool) outcome {
 	o.id = id
 	cancel()
 	if o.result != "" {
-		w.config.Metrics.ObserveReconcile(a.provisioner, a.r.Type, o.result, w.config.Clock.Now().Sub(started))
+		w.config.Metrics.ObserveReconcile(a.metricsProvisioner(), a.r.Type, o.result, w.config.Clock.Now().Sub(started))
 	}
 	if a.holdsLease {
 		a.release()
@@ -207,7 +208,7 @@ func (a *attempt) provision() outcome {
 	}
 	a.log.Info("ready")
 	if firstReady && a.r.ReadyAt != nil {
-		a.w.config.Metrics.ObserveCreateToReady(a.provisioner, a.r.Type, a.r.ReadyAt.Sub(a.r.CreatedAt))
+		a.w.config.Metrics.ObserveCreateToReady(a.metricsProvisioner(), a.r.Type, a.r.ReadyAt.Sub(a.r.CreatedAt))
 	}
 	return outcome{result: OutcomeReady}
 }
@@ -341,6 +342,18 @@ type unreadableError struct {
 
 func (e *unreadableError) Error() string {
 	return e.reason + ": fix the column with SQL or delete the resource"
+}
+
+// metricsProvisioner is the provisioner the attempt is counted under: its provisioner when
+// the provisioner set names it, else metrics.Unknown (also before the provisioner is known),
+// so that rows naming made-up provisioners add no series.
+func (a *attempt) metricsProvisioner() string {
+	if a.provisioner != "" {
+		if _, name, err := a.w.config.Environs.Get(a.provisioner); err == nil {
+			return name
+		}
+	}
+	return metrics.Unknown
 }
 
 // resolved notes the resource's provisioner, and tags every later log line with it.

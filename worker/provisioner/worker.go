@@ -45,7 +45,7 @@ type Watcher interface {
 }
 
 // Metrics records how reconciles go (*metrics.Metrics is one). Durations are measured on
-// the worker's clock.
+// the worker's clock. The provisioner is a name of the provisioner set, or metrics.Unknown.
 type Metrics interface {
 	// ObserveReconcile counts one attempt that did something, by its outcome (Outcome*).
 	ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration)

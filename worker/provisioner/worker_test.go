@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
@@ -226,7 +227,7 @@ func (s *workerSuite) TestDeleteNeverProvisioned(c *gc.C) {
 	s.state.waitGone(c, "r1")
 	c.Check(s.env.callCount("deprovision"), gc.Equals, 0)
 	c.Check(s.metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeDeleted})
-	c.Check(s.metrics.reconcileObservations()[0].provisioner, gc.Equals, "") // none was ever pinned
+	c.Check(s.metrics.reconcileObservations()[0].provisioner, gc.Equals, metrics.Unknown) // none was ever pinned
 }
 
 func (s *workerSuite) TestDeprovisionFailureRetried(c *gc.C) {
@@ -399,8 +400,9 @@ func (s *workerSuite) TestUnknownProvisioner(c *gc.C) {
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
 	s.metrics.waitOutcomes(c, 1)
+	// Counted under unknown, not under the name the row gives.
 	c.Check(s.metrics.reconcileObservations(), gc.DeepEquals, []reconcileObservation{
-		{provisioner: "elsewhere", typ: domain.ResourceTypeRuntime, outcome: provisioner.OutcomePermanent},
+		{provisioner: metrics.Unknown, typ: domain.ResourceTypeRuntime, outcome: provisioner.OutcomePermanent},
 	})
 }
 
@@ -536,7 +538,7 @@ func (s *workerSuite) TestClaimFailureRetried(c *gc.C) {
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeRetry, provisioner.OutcomeReady})
 	// The failed claim read no row: neither provisioner nor type is known.
-	c.Check(s.metrics.reconcileObservations()[0], gc.DeepEquals, reconcileObservation{outcome: provisioner.OutcomeRetry})
+	c.Check(s.metrics.reconcileObservations()[0], gc.DeepEquals, reconcileObservation{provisioner: metrics.Unknown, outcome: provisioner.OutcomeRetry})
 }
 
 func (s *workerSuite) TestOneReconcilePerResource(c *gc.C) {
