@@ -196,6 +196,7 @@ type Resource struct {
 	Config             map[string]any `json:"config"`
 	Generation         int64          `json:"generation"`
 	ObservedGeneration int64          `json:"observed_generation"`
+	Unreadable         string         `json:"unreadable"`
 }
 
 // String is the resource's status and message, for failure messages.

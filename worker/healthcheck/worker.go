@@ -639,6 +639,9 @@ func (w *Worker) provisionerLabel(name string) string {
 // checkResource health-checks one resource and records what changed.
 func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *prepared) checkDone {
 	log := w.config.Logger.With("id", r.ID, "provisioner", r.Provisioner, "generation", r.Generation)
+	if !r.Readable() {
+		return w.recordUnreadable(ctx, log, r)
+	}
 	env, _, err := w.config.Environs.Get(r.Provisioner)
 	if err != nil {
 		log.Debug("cannot health-check resource: its provisioner is not in the provisioner set", "error", err)
@@ -702,6 +705,34 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 		log.Info("resource is healthy again")
 	}
 	return found
+}
+
+// recordUnreadable records a row whose columns Berth cannot decode (written by another
+// program) as error, saying which column and why, instead of checking it with what could not
+// be read. The record hands the row to the provisioner, which looks at it again until it is
+// fixed; until then it is no longer checkable.
+func (w *Worker) recordUnreadable(ctx context.Context, log *slog.Logger, r domain.Resource) checkDone {
+	unlock, ok := w.config.Locks.TryLock(r.ID)
+	if !ok {
+		return checkDone{skipped: true}
+	}
+	defer unlock()
+	recordCtx, cancel := w.withTimeout(ctx, recordTimeout)
+	defer cancel()
+	message := r.UnreadableReason() + ": fix the column with SQL or delete the resource"
+	_, err := w.config.Store.RecordHealth(recordCtx, r.ID, r.Generation, domain.HealthUpdate{Status: domain.StatusError, StatusMessage: message})
+	switch {
+	case errors.Is(err, domain.ErrStale) || errors.Is(err, domain.ErrNotFound):
+		log.Debug("unreadable resource changed meanwhile; leaving it to the next round", "error", err)
+	case err != nil:
+		if ctx.Err() == nil {
+			log.Warn("cannot record an unreadable resource as error; the next round tries again", "error", err)
+		}
+		return checkDone{result: ResultError, recordError: err}
+	default:
+		log.Warn("resource row is unreadable; recorded as error", "reason", r.UnreadableReason())
+	}
+	return checkDone{result: ResultError}
 }
 
 // outcome is what a check of r that gave res and checkErr records.

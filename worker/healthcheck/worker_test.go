@@ -192,6 +192,30 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusReady)
 }
 
+func (s *workerSuite) TestUnreadableRowIsRecordedAsErrorNotChecked(c *gc.C) {
+	s.store.add("r1")
+	s.store.add("r2")
+	s.store.mu.Lock()
+	s.store.rows["r1"].Config = nil
+	s.store.rows["r1"].Unreadable = []domain.UnreadableColumn{{Column: "config", Reason: "number 1e+400 out of range"}}
+	s.store.mu.Unlock()
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	s.store.waitFor(c, "the unreadable row recorded", func() bool { return len(s.store.records) == 1 })
+	r := s.store.row("r1")
+	c.Check(r.Status, gc.Equals, domain.StatusError)
+	c.Check(r.StatusMessage, gc.Equals, "config is not JSON Berth can read: number 1e+400 out of range: fix the column with SQL or delete the resource")
+	s.env.none(c) // r1 is never handed to the environ
+
+	// The round goes on with the next resource, in its slot.
+	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
+	c.Check(s.env.next(c).id, gc.Equals, "r2")
+	c.Check(s.metrics.wait(c, "resource", 2), gc.DeepEquals, []observation{
+		{"resource", "pool", healthcheck.ResultError}, {"resource", "pool", healthcheck.ResultHealthy}})
+	workertest.CheckAlive(c, w)
+}
+
 func (s *workerSuite) TestAResourceThatMovedOnKeepsItsRow(c *gc.C) {
 	s.store.add("r1")
 	s.env.block = true
