@@ -97,6 +97,10 @@ func healthSweep(ctx context.Context, cfg config) (res healthResult, err error) 
 	if err != nil {
 		return res, err
 	}
+	tableWritesBefore, err := berthTableWrites(ctx, db.url)
+	if err != nil {
+		return res, err
+	}
 	probesBefore := hosts.probes()
 	if err := sweep(ctx, db, setJSON, cfg, &res); err != nil {
 		return res, err
@@ -107,9 +111,13 @@ func healthSweep(ctx context.Context, cfg config) (res healthResult, err error) 
 		return res, err
 	}
 	res.db = after.minus(before)
-	if written := res.calls["RecordHealth"]; written > 0 || res.db.tupUpdated > 0 {
-		return res, fmt.Errorf("the sweep wrote %d rows (%d health records): the bench's resources should all be healthy and as the environ reports them",
-			res.db.tupUpdated, written)
+	tableWritesAfter, err := berthTableWrites(ctx, db.url)
+	if err != nil {
+		return res, err
+	}
+	if written, rows := res.calls["RecordHealth"], tableWritesAfter-tableWritesBefore; written > 0 || rows > 0 {
+		return res, fmt.Errorf("the sweep wrote %d rows of Berth's tables (%d health records): the bench's resources should all be healthy and as the environ reports them",
+			rows, written)
 	}
 	slog.Info("health sweep", "checks", res.checks(), "elapsed", res.elapsed.Round(time.Millisecond))
 	return res, nil
@@ -326,6 +334,23 @@ func (h *localHosts) close() {
 		_ = srv.Close()
 	}
 	h.wg.Wait()
+}
+
+// berthTableWrites sums the rows inserted, updated and deleted in the bench database's own
+// tables. Unlike pg_stat_database's counters it leaves out the catalogs, which autovacuum's
+// ANALYZE writes at moments of its own choosing.
+func berthTableWrites(ctx context.Context, url string) (int64, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, fmt.Errorf("connect to the bench database: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(ctx, `
+		SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read the bench tables' statistics: %w", err)
+	}
+	return n, nil
 }
 
 // dbStats are a database's cumulative counters from pg_stat_database.
