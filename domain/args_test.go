@@ -3,6 +3,8 @@ package domain_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,6 +36,8 @@ func TestNewRuntimeArgs(t *testing.T) {
 		{map[string]any{"slots": float64(3)}, domain.RuntimeArgs{Slots: 3}},
 		{map[string]any{"slots": json.Number("4"), "version": "1.2"}, domain.RuntimeArgs{Slots: 4, Version: "1.2"}},
 		{map[string]any{"slots": int64(2)}, domain.RuntimeArgs{Slots: 2}},
+		{map[string]any{"slots": float64(domain.MaxSlots)}, domain.RuntimeArgs{Slots: domain.MaxSlots}},
+		{map[string]any{"slots": json.Number("2.0")}, domain.RuntimeArgs{Slots: 2}},
 	} {
 		got, err := domain.NewRuntimeArgs(tc.args)
 		if err != nil || *got != tc.want {
@@ -50,7 +54,18 @@ func TestNewRuntimeArgs(t *testing.T) {
 		{map[string]any{"slots": 2.5}, "args.slots", "whole number"},
 		{map[string]any{"slots": json.Number("2.5")}, "args.slots", "whole number"},
 		{map[string]any{"slots": "2"}, "args.slots", `the string "2"`},
-		{map[string]any{"slots": 1e12}, "args.slots", "whole number"},
+		{map[string]any{"slots": 1e12}, "args.slots", "must be at most 1000000, got 1000000000000"},
+		{map[string]any{"slots": -3}, "args.slots", "must be at least 1, got -3"},
+		{map[string]any{"slots": float64(domain.MaxSlots + 1)}, "args.slots", "must be at most 1000000, got 1000001"},
+		{map[string]any{"slots": float64(1 << 31)}, "args.slots", "must be at most 1000000, got 2147483648"},
+		{map[string]any{"slots": int64(1 << 31)}, "args.slots", "must be at most 1000000, got 2147483648"},
+		{map[string]any{"slots": json.Number("2147483648")}, "args.slots", "must be at most 1000000, got 2147483648"},
+		{map[string]any{"slots": json.Number("2.147483648e9")}, "args.slots", "must be at most 1000000, got 2.147483648e9"},
+		{map[string]any{"slots": json.Number("1e400")}, "args.slots", "must be at most 1000000, got 1e400"},
+		{map[string]any{"slots": json.Number("-1e400")}, "args.slots", "must be at least 1, got -1e400"},
+		{map[string]any{"slots": json.Number("NaN")}, "args.slots", "whole number"},
+		{map[string]any{"slots": math.Inf(1)}, "args.slots", "whole number"},
+		{map[string]any{"slots": math.NaN()}, "args.slots", "whole number"},
 		{map[string]any{"version": 7.0}, "args.version", "must be a string"},
 		{map[string]any{"version": map[string]any{}}, "args.version", "an object"},
 	} {
@@ -126,6 +141,76 @@ func TestRuntimeConfig(t *testing.T) {
 	}
 }
 
+// TestSlotsBoundIsOneForCLIAndRows checks that a slot count the CLI accepts is one the
+// agent accepts once the row's args come back from JSON, and that a count the CLI refuses
+// is refused with the same words when a client writes it into the row.
+func TestSlotsBoundIsOneForCLIAndRows(t *testing.T) {
+	for _, slots := range []string{"1", "1000000", "1000001", "2147483648", "4294967296", "0", "-7"} {
+		fromCLI, cliErr := domain.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=" + slots})
+		var row map[string]any
+		if err := json.Unmarshal([]byte(`{"slots": `+slots+`}`), &row); err != nil {
+			t.Fatal(err)
+		}
+		if cliErr == nil {
+			// What the CLI stores is what the agent reads back.
+			raw, err := json.Marshal(fromCLI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row = nil
+			if err := json.Unmarshal(raw, &row); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, rowErr := domain.NewRuntimeArgs(row)
+		switch {
+		case cliErr == nil && rowErr != nil:
+			t.Errorf("slots=%s: the CLI accepts it and the agent refuses it: %v", slots, rowErr)
+		case cliErr != nil && (rowErr == nil || rowErr.Error() != cliErr.Error()):
+			t.Errorf("slots=%s: the CLI says %q, the agent %v; want the same refusal", slots, cliErr, rowErr)
+		case cliErr == nil && fmt.Sprint(got.Slots) != slots:
+			t.Errorf("slots=%s: the agent read %d", slots, got.Slots)
+		}
+	}
+}
+
+func TestSlotSize(t *testing.T) {
+	if got, err := domain.SlotSize("storage_bytes_per_slot", 40<<30, 1000); err != nil || got != 40<<30*1000 {
+		t.Errorf("SlotSize(40 GiB, 1000) = %d, %v", got, err)
+	}
+	if got, err := domain.SlotSize("cpu_per_slot", math.MaxInt64, 1); err != nil || got != math.MaxInt64 {
+		t.Errorf("SlotSize(MaxInt64, 1) = %d, %v", got, err)
+	}
+	if got, err := domain.SlotSize("cpu_per_slot", math.MaxInt64, 0); err != nil || got != 0 {
+		t.Errorf("SlotSize(MaxInt64, 0) = %d, %v", got, err)
+	}
+	_, err := domain.SlotSize("storage_bytes_per_slot", math.MaxInt64/2+1, 2)
+	expectFieldError(t, err, "storage_bytes_per_slot", "is more than a 64-bit size holds: at most 4611686018427387903 per slot fits 2 slots")
+	_, err = domain.SlotSize("storage_bytes_per_slot", 1<<62, domain.MaxSlots)
+	expectFieldError(t, err, "storage_bytes_per_slot", "times 1000000 slots is more than a 64-bit size holds")
+	_, err = domain.SlotSize("memory_gb_per_slot", -1, 2)
+	expectFieldError(t, err, "memory_gb_per_slot", "negative")
+}
+
+func TestRuntimeConfigHoldsSizesBeyond32Bits(t *testing.T) {
+	want := domain.RuntimeConfig{Host: "h1", CPU: 1 << 33, StorageBytes: 40 << 30 * 1000}
+	raw, err := json.Marshal(want.AsMap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]any
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := domain.NewRuntimeConfig(stored); err != nil || *got != want {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, want)
+	}
+	_, err = domain.NewRuntimeConfig(map[string]any{"storage_bytes": 1e19})
+	expectFieldError(t, err, "config.storage_bytes", "must be at most 9223372036854775807, got 10000000000000000000")
+	_, err = domain.NewRuntimeConfig(map[string]any{"cpu": -2.0})
+	expectFieldError(t, err, "config.cpu", "must be at least 0, got -2")
+}
+
 func TestClickhouseConfig(t *testing.T) {
 	got, err := domain.NewClickhouseConfig(map[string]any{"dsn": "clickhouse://h"})
 	if err != nil || got.DSN != "clickhouse://h" || got.AsMap()["dsn"] != "clickhouse://h" {
@@ -155,6 +240,8 @@ func TestParseArgFlags(t *testing.T) {
 		{domain.ResourceTypeRuntime, []string{"slots=many"}, "args.slots", `the string "many"`},
 		{domain.ResourceTypeRuntime, []string{"slots=1.5"}, "args.slots", "whole number"},
 		{domain.ResourceTypeRuntime, []string{"slots=0"}, "args.slots", "at least 1"},
+		{domain.ResourceTypeRuntime, []string{"slots=2147483648"}, "args.slots", "must be at most 1000000, got 2147483648"},
+		{domain.ResourceTypeRuntime, []string{"slots=99999999999999999999"}, "args.slots", "must be at most 1000000, got 100000000000000000000"},
 		{domain.ResourceTypeRuntime, []string{"colour=red"}, "args.colour", "unknown key"},
 		{domain.ResourceTypeClickHouse, []string{"slots=1"}, "args.slots", "no keys"},
 	} {

@@ -1,10 +1,14 @@
 // Package static is the environ of a static pool: runtime hosts that were provisioned ahead of
 // time and are listed in the provisioner's spec, each offering a number of slots.
 //
-// Provisioning a runtime reserves args.slots slots on one host of the pool; the runtime's
-// config is that host's URL and audience and the resources of its slots (cpu_per_slot,
-// memory_gb_per_slot and storage_bytes_per_slot times the slot count). Deprovisioning releases
-// the reservation. The environ never starts or stops anything on the hosts.
+// Provisioning a runtime reserves args.slots slots (1 to domain.MaxSlots, the bound a host's
+// slots have too) on one host of the pool; the runtime's config is that host's URL and
+// audience and the resources of its slots (cpu_per_slot, memory_gb_per_slot and
+// storage_bytes_per_slot times the slot count). The products are checked: a spec whose sizing
+// times its largest host's slots overflows an int64 is refused, and a larger reservation left
+// from before a spec change fails naming the sizing instead of getting a negative size.
+// Deprovisioning releases the reservation. The environ never starts or stops anything on the
+// hosts.
 //
 // # Placement
 //

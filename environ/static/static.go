@@ -151,7 +151,10 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if err != nil {
 		return nil, fmt.Errorf("place runtime: %w", err)
 	}
-	out := e.resource(r, res)
+	out, err := e.resource(r, res)
+	if err != nil {
+		return nil, err
+	}
 	if found && res.Host != old.Host {
 		out.Notice = fmt.Sprintf("moved from %s, which is no longer configured, to %s", old.Host, res.Host)
 		e.logger.Info("runtime moved off a host that is no longer configured", "resource", r.ID, "from", old.Host, "to", res.Host)
@@ -288,7 +291,10 @@ func (e *staticEnviron) CheckResource(ctx context.Context, r *environ.Resource, 
 
 // checkReserved checks runtime r, whose reservation is res.
 func (e *staticEnviron) checkReserved(ctx context.Context, r *environ.Resource, res domain.Reservation) (*environ.Resource, error) {
-	out := e.resource(r, res)
+	out, err := e.resource(r, res)
+	if err != nil {
+		return nil, err
+	}
 	if host, _ := r.State["host"].(string); host != "" && host != res.Host {
 		out.Repairs = append(out.Repairs, fmt.Sprintf("state named host %s; the reservation is on %s", host, res.Host))
 	}
@@ -461,23 +467,32 @@ func (e *staticEnviron) supported(r *environ.Resource) error {
 	return nil
 }
 
-// resource returns r with the State and Config of reservation res.
-func (e *staticEnviron) resource(r *environ.Resource, res domain.Reservation) *environ.Resource {
+// resource returns r with the State and Config of reservation res. The per-slot sizes are
+// multiplied with overflow checks: ParseSpec refuses sizing that overflows on its largest
+// host, but a reservation made before the spec changed may be larger, and its error names
+// the sizing to lower rather than handing clients a negative size.
+func (e *staticEnviron) resource(r *environ.Resource, res domain.Reservation) (*environ.Resource, error) {
 	audience := res.Host
 	if rt, ok := e.spec.runtime(res.Host); ok {
 		audience = rt.AudienceURL
 	}
-	cfg := domain.RuntimeConfig{
-		Host:         res.Host,
-		Audience:     audience,
-		CPU:          e.spec.CPUPerSlot * res.Slots,
-		MemoryGB:     e.spec.MemoryGBPerSlot * res.Slots,
-		StorageBytes: e.spec.StorageBytesPerSlot * int64(res.Slots),
+	cpu, err := domain.SlotSize("cpu_per_slot", int64(e.spec.CPUPerSlot), res.Slots)
+	if err != nil {
+		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
 	}
+	memory, err := domain.SlotSize("memory_gb_per_slot", int64(e.spec.MemoryGBPerSlot), res.Slots)
+	if err != nil {
+		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
+	}
+	storage, err := domain.SlotSize("storage_bytes_per_slot", e.spec.StorageBytesPerSlot, res.Slots)
+	if err != nil {
+		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
+	}
+	cfg := domain.RuntimeConfig{Host: res.Host, Audience: audience, CPU: int(cpu), MemoryGB: int(memory), StorageBytes: storage}
 	return &environ.Resource{
 		ID:     r.ID,
 		Type:   r.Type,
 		State:  map[string]any{"host": res.Host, "slots": res.Slots},
 		Config: cfg.AsMap(),
-	}
+	}, nil
 }
