@@ -394,12 +394,19 @@ func TestDeprovision(t *testing.T) {
 
 func TestAwaitReady(t *testing.T) {
 	env := newTestEnviron(t, "pool", twoHosts, newFakeSlots())
-	if err := env.AwaitReady(context.Background(), runtime("r1")); err != nil {
+	placed, err := env.Reconcile(context.Background(), runtime("r1"), withSlots("alice", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.AwaitReady(context.Background(), placed); err != nil {
 		t.Errorf("AwaitReady: %v", err)
+	}
+	if err := env.AwaitReady(context.Background(), runtime("r1")); err == nil || !strings.Contains(err.Error(), "names no host") {
+		t.Errorf("AwaitReady of a runtime never placed = %v, want an error saying so", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := env.AwaitReady(ctx, runtime("r1")); !errors.Is(err, context.Canceled) {
+	if err := env.AwaitReady(ctx, placed); !errors.Is(err, context.Canceled) {
 		t.Errorf("AwaitReady with a cancelled context = %v, want context.Canceled", err)
 	}
 }
