@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // FieldError names the field of args or config that is wrong and says how to fix it.
@@ -50,6 +51,10 @@ func NewRuntimeArgs(args map[string]any) (*RuntimeArgs, error) {
 		s, isString := v.(string)
 		if !isString {
 			return nil, &FieldError{"args.version", fmt.Sprintf("must be a string, got %s", describe(v))}
+		}
+		if !utf8.ValidString(s) {
+			// JSON would store U+FFFD in place of the bytes: the agent would read another version.
+			return nil, &FieldError{"args.version", fmt.Sprintf("must be UTF-8 text, got %q", s)}
 		}
 		out.Version = s
 	}

@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,6 +69,7 @@ func TestNewRuntimeArgs(t *testing.T) {
 		{map[string]any{"slots": math.NaN()}, "args.slots", "whole number"},
 		{map[string]any{"version": 7.0}, "args.version", "must be a string"},
 		{map[string]any{"version": map[string]any{}}, "args.version", "an object"},
+		{map[string]any{"version": "1.\xff"}, "args.version", `must be UTF-8 text, got "1.\xff"`},
 	} {
 		_, err := domain.NewRuntimeArgs(tc.args)
 		expectFieldError(t, err, tc.field, tc.hint)
@@ -272,4 +274,139 @@ func TestParseArgFlagsKeepsStringKeysAsStrings(t *testing.T) {
 	if args["slots"] != int64(2) {
 		t.Fatalf("slots = %#v, want the number 2", args["slots"])
 	}
+}
+
+// FuzzParseArgFlags feeds the CLI's --arg parsing newline-separated key=value pairs. Args the
+// CLI accepts must be args the agent accepts, with the same meaning, once they have been
+// stored as JSON and read back (either way a row can be decoded); a refusal is a
+// *domain.FieldError that starts with the field it names.
+func FuzzParseArgFlags(f *testing.F) {
+	for _, seed := range []struct {
+		kind  uint8
+		pairs string
+	}{
+		{0, "slots=2\nversion=1.4.0"},
+		{0, "slots=2147483648"},
+		{0, "slots=99999999999999999999"},
+		{0, "slots=1e3\nversion=15"},
+		{0, "slots=-0"},
+		{0, "slots= 3"},
+		{0, `slots={"n": 1}`},
+		{0, "version=\nslots=1000000"},
+		{0, "=3"},
+		{1, "slots=1"},
+		{1, ""},
+	} {
+		f.Add(seed.kind, seed.pairs)
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, pairs string) {
+		typ := domain.ResourceTypes[int(kind)%len(domain.ResourceTypes)]
+		var flags []string
+		if pairs != "" {
+			flags = strings.Split(pairs, "\n")
+		}
+		args, err := domain.ParseArgFlags(typ, flags)
+		if err != nil {
+			var fe *domain.FieldError
+			if !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), fe.Field+": ") {
+				t.Fatalf("ParseArgFlags(%s, %q) = %v (%T), want a *FieldError naming its field", typ, flags, err, err)
+			}
+			return
+		}
+		raw, err := json.Marshal(args)
+		if err != nil {
+			t.Fatalf("args %#v the CLI accepted do not encode: %v", args, err)
+		}
+		for _, useNumber := range []bool{false, true} {
+			row := decodeRow(t, raw, useNumber)
+			if err := domain.ValidateArgs(typ, row); err != nil {
+				t.Fatalf("the CLI accepted %q as %s but the agent refuses the row %s: %v", flags, raw, raw, err)
+			}
+			if typ != domain.ResourceTypeRuntime {
+				continue
+			}
+			cli, _ := domain.NewRuntimeArgs(args)
+			agent, _ := domain.NewRuntimeArgs(row)
+			if *cli != *agent {
+				t.Fatalf("the CLI means %+v by %q, the agent reads %+v from %s", *cli, flags, *agent, raw)
+			}
+		}
+	})
+}
+
+// FuzzDecodeArgs feeds runtime args decoding a row's args column as a client may have
+// written it. Decoding must not depend on how the row's JSON was decoded (float64 numbers, or
+// json.Number), must keep slots within their bound, and accepted args must survive the
+// round trip through the form they are stored in. Config decoding must not panic.
+func FuzzDecodeArgs(f *testing.F) {
+	for _, seed := range []string{
+		`{"slots": 2, "version": "1.4.0"}`,
+		`{"slots": 1000000}`,
+		`{"slots": 1000001}`,
+		`{"slots": 2147483648}`,
+		`{"slots": 2.147483648e9}`,
+		`{"slots": 2.0}`,
+		`{"slots": 2.5}`,
+		`{"slots": -1e-400}`,
+		`{"slots": "2"}`,
+		`{"slots": null, "version": 7}`,
+		`{"host": "h", "cpu": 4, "storage_bytes": 42949672960}`,
+		`{}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		floats := decodeRowOrNil(raw, false)
+		numbers := decodeRowOrNil(raw, true)
+		if floats == nil || numbers == nil {
+			return
+		}
+		a, errA := domain.NewRuntimeArgs(floats)
+		b, errB := domain.NewRuntimeArgs(numbers)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("args %s: decoded with float64 numbers %v, with json.Number %v; want the same answer", raw, errA, errB)
+		}
+		if errA != nil {
+			return
+		}
+		if *a != *b {
+			t.Fatalf("args %s: %+v with float64 numbers, %+v with json.Number", raw, *a, *b)
+		}
+		if a.Slots < 1 || a.Slots > domain.MaxSlots {
+			t.Fatalf("args %s: accepted slots %d, outside 1..%d", raw, a.Slots, domain.MaxSlots)
+		}
+		stored, err := json.Marshal(a.AsMap())
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := domain.NewRuntimeArgs(decodeRow(t, stored, false))
+		if err != nil || *again != *a {
+			t.Fatalf("args %+v stored as %s read back as %+v, %v", *a, stored, again, err)
+		}
+		_, _ = domain.NewRuntimeConfig(floats)
+		_, _ = domain.NewRuntimeConfig(numbers)
+	})
+}
+
+// decodeRow decodes a JSON object the way a store reads a column, with numbers as float64
+// or as json.Number.
+func decodeRow(t *testing.T, raw []byte, useNumber bool) map[string]any {
+	t.Helper()
+	row := decodeRowOrNil(raw, useNumber)
+	if row == nil {
+		t.Fatalf("%s does not decode as a JSON object", raw)
+	}
+	return row
+}
+
+func decodeRowOrNil(raw []byte, useNumber bool) map[string]any {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if useNumber {
+		dec.UseNumber()
+	}
+	var row map[string]any
+	if err := dec.Decode(&row); err != nil || row == nil || dec.More() {
+		return nil
+	}
+	return row
 }
