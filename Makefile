@@ -2,7 +2,7 @@ GO ?= go
 BIN := bin/berth
 PG := scripts/pg-local.sh
 
-.PHONY: build test bench bench-static run pg-up pg-down lint fmt k8s-up k8s-down e2e-k8s
+.PHONY: build test fuzz bench bench-static run pg-up pg-down lint fmt k8s-up k8s-down e2e-k8s
 
 build:
 	$(GO) build -o $(BIN) ./cmd/agent
@@ -11,6 +11,17 @@ build:
 test: build
 	@url="$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}" && \
 	BERTH_TEST_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" $(GO) test -race -count=1 -timeout 20m ./...
+
+# Every fuzz target of the repository (each func FuzzXxx of a test file, found afresh on every
+# run by scripts/fuzz.sh), fuzzed one at a time for FUZZTIME each, e.g. make fuzz FUZZTIME=5m;
+# FUZZMINIMIZETIME (10s) bounds minimizing each new input; FUZZFLAGS adds go test flags.
+# make test runs the same targets on their seed corpus only.
+FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 10s
+fuzz:
+	@url="$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}" && \
+	BERTH_TEST_DATABASE_URL="$$url" GO="$(GO)" FUZZTIME="$(FUZZTIME)" \
+	FUZZMINIMIZETIME="$(FUZZMINIMIZETIME)" FUZZFLAGS="$(FUZZFLAGS)" scripts/fuzz.sh
 
 pg-up:
 	@$(PG) start

@@ -2,11 +2,13 @@ package domain
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // FieldError names the field of args or config that is wrong and says how to fix it.
@@ -19,12 +21,18 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
 // RuntimeArgs are the desired arguments of a runtime resource.
 type RuntimeArgs struct {
-	Slots   int    // how many slots of a host the runtime gets; at least 1 (default 1)
+	Slots   int    // how many slots of a host the runtime gets; 1 to MaxSlots (default 1)
 	Version string // runtime version to run; empty means the environ's default
 }
 
 // DefaultRuntimeSlots is the slot count of a runtime whose args do not say.
 const DefaultRuntimeSlots = 1
+
+// MaxSlots is the most slots a runtime may ask for, and a static host may offer. It is one
+// bound for every way a count arrives (a CLI flag, a JSON number in a row, a spec), far above
+// any real host, and small enough that slot counts fit the slot tables' 32-bit columns and
+// sums of them never overflow.
+const MaxSlots = 1_000_000
 
 // NewRuntimeArgs decodes args strictly: an unknown key or a wrong type is a *FieldError.
 func NewRuntimeArgs(args map[string]any) (*RuntimeArgs, error) {
@@ -33,19 +41,20 @@ func NewRuntimeArgs(args map[string]any) (*RuntimeArgs, error) {
 	}
 	out := &RuntimeArgs{Slots: DefaultRuntimeSlots}
 	if v, ok := args["slots"]; ok {
-		n, err := wholeNumber("args.slots", v)
+		n, err := wholeNumber("args.slots", v, 1, MaxSlots)
 		if err != nil {
 			return nil, err
 		}
-		if n < 1 {
-			return nil, &FieldError{"args.slots", fmt.Sprintf("must be at least 1, got %d", n)}
-		}
-		out.Slots = n
+		out.Slots = int(n)
 	}
 	if v, ok := args["version"]; ok {
 		s, isString := v.(string)
 		if !isString {
 			return nil, &FieldError{"args.version", fmt.Sprintf("must be a string, got %s", describe(v))}
+		}
+		if !utf8.ValidString(s) {
+			// JSON would store U+FFFD in place of the bytes: the agent would read another version.
+			return nil, &FieldError{"args.version", fmt.Sprintf("must be UTF-8 text, got %q", s)}
 		}
 		out.Version = s
 	}
@@ -110,21 +119,23 @@ func NewRuntimeConfig(cfg map[string]any) (*RuntimeConfig, error) {
 		return nil, err
 	}
 	if v, ok := cfg["cpu"]; ok {
-		if out.CPU, err = wholeNumber("config.cpu", v); err != nil {
-			return nil, err
-		}
-	}
-	if v, ok := cfg["memory_gb"]; ok {
-		if out.MemoryGB, err = wholeNumber("config.memory_gb", v); err != nil {
-			return nil, err
-		}
-	}
-	if v, ok := cfg["storage_bytes"]; ok {
-		n, err := wholeNumber("config.storage_bytes", v)
+		n, err := wholeNumber("config.cpu", v, 0, math.MaxInt)
 		if err != nil {
 			return nil, err
 		}
-		out.StorageBytes = int64(n)
+		out.CPU = int(n)
+	}
+	if v, ok := cfg["memory_gb"]; ok {
+		n, err := wholeNumber("config.memory_gb", v, 0, math.MaxInt)
+		if err != nil {
+			return nil, err
+		}
+		out.MemoryGB = int(n)
+	}
+	if v, ok := cfg["storage_bytes"]; ok {
+		if out.StorageBytes, err = wholeNumber("config.storage_bytes", v, 0, math.MaxInt64); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -230,32 +241,89 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// wholeNumber accepts the number forms args arrive in: JSON numbers (float64 or json.Number)
-// and Go integers, and refuses fractions, strings and everything else.
-func wholeNumber(field string, v any) (int, error) {
-	var f float64
-	switch n := v.(type) {
+// SlotSize returns perSlot times slots: a resource's share of something measured per slot
+// (cores, gigabytes, bytes). When the product is more than an int64 holds it returns a
+// *FieldError on field, the per-slot setting, naming the most per slot that fits.
+func SlotSize(field string, perSlot int64, slots int) (int64, error) {
+	if perSlot < 0 || slots < 0 {
+		return 0, &FieldError{field, fmt.Sprintf("%d per slot times %d slots: neither may be negative", perSlot, slots)}
+	}
+	if slots > 0 && perSlot > math.MaxInt64/int64(slots) {
+		return 0, &FieldError{field, fmt.Sprintf("%d per slot times %d slots is more than a 64-bit size holds: at most %d per slot fits %d slots",
+			perSlot, slots, math.MaxInt64/int64(slots), slots)}
+	}
+	return perSlot * int64(slots), nil
+}
+
+// wholeNumber accepts the number forms args arrive in (JSON numbers as float64 or
+// json.Number, and Go integers) when they are whole and in [lo, hi], and refuses fractions,
+// strings and everything else. A json.Number that is not an int64 counts as the float64
+// encoding/json decodes it to, so a row means the same whichever way it was decoded. A whole
+// number out of range is told the bound, however it was written (2147483648, 2.147483648e9
+// or 1e400).
+func wholeNumber(field string, v any, lo, hi int64) (int64, error) {
+	var n int64
+	switch x := v.(type) {
 	case int:
-		return n, nil
+		n = int64(x)
 	case int32:
-		return int(n), nil
+		n = int64(x)
 	case int64:
-		return int(n), nil
+		n = x
 	case float64:
-		f = n
+		return wholeFloat(field, x, formatFloat(x), lo, hi)
 	case json.Number:
-		i, err := n.Int64()
-		if err != nil {
-			return 0, &FieldError{field, fmt.Sprintf("must be a whole number, got %s", n)}
+		i, err := x.Int64()
+		if err == nil {
+			n = i
+			break
 		}
-		return int(i), nil
+		f, err := strconv.ParseFloat(string(x), 64)
+		switch {
+		case !json.Valid([]byte(x)) || (err != nil && !errors.Is(err, strconv.ErrRange)):
+			return 0, &FieldError{field, fmt.Sprintf("must be a whole number, got %q", string(x))}
+		case math.IsInf(f, 1):
+			return 0, &FieldError{field, fmt.Sprintf("must be at most %d, got %s", hi, x)}
+		case math.IsInf(f, -1):
+			return 0, &FieldError{field, fmt.Sprintf("must be at least %d, got %s", lo, x)}
+		}
+		return wholeFloat(field, f, string(x), lo, hi)
 	default:
 		return 0, &FieldError{field, fmt.Sprintf("must be a whole number, got %s", describe(v))}
 	}
-	if f != math.Trunc(f) || math.IsInf(f, 0) || math.Abs(f) > math.MaxInt32 {
-		return 0, &FieldError{field, fmt.Sprintf("must be a whole number, got %v", f)}
+	return inRange(field, n, strconv.FormatInt(n, 10), lo, hi)
+}
+
+// wholeFloat is wholeNumber for a float64, shown as written.
+func wholeFloat(field string, f float64, written string, lo, hi int64) (int64, error) {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f):
+		return 0, &FieldError{field, fmt.Sprintf("must be a whole number, got %s", written)}
+	case f >= 0x1p63:
+		return 0, &FieldError{field, fmt.Sprintf("must be at most %d, got %s", hi, written)}
+	case f < -0x1p63:
+		return 0, &FieldError{field, fmt.Sprintf("must be at least %d, got %s", lo, written)}
 	}
-	return int(f), nil
+	return inRange(field, int64(f), written, lo, hi)
+}
+
+// formatFloat writes whole numbers of up to 21 digits out in full (2147483648, not
+// 2.147483648e+09) and any other the shortest way.
+func formatFloat(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+func inRange(field string, n int64, written string, lo, hi int64) (int64, error) {
+	switch {
+	case n < lo:
+		return 0, &FieldError{field, fmt.Sprintf("must be at least %d, got %s", lo, written)}
+	case n > hi:
+		return 0, &FieldError{field, fmt.Sprintf("must be at most %d, got %s", hi, written)}
+	}
+	return n, nil
 }
 
 func optionalString(field string, v any) (string, error) {

@@ -1,8 +1,11 @@
 package domain_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,6 +37,8 @@ func TestNewRuntimeArgs(t *testing.T) {
 		{map[string]any{"slots": float64(3)}, domain.RuntimeArgs{Slots: 3}},
 		{map[string]any{"slots": json.Number("4"), "version": "1.2"}, domain.RuntimeArgs{Slots: 4, Version: "1.2"}},
 		{map[string]any{"slots": int64(2)}, domain.RuntimeArgs{Slots: 2}},
+		{map[string]any{"slots": float64(domain.MaxSlots)}, domain.RuntimeArgs{Slots: domain.MaxSlots}},
+		{map[string]any{"slots": json.Number("2.0")}, domain.RuntimeArgs{Slots: 2}},
 	} {
 		got, err := domain.NewRuntimeArgs(tc.args)
 		if err != nil || *got != tc.want {
@@ -50,9 +55,21 @@ func TestNewRuntimeArgs(t *testing.T) {
 		{map[string]any{"slots": 2.5}, "args.slots", "whole number"},
 		{map[string]any{"slots": json.Number("2.5")}, "args.slots", "whole number"},
 		{map[string]any{"slots": "2"}, "args.slots", `the string "2"`},
-		{map[string]any{"slots": 1e12}, "args.slots", "whole number"},
+		{map[string]any{"slots": 1e12}, "args.slots", "must be at most 1000000, got 1000000000000"},
+		{map[string]any{"slots": -3}, "args.slots", "must be at least 1, got -3"},
+		{map[string]any{"slots": float64(domain.MaxSlots + 1)}, "args.slots", "must be at most 1000000, got 1000001"},
+		{map[string]any{"slots": float64(1 << 31)}, "args.slots", "must be at most 1000000, got 2147483648"},
+		{map[string]any{"slots": int64(1 << 31)}, "args.slots", "must be at most 1000000, got 2147483648"},
+		{map[string]any{"slots": json.Number("2147483648")}, "args.slots", "must be at most 1000000, got 2147483648"},
+		{map[string]any{"slots": json.Number("2.147483648e9")}, "args.slots", "must be at most 1000000, got 2.147483648e9"},
+		{map[string]any{"slots": json.Number("1e400")}, "args.slots", "must be at most 1000000, got 1e400"},
+		{map[string]any{"slots": json.Number("-1e400")}, "args.slots", "must be at least 1, got -1e400"},
+		{map[string]any{"slots": json.Number("NaN")}, "args.slots", "whole number"},
+		{map[string]any{"slots": math.Inf(1)}, "args.slots", "whole number"},
+		{map[string]any{"slots": math.NaN()}, "args.slots", "whole number"},
 		{map[string]any{"version": 7.0}, "args.version", "must be a string"},
 		{map[string]any{"version": map[string]any{}}, "args.version", "an object"},
+		{map[string]any{"version": "1.\xff"}, "args.version", `must be UTF-8 text, got "1.\xff"`},
 	} {
 		_, err := domain.NewRuntimeArgs(tc.args)
 		expectFieldError(t, err, tc.field, tc.hint)
@@ -126,6 +143,76 @@ func TestRuntimeConfig(t *testing.T) {
 	}
 }
 
+// TestSlotsBoundIsOneForCLIAndRows checks that a slot count the CLI accepts is one the
+// agent accepts once the row's args come back from JSON, and that a count the CLI refuses
+// is refused with the same words when a client writes it into the row.
+func TestSlotsBoundIsOneForCLIAndRows(t *testing.T) {
+	for _, slots := range []string{"1", "1000000", "1000001", "2147483648", "4294967296", "0", "-7"} {
+		fromCLI, cliErr := domain.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=" + slots})
+		var row map[string]any
+		if err := json.Unmarshal([]byte(`{"slots": `+slots+`}`), &row); err != nil {
+			t.Fatal(err)
+		}
+		if cliErr == nil {
+			// What the CLI stores is what the agent reads back.
+			raw, err := json.Marshal(fromCLI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row = nil
+			if err := json.Unmarshal(raw, &row); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, rowErr := domain.NewRuntimeArgs(row)
+		switch {
+		case cliErr == nil && rowErr != nil:
+			t.Errorf("slots=%s: the CLI accepts it and the agent refuses it: %v", slots, rowErr)
+		case cliErr != nil && (rowErr == nil || rowErr.Error() != cliErr.Error()):
+			t.Errorf("slots=%s: the CLI says %q, the agent %v; want the same refusal", slots, cliErr, rowErr)
+		case cliErr == nil && fmt.Sprint(got.Slots) != slots:
+			t.Errorf("slots=%s: the agent read %d", slots, got.Slots)
+		}
+	}
+}
+
+func TestSlotSize(t *testing.T) {
+	if got, err := domain.SlotSize("storage_bytes_per_slot", 40<<30, 1000); err != nil || got != 40<<30*1000 {
+		t.Errorf("SlotSize(40 GiB, 1000) = %d, %v", got, err)
+	}
+	if got, err := domain.SlotSize("cpu_per_slot", math.MaxInt64, 1); err != nil || got != math.MaxInt64 {
+		t.Errorf("SlotSize(MaxInt64, 1) = %d, %v", got, err)
+	}
+	if got, err := domain.SlotSize("cpu_per_slot", math.MaxInt64, 0); err != nil || got != 0 {
+		t.Errorf("SlotSize(MaxInt64, 0) = %d, %v", got, err)
+	}
+	_, err := domain.SlotSize("storage_bytes_per_slot", math.MaxInt64/2+1, 2)
+	expectFieldError(t, err, "storage_bytes_per_slot", "is more than a 64-bit size holds: at most 4611686018427387903 per slot fits 2 slots")
+	_, err = domain.SlotSize("storage_bytes_per_slot", 1<<62, domain.MaxSlots)
+	expectFieldError(t, err, "storage_bytes_per_slot", "times 1000000 slots is more than a 64-bit size holds")
+	_, err = domain.SlotSize("memory_gb_per_slot", -1, 2)
+	expectFieldError(t, err, "memory_gb_per_slot", "negative")
+}
+
+func TestRuntimeConfigHoldsSizesBeyond32Bits(t *testing.T) {
+	want := domain.RuntimeConfig{Host: "h1", CPU: 1 << 33, StorageBytes: 40 << 30 * 1000}
+	raw, err := json.Marshal(want.AsMap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]any
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := domain.NewRuntimeConfig(stored); err != nil || *got != want {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, want)
+	}
+	_, err = domain.NewRuntimeConfig(map[string]any{"storage_bytes": 1e19})
+	expectFieldError(t, err, "config.storage_bytes", "must be at most 9223372036854775807, got 10000000000000000000")
+	_, err = domain.NewRuntimeConfig(map[string]any{"cpu": -2.0})
+	expectFieldError(t, err, "config.cpu", "must be at least 0, got -2")
+}
+
 func TestClickhouseConfig(t *testing.T) {
 	got, err := domain.NewClickhouseConfig(map[string]any{"dsn": "clickhouse://h"})
 	if err != nil || got.DSN != "clickhouse://h" || got.AsMap()["dsn"] != "clickhouse://h" {
@@ -155,6 +242,8 @@ func TestParseArgFlags(t *testing.T) {
 		{domain.ResourceTypeRuntime, []string{"slots=many"}, "args.slots", `the string "many"`},
 		{domain.ResourceTypeRuntime, []string{"slots=1.5"}, "args.slots", "whole number"},
 		{domain.ResourceTypeRuntime, []string{"slots=0"}, "args.slots", "at least 1"},
+		{domain.ResourceTypeRuntime, []string{"slots=2147483648"}, "args.slots", "must be at most 1000000, got 2147483648"},
+		{domain.ResourceTypeRuntime, []string{"slots=99999999999999999999"}, "args.slots", "must be at most 1000000, got 100000000000000000000"},
 		{domain.ResourceTypeRuntime, []string{"colour=red"}, "args.colour", "unknown key"},
 		{domain.ResourceTypeClickHouse, []string{"slots=1"}, "args.slots", "no keys"},
 	} {
@@ -185,4 +274,139 @@ func TestParseArgFlagsKeepsStringKeysAsStrings(t *testing.T) {
 	if args["slots"] != int64(2) {
 		t.Fatalf("slots = %#v, want the number 2", args["slots"])
 	}
+}
+
+// FuzzParseArgFlags feeds the CLI's --arg parsing newline-separated key=value pairs. Args the
+// CLI accepts must be args the agent accepts, with the same meaning, once they have been
+// stored as JSON and read back (either way a row can be decoded); a refusal is a
+// *domain.FieldError that starts with the field it names.
+func FuzzParseArgFlags(f *testing.F) {
+	for _, seed := range []struct {
+		kind  uint8
+		pairs string
+	}{
+		{0, "slots=2\nversion=1.4.0"},
+		{0, "slots=2147483648"},
+		{0, "slots=99999999999999999999"},
+		{0, "slots=1e3\nversion=15"},
+		{0, "slots=-0"},
+		{0, "slots= 3"},
+		{0, `slots={"n": 1}`},
+		{0, "version=\nslots=1000000"},
+		{0, "=3"},
+		{1, "slots=1"},
+		{1, ""},
+	} {
+		f.Add(seed.kind, seed.pairs)
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, pairs string) {
+		typ := domain.ResourceTypes[int(kind)%len(domain.ResourceTypes)]
+		var flags []string
+		if pairs != "" {
+			flags = strings.Split(pairs, "\n")
+		}
+		args, err := domain.ParseArgFlags(typ, flags)
+		if err != nil {
+			var fe *domain.FieldError
+			if !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), fe.Field+": ") {
+				t.Fatalf("ParseArgFlags(%s, %q) = %v (%T), want a *FieldError naming its field", typ, flags, err, err)
+			}
+			return
+		}
+		raw, err := json.Marshal(args)
+		if err != nil {
+			t.Fatalf("args %#v the CLI accepted do not encode: %v", args, err)
+		}
+		for _, useNumber := range []bool{false, true} {
+			row := decodeRow(t, raw, useNumber)
+			if err := domain.ValidateArgs(typ, row); err != nil {
+				t.Fatalf("the CLI accepted %q as %s but the agent refuses the row %s: %v", flags, raw, raw, err)
+			}
+			if typ != domain.ResourceTypeRuntime {
+				continue
+			}
+			cli, _ := domain.NewRuntimeArgs(args)
+			agent, _ := domain.NewRuntimeArgs(row)
+			if *cli != *agent {
+				t.Fatalf("the CLI means %+v by %q, the agent reads %+v from %s", *cli, flags, *agent, raw)
+			}
+		}
+	})
+}
+
+// FuzzDecodeArgs feeds runtime args decoding a row's args column as a client may have
+// written it. Decoding must not depend on how the row's JSON was decoded (float64 numbers, or
+// json.Number), must keep slots within their bound, and accepted args must survive the
+// round trip through the form they are stored in. Config decoding must not panic.
+func FuzzDecodeArgs(f *testing.F) {
+	for _, seed := range []string{
+		`{"slots": 2, "version": "1.4.0"}`,
+		`{"slots": 1000000}`,
+		`{"slots": 1000001}`,
+		`{"slots": 2147483648}`,
+		`{"slots": 2.147483648e9}`,
+		`{"slots": 2.0}`,
+		`{"slots": 2.5}`,
+		`{"slots": -1e-400}`,
+		`{"slots": "2"}`,
+		`{"slots": null, "version": 7}`,
+		`{"host": "h", "cpu": 4, "storage_bytes": 42949672960}`,
+		`{}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		floats := decodeRowOrNil(raw, false)
+		numbers := decodeRowOrNil(raw, true)
+		if floats == nil || numbers == nil {
+			return
+		}
+		a, errA := domain.NewRuntimeArgs(floats)
+		b, errB := domain.NewRuntimeArgs(numbers)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("args %s: decoded with float64 numbers %v, with json.Number %v; want the same answer", raw, errA, errB)
+		}
+		if errA != nil {
+			return
+		}
+		if *a != *b {
+			t.Fatalf("args %s: %+v with float64 numbers, %+v with json.Number", raw, *a, *b)
+		}
+		if a.Slots < 1 || a.Slots > domain.MaxSlots {
+			t.Fatalf("args %s: accepted slots %d, outside 1..%d", raw, a.Slots, domain.MaxSlots)
+		}
+		stored, err := json.Marshal(a.AsMap())
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := domain.NewRuntimeArgs(decodeRow(t, stored, false))
+		if err != nil || *again != *a {
+			t.Fatalf("args %+v stored as %s read back as %+v, %v", *a, stored, again, err)
+		}
+		_, _ = domain.NewRuntimeConfig(floats)
+		_, _ = domain.NewRuntimeConfig(numbers)
+	})
+}
+
+// decodeRow decodes a JSON object the way a store reads a column, with numbers as float64
+// or as json.Number.
+func decodeRow(t *testing.T, raw []byte, useNumber bool) map[string]any {
+	t.Helper()
+	row := decodeRowOrNil(raw, useNumber)
+	if row == nil {
+		t.Fatalf("%s does not decode as a JSON object", raw)
+	}
+	return row
+}
+
+func decodeRowOrNil(raw []byte, useNumber bool) map[string]any {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if useNumber {
+		dec.UseNumber()
+	}
+	var row map[string]any
+	if err := dec.Decode(&row); err != nil || row == nil || dec.More() {
+		return nil
+	}
+	return row
 }

@@ -256,3 +256,113 @@ func panics(f func()) (did bool) {
 	f()
 	return false
 }
+
+// closeCounter is an environ that counts its Close calls.
+type closeCounter struct {
+	environ.Environ
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return c.Environ.Close() }
+
+// FuzzNewSet feeds the provisioner-set decoder a set and a default name, with the static
+// environ and "fake" registered. NewSet must answer every input without panicking; when it
+// fails it has closed every environ it built; when it succeeds the set is whole (its default
+// among its environs, one environ per spec, none closed) and encoding its specs again builds
+// a set with the same digest.
+func FuzzNewSet(f *testing.F) {
+	for _, seed := range []struct{ set, defaultName string }{
+		{seedSet, ""},
+		{`{"pool": {"type": "static", "spec": ` + staticSpec + `}, "other": {"type": "fake", "spec": {}}}`, "other"},
+		{`{"pool": {"type": "static", "spec": {"runtimes": [{"host": "HTTP://A:1/", "slots": 1000000}], "storage_bytes_per_slot": 9223372036854}}}`, "pool"},
+		{`{"pool": {"type": "static", "spec": {"runtimes": [{"host": "http://a:1", "slots": 1e400}]}}}`, ""},
+		{`{"pool": {"type": "static", "spec": {"runtimes": [{"host": "http://a:1", "slots": 1}], "storage_bytes_per_slot": 9223372036854775807}}}`, ""},
+		{`{"pool": {"type": "fake", "spec": {}}, "x": {"type": "fake", "spec": {}}, "pool": {"type": "static"}}`, "pool"},
+		{`{"\u0070ool": {"type": "fake", "spec": {}}, "pool": {"type": "fake", "spec": {}}}`, "pool"},
+		{`{"a": {"type": "fake", "spec": {}}, "b": {"type": "fake", "spec": {}}, "c": {"type": "fake", "spec": {"fail": "boom"}}}`, "a"},
+		{`{"pool": {"type": "kubernetes", "spec": {}}}`, ""},
+		{`{"pool": {"type": "static", "specs": {}}}`, ""},
+		{`[{"pool": {}}]`, ""},
+	} {
+		f.Add([]byte(seed.set), seed.defaultName)
+	}
+	f.Fuzz(func(t *testing.T, setJSON []byte, defaultName string) {
+		var built []*closeCounter
+		track := func(init environ.Initializer) environ.Initializer {
+			return func(name string, spec json.RawMessage, deps environ.Deps) (environ.Environ, error) {
+				env, err := init(name, spec, deps)
+				if err != nil {
+					return nil, err
+				}
+				c := &closeCounter{Environ: env}
+				built = append(built, c)
+				return c, nil
+			}
+		}
+		newRegistry := func() *environ.Registry {
+			reg := environ.NewRegistry()
+			reg.Register(static.Type, track(static.New))
+			reg.Register("fake", track(func(name string, spec json.RawMessage, deps environ.Deps) (environ.Environ, error) {
+				var s struct{ Fail string }
+				if err := json.Unmarshal(spec, &s); err != nil {
+					return nil, err
+				}
+				if s.Fail != "" {
+					return nil, errors.New(s.Fail)
+				}
+				return &fakeEnviron{name: name}, nil
+			}))
+			return reg
+		}
+
+		set, err := newRegistry().NewSet(setJSON, defaultName, deps())
+		if err != nil {
+			if set != nil {
+				t.Errorf("NewSet failed (%v) yet returned a set", err)
+			}
+			for _, env := range built {
+				if env.closed != 1 {
+					t.Errorf("NewSet failed (%v) and closed an environ it built %d times, want once", err, env.closed)
+				}
+			}
+			return
+		}
+		if _, ok := set.Environs[set.Default]; !ok || (defaultName != "" && set.Default != defaultName) {
+			t.Fatalf("default %q (asked for %q) is not one of %v", set.Default, defaultName, set.Names())
+		}
+		if len(set.Environs) != len(set.Specs) || len(built) != len(set.Specs) {
+			t.Fatalf("set of %d specs has %d environs, %d built", len(set.Specs), len(set.Environs), len(built))
+		}
+		for _, env := range built {
+			if env.closed != 0 {
+				t.Fatalf("an environ of the set was closed")
+			}
+		}
+		digest, err := set.Digest()
+		if err != nil {
+			t.Fatalf("Digest: %v", err)
+		}
+		if again, err := set.Digest(); err != nil || again != digest {
+			t.Fatalf("Digest = %s then %s, %v; want it stable", digest, again, err)
+		}
+		encoded, err := json.Marshal(set.Specs)
+		if err != nil {
+			t.Fatalf("the specs of a valid set do not encode: %v", err)
+		}
+		rebuilt, err := newRegistry().NewSet(encoded, set.Default, deps())
+		if err != nil {
+			t.Fatalf("the set %s, encoded again as %s, is refused: %v", setJSON, encoded, err)
+		}
+		if got, err := rebuilt.Digest(); err != nil || got != digest {
+			t.Fatalf("the set encoded again has digest %s, %v; want %s", got, err, digest)
+		}
+		if err := errors.Join(set.Close(), rebuilt.Close()); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		for _, env := range built {
+			if env.closed != 1 {
+				t.Fatalf("Close closed an environ %d times, want once", env.closed)
+			}
+		}
+	})
+}

@@ -245,6 +245,7 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--arg", "slots"}, `--arg: "slots" is not key=value`},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--arg", "cpu=2"}, "--arg cpu: unknown key; known keys: slots, version"},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--arg", "slots=0"}, "--arg slots: must be at least 1"},
+		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--arg", "slots=2147483648"}, "--arg slots: must be at most 1000000, got 2147483648"},
 		{[]string{"resource", "create", "--type", "clickhouse", "--name", "x", "--arg", "slots=1"}, "--arg slots: unknown key; it takes no keys"},
 		{[]string{"resource", "create", "--type", "runtime"}, "--name: is required"},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "a\tb"}, "--name: contains the control character"},
@@ -260,6 +261,7 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"resource", "get", "not-a-uuid"}, "resource ids are UUIDs"},
 		{[]string{"resource", "update", id}, "nothing to update: give --arg key=value or --unset key"},
 		{[]string{"resource", "update", id, "--arg", "size=3"}, "--arg size: unknown key"},
+		{[]string{"resource", "update", id, "--arg", "slots=1000001"}, "--arg slots: must be at most 1000000, got 1000001"},
 		{[]string{"resource", "update", id, "--unset", "verison"}, `--unset: the resource has no arg "verison"`},
 	}
 	for _, tt := range tests {

@@ -61,7 +61,7 @@ func newResourceCreateCommand(opts *globalOptions) *cobra.Command {
 		Long: `Create a resource; it starts pending and the agent provisions it.
 
 Resource types and their args:
-  runtime      slots (whole number, at least 1; default 1), version (string)
+  runtime      slots (whole number, 1 to ` + fmt.Sprint(domain.MaxSlots) + `; default 1), version (string)
   clickhouse   takes no args
 
 A resource's name is unique per owner and type (ignoring case). Without --provisioner the

@@ -1,10 +1,14 @@
 // Package static is the environ of a static pool: runtime hosts that were provisioned ahead of
 // time and are listed in the provisioner's spec, each offering a number of slots.
 //
-// Provisioning a runtime reserves args.slots slots on one host of the pool; the runtime's
-// config is that host's URL and audience and the resources of its slots (cpu_per_slot,
-// memory_gb_per_slot and storage_bytes_per_slot times the slot count). Deprovisioning releases
-// the reservation. The environ never starts or stops anything on the hosts.
+// Provisioning a runtime reserves args.slots slots (1 to domain.MaxSlots, the bound a host's
+// slots have too) on one host of the pool; the runtime's config is that host's URL and
+// audience and the resources of its slots (cpu_per_slot, memory_gb_per_slot and
+// storage_bytes_per_slot times the slot count). The products are checked: a spec whose sizing
+// times its largest host's slots overflows an int64 is refused, and a larger reservation left
+// from before a spec change fails naming the sizing instead of getting a negative size.
+// Deprovisioning releases the reservation. The environ never starts or stops anything on the
+// hosts.
 //
 // # Placement
 //
@@ -13,8 +17,9 @@
 // a lost host takes as few of them as possible), then the host with the most free slots, then
 // the host listed first. A change of slot count resizes the reservation in place when its host
 // has room and is refused otherwise: a runtime does not move between configured hosts behind
-// its clients' back. When no host has room the error wraps domain.ErrNoCapacity, and the
-// provisioner worker waits for slots to free up.
+// its clients' back (the one exception is a runtime no client has yet, on a host that is
+// down: see "A host that stays down"). When no host has room the error wraps
+// domain.ErrNoCapacity, and the provisioner worker waits for slots to free up.
 //
 // # Spec changes
 //
@@ -45,12 +50,35 @@
 //
 // Each host is probed with GET host+health_path (default /v1/ping; any 2xx answer is healthy)
 // within health_timeout_seconds (default 5). A host whose latest probe failed is down: new
-// runtimes are not placed on it (a runtime already there stays, and may still be resized in
-// place), CheckResource fails for the runtimes on it, and Capacity marks it. Check probes
-// every configured host, so a host without runtimes comes back up as soon as it answers. A
-// probe result answers for its host for ten seconds, so checking many runtimes on few hosts
-// costs a probe per host, not per runtime. The results live in the environ, not the
-// database: each agent probes for itself. An explicit "health_path": "" turns probing off.
+// runtimes are not placed on it, CheckResource fails for the runtimes on it, and Capacity
+// marks it. Check probes every configured host, so a host without runtimes comes back up as
+// soon as it answers. A probe result answers for its host for ten seconds, so checking many
+// runtimes on few hosts costs a probe per host, not per runtime. The results live in the
+// environ, not the database: each agent probes for itself. An explicit "health_path": ""
+// turns probing off: every host counts as up.
+//
+// A host is a placement candidate only once a probe of it has succeeded. Right after start
+// no host has answered yet, so Reconcile first probes every host it has never heard from,
+// all at once, each within the probe timeout on the environ's clock and no longer than its
+// context allows (a probe cut short by the caller says nothing, and the host stays
+// unprobed). AwaitReady probes the host the runtime was placed on, so a runtime is reported
+// ready only on a host that answers.
+//
+// # A host that stays down
+//
+// A served runtime (one with config: clients hold its host's URL, and its data is in the
+// host's data_dir) is not moved off a host that goes down, however long it stays down: it
+// keeps its reservation and may be resized in place, CheckResource fails for it (the
+// resource turns unhealthy) and it is healthy again once the host answers. Moving it would
+// change its clients' host behind their back and leave its data behind, and a host that
+// restarts would send all its runtimes elsewhere. To move them, remove the host from the
+// spec (see Spec changes) or delete the runtimes.
+//
+// An unserved runtime (no config yet: no client has been given its host) does not stay on a
+// down host: its next attempt, after AwaitReady found the host down, places it like a new
+// one on a host that is up, and its status message says "moved from H, which is down, to
+// H2". When no host that is up has room it keeps its slots on the down host and waits for
+// room (domain.ErrNoCapacity).
 //
 // # Checks in bulk
 //

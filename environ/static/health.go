@@ -23,8 +23,9 @@ const probeCacheTTL = 10 * time.Second
 
 // hostHealth probes the pool's hosts and remembers each host's latest result. A host whose
 // latest probe failed is down: placement avoids it until a probe succeeds. A host never
-// probed counts as up. Probes of one host are never concurrent: callers arriving while one
-// is in flight wait for its result.
+// probed is not known to be up, so placement probes it first (probeUnprobed) and takes it
+// only once it has answered. Probes of one host are never concurrent: callers arriving while
+// one is in flight wait for its result.
 type hostHealth struct {
 	client  HTTPDoer
 	clock   clock.Clock
@@ -107,6 +108,46 @@ func (h *hostHealth) probeAll(ctx context.Context, hosts []string) map[string]er
 		}
 	}
 	return failed
+}
+
+// probeUnprobed probes, all at once, the hosts of hosts that have no result yet (none has
+// been probed, or every probe of it was cut short by its caller). Each probe is bounded by
+// the probe timeout on the environ's clock, and ctx ends them all; when it has, its error is
+// returned and the hosts it cut short stay unprobed.
+func (h *hostHealth) probeUnprobed(ctx context.Context, hosts []string) error {
+	if h.path == "" {
+		return nil
+	}
+	var unprobed []string
+	h.mu.Lock()
+	for _, host := range hosts {
+		if st, ok := h.hosts[host]; !ok || st.at.IsZero() {
+			unprobed = append(unprobed, host)
+		}
+	}
+	h.mu.Unlock()
+	if len(unprobed) == 0 {
+		return nil
+	}
+	h.probeAll(ctx, unprobed)
+	return ctx.Err()
+}
+
+// notUp returns the hosts of hosts that are not known to be up, in the order given: those
+// whose latest probe failed and those without a result. With probing off every host is up.
+func (h *hostHealth) notUp(hosts []string) []string {
+	if h.path == "" {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, host := range hosts {
+		if st, ok := h.hosts[host]; !ok || st.at.IsZero() || st.err != nil {
+			out = append(out, host)
+		}
+	}
+	return out
 }
 
 // down returns the hosts whose latest probe failed, sorted.

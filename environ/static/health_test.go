@@ -275,3 +275,143 @@ func TestCapacityCountsUnconfiguredHosts(t *testing.T) {
 		t.Errorf("Capacity = %+v, want %+v", c, want)
 	}
 }
+
+// TestNeverProbedHostIsProbedBeforeItsFirstRuntime: right after start no host has been
+// probed; the first placement probes both, and b, freest but failing, gets nothing.
+func TestNeverProbedHostIsProbedBeforeItsFirstRuntime(t *testing.T) {
+	ctx := context.Background()
+	p := newProbedPool(t, http.StatusServiceUnavailable)
+	res, err := p.env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1))
+	if err != nil || res.State["host"] != p.a.URL {
+		t.Fatalf("first Reconcile = %v, %v; want it on a, b never having answered", res, err)
+	}
+	if err := p.env.AwaitReady(ctx, res); err != nil {
+		t.Errorf("AwaitReady on a: %v", err)
+	}
+	// Known hosts are not probed again by placement; Check refreshes them.
+	p.clock.Advance(probeCacheTTL)
+	if _, err := p.env.Reconcile(ctx, runtime("r2"), withSlots("bob", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := p.a.probes.Load(), p.b.probes.Load(); a != 1 || b != 1 {
+		t.Errorf("probes of a %d and b %d, want one each: placement probes only hosts it has never heard from", a, b)
+	}
+}
+
+// hungHost is a runtime host that never answers its ping; each probe is announced on
+// arrived before the handler waits for the probe's end.
+func hungHost(t *testing.T) (*httptest.Server, <-chan struct{}) {
+	t.Helper()
+	arrived := make(chan struct{}, 8)
+	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(h.Close)
+	return h, arrived
+}
+
+// awaitProbe waits for a probe to reach a hungHost; the bound only stops a broken test.
+func awaitProbe(t *testing.T, arrived <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no health probe reached the host")
+	}
+}
+
+func TestPlacementProbeIsBoundedByTheTimeoutAndEndsWithTheContext(t *testing.T) {
+	hung, arrived := hungHost(t)
+	clk := testclock.NewClock(time.Now())
+	spec := fmt.Sprintf(`{"runtimes": [{"host": %q, "slots": 1}], "health_timeout_seconds": 3}`, hung.URL)
+	env, err := New("pool", json.RawMessage(spec), environ.Deps{Slots: newFakeSlots(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Cancelled while the probe waits: Reconcile returns at once and the host stays unprobed.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1))
+		done <- err
+	}()
+	awaitProbe(t, arrived)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reconcile cancelled during the probe = %v, want context.Canceled", err)
+	}
+
+	// Unprobed still: the next placement probes again, and gives up after the timeout.
+	go func() {
+		_, err := env.Reconcile(context.Background(), runtime("r1"), withSlots("alice", 1))
+		done <- err
+	}()
+	awaitProbe(t, arrived)
+	if err := clk.WaitAdvance(3*time.Second, 10*time.Second, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "is up (down: "+hung.URL+")") {
+		t.Errorf("Reconcile with the only host silent = %v, want ErrNoCapacity naming it down", err)
+	}
+}
+
+// TestRuntimeOnAHostThatGoesDown pins down who moves: a runtime no client has yet (no
+// config) leaves a down host on its next attempt; a served one stays, and is reported.
+func TestRuntimeOnAHostThatGoesDown(t *testing.T) {
+	ctx := context.Background()
+	p := newProbedPool(t, http.StatusOK)
+	placed, err := p.env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1))
+	if err != nil || placed.State["host"] != p.b.URL {
+		t.Fatalf("Reconcile = %v, %v; want b", placed, err)
+	}
+	served, err := p.env.Reconcile(ctx, runtime("s1"), withSlots("bob", 1))
+	if err != nil || served.State["host"] != p.b.URL {
+		t.Fatalf("Reconcile = %v, %v; want b", served, err)
+	}
+
+	p.b.status.Store(http.StatusServiceUnavailable)
+	p.clock.Advance(probeCacheTTL)
+	err = p.env.AwaitReady(ctx, placed)
+	if err == nil || !strings.Contains(err.Error(), "runtime host "+p.b.URL+" is down") {
+		t.Fatalf("AwaitReady on a host that stopped answering = %v, want it down", err)
+	}
+
+	// The next attempt: r1 has no config, so no client has b's URL: it moves to a.
+	moved, err := p.env.Reconcile(ctx, &environ.Resource{ID: "r1", Type: domain.ResourceTypeRuntime, State: placed.State}, withSlots("alice", 1))
+	if err != nil || moved.State["host"] != p.a.URL {
+		t.Fatalf("Reconcile after AwaitReady failed = %v, %v; want it moved to a", moved, err)
+	}
+	if want := "moved from " + p.b.URL + ", which is down, to " + p.a.URL; moved.Notice != want {
+		t.Errorf("notice = %q, want %q", moved.Notice, want)
+	}
+	if err := p.env.AwaitReady(ctx, moved); err != nil {
+		t.Errorf("AwaitReady on a: %v", err)
+	}
+
+	// s1 was served (its clients hold b's URL and its data is on b): it stays, reported down.
+	s1 := &environ.Resource{ID: "s1", Type: domain.ResourceTypeRuntime, State: served.State, Config: served.Config}
+	kept, err := p.env.Reconcile(ctx, s1, withSlots("bob", 1))
+	if err != nil || kept.State["host"] != p.b.URL || kept.Notice != "" {
+		t.Errorf("Reconcile of a served runtime on a down host = %+v, %v; want it kept on b", kept, err)
+	}
+	if _, err := p.env.CheckResource(ctx, s1, withSlots("bob", 1)); err == nil || !strings.Contains(err.Error(), p.b.URL+" is down") {
+		t.Errorf("CheckResource of the served runtime = %v, want b down", err)
+	}
+
+	// An unserved runtime whose resize finds no room on a host that is up keeps its slots.
+	big, err := p.env.Reconcile(ctx, runtime("r2"), withSlots("carol", 1))
+	if err != nil || big.State["host"] != p.a.URL {
+		t.Fatalf("Reconcile r2 = %v, %v; want a, the only host up", big, err)
+	}
+	p.slots.put(domain.Reservation{Provisioner: "pool", ResourceID: "r3", Owner: "dave", Host: p.b.URL, Slots: 1})
+	_, err = p.env.Reconcile(ctx, runtime("r3"), withSlots("dave", 1))
+	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "host "+p.b.URL+" is down and the runtime keeps its slots there") {
+		t.Errorf("Reconcile of an unserved runtime on b with a full = %v, want it kept waiting", err)
+	}
+	if res, found, err := p.env.(*staticEnviron).reservation(ctx, "r3"); err != nil || !found || res.Host != p.b.URL {
+		t.Errorf("r3's reservation = %+v, %v, %v; want it still on b", res, found, err)
+	}
+}

@@ -14,7 +14,12 @@ import (
 type placement struct {
 	provisioner string
 	hosts       []Runtime // canonical hosts, in config order
-	down        []string  // canonical hosts failing their health probe: they take nothing new
+	// down are the canonical hosts not known to be up (failing their health probe, or
+	// never answered): they take nothing new.
+	down []string
+	// unserved says the runtime has not been handed to clients yet, so a down host it is
+	// on does not keep it: it is placed like a new one.
+	unserved bool
 }
 
 // withDown returns p with the given hosts down.
@@ -29,21 +34,19 @@ func (p placement) withDown(down []string) placement {
 // fewest of the owner's resources (spreading an owner across hosts), then the host with the
 // most free slots, then the host listed first. A resize stays on the resource's host when the
 // host has room (a shrink always does) and is refused otherwise: a runtime does not move
-// between configured hosts. A resource whose host is no longer configured is placed like a
-// new one. Hosts no longer configured, and hosts that are down, take no new slots.
+// between configured hosts. A resource whose host is no longer configured, and an unserved
+// one whose host is down, is placed like a new one. Hosts no longer configured, and hosts
+// that are down, take no new slots.
 func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
 	used := make(map[string]domain.HostUsage, len(usage))
 	for _, u := range usage {
-		host, err := canonicalURL(u.Host)
-		if err != nil {
-			host = u.Host
-		}
+		host := canonicalOr(u.Host)
 		sum := used[host]
 		sum.UsedSlots += u.UsedSlots
 		sum.OwnerResources += u.OwnerResources
 		used[host] = sum
 	}
-	if existing != nil && p.configured(existing.Host) {
+	if existing != nil && p.leaving(existing.Host) == "" {
 		return p.resize(req, existing, used)
 	}
 
@@ -95,10 +98,7 @@ func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, 
 	if req.Slots <= existing.Slots {
 		return existing.Host, nil
 	}
-	host, err := canonicalURL(existing.Host)
-	if err != nil {
-		host = existing.Host
-	}
+	host := canonicalOr(existing.Host)
 	var capacity int
 	for _, rt := range p.hosts {
 		if rt.Host == host {
@@ -117,15 +117,33 @@ func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, 
 
 // configured reports whether host, however spelled, is one of the pool's hosts.
 func (p placement) configured(host string) bool {
-	if canonical, err := canonicalURL(host); err == nil {
-		host = canonical
-	}
+	host = canonicalOr(host)
 	for _, rt := range p.hosts {
 		if rt.Host == host {
 			return true
 		}
 	}
 	return false
+}
+
+// leaving says why the runtime is placed again off host, the host it holds slots on ("is no
+// longer configured", or "is down" for an unserved runtime), or "" when it stays there.
+func (p placement) leaving(host string) string {
+	switch {
+	case !p.configured(host):
+		return "is no longer configured"
+	case p.unserved && containsString(p.down, canonicalOr(host)):
+		return "is down"
+	}
+	return ""
+}
+
+// canonicalOr returns host in canonical form, or as it is when it is no URL.
+func canonicalOr(host string) string {
+	if canonical, err := canonicalURL(host); err == nil {
+		return canonical
+	}
+	return host
 }
 
 // capacityError is a placement refusal; it wraps domain.ErrNoCapacity so the worker waits for

@@ -11,6 +11,7 @@ func TestPick(t *testing.T) {
 	const a, b, c = "http://a:9091", "http://b:9091", "http://c:9091"
 	pool := placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 10}, {Host: b, Slots: 10}, {Host: c, Slots: 4}}}
 	type usage = domain.HostUsage
+	unserved := func(p placement) placement { p.unserved = true; return p }
 	tests := []struct {
 		name     string
 		place    placement
@@ -74,6 +75,22 @@ func TestPick(t *testing.T) {
 		noRoom: true,
 	}, {
 		name: "a resize stays on its host while it is down", place: pool.withDown([]string{a}), slots: 3,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
+		usage:    []usage{{Host: a, UsedSlots: 2}},
+		want:     a,
+	}, {
+		name: "an unserved runtime's resize leaves its down host", place: unserved(pool.withDown([]string{a})), slots: 3,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
+		usage:    []usage{{Host: a, UsedSlots: 2}, {Host: b, UsedSlots: 1}},
+		want:     b,
+	}, {
+		name: "an unserved runtime stays on its down host when no host that is up has room", place: unserved(pool.withDown([]string{a, c})), slots: 3,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
+		usage:    []usage{{Host: a, UsedSlots: 2}, {Host: b, UsedSlots: 8}},
+		want:     `no host of provisioner "pool" has 3 free slots (largest free: 2 on http://b:9091); down: http://a:9091, http://c:9091`,
+		noRoom:   true,
+	}, {
+		name: "an unserved runtime's resize stays on a host that is up", place: unserved(pool.withDown([]string{b})), slots: 3,
 		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
 		usage:    []usage{{Host: a, UsedSlots: 2}},
 		want:     a,

@@ -3,6 +3,7 @@ package static
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/berth-dev/berth/internal/specjson"
 	"net/url"
@@ -112,6 +113,9 @@ func (s *Spec) validate() error {
 		if rt.Slots < 1 {
 			return &domain.FieldError{Field: prefix + "slots", Msg: fmt.Sprintf("must be at least 1 (the host's capacity in slots), got %d", rt.Slots)}
 		}
+		if rt.Slots > domain.MaxSlots {
+			return &domain.FieldError{Field: prefix + "slots", Msg: fmt.Sprintf("must be at most %d (the host's capacity in slots), got %d", domain.MaxSlots, rt.Slots)}
+		}
 		if rt.AudienceURL == "" {
 			rt.AudienceURL = rt.Host
 		} else if _, err := canonicalURL(rt.AudienceURL); err != nil {
@@ -127,10 +131,42 @@ func (s *Spec) validate() error {
 	if err := sizing("storage_bytes_per_slot", &s.StorageBytesPerSlot, DefaultStorageBytesPerSlot); err != nil {
 		return err
 	}
+	if err := s.sizesFit(); err != nil {
+		return err
+	}
 	if s.HealthPath != "" && !strings.HasPrefix(s.HealthPath, "/") {
 		return &domain.FieldError{Field: "health_path", Msg: fmt.Sprintf("must start with /, got %q (e.g. %q); or \"\" to turn health probes off", s.HealthPath, DefaultHealthPath)}
 	}
 	return sizing("health_timeout_seconds", &s.HealthTimeoutSeconds, DefaultHealthTimeoutSeconds)
+}
+
+// sizesFit checks that a runtime as large as the largest host (no reservation on a configured
+// host is larger) gets sizes that fit an int64: per-slot sizing times slots never overflows.
+func (s *Spec) sizesFit() error {
+	largest := 0
+	for i, rt := range s.Runtimes {
+		if rt.Slots > s.Runtimes[largest].Slots {
+			largest = i
+		}
+	}
+	slots := s.Runtimes[largest].Slots
+	for _, size := range []struct {
+		name    string
+		perSlot int64
+	}{
+		{"cpu_per_slot", int64(s.CPUPerSlot)},
+		{"memory_gb_per_slot", int64(s.MemoryGBPerSlot)},
+		{"storage_bytes_per_slot", s.StorageBytesPerSlot},
+	} {
+		if _, err := domain.SlotSize(size.name, size.perSlot, slots); err != nil {
+			var fe *domain.FieldError
+			if errors.As(err, &fe) {
+				fe.Msg += fmt.Sprintf(" (runtimes[%d].slots)", largest)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // runtime returns the configured runtime of canonical host, if any.

@@ -130,6 +130,17 @@ func TestParseSpecErrors(t *testing.T) {
 	}, {
 		name: "slots string", spec: `{"runtimes": [{"host": "http://a:9091", "slots": "10"}]}`, field: "runtimes[0].slots", want: "must be a whole number",
 	}, {
+		name: "slots beyond the bound", spec: `{"runtimes": [{"host": "http://a:9091", "slots": 2147483648}]}`,
+		field: "runtimes[0].slots", want: "runtimes[0].slots: must be at most 1000000 (the host's capacity in slots), got 2147483648", exact: true,
+	}, {
+		name:  "storage per slot overflows on the largest host",
+		spec:  `{"runtimes": [{"host": "http://a:9091", "slots": 2}, {"host": "http://b:9091", "slots": 50}], "storage_bytes_per_slot": 9223372036854775807}`,
+		field: "storage_bytes_per_slot", exact: true,
+		want: "storage_bytes_per_slot: 9223372036854775807 per slot times 50 slots is more than a 64-bit size holds: at most 184467440737095516 per slot fits 50 slots (runtimes[1].slots)",
+	}, {
+		name: "cpu per slot overflows", spec: `{"runtimes": [{"host": "http://a:9091", "slots": 1000000}], "cpu_per_slot": 9223372036854776}`,
+		field: "cpu_per_slot", want: "at most 9223372036854 per slot fits 1000000 slots (runtimes[0].slots)",
+	}, {
 		name: "second runtime bad", spec: `{"runtimes": [{"host": "http://a:9091", "slots": 1}, {"host": "http://b:9091", "slots": 0}]}`,
 		field: "runtimes[1].slots", want: "must be at least 1",
 	}, {

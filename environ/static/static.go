@@ -109,12 +109,14 @@ func (e *staticEnviron) Supports(t domain.ResourceType) bool {
 // of the pool. The store returns an existing reservation of the same size untouched, which
 // makes it idempotent per resource ID.
 //
-// It goes straight to the store, which reads the resource's current reservation in the
-// reservation's own transaction: pick is shown it when the size changes, and when the size
-// is unchanged the store hands it back without calling pick. Either way Reconcile learns the
-// reservation the runtime had without a read of its own. The placement policy never puts a
-// runtime on a host that is not configured, so a reservation handed back on such a host is
-// one of the same size made before the host was removed, and is moved.
+// Hosts never probed are probed first, all at once (bounded by the probe timeout, ended by
+// ctx): a host is a candidate only once it has answered. Then it goes straight to the
+// store, which reads the resource's current reservation in the reservation's own
+// transaction: pick is shown it when the size changes, and when the size is unchanged the
+// store hands it back without calling pick. Either way Reconcile learns the reservation the
+// runtime had without a read of its own. The placement policy never puts a runtime on a host
+// that is not configured, nor an unserved runtime (one without config: no client has it) on
+// a host that is down, so a reservation handed back on such a host is moved.
 func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
 	if err := e.supported(r); err != nil {
 		return nil, err
@@ -126,8 +128,14 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if err != nil {
 		return nil, fmt.Errorf("runtime %s: %w", r.ID, err)
 	}
+	hosts := e.hosts()
+	if err := e.health.probeUnprobed(ctx, hosts); err != nil {
+		return nil, fmt.Errorf("probe the pool's hosts before placing runtime %s: %w", r.ID, err)
+	}
+	placement := e.place.withDown(e.health.notUp(hosts))
+	placement.unserved = len(r.Config) == 0
 	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots}
-	place := e.place.withDown(e.health.down()).pick
+	place := placement.pick
 	var (
 		old    domain.Reservation
 		found  bool
@@ -144,31 +152,36 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if err == nil && !picked {
 		// Handed back unchanged: the runtime already had this reservation.
 		old, found = res, true
-		if !e.place.configured(res.Host) {
-			res, err = e.move(ctx, req, old, place)
+		if why := placement.leaving(res.Host); why != "" {
+			res, err = e.move(ctx, req, old, place, why)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("place runtime: %w", err)
 	}
-	out := e.resource(r, res)
+	out, err := e.resource(r, res)
+	if err != nil {
+		return nil, err
+	}
 	if found && res.Host != old.Host {
-		out.Notice = fmt.Sprintf("moved from %s, which is no longer configured, to %s", old.Host, res.Host)
-		e.logger.Info("runtime moved off a host that is no longer configured", "resource", r.ID, "from", old.Host, "to", res.Host)
+		why := placement.leaving(old.Host)
+		out.Notice = fmt.Sprintf("moved from %s, which %s, to %s", old.Host, why, res.Host)
+		e.logger.Info("runtime moved off a host that "+why, "resource", r.ID, "from", old.Host, "to", res.Host)
 	}
 	return out, nil
 }
 
-// move places the runtime of reservation old, whose host is no longer configured, on a
-// configured host. The slot store hands back a reservation of the requested size without
-// asking the pick policy, so the move releases the old reservation and reserves again; when
-// no configured host has room, the old reservation is put back and the runtime keeps its
-// slots (and its clients their host) until room frees up. An agent that dies between release
-// and reservation leaves the runtime without one: its generation is still unobserved, so the
-// next reconcile reserves again. Nothing is ever held twice: a resource has one reservation.
-func (e *staticEnviron) move(ctx context.Context, req domain.SlotRequest, old domain.Reservation, pick domain.PickHost) (domain.Reservation, error) {
+// move places the runtime of reservation old, whose host it leaves (the host is no longer
+// configured, or is down and the runtime unserved: why says which), on another host. The
+// slot store hands back a reservation of the requested size without asking the pick policy,
+// so the move releases the old reservation and reserves again; when no other host has room,
+// the old reservation is put back and the runtime keeps its slots (and its clients their
+// host) until room frees up. An agent that dies between release and reservation leaves the
+// runtime without one: its generation is still unobserved, so the next reconcile reserves
+// again. Nothing is ever held twice: a resource has one reservation.
+func (e *staticEnviron) move(ctx context.Context, req domain.SlotRequest, old domain.Reservation, pick domain.PickHost, why string) (domain.Reservation, error) {
 	if err := e.slots.ReleaseSlots(ctx, e.name, req.ResourceID); err != nil {
-		return domain.Reservation{}, fmt.Errorf("release the reservation on %s, which is no longer configured: %w", old.Host, err)
+		return domain.Reservation{}, fmt.Errorf("release the reservation on %s, which %s: %w", old.Host, why, err)
 	}
 	res, err := e.slots.ReserveSlots(ctx, req, pick)
 	if err == nil {
@@ -178,16 +191,26 @@ func (e *staticEnviron) move(ctx context.Context, req domain.SlotRequest, old do
 		return old.Host, nil
 	}
 	if _, restoreErr := e.slots.ReserveSlots(ctx, req, stay); restoreErr != nil {
-		return domain.Reservation{}, fmt.Errorf("move off %s, which is no longer configured: %w (putting the old reservation back failed too, %v: the next attempt reserves again)", old.Host, err, restoreErr)
+		return domain.Reservation{}, fmt.Errorf("move off %s, which %s: %w (putting the old reservation back failed too, %v: the next attempt reserves again)", old.Host, why, err, restoreErr)
 	}
-	return domain.Reservation{}, fmt.Errorf("host %s is no longer configured and the runtime keeps its slots there until a configured host has room: %w", old.Host, err)
+	return domain.Reservation{}, fmt.Errorf("host %s %s and the runtime keeps its slots there until another host has room: %w", old.Host, why, err)
 }
 
 // AwaitReady implements environ.Environ. The pool's runtimes run before they are listed in the
-// spec and a reservation only hands out a share of one, so there is nothing to wait for;
-// whether a host actually serves is for the pool's health check (Check) to find out.
+// spec and a reservation only hands out a share of one, so what is left to wait for is the
+// host: AwaitReady probes the host the runtime was placed on (a result younger than the
+// probe cache answers) and fails when it is down, so that the runtime is not reported ready
+// on a host that does not answer. The next attempt's Reconcile then places it on a host
+// that is up, since no client has it yet.
 func (e *staticEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error {
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if host, _ := r.State["host"].(string); host == "" {
+		return fmt.Errorf("runtime %s names no host in its state: it was not placed", r.ID)
+	}
+	_, err := e.probeHost(ctx, r)
+	return err
 }
 
 // Deprovision implements environ.Environ: it releases the runtime's slots.
@@ -203,10 +226,7 @@ func (e *staticEnviron) Deprovision(ctx context.Context, r *environ.Resource) er
 // configuration no longer covers, on hosts that were removed or whose slots were cut below
 // what is reserved.
 func (e *staticEnviron) Check(ctx context.Context) error {
-	hosts := make([]string, len(e.spec.Runtimes))
-	for i, rt := range e.spec.Runtimes {
-		hosts[i] = rt.Host
-	}
+	hosts := e.hosts()
 	failed := e.health.probeAll(ctx, hosts)
 	reservations, err := e.slots.ListReservations(ctx, e.name)
 	if err != nil {
@@ -288,14 +308,17 @@ func (e *staticEnviron) CheckResource(ctx context.Context, r *environ.Resource, 
 
 // checkReserved checks runtime r, whose reservation is res.
 func (e *staticEnviron) checkReserved(ctx context.Context, r *environ.Resource, res domain.Reservation) (*environ.Resource, error) {
-	out := e.resource(r, res)
+	out, err := e.resource(r, res)
+	if err != nil {
+		return nil, err
+	}
 	if host, _ := r.State["host"].(string); host != "" && host != res.Host {
 		out.Repairs = append(out.Repairs, fmt.Sprintf("state named host %s; the reservation is on %s", host, res.Host))
 	}
 	return e.probeHost(ctx, out)
 }
 
-// probeHost returns out, with an error when its host fails its health probe.
+// probeHost returns out, with an error when the host its state names fails its health probe.
 func (e *staticEnviron) probeHost(ctx context.Context, out *environ.Resource) (*environ.Resource, error) {
 	host, _ := out.State["host"].(string)
 	if err := e.health.probe(ctx, host); err != nil {
@@ -461,23 +484,41 @@ func (e *staticEnviron) supported(r *environ.Resource) error {
 	return nil
 }
 
-// resource returns r with the State and Config of reservation res.
-func (e *staticEnviron) resource(r *environ.Resource, res domain.Reservation) *environ.Resource {
+// hosts returns the configured hosts, in config order.
+func (e *staticEnviron) hosts() []string {
+	hosts := make([]string, len(e.spec.Runtimes))
+	for i, rt := range e.spec.Runtimes {
+		hosts[i] = rt.Host
+	}
+	return hosts
+}
+
+// resource returns r with the State and Config of reservation res. The per-slot sizes are
+// multiplied with overflow checks: ParseSpec refuses sizing that overflows on its largest
+// host, but a reservation made before the spec changed may be larger, and its error names
+// the sizing to lower rather than handing clients a negative size.
+func (e *staticEnviron) resource(r *environ.Resource, res domain.Reservation) (*environ.Resource, error) {
 	audience := res.Host
 	if rt, ok := e.spec.runtime(res.Host); ok {
 		audience = rt.AudienceURL
 	}
-	cfg := domain.RuntimeConfig{
-		Host:         res.Host,
-		Audience:     audience,
-		CPU:          e.spec.CPUPerSlot * res.Slots,
-		MemoryGB:     e.spec.MemoryGBPerSlot * res.Slots,
-		StorageBytes: e.spec.StorageBytesPerSlot * int64(res.Slots),
+	cpu, err := domain.SlotSize("cpu_per_slot", int64(e.spec.CPUPerSlot), res.Slots)
+	if err != nil {
+		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
 	}
+	memory, err := domain.SlotSize("memory_gb_per_slot", int64(e.spec.MemoryGBPerSlot), res.Slots)
+	if err != nil {
+		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
+	}
+	storage, err := domain.SlotSize("storage_bytes_per_slot", e.spec.StorageBytesPerSlot, res.Slots)
+	if err != nil {
+		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
+	}
+	cfg := domain.RuntimeConfig{Host: res.Host, Audience: audience, CPU: int(cpu), MemoryGB: int(memory), StorageBytes: storage}
 	return &environ.Resource{
 		ID:     r.ID,
 		Type:   r.Type,
 		State:  map[string]any{"host": res.Host, "slots": res.Slots},
 		Config: cfg.AsMap(),
-	}
+	}, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -392,12 +394,19 @@ func TestDeprovision(t *testing.T) {
 
 func TestAwaitReady(t *testing.T) {
 	env := newTestEnviron(t, "pool", twoHosts, newFakeSlots())
-	if err := env.AwaitReady(context.Background(), runtime("r1")); err != nil {
+	placed, err := env.Reconcile(context.Background(), runtime("r1"), withSlots("alice", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.AwaitReady(context.Background(), placed); err != nil {
 		t.Errorf("AwaitReady: %v", err)
+	}
+	if err := env.AwaitReady(context.Background(), runtime("r1")); err == nil || !strings.Contains(err.Error(), "names no host") {
+		t.Errorf("AwaitReady of a runtime never placed = %v, want an error saying so", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := env.AwaitReady(ctx, runtime("r1")); !errors.Is(err, context.Canceled) {
+	if err := env.AwaitReady(ctx, placed); !errors.Is(err, context.Canceled) {
 		t.Errorf("AwaitReady with a cancelled context = %v, want context.Canceled", err)
 	}
 }
@@ -500,4 +509,45 @@ func equalReservations(a, b []domain.Reservation) bool {
 		}
 	}
 	return true
+}
+
+// TestSlotSizesNeverOverflow: sizing as large as the pool's largest host allows gives that
+// host's runtimes exact sizes, and a reservation larger than the host (made before its
+// slots were cut) is refused naming the sizing, never handed out as a negative size.
+func TestSlotSizesNeverOverflow(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	const perSlot = math.MaxInt64 / 4
+	spec := fmt.Sprintf(`{"runtimes": [{"host": %q, "slots": 4}], "storage_bytes_per_slot": %d}`, hostA, perSlot)
+	env := newTestEnviron(t, "pool", spec, store)
+	got, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := domain.NewRuntimeConfig(got.Config); err != nil || cfg.StorageBytes != 4*perSlot {
+		t.Errorf("config = %+v, %v; want storage_bytes %d", cfg, err, int64(4*perSlot))
+	}
+
+	store.put(domain.Reservation{Provisioner: "pool", ResourceID: "r2", Owner: "bob", Host: hostA, Slots: 5})
+	r2 := &environ.Resource{ID: "r2", Type: domain.ResourceTypeRuntime, State: map[string]any{"host": hostA, "slots": 5}}
+	for name, call := range map[string]func() (*environ.Resource, error){
+		"Reconcile":     func() (*environ.Resource, error) { return env.Reconcile(ctx, r2, withSlots("bob", 5)) },
+		"CheckResource": func() (*environ.Resource, error) { return env.CheckResource(ctx, r2, withSlots("bob", 5)) },
+	} {
+		res, err := call()
+		if err == nil || !environ.IsPermanent(err) || !strings.Contains(err.Error(), "storage_bytes_per_slot: 2305843009213693951 per slot times 5 slots is more than a 64-bit size holds") {
+			t.Errorf("%s of a 5-slot runtime = %+v, %v; want a permanent error naming storage_bytes_per_slot", name, res, err)
+		}
+	}
+}
+
+// TestSlotsBoundIsTheCLIs: a row a client wrote with a slot count the CLI would refuse is
+// refused by the agent with the CLI's words, as a permanent failure.
+func TestSlotsBoundIsTheCLIs(t *testing.T) {
+	env := newTestEnviron(t, "pool", twoHosts, newFakeSlots())
+	_, cliErr := domain.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=2147483648"})
+	_, err := env.Reconcile(context.Background(), runtime("r1"), &environ.ResourceOptions{Args: map[string]any{"slots": float64(1 << 31)}})
+	if cliErr == nil || err == nil || !strings.HasSuffix(err.Error(), cliErr.Error()) || !environ.IsPermanent(err) {
+		t.Errorf("Reconcile with 2147483648 slots = %v; want the CLI's refusal %v, permanent", err, cliErr)
+	}
 }
