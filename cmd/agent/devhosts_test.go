@@ -219,6 +219,7 @@ func TestDevHostsBadFlags(t *testing.T) {
 		{[]string{"--count", "2", "--base-port", "65535"}, "--base-port: 65535 does not leave room for 2 hosts"},
 		{[]string{"--base-port", "-1"}, "--base-port: must be 0 (a free port each) or a port number, got -1"},
 		{[]string{"--slots", "0"}, "--slots: must be at least 1"},
+		{[]string{"--slots", "1000001"}, "--slots: must be at most 1000000"},
 		{[]string{"--provisioner", ""}, "--provisioner: must not be empty"},
 		{[]string{"--write", filepath.Join(t.TempDir(), "missing", "set.json")}, "--write: "},
 	} {
