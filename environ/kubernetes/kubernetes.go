@@ -356,7 +356,7 @@ type desired struct {
 	checksum     string
 	storageBytes int64  // the data volume's size after growth-only adjustment
 	notice       string // e.g. a volume not shrunk
-	dsn          string // clickhouse only: carries the password, never log it
+	dsn          string // clickhouse only, without the password
 }
 
 // converge renders r's objects and applies them if any drifted; it returns the resource and
@@ -572,8 +572,8 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 			}
 		}
 	}
-	if password != "" {
-		d.dsn = clickhouseDSN(objects, e.spec.Namespace, password)
+	if r.Type == domain.ResourceTypeClickHouse {
+		d.dsn = clickhouseDSN(objects, e.spec.Namespace)
 	}
 	return d, nil
 }
@@ -649,13 +649,20 @@ func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *env
 	return nil
 }
 
-// result is r with the State and Config of d. Neither State nor the returned error carries the
-// ClickHouse password; Config does, because clients need it.
+// result is r with the State and Config of d. Neither carries the ClickHouse password: the
+// config names the Secret that holds it. A resource whose stored config still has a DSN with
+// the password (written before the DSN lost it) gets this config from its next reconcile
+// or health check, which replace the stored one when it differs.
 func (e *kubeEnviron) result(r *environ.Resource, d *desired) *environ.Resource {
 	state := map[string]any{"provision_id": d.data.ProvisionID, "checksum": d.checksum, "kind": string(d.resourceType)}
 	var cfg map[string]any
 	if d.resourceType == domain.ResourceTypeClickHouse {
-		cfg = (&domain.ClickhouseConfig{DSN: d.dsn}).AsMap()
+		cfg = (&domain.ClickhouseConfig{
+			DSN:                     d.dsn,
+			PasswordSecretNamespace: e.spec.Namespace,
+			PasswordSecretName:      d.data.SecretName,
+			PasswordSecretKey:       d.data.PasswordKey,
+		}).AsMap()
 	} else {
 		cfg = (&domain.RuntimeConfig{
 			Host:         d.data.Host,
