@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -71,8 +70,8 @@ func loadTemplates(paths map[string]string) (templateSet, map[string]string, err
 		var err error
 		if path, ok := paths[key]; ok {
 			name = filepath.Base(path)
-			if text, err = os.ReadFile(path); err != nil {
-				return nil, nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("cannot read %s: %v; fix the path (relative paths start at the agent's working directory) or leave the key out for the built-in template", path, unwrapPathError(err))}
+			if text, err = readFile(path); err != nil {
+				return nil, nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("cannot read %s: %v; give the path of a template file (relative paths start at the agent's working directory) or leave the key out for the built-in template", path, err)}
 			}
 		} else if text, err = builtinTemplates.ReadFile("templates/" + name); err != nil {
 			return nil, nil, fmt.Errorf("built-in template %s: %w", name, err)
@@ -86,14 +85,6 @@ func loadTemplates(paths map[string]string) (templateSet, map[string]string, err
 		digests[key] = hex.EncodeToString(sum[:])
 	}
 	return set, digests, nil
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // render executes the templates keys with data and decodes the objects they produce. Errors
