@@ -420,6 +420,9 @@ func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (Te
 		if err != nil {
 			return TemplateData{}, err
 		}
+		if most := e.spec.maxSlots(); a.Slots > most.slots {
+			return TemplateData{}, &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at most %d on provisioner %q, got %d: with %s %d, more slots would overflow the runtime's sizing", most.slots, e.name, a.Slots, most.field, most.perSlot)}
+		}
 		data.Slots = a.Slots
 		if data.Image, err = imageWithTag(e.spec.Image, a.Version); err != nil {
 			return TemplateData{}, err
@@ -432,6 +435,7 @@ func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (Te
 		data.SecretName = name + "-auth"
 		data.PasswordKey = clickhousePasswordKey
 	}
+	// In bounds: data.Slots is at most maxSlots.
 	data.CPU = e.spec.CPUPerSlot * data.Slots
 	data.MemoryGB = e.spec.MemoryGBPerSlot * data.Slots
 	data.Memory = fmt.Sprintf("%dGi", data.MemoryGB)

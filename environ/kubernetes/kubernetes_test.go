@@ -304,6 +304,69 @@ func TestReconcileRejectsBadArgsPermanently(t *testing.T) {
 	}
 }
 
+// TestReconcileBoundsSlotsBySizing: slots times a per-slot figure never overflows; too many
+// slots are refused for good with the bound, and nothing is applied.
+func TestReconcileBoundsSlotsBySizing(t *testing.T) {
+	tests := []struct {
+		name, sizing string
+		slots        int64
+		want         string
+	}{
+		{"default storage", ``, 2147483647, "args.slots: must be at most 214748364 on provisioner \"k8s\", got 2147483647: with storage_bytes_per_slot 42949672960"},
+		{"largest storage", `, "storage_bytes_per_slot": 9223372036854775807`, 2, "args.slots: must be at most 1 on provisioner \"k8s\", got 2: with storage_bytes_per_slot 9223372036854775807"},
+		{"largest memory", `, "memory_gb_per_slot": 8589934591`, 2, "args.slots: must be at most 1 on provisioner \"k8s\", got 2: with memory_gb_per_slot 8589934591"},
+		{"largest cpu", `, "cpu_per_slot": 9223372036854775`, 3, "args.slots: must be at most 1 on provisioner \"k8s\", got 3: with cpu_per_slot 9223372036854775"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, cs := newTestEnviron(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill"`+tc.sizing+`}`)
+			_, err := e.Reconcile(t.Context(), runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": tc.slots}})
+			var fe *domain.FieldError
+			if !environ.IsPermanent(err) || !errors.As(err, &fe) || fe.Field != "args.slots" || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Reconcile = %v, want a permanent error saying %q", err, tc.want)
+			}
+			if got := applies(cs); len(got) != 0 {
+				t.Errorf("applied %v", got)
+			}
+		})
+	}
+
+	// At the bound the figures are exact: 3 slots of 2 EiB, and no fourth.
+	e, cs := newTestEnviron(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill", "storage_bytes_per_slot": 2305843009213693952}`)
+	res := reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 3})
+	if got := res.Config["storage_bytes"]; got != int64(3)<<61 {
+		t.Errorf("storage_bytes = %v, want %d", got, int64(3)<<61)
+	}
+	if size := claimSize(t, cs, "rt-"+testPID); size != "6Ei" {
+		t.Errorf("claim size %s, want 6Ei", size)
+	}
+	_, err := e.Reconcile(t.Context(), runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": 4}})
+	if !environ.IsPermanent(err) || !strings.Contains(err.Error(), "args.slots: must be at most 3") {
+		t.Errorf("Reconcile with 4 slots of 2 EiB = %v", err)
+	}
+}
+
+// TestSlotQuotaSurvivesEditedAnnotations: slot counts edited out of band (negative, or huge
+// enough to overflow a sum) neither free quota nor wrap it around.
+func TestSlotQuotaSurvivesEditedAnnotations(t *testing.T) {
+	e, cs := newTestEnviron(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill", "slot_quota": 4}`)
+	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 1})
+	for i, slots := range []string{"-5", "9223372036854775807", "9223372036854775807"} {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("edited-%d", i), Namespace: "ns",
+			Labels:      e.labels(fmt.Sprintf("00000000-0000-4000-8000-00000000000%d", i), domain.ResourceTypeRuntime),
+			Annotations: map[string]string{AnnotationSlots: slots},
+		}}
+		if _, err := cs.AppsV1().Deployments("ns").Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := e.Reconcile(t.Context(), runtimeResource(otherID), &environ.ResourceOptions{Args: map[string]any{"slots": 1}})
+	if !errors.Is(err, domain.ErrNoCapacity) {
+		t.Fatalf("Reconcile with the quota's use overflowing = %v, want ErrNoCapacity", err)
+	}
+}
+
 // objectsOf returns "kind/name" of every object in ns labelled with resource id.
 func objectsOf(t *testing.T, e *testEnv, id string) []string {
 	t.Helper()

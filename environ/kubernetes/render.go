@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/berth-dev/berth/domain"
@@ -134,8 +135,10 @@ func decodeManifests(name string, manifests []byte, namespace string) ([]*unstru
 		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 			continue // an empty document, e.g. comments only or a section switched off
 		}
+		// Whole numbers decode as int64, not float64, so that a size or a CPU count past 2^53
+		// (a plain number in the YAML, e.g. a storage size that is no multiple of 1 KiB) stays exact.
 		var content map[string]any
-		if err := json.Unmarshal(js, &content); err != nil {
+		if err := utiljson.Unmarshal(js, &content); err != nil {
 			return nil, fmt.Errorf("%s: document %d is not a YAML mapping (an object with apiVersion, kind and metadata)", name, doc)
 		}
 		obj := &unstructured.Unstructured{Object: content}

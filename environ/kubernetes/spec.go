@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -175,7 +176,52 @@ func (s *Spec) validate() error {
 			return err
 		}
 	}
-	return sizing("storage_bytes_per_slot", &s.StorageBytesPerSlot, DefaultStorageBytesPerSlot)
+	if err := sizing("storage_bytes_per_slot", &s.StorageBytesPerSlot, DefaultStorageBytesPerSlot); err != nil {
+		return err
+	}
+	if int64(s.CPUPerSlot) > maxCPU {
+		return &domain.FieldError{Field: "cpu_per_slot", Msg: fmt.Sprintf("must be at most %d (cores), got %d", int64(maxCPU), s.CPUPerSlot)}
+	}
+	if int64(s.MemoryGBPerSlot) > maxMemoryGB {
+		return &domain.FieldError{Field: "memory_gb_per_slot", Msg: fmt.Sprintf("must be at most %d, got %d", int64(maxMemoryGB), s.MemoryGBPerSlot)}
+	}
+	return nil
+}
+
+// Bounds of a runtime's sizing (per slot times slots), so that every figure derived from it
+// fits an int64: CPU in millicores (capacity counts millicpu), memory and storage in bytes
+// (their quantities).
+const (
+	maxCPU          = math.MaxInt64 / 1000
+	maxMemoryGB     = math.MaxInt64 >> 30
+	maxStorageBytes = math.MaxInt64
+)
+
+// slotBound is how many slots a runtime may have, and the per-slot field that bounds it.
+type slotBound struct {
+	slots   int
+	field   string
+	perSlot int64
+}
+
+// maxSlots is the most slots a runtime may have before its CPU, memory or storage (per slot
+// times slots) goes past maxCPU, maxMemoryGB or maxStorageBytes. The spec is validated: every
+// per-slot figure is at least 1 and at most its bound.
+func (s *Spec) maxSlots() slotBound {
+	most := slotBound{slots: math.MaxInt}
+	for _, b := range []struct {
+		field        string
+		perSlot, max int64
+	}{
+		{"cpu_per_slot", int64(s.CPUPerSlot), maxCPU},
+		{"memory_gb_per_slot", int64(s.MemoryGBPerSlot), maxMemoryGB},
+		{"storage_bytes_per_slot", s.StorageBytesPerSlot, maxStorageBytes},
+	} {
+		if n := b.max / b.perSlot; n < int64(most.slots) {
+			most = slotBound{slots: int(n), field: b.field, perSlot: b.perSlot}
+		}
+	}
+	return most
 }
 
 func sizing[T int | int64](name string, v *T, def T) error {

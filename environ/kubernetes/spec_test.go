@@ -134,6 +134,8 @@ func TestParseSpecErrors(t *testing.T) {
 		{"negative qps", `{` + base + `, "qps": -1}`, "qps", "must not be negative"},
 		{"negative slot quota", `{` + base + `, "slot_quota": -5}`, "slot_quota", "must not be negative"},
 		{"timeout not a number", `{` + base + `, "timeout_seconds": "30s"}`, "timeout_seconds", "must be a whole number"},
+		{"cpu past the bound", `{` + base + `, "cpu_per_slot": 9223372036854776}`, "cpu_per_slot", "must be at most 9223372036854775 (cores)"},
+		{"memory past the bound", `{` + base + `, "memory_gb_per_slot": 8589934592}`, "memory_gb_per_slot", "must be at most 8589934591"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
