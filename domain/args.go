@@ -151,26 +151,49 @@ func (c *RuntimeConfig) AsMap() map[string]any {
 	}
 }
 
-// ClickhouseConfig is what clients use to reach a clickhouse resource.
+// ClickhouseConfig is what clients use to reach a clickhouse resource. It holds no secret,
+// because the row is copied into backups, store copies and CLI output: the DSN carries no
+// password, and PasswordSecret* name the Kubernetes Secret key that holds it, which clients
+// read with credentials of their own.
 type ClickhouseConfig struct {
-	DSN string
+	DSN                     string
+	PasswordSecretNamespace string
+	PasswordSecretName      string
+	PasswordSecretKey       string
 }
 
 // NewClickhouseConfig decodes cfg strictly.
 func NewClickhouseConfig(cfg map[string]any) (*ClickhouseConfig, error) {
-	if err := onlyKeys("config", cfg, "dsn"); err != nil {
+	if err := onlyKeys("config", cfg, "dsn", "password_secret_namespace", "password_secret_name", "password_secret_key"); err != nil {
 		return nil, err
 	}
-	dsn, err := optionalString("config.dsn", cfg["dsn"])
-	if err != nil {
-		return nil, err
+	out := &ClickhouseConfig{}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{
+		{"dsn", &out.DSN},
+		{"password_secret_namespace", &out.PasswordSecretNamespace},
+		{"password_secret_name", &out.PasswordSecretName},
+		{"password_secret_key", &out.PasswordSecretKey},
+	} {
+		v, err := optionalString("config."+f.key, cfg[f.key])
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = v
 	}
-	return &ClickhouseConfig{DSN: dsn}, nil
+	return out, nil
 }
 
 // AsMap returns the config as stored in the resources table.
 func (c *ClickhouseConfig) AsMap() map[string]any {
-	return map[string]any{"dsn": c.DSN}
+	return map[string]any{
+		"dsn":                       c.DSN,
+		"password_secret_namespace": c.PasswordSecretNamespace,
+		"password_secret_name":      c.PasswordSecretName,
+		"password_secret_key":       c.PasswordSecretKey,
+	}
 }
 
 // ParseArgFlags turns "key=value" pairs (the CLI's --arg flags) into args for resource type t.

@@ -214,14 +214,23 @@ func TestRuntimeConfigHoldsSizesBeyond32Bits(t *testing.T) {
 }
 
 func TestClickhouseConfig(t *testing.T) {
-	got, err := domain.NewClickhouseConfig(map[string]any{"dsn": "clickhouse://h"})
-	if err != nil || got.DSN != "clickhouse://h" || got.AsMap()["dsn"] != "clickhouse://h" {
+	stored := map[string]any{
+		"dsn":                       "clickhouse://default@h:9000/default",
+		"password_secret_namespace": "ns",
+		"password_secret_name":      "ch-1-auth",
+		"password_secret_key":       "password",
+	}
+	got, err := domain.NewClickhouseConfig(stored)
+	want := &domain.ClickhouseConfig{DSN: "clickhouse://default@h:9000/default", PasswordSecretNamespace: "ns", PasswordSecretName: "ch-1-auth", PasswordSecretKey: "password"}
+	if err != nil || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got.AsMap(), stored) {
 		t.Fatalf("config = %+v, %v", got, err)
 	}
 	_, err = domain.NewClickhouseConfig(map[string]any{"dsn": nil, "user": "x"})
-	expectFieldError(t, err, "config.user", "known keys: dsn")
+	expectFieldError(t, err, "config.user", "known keys: dsn, password_secret_namespace")
 	_, err = domain.NewClickhouseConfig(map[string]any{"dsn": 3.0})
 	expectFieldError(t, err, "config.dsn", "must be a string")
+	_, err = domain.NewClickhouseConfig(map[string]any{"password_secret_name": true})
+	expectFieldError(t, err, "config.password_secret_name", "must be a string")
 }
 
 func TestParseArgFlags(t *testing.T) {

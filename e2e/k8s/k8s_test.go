@@ -37,7 +37,7 @@ const lifecycleTimeout = 8
 
 // TestAgentLifecycle runs the real agent on a kubernetes provisioner: concurrent provisioning,
 // a resize (and a refused shrink), an upgrade, out-of-band deletions repaired, an orphan
-// swept, ClickHouse with its password kept out of status and logs, a rollout that cannot be
+// swept, ClickHouse with its password kept out of the row, status and logs, a rollout that cannot be
 // scheduled reported with its reason, a SIGKILL during that rollout and convergence after the
 // restart, and deprovisioning everything, leaving objects without Berth's labels alone.
 func TestAgentLifecycle(t *testing.T) {
@@ -145,26 +145,55 @@ func TestAgentLifecycle(t *testing.T) {
 	})
 	strangers.check(t)
 
-	// ClickHouse: the DSN is in the config and the password in a Secret, nowhere else.
+	// ClickHouse: the config has a DSN without password and names the Secret holding it, which
+	// a client reads with its own credentials; the password is nowhere in the row.
 	chID := e.Create("--type", "clickhouse", "--name", "events", "--owner", "team-a", "--wait", "--timeout", "3m")
 	ch := e.Get(chID)
-	dsn, _ := ch.Config["dsn"].(string)
 	chName := "ch-" + strings.ReplaceAll(chID, "-", "")
-	if want := "@" + chName + "." + ns + ".svc:9000/default"; !strings.HasPrefix(dsn, "clickhouse://default:") || !strings.HasSuffix(dsn, want) {
-		t.Fatalf("clickhouse dsn %q, want clickhouse://default:PASSWORD%s", dsn, want)
+	wantConfig := map[string]any{
+		"dsn":                       "clickhouse://default@" + chName + "." + ns + ".svc:9000/default",
+		"password_secret_namespace": ns,
+		"password_secret_name":      chName + "-auth",
+		"password_secret_key":       "password",
 	}
-	password := strings.TrimPrefix(strings.SplitN(dsn, "@", 2)[0], "clickhouse://default:")
-	secret, err := cs.CoreV1().Secrets(ns).Get(ctx, chName+"-auth", metav1.GetOptions{})
+	if fmt.Sprint(ch.Config) != fmt.Sprint(wantConfig) {
+		t.Fatalf("clickhouse config %v, want %v", ch.Config, wantConfig)
+	}
+	secret, err := cs.CoreV1().Secrets(ch.Config["password_secret_namespace"].(string)).Get(ctx, ch.Config["password_secret_name"].(string), metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("clickhouse secret: %v", err)
+		t.Fatalf("clickhouse secret named by the config: %v", err)
 	}
-	if string(secret.Data["password"]) != password || len(password) < 32 {
-		t.Errorf("the secret's password (%d bytes) is not the DSN's (%d bytes)", len(secret.Data["password"]), len(password))
+	password := string(secret.Data[ch.Config["password_secret_key"].(string)])
+	if len(password) < 32 {
+		t.Fatalf("the secret's password has %d bytes, want at least 32", len(password))
+	}
+	passwordInRow := `SELECT count(*) FROM resources r WHERE strpos(r::text, $1) > 0`
+	if n := e.QueryInt(passwordInRow, password); n != 0 {
+		t.Errorf("%d resource rows carry the clickhouse password", n)
+	}
+	if out := e.Berth("resource", "get", chID, "-o", "json"); strings.Contains(out, password) {
+		t.Error("berth resource get prints the clickhouse password")
 	}
 	if sts, err := cs.AppsV1().StatefulSets(ns).Get(ctx, chName, metav1.GetOptions{}); err != nil || sts.Status.ReadyReplicas != 1 {
 		t.Errorf("clickhouse statefulset: %v", err)
 	} else if strings.Contains(fmt.Sprint(sts.Spec.Template), password) {
 		t.Error("the clickhouse password is in the statefulset, not only in its secret")
+	}
+	// A row written when the DSN carried the password loses it at the next health check, and
+	// the Secret keeps its password.
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET config = jsonb_build_object('dsn', $1::text) WHERE id = $2`,
+		"clickhouse://default:"+password+"@"+chName+"."+ns+".svc:9000/default", chID); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the older config's password leaves the row", repairWithin, func() (bool, string) {
+		n := e.QueryInt(passwordInRow, password)
+		return n == 0, fmt.Sprintf("%d rows carry the password", n)
+	})
+	if ch = e.Get(chID); fmt.Sprint(ch.Config) != fmt.Sprint(wantConfig) {
+		t.Errorf("clickhouse config after the rewrite %v, want %v", ch.Config, wantConfig)
+	}
+	if s, err := cs.CoreV1().Secrets(ns).Get(ctx, chName+"-auth", metav1.GetOptions{}); err != nil || string(s.Data["password"]) != password {
+		t.Errorf("the clickhouse secret's password changed (or the secret is gone: %v)", err)
 	}
 
 	// A rollout that cannot be scheduled: the status says why; the agent is killed during
@@ -196,9 +225,9 @@ func TestAgentLifecycle(t *testing.T) {
 		t.Errorf("after the restart: image %s, status %+v", image(d), d.Status)
 	}
 
-	// The password is in no status, error, event, broker state or log line.
-	if n := e.QueryInt(`SELECT count(*) FROM resources WHERE strpos(status_message || last_error || state::text, $1) > 0`, password); n != 0 {
-		t.Errorf("%d resources carry the clickhouse password in status, error or state", n)
+	// The password is in no row (status, error, state or config), event or log line.
+	if n := e.QueryInt(passwordInRow, password); n != 0 {
+		t.Errorf("%d resource rows carry the clickhouse password", n)
 	}
 	if n := e.QueryInt(`SELECT count(*) FROM resource_events WHERE strpos(message, $1) > 0`, password); n != 0 {
 		t.Errorf("%d events carry the clickhouse password", n)

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 
@@ -131,8 +132,11 @@ func (e *kubeEnviron) usedSlots(ctx context.Context, cs kubernetes.Interface, sk
 			continue
 		}
 		n, err := strconv.Atoi(d.Annotations[AnnotationSlots])
-		if err != nil {
+		if err != nil || n < 1 {
 			continue // not a runtime of this provisioner's making
+		}
+		if used > math.MaxInt-n {
+			return math.MaxInt, nil // annotations edited out of band: no room at all
 		}
 		used += n
 	}
@@ -146,7 +150,7 @@ func (e *kubeEnviron) checkQuota(ctx context.Context, cs kubernetes.Interface, i
 	if err != nil {
 		return err
 	}
-	if used+slots > e.spec.SlotQuota {
+	if slots > e.spec.SlotQuota-used {
 		return fmt.Errorf("slot quota of provisioner %q: %d of %d slots in use, %d more wanted: %w", e.name, used, e.spec.SlotQuota, slots, domain.ErrNoCapacity)
 	}
 	return nil

@@ -65,8 +65,10 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 	return "", fmt.Errorf("secret %s keeps appearing and disappearing; retry", data.SecretName)
 }
 
-// clickhouseDSN is the native-protocol DSN of the first Service among objects.
-func clickhouseDSN(objects []*unstructured.Unstructured, namespace, password string) string {
+// clickhouseDSN is the native-protocol DSN of the first Service among objects, for the
+// default user and without its password: the password stays in the Secret, which the
+// resource's config names instead.
+func clickhouseDSN(objects []*unstructured.Unstructured, namespace string) string {
 	service := ""
 	for _, obj := range objects {
 		if obj.GetKind() == "Service" {
@@ -76,7 +78,7 @@ func clickhouseDSN(objects []*unstructured.Unstructured, namespace, password str
 	}
 	u := url.URL{
 		Scheme: "clickhouse",
-		User:   url.UserPassword("default", password),
+		User:   url.User("default"),
 		Host:   net.JoinHostPort(service+"."+namespace+".svc", "9000"),
 		Path:   "/default",
 	}

@@ -41,9 +41,12 @@
 //
 // Volumes only grow: a claim that would shrink keeps its live size and Resource.Notice says
 // so. A claim not yet bound (its pod not scheduled) cannot be resized at all, so it keeps its
-// size too, with a notice, and grows on the first reconcile or health check after binding. A ClickHouse password is generated once (crypto/rand), kept in a Secret that is
-// created, never applied, and read back on later reconciles; it is in the resource's Config
-// (the DSN clients use) and nowhere else: not in State, errors or logs.
+// size too, with a notice, and grows on the first reconcile or health check after binding.
+//
+// A ClickHouse password is generated once (crypto/rand), kept in a Secret that is created,
+// never applied, and read back on later reconciles; it is nowhere else: not in Config, State,
+// errors or logs. Config holds the DSN without a password and the Secret's namespace, name
+// and key, which clients read with credentials of their own.
 //
 // # Readiness, deletion and housekeeping
 //

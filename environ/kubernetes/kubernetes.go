@@ -25,8 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -81,6 +79,13 @@ func newEnviron(name string, raw json.RawMessage, deps environ.Deps, cs kubernet
 	templates, templateDigests, err := loadTemplates(spec.TemplatePaths)
 	if err != nil {
 		return nil, err
+	}
+	// The kubeconfig is read on first use, and may not exist where a configuration is
+	// checked; a path that is there but cannot be a kubeconfig is refused now.
+	if p := spec.KubeconfigPath; p != "" {
+		if err := checkFile(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			return nil, &domain.FieldError{Field: "kubeconfig_path", Msg: fmt.Sprintf("%s %v: give the path of a kubeconfig file", p, err)}
+		}
 	}
 	logger := deps.Logger
 	if logger == nil {
@@ -321,33 +326,6 @@ func (e *kubeEnviron) client() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-// restConfig builds the client configuration of spec: its kubeconfig file or, without one,
-// the in-cluster configuration, with the spec's rate limits. Errors never quote the file:
-// it holds credentials.
-func restConfig(spec *Spec) (*rest.Config, error) {
-	var cfg *rest.Config
-	if spec.KubeconfigPath == "" {
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig_path is empty, so the in-cluster configuration is used, but there is none (%v): set kubeconfig_path to a kubeconfig file", err)
-		}
-		cfg = c
-	} else {
-		c, err := clientcmd.BuildConfigFromFlags("", spec.KubeconfigPath)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-				return nil, fmt.Errorf("kubeconfig_path: cannot read %s: %v", spec.KubeconfigPath, unwrapPathError(err))
-			}
-			return nil, fmt.Errorf("kubeconfig_path: %s is not a usable kubeconfig (details withheld, they may quote credentials); check it with kubectl --kubeconfig %s version", spec.KubeconfigPath, spec.KubeconfigPath)
-		}
-		cfg = c
-	}
-	cfg.QPS = float32(spec.QPS)
-	cfg.Burst = spec.Burst
-	cfg.UserAgent = "berth"
-	return cfg, nil
-}
-
 // desired is what a resource's objects should be.
 type desired struct {
 	resourceType domain.ResourceType
@@ -356,7 +334,7 @@ type desired struct {
 	checksum     string
 	storageBytes int64  // the data volume's size after growth-only adjustment
 	notice       string // e.g. a volume not shrunk
-	dsn          string // clickhouse only: carries the password, never log it
+	dsn          string // clickhouse only, without the password
 }
 
 // converge renders r's objects and applies them if any drifted; it returns the resource and
@@ -422,7 +400,7 @@ func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (Te
 	host := strings.ReplaceAll(e.spec.Host, "*", pid)
 	u, err := url.Parse(host)
 	if err != nil {
-		return TemplateData{}, fmt.Errorf("host %q: %w", host, err)
+		return TemplateData{}, errors.New("host: not a URL once '*' is replaced by the provision id (not shown: it may hold credentials)")
 	}
 	data := TemplateData{
 		Name:        name,
@@ -442,6 +420,9 @@ func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (Te
 		if err != nil {
 			return TemplateData{}, err
 		}
+		if most := e.spec.maxSlots(); a.Slots > most.slots {
+			return TemplateData{}, &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at most %d on provisioner %q, got %d: with %s %d, more slots would overflow the runtime's sizing", most.slots, e.name, a.Slots, most.field, most.perSlot)}
+		}
 		data.Slots = a.Slots
 		if data.Image, err = imageWithTag(e.spec.Image, a.Version); err != nil {
 			return TemplateData{}, err
@@ -454,6 +435,7 @@ func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (Te
 		data.SecretName = name + "-auth"
 		data.PasswordKey = clickhousePasswordKey
 	}
+	// In bounds: data.Slots is at most maxSlots.
 	data.CPU = e.spec.CPUPerSlot * data.Slots
 	data.MemoryGB = e.spec.MemoryGBPerSlot * data.Slots
 	data.Memory = fmt.Sprintf("%dGi", data.MemoryGB)
@@ -572,8 +554,8 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 			}
 		}
 	}
-	if password != "" {
-		d.dsn = clickhouseDSN(objects, e.spec.Namespace, password)
+	if r.Type == domain.ResourceTypeClickHouse {
+		d.dsn = clickhouseDSN(objects, e.spec.Namespace)
 	}
 	return d, nil
 }
@@ -649,13 +631,20 @@ func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *env
 	return nil
 }
 
-// result is r with the State and Config of d. Neither State nor the returned error carries the
-// ClickHouse password; Config does, because clients need it.
+// result is r with the State and Config of d. Neither carries the ClickHouse password: the
+// config names the Secret that holds it. A resource whose stored config still has a DSN with
+// the password (written before the DSN lost it) gets this config from its next reconcile
+// or health check, which replace the stored one when it differs.
 func (e *kubeEnviron) result(r *environ.Resource, d *desired) *environ.Resource {
 	state := map[string]any{"provision_id": d.data.ProvisionID, "checksum": d.checksum, "kind": string(d.resourceType)}
 	var cfg map[string]any
 	if d.resourceType == domain.ResourceTypeClickHouse {
-		cfg = (&domain.ClickhouseConfig{DSN: d.dsn}).AsMap()
+		cfg = (&domain.ClickhouseConfig{
+			DSN:                     d.dsn,
+			PasswordSecretNamespace: e.spec.Namespace,
+			PasswordSecretName:      d.data.SecretName,
+			PasswordSecretKey:       d.data.PasswordKey,
+		}).AsMap()
 	} else {
 		cfg = (&domain.RuntimeConfig{
 			Host:         d.data.Host,

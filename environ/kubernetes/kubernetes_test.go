@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -300,6 +301,69 @@ func TestReconcileRejectsBadArgsPermanently(t *testing.T) {
 		if err == nil || !environ.IsPermanent(err) || !strings.Contains(err.Error(), "args.") {
 			t.Errorf("Reconcile(%v) = %v, want a permanent args error", args, err)
 		}
+	}
+}
+
+// TestReconcileBoundsSlotsBySizing: slots times a per-slot figure never overflows; too many
+// slots are refused for good with the bound, and nothing is applied.
+func TestReconcileBoundsSlotsBySizing(t *testing.T) {
+	tests := []struct {
+		name, sizing string
+		slots        int64
+		want         string
+	}{
+		{"default storage", ``, 2147483647, "args.slots: must be at most 214748364 on provisioner \"k8s\", got 2147483647: with storage_bytes_per_slot 42949672960"},
+		{"largest storage", `, "storage_bytes_per_slot": 9223372036854775807`, 2, "args.slots: must be at most 1 on provisioner \"k8s\", got 2: with storage_bytes_per_slot 9223372036854775807"},
+		{"largest memory", `, "memory_gb_per_slot": 8589934591`, 2, "args.slots: must be at most 1 on provisioner \"k8s\", got 2: with memory_gb_per_slot 8589934591"},
+		{"largest cpu", `, "cpu_per_slot": 9223372036854775`, 3, "args.slots: must be at most 1 on provisioner \"k8s\", got 3: with cpu_per_slot 9223372036854775"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, cs := newTestEnviron(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill"`+tc.sizing+`}`)
+			_, err := e.Reconcile(t.Context(), runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": tc.slots}})
+			var fe *domain.FieldError
+			if !environ.IsPermanent(err) || !errors.As(err, &fe) || fe.Field != "args.slots" || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Reconcile = %v, want a permanent error saying %q", err, tc.want)
+			}
+			if got := applies(cs); len(got) != 0 {
+				t.Errorf("applied %v", got)
+			}
+		})
+	}
+
+	// At the bound the figures are exact: 3 slots of 2 EiB, and no fourth.
+	e, cs := newTestEnviron(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill", "storage_bytes_per_slot": 2305843009213693952}`)
+	res := reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 3})
+	if got := res.Config["storage_bytes"]; got != int64(3)<<61 {
+		t.Errorf("storage_bytes = %v, want %d", got, int64(3)<<61)
+	}
+	if size := claimSize(t, cs, "rt-"+testPID); size != "6Ei" {
+		t.Errorf("claim size %s, want 6Ei", size)
+	}
+	_, err := e.Reconcile(t.Context(), runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": 4}})
+	if !environ.IsPermanent(err) || !strings.Contains(err.Error(), "args.slots: must be at most 3") {
+		t.Errorf("Reconcile with 4 slots of 2 EiB = %v", err)
+	}
+}
+
+// TestSlotQuotaSurvivesEditedAnnotations: slot counts edited out of band (negative, or huge
+// enough to overflow a sum) neither free quota nor wrap it around.
+func TestSlotQuotaSurvivesEditedAnnotations(t *testing.T) {
+	e, cs := newTestEnviron(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill", "slot_quota": 4}`)
+	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 1})
+	for i, slots := range []string{"-5", "9223372036854775807", "9223372036854775807"} {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("edited-%d", i), Namespace: "ns",
+			Labels:      e.labels(fmt.Sprintf("00000000-0000-4000-8000-00000000000%d", i), domain.ResourceTypeRuntime),
+			Annotations: map[string]string{AnnotationSlots: slots},
+		}}
+		if _, err := cs.AppsV1().Deployments("ns").Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := e.Reconcile(t.Context(), runtimeResource(otherID), &environ.ResourceOptions{Args: map[string]any{"slots": 1}})
+	if !errors.Is(err, domain.ErrNoCapacity) {
+		t.Fatalf("Reconcile with the quota's use overflowing = %v, want ErrNoCapacity", err)
 	}
 }
 
@@ -752,18 +816,29 @@ func clickhouseResource(id string) *environ.Resource {
 	return &environ.Resource{ID: id, Type: domain.ResourceTypeClickHouse}
 }
 
-func TestClickhouseSecretCreatedOnceAndDSN(t *testing.T) {
+// wantClickhouseConfig is the config of ClickHouse resource testID: a DSN without password
+// and the Secret key holding the password.
+func wantClickhouseConfig() map[string]any {
+	name := "ch-" + testPID
+	return map[string]any{
+		"dsn":                       "clickhouse://default@" + name + ".ns.svc:9000/default",
+		"password_secret_namespace": "ns",
+		"password_secret_name":      name + "-auth",
+		"password_secret_key":       "password",
+	}
+}
+
+func TestClickhouseSecretCreatedOnceAndConfigWithoutPassword(t *testing.T) {
 	cs := fake.NewClientset()
 	e := newTestEnvironWith(t, testSpec, cs, bytes.Repeat([]byte{0x01}, 24))
 	res := reconcile(t, e, clickhouseResource(testID), nil)
 	password := strings.Repeat("01", 24)
 	name := "ch-" + testPID
-	wantDSN := "clickhouse://default:" + password + "@" + name + ".ns.svc:9000/default"
-	if res.Config["dsn"] != wantDSN || len(res.Config) != 1 {
-		t.Errorf("config = %v, want dsn %s", res.Config, wantDSN)
+	if !reflect.DeepEqual(res.Config, wantClickhouseConfig()) {
+		t.Errorf("config = %v, want %v", res.Config, wantClickhouseConfig())
 	}
-	if res.State["kind"] != "clickhouse" || strings.Contains(fmt.Sprint(res.State), password) {
-		t.Errorf("state = %v", res.State)
+	if res.State["kind"] != "clickhouse" || strings.Contains(fmt.Sprint(res.State), password) || strings.Contains(fmt.Sprint(res.Config), password) {
+		t.Errorf("state = %v, config = %v: the password must be in neither", res.State, res.Config)
 	}
 	ctx := t.Context()
 	secret, err := cs.CoreV1().Secrets("ns").Get(ctx, name+"-auth", metaGet)
@@ -794,13 +869,16 @@ func TestClickhouseSecretCreatedOnceAndDSN(t *testing.T) {
 	again := newTestEnvironWith(t, testSpec, cs, bytes.Repeat([]byte{0x02}, 24))
 	cs.ClearActions()
 	res2 := reconcile(t, again, clickhouseResource(testID), nil)
-	if res2.Config["dsn"] != wantDSN {
-		t.Errorf("password regenerated: %v", res2.Config["dsn"])
+	if !reflect.DeepEqual(res2.Config, wantClickhouseConfig()) {
+		t.Errorf("second reconcile's config = %v", res2.Config)
 	}
 	for _, a := range cs.Actions() {
 		if a.GetVerb() == "create" || a.GetVerb() == "patch" {
 			t.Errorf("second reconcile did %s %s", a.GetVerb(), a.GetResource().Resource)
 		}
+	}
+	if secret, err = cs.CoreV1().Secrets("ns").Get(ctx, name+"-auth", metaGet); err != nil || string(secret.Data["password"]) != password {
+		t.Errorf("password regenerated: %v %v", secret, err)
 	}
 
 	// A failing apply does not leak the password into the error.
@@ -810,6 +888,51 @@ func TestClickhouseSecretCreatedOnceAndDSN(t *testing.T) {
 	_, err = again.Reconcile(ctx, clickhouseResource(testID), &environ.ResourceOptions{})
 	if err == nil || strings.Contains(err.Error(), password) {
 		t.Errorf("Reconcile error = %v", err)
+	}
+}
+
+// TestClickhouseCheckTakesThePasswordOutOfAnOlderConfig: a resource provisioned when the DSN
+// carried the password gets a config without it from its next health check, which keeps the
+// Secret's password and applies nothing.
+func TestClickhouseCheckTakesThePasswordOutOfAnOlderConfig(t *testing.T) {
+	password := "0123456789abcdef0123456789abcdef"
+	name := "ch-" + testPID
+	// The Secret an older version created, and the config it stored beside it.
+	older := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-auth", Namespace: "ns", Labels: map[string]string{
+			LabelManagedBy: ManagedBy, LabelResourceID: testID, LabelProvisioner: "k8s", LabelResourceType: "clickhouse",
+		}},
+		Data: map[string][]byte{"password": []byte(password)},
+	}
+	e, cs := newTestEnviron(t, testSpec, older)
+	reconcile(t, e, clickhouseResource(testID), nil)
+	sts, err := cs.AppsV1().StatefulSets("ns").Get(t.Context(), name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts.Status = appsv1.StatefulSetStatus{Replicas: 1, ReadyReplicas: 1}
+	if _, err := cs.AppsV1().StatefulSets("ns").UpdateStatus(t.Context(), sts, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+
+	stored := clickhouseResource(testID)
+	stored.Config = map[string]any{"dsn": "clickhouse://default:" + password + "@" + name + ".ns.svc:9000/default"}
+	res, err := e.CheckResource(t.Context(), stored, &environ.ResourceOptions{})
+	if err != nil {
+		t.Fatalf("CheckResource: %v", err)
+	}
+	if !reflect.DeepEqual(res.Config, wantClickhouseConfig()) {
+		t.Errorf("config after the check = %v, want %v", res.Config, wantClickhouseConfig())
+	}
+	for _, a := range cs.Actions() {
+		if v := a.GetVerb(); v != "get" && v != "list" {
+			t.Errorf("the check did %s %s", v, a.GetResource().Resource)
+		}
+	}
+	secret, err := cs.CoreV1().Secrets("ns").Get(t.Context(), name+"-auth", metaGet)
+	if err != nil || string(secret.Data["password"]) != password {
+		t.Errorf("the secret's password changed: %v %v", secret, err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/berth-dev/berth/domain"
@@ -71,8 +71,8 @@ func loadTemplates(paths map[string]string) (templateSet, map[string]string, err
 		var err error
 		if path, ok := paths[key]; ok {
 			name = filepath.Base(path)
-			if text, err = os.ReadFile(path); err != nil {
-				return nil, nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("cannot read %s: %v; fix the path (relative paths start at the agent's working directory) or leave the key out for the built-in template", path, unwrapPathError(err))}
+			if text, err = readFile(path); err != nil {
+				return nil, nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("cannot read %s: %v; give the path of a template file (relative paths start at the agent's working directory) or leave the key out for the built-in template", path, err)}
 			}
 		} else if text, err = builtinTemplates.ReadFile("templates/" + name); err != nil {
 			return nil, nil, fmt.Errorf("built-in template %s: %w", name, err)
@@ -86,14 +86,6 @@ func loadTemplates(paths map[string]string) (templateSet, map[string]string, err
 		digests[key] = hex.EncodeToString(sum[:])
 	}
 	return set, digests, nil
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // render executes the templates keys with data and decodes the objects they produce. Errors
@@ -143,8 +135,10 @@ func decodeManifests(name string, manifests []byte, namespace string) ([]*unstru
 		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 			continue // an empty document, e.g. comments only or a section switched off
 		}
+		// Whole numbers decode as int64, not float64, so that a size or a CPU count past 2^53
+		// (a plain number in the YAML, e.g. a storage size that is no multiple of 1 KiB) stays exact.
 		var content map[string]any
-		if err := json.Unmarshal(js, &content); err != nil {
+		if err := utiljson.Unmarshal(js, &content); err != nil {
 			return nil, fmt.Errorf("%s: document %d is not a YAML mapping (an object with apiVersion, kind and metadata)", name, doc)
 		}
 		obj := &unstructured.Unstructured{Object: content}

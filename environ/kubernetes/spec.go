@@ -3,14 +3,17 @@ package kubernetes
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/berth-dev/berth/internal/specjson"
+	"math"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/specjson"
 )
 
 // Defaults a spec gets when it leaves a field out (or sets it to 0).
@@ -127,11 +130,11 @@ func (s *Spec) validate() error {
 	if s.Host == "" {
 		return &domain.FieldError{Field: "host", Msg: "is required: the runtimes' URL with a '*' for the provision id, e.g. https://*.runtime.example"}
 	}
-	if !strings.Contains(s.Host, "*") {
-		return &domain.FieldError{Field: "host", Msg: fmt.Sprintf("%q has no '*': put one where each runtime's provision id goes, e.g. https://*.runtime.example", s.Host)}
-	}
 	if err := checkURL(strings.ReplaceAll(s.Host, "*", "x")); err != nil {
 		return &domain.FieldError{Field: "host", Msg: err.Error()}
+	}
+	if !strings.Contains(s.Host, "*") {
+		return &domain.FieldError{Field: "host", Msg: fmt.Sprintf("%s has no '*': put one where each runtime's provision id goes, e.g. https://*.runtime.example", quoteURL(s.Host))}
 	}
 	if s.Namespace == "" {
 		return &domain.FieldError{Field: "namespace", Msg: "is required: the namespace Berth creates its objects in"}
@@ -173,7 +176,52 @@ func (s *Spec) validate() error {
 			return err
 		}
 	}
-	return sizing("storage_bytes_per_slot", &s.StorageBytesPerSlot, DefaultStorageBytesPerSlot)
+	if err := sizing("storage_bytes_per_slot", &s.StorageBytesPerSlot, DefaultStorageBytesPerSlot); err != nil {
+		return err
+	}
+	if int64(s.CPUPerSlot) > maxCPU {
+		return &domain.FieldError{Field: "cpu_per_slot", Msg: fmt.Sprintf("must be at most %d (cores), got %d", int64(maxCPU), s.CPUPerSlot)}
+	}
+	if int64(s.MemoryGBPerSlot) > maxMemoryGB {
+		return &domain.FieldError{Field: "memory_gb_per_slot", Msg: fmt.Sprintf("must be at most %d, got %d", int64(maxMemoryGB), s.MemoryGBPerSlot)}
+	}
+	return nil
+}
+
+// Bounds of a runtime's sizing (per slot times slots), so that every figure derived from it
+// fits an int64: CPU in millicores (capacity counts millicpu), memory and storage in bytes
+// (their quantities).
+const (
+	maxCPU          = math.MaxInt64 / 1000
+	maxMemoryGB     = math.MaxInt64 >> 30
+	maxStorageBytes = math.MaxInt64
+)
+
+// slotBound is how many slots a runtime may have, and the per-slot field that bounds it.
+type slotBound struct {
+	slots   int
+	field   string
+	perSlot int64
+}
+
+// maxSlots is the most slots a runtime may have before its CPU, memory or storage (per slot
+// times slots) goes past maxCPU, maxMemoryGB or maxStorageBytes. The spec is validated: every
+// per-slot figure is at least 1 and at most its bound.
+func (s *Spec) maxSlots() slotBound {
+	most := slotBound{slots: math.MaxInt}
+	for _, b := range []struct {
+		field        string
+		perSlot, max int64
+	}{
+		{"cpu_per_slot", int64(s.CPUPerSlot), maxCPU},
+		{"memory_gb_per_slot", int64(s.MemoryGBPerSlot), maxMemoryGB},
+		{"storage_bytes_per_slot", s.StorageBytesPerSlot, maxStorageBytes},
+	} {
+		if n := b.max / b.perSlot; n < int64(most.slots) {
+			most = slotBound{slots: int(n), field: b.field, perSlot: b.perSlot}
+		}
+	}
+	return most
 }
 
 func sizing[T int | int64](name string, v *T, def T) error {
@@ -186,14 +234,27 @@ func sizing[T int | int64](name string, v *T, def T) error {
 	return nil
 }
 
-// checkURL checks that s is an absolute http(s) URL without credentials.
+// checkURL checks that s is an absolute http(s) URL without credentials. Its errors quote s
+// only when it parses without any: a URL that does not parse may hold them anywhere.
 func checkURL(s string) error {
 	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return fmt.Errorf("%q is not an absolute http(s) URL: write it as http://*.HOST or https://*.HOST", s)
+	if err != nil {
+		return errors.New("is not a URL (not shown: it may hold credentials): write it as http://*.HOST or https://*.HOST")
 	}
-	if u.User != nil {
-		return fmt.Errorf("must not carry credentials: give the URL without user:password@")
+	if u.User != nil || strings.Contains(u.Opaque, "@") {
+		return errors.New("must not carry credentials: give the URL without user:password@")
+	}
+	if u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("%s is not an absolute http(s) URL: write it as http://*.HOST or https://*.HOST", quoteURL(s))
 	}
 	return nil
+}
+
+// quoteURL is how errors show a URL that parsed without credentials: quoted, unless an '@'
+// left in it (in a path, say) may still be the end of a password.
+func quoteURL(s string) string {
+	if strings.Contains(s, "@") {
+		return "the URL (not shown: it may hold credentials)"
+	}
+	return strconv.Quote(s)
 }

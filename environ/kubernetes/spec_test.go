@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/berth-dev/berth/domain"
@@ -133,6 +134,8 @@ func TestParseSpecErrors(t *testing.T) {
 		{"negative qps", `{` + base + `, "qps": -1}`, "qps", "must not be negative"},
 		{"negative slot quota", `{` + base + `, "slot_quota": -5}`, "slot_quota", "must not be negative"},
 		{"timeout not a number", `{` + base + `, "timeout_seconds": "30s"}`, "timeout_seconds", "must be a whole number"},
+		{"cpu past the bound", `{` + base + `, "cpu_per_slot": 9223372036854776}`, "cpu_per_slot", "must be at most 9223372036854775 (cores)"},
+		{"memory past the bound", `{` + base + `, "memory_gb_per_slot": 8589934592}`, "memory_gb_per_slot", "must be at most 8589934591"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,6 +185,73 @@ func TestNewBrokenTemplates(t *testing.T) {
 				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestNewTemplateFilesMustBeSmallRegularFiles: a template path to a device, a pipe, a
+// directory or a file over the limit is refused with the field and the fix, without reading it.
+func TestNewTemplateFilesMustBeSmallRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.yaml")
+	if err := os.WriteFile(huge, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, maxFileBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/dev/zero": "is not a regular file but a character device",
+		fifo:        "is not a regular file but a named pipe",
+		dir:         "is not a regular file but a directory",
+		huge:        "is larger than 1 MiB",
+	} {
+		spec := `{"host": "http://*.rt.example", "namespace": "ns", "image": "img", "template_paths": {"pvc": "` + path + `"}}`
+		_, err := New("k8s", json.RawMessage(spec), environ.Deps{})
+		var fe *domain.FieldError
+		if !errors.As(err, &fe) || fe.Field != "template_paths.pvc" || !strings.Contains(fe.Msg, "cannot read "+path+": "+want) || !strings.Contains(fe.Msg, "give the path of a template file") {
+			t.Errorf("New with template_paths.pvc %s = %v, want a template_paths.pvc error saying %q", path, err, want)
+		}
+	}
+	// A file of exactly the limit is read.
+	exact := filepath.Join(dir, "pvc.yaml")
+	text := mustRead(t, "pvc.yaml")
+	if err := os.WriteFile(exact, []byte(text+"#"+strings.Repeat("x", maxFileBytes-len(text)-2)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New("k8s", json.RawMessage(`{"host": "http://*.rt.example", "namespace": "ns", "image": "img", "template_paths": {"pvc": "`+exact+`"}}`), environ.Deps{}); err != nil {
+		t.Errorf("New with a template of %d bytes: %v", maxFileBytes, err)
+	}
+}
+
+// TestHostErrorsHoldNoSecret: a runtime host URL with credentials, well formed or not, is
+// refused without quoting them.
+func TestHostErrorsHoldNoSecret(t *testing.T) {
+	for host, secrets := range map[string][]string{
+		"http://admin:Xq7/Zr#9@*.rt.example":  {"admin", "Xq7", "Zr"},
+		"http://admin:S3cr3tPw@*.rt.example":  {"admin", "S3cr3tPw"},
+		"http://admin:50%zzOff@*.rt.example":  {"admin", "zzOff"},
+		"http://admin:two words@*.rt.example": {"admin", "words"},
+		"admin:S3cr3tPw@*.rt.example":         {"S3cr3tPw"},
+		"http://admin:S3cr3tPw@rt.example":    {"admin", "S3cr3tPw"},
+		"node-*/admin:S3cr3tPw@rt.example":    {"admin", "S3cr3tPw"},
+		"http://rt.example/a:S3cr3tPw@x":      {"S3cr3tPw"},
+	} {
+		js, _ := json.Marshal(host)
+		_, err := ParseSpec(json.RawMessage(`{"host": ` + string(js) + `, "namespace": "ns", "image": "img"}`))
+		var fe *domain.FieldError
+		if !errors.As(err, &fe) || fe.Field != "host" {
+			t.Errorf("ParseSpec with host %q = %v, want a host error", host, err)
+			continue
+		}
+		for _, secret := range secrets {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("host error quotes %q: %v", secret, err)
+			}
+		}
 	}
 }
 
