@@ -312,7 +312,7 @@ func TestReconcileBoundsSlotsBySizing(t *testing.T) {
 		slots        int64
 		want         string
 	}{
-		{"default storage", ``, 2147483647, "args.slots: must be at most 214748364 on provisioner \"k8s\", got 2147483647: with storage_bytes_per_slot 42949672960"},
+		{"a petabyte a slot", `, "storage_bytes_per_slot": 1125899906842624`, 8192, "args.slots: must be at most 8191 on provisioner \"k8s\", got 8192: with storage_bytes_per_slot 1125899906842624"},
 		{"largest storage", `, "storage_bytes_per_slot": 9223372036854775807`, 2, "args.slots: must be at most 1 on provisioner \"k8s\", got 2: with storage_bytes_per_slot 9223372036854775807"},
 		{"largest memory", `, "memory_gb_per_slot": 8589934591`, 2, "args.slots: must be at most 1 on provisioner \"k8s\", got 2: with memory_gb_per_slot 8589934591"},
 		{"largest cpu", `, "cpu_per_slot": 9223372036854775`, 3, "args.slots: must be at most 1 on provisioner \"k8s\", got 3: with cpu_per_slot 9223372036854775"},
