@@ -14,4 +14,7 @@ var (
 	ErrLeaseHeld = errors.New("resource is being reconciled by another agent")
 	// ErrNoCapacity is returned when no host can take a slot reservation.
 	ErrNoCapacity = errors.New("no capacity")
+	// ErrSessionEnded is returned when an agent's registration is no longer the one it
+	// holds: another process registered the same agent id, or the row was removed.
+	ErrSessionEnded = errors.New("agent session ended")
 )

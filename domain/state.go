@@ -20,6 +20,7 @@ type State interface {
 	EventLog
 	CapacityStore
 	ProvisionerSpecStore
+	AgentStore
 	// Close releases the backend's connections.
 	Close()
 }

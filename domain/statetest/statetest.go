@@ -99,6 +99,11 @@ var tests = []struct {
 	{"ListWaitingForCapacity", testListWaitingForCapacity},
 	{"CapacityHistoryAndWarnings", testCapacityHistoryAndWarnings},
 	{"UnreadableRowsAreReadOneByOne", testUnreadableRowsAreReadOneByOne},
+	{"RegisterAndHeartbeatAgents", testRegisterAndHeartbeatAgents},
+	{"AgentSessionMovesOn", testAgentSessionMovesOn},
+	{"ResignAgentGivesUpItsLeases", testResignAgentGivesUpItsLeases},
+	{"AgentLivenessAndPruning", testAgentLivenessAndPruning},
+	{"AgentInputsAreChecked", testAgentInputsAreChecked},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

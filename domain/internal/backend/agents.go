@@ -1,0 +1,40 @@
+package backend
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// CheckAgentInfo checks what RegisterAgent needs of info.
+func CheckAgentInfo(info domain.AgentInfo) error {
+	if info.ID == "" {
+		return &domain.FieldError{Field: "id", Msg: "must not be empty: pass the agent's --agent-id"}
+	}
+	return nil
+}
+
+// CheckAgentSession checks the id and session HeartbeatAgent and ResignAgent are given.
+func CheckAgentSession(id string, session int64) error {
+	if id == "" {
+		return &domain.FieldError{Field: "id", Msg: "must not be empty: pass the agent's --agent-id"}
+	}
+	if session < 1 {
+		return &domain.FieldError{Field: "session", Msg: fmt.Sprintf("must be at least 1, got %d: pass the session RegisterAgent returned", session)}
+	}
+	return nil
+}
+
+// CheckAgentAge checks a ttl or age ListAgents and PruneAgents are given, named field.
+func CheckAgentAge(field string, d time.Duration) error {
+	if d <= 0 {
+		return &domain.FieldError{Field: field, Msg: fmt.Sprintf("must be positive, got %s", d)}
+	}
+	return nil
+}
+
+// SessionEnded is the error of a heartbeat or resignation whose session moved on.
+func SessionEnded(id string, session int64) error {
+	return fmt.Errorf("agent %s session %d: %w (another process registered the same --agent-id, or the agent was removed after missing its heartbeats); register again", id, session, domain.ErrSessionEnded)
+}

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
+)
+
+// RegisterAgent inserts the agent, or starts a new session of a registered id. The session
+// is at least the database clock in milliseconds, so it keeps growing across a removal of
+// the row.
+func (s *State) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64, error) {
+	if err := backend.CheckAgentInfo(info); err != nil {
+		return 0, err
+	}
+	var session int64
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr)
+		VALUES ($1, (extract(epoch FROM now()) * 1000)::bigint, now(), now(), $2, $3)
+		ON CONFLICT (id) DO UPDATE
+		   SET session = greatest(a.session + 1, EXCLUDED.session),
+		       started_at = now(), heartbeat_at = now(),
+		       version = EXCLUDED.version, http_addr = EXCLUDED.http_addr
+		RETURNING session`, info.ID, info.Version, info.HTTPAddr).Scan(&session)
+	if err != nil {
+		return 0, fmt.Errorf("register agent %s: %w", info.ID, err)
+	}
+	return session, nil
+}
+
+// HeartbeatAgent records a heartbeat while the row has session.
+func (s *State) HeartbeatAgent(ctx context.Context, id string, session int64) error {
+	if err := backend.CheckAgentSession(id, session); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE agents SET heartbeat_at = now() WHERE id = $1 AND session = $2`, id, session)
+	if err != nil {
+		return fmt.Errorf("heartbeat of agent %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return backend.SessionEnded(id, session)
+	}
+	return nil
+}
+
+// ResignAgent removes the row of session and clears the id's leases in one transaction.
+func (s *State) ResignAgent(ctx context.Context, id string, session int64) error {
+	if err := backend.CheckAgentSession(id, session); err != nil {
+		return err
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM agents WHERE id = $1 AND session = $2`, id, session)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return backend.SessionEnded(id, session)
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+			 WHERE lease_holder = $1`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("resign agent %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListAgents returns every agent by id (in byte order, as SQLite sorts), with its liveness,
+// heartbeat age and live leases on the database clock.
+func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error) {
+	if err := backend.CheckAgentAge("ttl", ttl); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.id, a.session, a.version, a.http_addr, a.started_at, a.heartbeat_at,
+		       a.heartbeat_at > now() - $1 * interval '1 microsecond',
+		       greatest((extract(epoch FROM now() - a.heartbeat_at) * 1000000)::bigint, 0),
+		       coalesce(l.leases, 0)
+		  FROM agents a
+		  LEFT JOIN (SELECT lease_holder, count(*)::int AS leases FROM resources
+		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= now()
+		              GROUP BY lease_holder) l ON l.lease_holder = a.id
+		 ORDER BY a.id COLLATE "C"`, ttl.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Agent, error) {
+		var (
+			a     domain.Agent
+			ageUS int64
+		)
+		err := row.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &a.StartedAt, &a.HeartbeatAt, &a.Live, &ageUS, &a.LeasesHeld)
+		a.HeartbeatAge = time.Duration(ageUS) * time.Microsecond
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}
+
+// PruneAgents removes the agents whose last heartbeat is older than olderThan.
+func (s *State) PruneAgents(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if err := backend.CheckAgentAge("older_than", olderThan); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM agents WHERE heartbeat_at < now() - $1 * interval '1 microsecond'`, olderThan.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune agents: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

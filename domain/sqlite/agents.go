@@ -1,0 +1,163 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
+)
+
+// nowMillisSQL is the database clock in milliseconds since the Unix epoch.
+const nowMillisSQL = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
+
+// The agents' writes touch no change-logged column, so they go straight to the writing
+// connection without waking this State's change listeners.
+
+// RegisterAgent inserts the agent, or starts a new session of a registered id. The session
+// is at least the database clock in milliseconds, so it keeps growing across a removal of
+// the row.
+func (s *State) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64, error) {
+	if err := backend.CheckAgentInfo(info); err != nil {
+		return 0, err
+	}
+	var session int64
+	err := s.write.QueryRowContext(ctx, `
+		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr)
+		VALUES ($1, `+nowMillisSQL+`, `+nowSQL+`, `+nowSQL+`, $2, $3)
+		ON CONFLICT (id) DO UPDATE
+		   SET session = max(a.session + 1, excluded.session),
+		       started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+		       version = excluded.version, http_addr = excluded.http_addr
+		RETURNING session`, info.ID, info.Version, info.HTTPAddr).Scan(&session)
+	if err != nil {
+		return 0, fmt.Errorf("register agent %s: %w", info.ID, err)
+	}
+	return session, nil
+}
+
+// HeartbeatAgent records a heartbeat while the row has session.
+func (s *State) HeartbeatAgent(ctx context.Context, id string, session int64) error {
+	if err := backend.CheckAgentSession(id, session); err != nil {
+		return err
+	}
+	res, err := s.write.ExecContext(ctx, `UPDATE agents SET heartbeat_at = `+nowSQL+` WHERE id = $1 AND session = $2`, id, session)
+	if err != nil {
+		return fmt.Errorf("heartbeat of agent %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("heartbeat of agent %s: %w", id, err)
+	} else if n == 0 {
+		return backend.SessionEnded(id, session)
+	}
+	return nil
+}
+
+// ResignAgent removes the row of session and clears the id's leases in one transaction.
+func (s *State) ResignAgent(ctx context.Context, id string, session int64) error {
+	if err := backend.CheckAgentSession(id, session); err != nil {
+		return err
+	}
+	if err := s.resign(ctx, id, session); err != nil {
+		return fmt.Errorf("resign agent %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *State) resign(ctx context.Context, id string, session int64) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE id = $1 AND session = $2`, id, session)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return backend.SessionEnded(id, session)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+		 WHERE lease_holder = $1`, id); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// ListAgents returns every agent by id, with its liveness, heartbeat age and live leases on
+// the database clock.
+func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error) {
+	if err := backend.CheckAgentAge("ttl", ttl); err != nil {
+		return nil, err
+	}
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT a.id, a.session, a.version, a.http_addr, a.started_at, a.heartbeat_at,
+		       a.heartbeat_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1),
+		       max(CAST(round((julianday('now') - julianday(a.heartbeat_at)) * 86400000) AS INTEGER), 0),
+		       coalesce(l.leases, 0)
+		  FROM agents a
+		  LEFT JOIN (SELECT lease_holder, count(*) AS leases FROM resources
+		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= `+nowSQL+`
+		              GROUP BY lease_holder) l ON l.lease_holder = a.id
+		 ORDER BY a.id`, secondsAgo(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}
+
+func scanAgent(rows *sql.Rows) (domain.Agent, error) {
+	var (
+		a                  domain.Agent
+		started, heartbeat string
+		ageMS              int64
+		err                error
+	)
+	if err := rows.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &started, &heartbeat, &a.Live, &ageMS, &a.LeasesHeld); err != nil {
+		return a, err
+	}
+	a.HeartbeatAge = time.Duration(ageMS) * time.Millisecond
+	if a.StartedAt, err = parseTime("started_at", started); err != nil {
+		return a, err
+	}
+	a.HeartbeatAt, err = parseTime("heartbeat_at", heartbeat)
+	return a, err
+}
+
+// PruneAgents removes the agents whose last heartbeat is older than olderThan.
+func (s *State) PruneAgents(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if err := backend.CheckAgentAge("older_than", olderThan); err != nil {
+		return 0, err
+	}
+	res, err := s.write.ExecContext(ctx, `DELETE FROM agents WHERE heartbeat_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)`, secondsAgo(olderThan))
+	if err != nil {
+		return 0, fmt.Errorf("prune agents: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("prune agents: %w", err)
+	}
+	return n, nil
+}
+
+// secondsAgo is the strftime modifier that goes d back.
+func secondsAgo(d time.Duration) string {
+	return fmt.Sprintf("%+.3f seconds", -d.Seconds())
+}
