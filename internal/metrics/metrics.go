@@ -1,6 +1,7 @@
 // Package metrics holds the agent's Prometheus collectors: how reconciles go, how deep the
 // provisioner's queue is, how many resources are in each status, environ capacity and
-// health checks, and how often the dependency engine starts each worker. One *Metrics is
+// health checks, how many agents are live, and how often the dependency engine starts each
+// worker. One *Metrics is
 // made per agent; the workers record into it through small interfaces of their own, and the
 // HTTP server serves it as a prometheus.Gatherer.
 package metrics
@@ -52,6 +53,7 @@ type Metrics struct {
 	healthChecks      *prometheus.CounterVec
 	environFailures   *prometheus.CounterVec
 	workerStarts      *prometheus.CounterVec
+	agentsLive        prometheus.Gauge
 
 	capacity  *capacityCollector
 	resources *resourcesCollector
@@ -99,6 +101,10 @@ func New() *Metrics {
 			Name: "berth_engine_worker_starts_total",
 			Help: "Starts of each of the agent's workers; more than one means restarts.",
 		}, []string{"worker"}),
+		agentsLive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_agents_live",
+			Help: "Agents sharing the store whose last heartbeat is younger than --agent-ttl, as this agent last counted them.",
+		}),
 		capacity:  newCapacityCollector(),
 		resources: newResourcesCollector(resourcesTimeout),
 	}
@@ -106,7 +112,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconciles, m.reconcileDuration, m.queueDepth, m.inFlight, m.createToReady,
-		m.capacityWarning, m.healthChecks, m.environFailures, m.workerStarts,
+		m.capacityWarning, m.healthChecks, m.environFailures, m.workerStarts, m.agentsLive,
 		m.capacity, m.resources,
 	)
 	return m
@@ -171,6 +177,12 @@ func (m *Metrics) ObserveEnvironCheck(provisioner string, err error) {
 	if err != nil {
 		c.Inc()
 	}
+}
+
+// ObserveAgentsLive records how many agents are live; the membership worker counts them
+// after each heartbeat.
+func (m *Metrics) ObserveAgentsLive(n int) {
+	m.agentsLive.Set(float64(n))
 }
 
 // RecordStart counts a start of the named worker; with it *Metrics is the dependency

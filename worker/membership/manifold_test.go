@@ -1,0 +1,129 @@
+package membership_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+	dt "github.com/juju/worker/v4/dependency/testing"
+	"github.com/juju/worker/v4/workertest"
+	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/worker/membership"
+)
+
+type manifoldSuite struct {
+	config  membership.ManifoldConfig
+	clock   *testclock.Clock
+	state   *stubState
+	started []membership.Config
+}
+
+var _ = gc.Suite(&manifoldSuite{})
+
+// stubState stands in for the agent's store; the manifold only passes it on.
+type stubState struct{ domain.State }
+
+func (s *manifoldSuite) SetUpTest(c *gc.C) {
+	s.clock = testclock.NewClock(time.Now())
+	s.state = &stubState{}
+	s.started = nil
+	s.config = membership.ManifoldConfig{
+		ClockName:         "clock",
+		DatabaseName:      "database",
+		Agent:             domain.AgentInfo{ID: "agent-a", Version: "v1", HTTPAddr: "127.0.0.1:8080"},
+		HeartbeatInterval: 2 * time.Second,
+		TTL:               15 * time.Second,
+		Timeout:           10 * time.Second,
+		ResignTimeout:     5 * time.Second,
+		PruneInterval:     time.Hour,
+		PruneAfter:        24 * time.Hour,
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:           &fakeMetrics{},
+		NewWorker: func(config membership.Config) (worker.Worker, error) {
+			s.started = append(s.started, config)
+			return workertest.NewErrorWorker(nil), nil
+		},
+	}
+}
+
+func (s *manifoldSuite) getter(overrides map[string]any) dependency.Getter {
+	resources := map[string]any{
+		"clock":    s.clock,
+		"database": s.state,
+	}
+	for name, value := range overrides {
+		resources[name] = value
+	}
+	return dt.StubGetter(resources)
+}
+
+func (s *manifoldSuite) TestInputs(c *gc.C) {
+	c.Check(membership.Manifold(s.config).Inputs, gc.DeepEquals, []string{"clock", "database"})
+}
+
+func (s *manifoldSuite) TestValidate(c *gc.C) {
+	for _, t := range []struct {
+		mutate func(*membership.ManifoldConfig)
+		err    string
+	}{
+		{func(cfg *membership.ManifoldConfig) { cfg.ClockName = "" }, ".*ClockName is required"},
+		{func(cfg *membership.ManifoldConfig) { cfg.DatabaseName = "" }, ".*DatabaseName is required"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Agent.ID = "" }, ".*Agent.ID is required"},
+		{func(cfg *membership.ManifoldConfig) { cfg.HeartbeatInterval = 0 }, ".*HeartbeatInterval must be positive, got 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.TTL = -time.Second }, ".*TTL must be positive, got -1s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Timeout = 0 }, ".*Timeout must be positive, got 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.ResignTimeout = 0 }, ".*ResignTimeout must be positive, got 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.PruneInterval = 0 }, ".*PruneInterval must be positive, got 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.PruneAfter = 0 }, ".*PruneAfter must be positive, got 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
+		{func(cfg *membership.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
+	} {
+		config := s.config
+		t.mutate(&config)
+		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		w, err := membership.Manifold(config).Start(context.Background(), s.getter(nil))
+		workertest.CheckNilOrKill(c, w)
+		c.Check(err, gc.ErrorMatches, t.err)
+	}
+	c.Check(s.config.Validate(), gc.IsNil)
+	c.Check(s.started, gc.HasLen, 0)
+}
+
+func (s *manifoldSuite) TestMissingInputs(c *gc.C) {
+	for _, name := range []string{"clock", "database"} {
+		getter := s.getter(map[string]any{name: dependency.ErrMissing})
+		w, err := membership.Manifold(s.config).Start(context.Background(), getter)
+		workertest.CheckNilOrKill(c, w)
+		c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true, gc.Commentf("input %q", name))
+	}
+	c.Check(s.started, gc.HasLen, 0)
+}
+
+func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
+	w, err := membership.Manifold(s.config).Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	workertest.CleanKill(c, w)
+
+	c.Assert(s.started, gc.HasLen, 1)
+	config := s.started[0]
+	c.Check(config.Store, gc.Equals, s.state)
+	c.Check(config.Clock, gc.Equals, s.clock)
+	c.Check(config.Logger, gc.Equals, s.config.Logger)
+	c.Check(config.Metrics, gc.Equals, s.config.Metrics)
+	c.Check(config.Agent, gc.Equals, s.config.Agent)
+	c.Check(config.HeartbeatInterval, gc.Equals, 2*time.Second)
+	c.Check(config.TTL, gc.Equals, 15*time.Second)
+	c.Check(config.Timeout, gc.Equals, 10*time.Second)
+	c.Check(config.ResignTimeout, gc.Equals, 5*time.Second)
+	c.Check(config.PruneInterval, gc.Equals, time.Hour)
+	c.Check(config.PruneAfter, gc.Equals, 24*time.Hour)
+	c.Check(config.Validate(), gc.IsNil)
+}
