@@ -1,9 +1,8 @@
 // Package metrics holds the agent's Prometheus collectors: how reconciles go, how deep the
 // provisioner's queue is, how many resources are in each status, environ capacity and
 // health checks, how many agents are live, and how often the dependency engine starts each
-// worker. One *Metrics is
-// made per agent; the workers record into it through small interfaces of their own, and the
-// HTTP server serves it as a prometheus.Gatherer.
+// worker. One *Metrics is made per agent; the workers record into it through small
+// interfaces of their own, and the HTTP server serves it as a prometheus.Gatherer.
 package metrics
 
 import (
