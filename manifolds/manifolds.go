@@ -6,6 +6,7 @@
 //	                    │                    ├─► healthcheck
 //	                    │                    └─► capacity
 //	                    ├─► changelog-pruner
+//	                    ├─► membership
 //	                    └─► resource-metrics
 //	engine ──► http-server (/healthz, /readyz, /metrics, /debug/engine)
 //
@@ -14,6 +15,9 @@
 // only the workers that provision or check through the environs. The provisioner-set worker
 // reloads the set on SIGHUP or when its file changes; the environs worker then restarts with
 // the new set (see worker/provisionerset and worker/environs).
+//
+// The membership worker registers the agent in the store's agents table and heartbeats; when
+// the agent stops it resigns, which gives up the agent's resource leases at once.
 //
 // The provisioner and the health checker share one set of resource locks
 // (internal/resourcelock), made here, so that a resource is never health-checked while this
@@ -46,6 +50,7 @@ import (
 	"github.com/berth-dev/berth/worker/environs"
 	"github.com/berth-dev/berth/worker/healthcheck"
 	"github.com/berth-dev/berth/worker/httpserver"
+	"github.com/berth-dev/berth/worker/membership"
 	"github.com/berth-dev/berth/worker/provisioner"
 	"github.com/berth-dev/berth/worker/provisionerset"
 )
@@ -63,6 +68,7 @@ const (
 	EngineName          = "engine"
 	HTTPServerName      = "http-server"
 	ResourceMetricsName = "resource-metrics"
+	MembershipName      = "membership"
 )
 
 // Config is everything the agent's workers are configured with.
@@ -74,6 +80,7 @@ type Config struct {
 	Engine   *dependency.Engine // the engine the manifolds run in, for its own report
 	Metrics  *metrics.Metrics
 	HTTPAddr string
+	Version  string // the Berth release, as the agent registers it
 
 	DatabaseURL  string
 	OpenDatabase database.Opener
@@ -91,8 +98,9 @@ type Config struct {
 	Provisioner ProvisionerSettings
 	Watcher     WatcherSettings
 
-	Health   HealthSettings
-	Capacity CapacitySettings
+	Health     HealthSettings
+	Capacity   CapacitySettings
+	Membership MembershipSettings
 
 	ChangeLogRetain time.Duration
 	// HistoryRetain is how long resource events and capacity samples are kept.
@@ -103,6 +111,14 @@ type Config struct {
 type HealthSettings struct {
 	Interval    time.Duration // every ready resource is checked once per interval
 	Concurrency int
+}
+
+// MembershipSettings tune the membership worker; the agent registers under
+// Provisioner.Holder, its lease identity.
+type MembershipSettings struct {
+	HeartbeatInterval time.Duration
+	AgentTTL          time.Duration // an agent is live while its last heartbeat is younger
+	PruneAfter        time.Duration // agents silent this long are removed
 }
 
 // CapacitySettings tune the capacity worker.
@@ -252,6 +268,21 @@ func Manifolds(config Config) dependency.Manifolds {
 			Locks:               locks,
 			Holder:              config.Provisioner.Holder,
 			NewWorker:           healthcheck.NewWorker,
+		}),
+
+		MembershipName: membership.Manifold(membership.ManifoldConfig{
+			ClockName:         ClockName,
+			DatabaseName:      DatabaseName,
+			Agent:             domain.AgentInfo{ID: config.Provisioner.Holder, Version: config.Version, HTTPAddr: config.HTTPAddr},
+			HeartbeatInterval: config.Membership.HeartbeatInterval,
+			TTL:               config.Membership.AgentTTL,
+			Timeout:           10 * time.Second,
+			ResignTimeout:     5 * time.Second,
+			PruneInterval:     time.Hour,
+			PruneAfter:        config.Membership.PruneAfter,
+			Logger:            logger.With("worker", MembershipName),
+			Metrics:           config.Metrics,
+			NewWorker:         membership.NewWorker,
 		}),
 
 		CapacityName: capacity.Manifold(capacity.ManifoldConfig{

@@ -45,7 +45,7 @@ func (*manifoldsSuite) TestNames(c *gc.C) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environs", "healthcheck", "http-server", "provisioner", "provisioner-set", "resource-metrics"})
+	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environs", "healthcheck", "http-server", "membership", "provisioner", "provisioner-set", "resource-metrics"})
 }
 
 func (*manifoldsSuite) TestInputs(c *gc.C) {
@@ -62,6 +62,7 @@ func (*manifoldsSuite) TestInputs(c *gc.C) {
 		"environs":         {"clock", "database", "provisioner-set"},
 		"provisioner":      {"clock", "database", "environs"},
 		"changelog-pruner": {"clock", "database"},
+		"membership":       {"clock", "database"},
 		"engine":           nil,
 		"http-server":      {"clock", "engine"},
 		"resource-metrics": {"database"},

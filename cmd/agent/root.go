@@ -107,6 +107,7 @@ Global flags have environment variables; a flag beats its variable:
 		newCapacityCommand(opts),
 		newVersionCommand(opts),
 		newStatusCommand(opts),
+		newAgentsCommand(opts),
 		newDevHostsCommand(opts),
 	)
 	addBuiltinCommands(root)

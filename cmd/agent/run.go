@@ -44,7 +44,13 @@ type runOptions struct {
 	capacityWarnHost float64
 	shutdownTimeout  time.Duration
 	httpAddr         string
+	heartbeatEvery   time.Duration
+	agentTTL         time.Duration
 }
+
+// agentPruneAfter is how long an agent must have been silent for the membership worker to
+// remove it from the agents table; --agent-ttl must stay below it.
+const agentPruneAfter = 24 * time.Hour
 
 func newRunCommand(opts *globalOptions) *cobra.Command {
 	run := runOptions{}
@@ -64,6 +70,12 @@ Several agents may share one PostgreSQL database: each needs its own --agent-id 
 host name), which names the leases it takes on resources it is reconciling. An agent restarted
 under the same id resumes its own leases at once; another agent's leases are taken over
 when they expire (--lease-ttl).
+
+Each agent registers in the agents table (berth agents lists them) and heartbeats every
+--heartbeat-interval; it counts as live while its last heartbeat is younger than --agent-ttl.
+A graceful stop removes the agent and gives up its leases in one transaction, so another
+agent can take its resources at once; an agent that dies stays listed, not live, until it is
+removed after a day of silence.
 
 The provisioner set is reloaded without a restart on SIGHUP and, with --provisioners FILE,
 whenever the file changes (an in-place write or a rename over it). The new set is checked as
@@ -108,6 +120,8 @@ nothing to reload: the environment cannot change.`,
 	f.Float64Var(&run.capacityWarnAll, "capacity-warn-total", 0.8, "warn when this fraction of an environ's usable capacity is used")
 	f.Float64Var(&run.capacityWarnHost, "capacity-warn-host", 0.7, "warn when every usable host of an environ is at least this fraction full")
 	f.DurationVar(&run.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take before the agent exits anyway")
+	f.DurationVar(&run.heartbeatEvery, "heartbeat-interval", 2*time.Second, "how often the agent records in the database that it is alive")
+	f.DurationVar(&run.agentTTL, "agent-ttl", defaultAgentTTL, "an agent is live while its last heartbeat is younger than this; at least twice --heartbeat-interval")
 	f.StringVar(&run.httpAddr, "http-addr", defaultAgentAddr, "where to serve /healthz, /readyz, /metrics and /debug/engine (read by berth status --agent-addr)")
 	return cmd
 }
@@ -144,6 +158,12 @@ func (r runOptions) validate() error {
 		return fmt.Errorf("--capacity-warn-host must be a fraction in (0, 1], got %v", r.capacityWarnHost)
 	case r.shutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
+	case r.heartbeatEvery <= 0:
+		return fmt.Errorf("--heartbeat-interval must be positive, got %s", r.heartbeatEvery)
+	case r.agentTTL < 2*r.heartbeatEvery:
+		return fmt.Errorf("--agent-ttl (%s) must be at least twice --heartbeat-interval (%s), so that one late heartbeat does not make the agent look dead", r.agentTTL, r.heartbeatEvery)
+	case r.agentTTL >= agentPruneAfter:
+		return fmt.Errorf("--agent-ttl (%s) must be less than %s: agents silent that long are removed", r.agentTTL, agentPruneAfter)
 	}
 	if _, _, err := net.SplitHostPort(r.httpAddr); err != nil {
 		return fmt.Errorf("--http-addr %q is not HOST:PORT (e.g. %s): %w", r.httpAddr, defaultAgentAddr, err)
@@ -212,6 +232,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		Engine:               engine,
 		Metrics:              agentMetrics,
 		HTTPAddr:             run.httpAddr,
+		Version:              version,
 		DatabaseURL:          dbURL,
 		OpenDatabase:         storeOpener(logger),
 		ProvisionerSetJSON:   setJSON,
@@ -241,6 +262,11 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		Capacity: manifolds.CapacitySettings{
 			Interval:   run.capacityInterval,
 			Thresholds: capacity.Thresholds{Total: run.capacityWarnAll, Host: run.capacityWarnHost},
+		},
+		Membership: manifolds.MembershipSettings{
+			HeartbeatInterval: run.heartbeatEvery,
+			AgentTTL:          run.agentTTL,
+			PruneAfter:        agentPruneAfter,
 		},
 		ChangeLogRetain: run.changeLogRetain,
 		HistoryRetain:   run.eventRetain,

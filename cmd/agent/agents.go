@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// defaultAgentTTL is berth run's --agent-ttl default, the age of the last heartbeat up to
+// which an agent counts as live.
+const defaultAgentTTL = 15 * time.Second
+
+// agentJSON is an agent as -o json prints it.
+type agentJSON struct {
+	ID                  string    `json:"id"`
+	Live                bool      `json:"live"`
+	HeartbeatAgeSeconds float64   `json:"heartbeat_age_seconds"`
+	LeasesHeld          int       `json:"leases_held"`
+	Version             string    `json:"version"`
+	HTTPAddr            string    `json:"http_addr"`
+	StartedAt           time.Time `json:"started_at"`
+	HeartbeatAt         time.Time `json:"heartbeat_at"`
+	Session             int64     `json:"session"`
+}
+
+func newAgentsCommand(opts *globalOptions) *cobra.Command {
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "agents [--agent-ttl DURATION]",
+		Short: "List the agents sharing the database, and which are live",
+		Long: `List the agents registered in the database, by id: whether each is live, how old its last
+heartbeat is, how many resource leases it holds (resources it is reconciling now), the
+Berth version it runs, the address it serves /healthz, /metrics and /debug/engine on, and
+when it started.
+
+Every berth run registers when it starts and heartbeats every --heartbeat-interval; an agent
+is live while its last heartbeat is younger than --agent-ttl, measured on the database's
+clock. Pass the --agent-ttl the agents run with (default 15s). An agent that stopped
+gracefully is gone from the list; one that died (kill -9, a lost host) stays listed, not
+live, until it is removed after a day of silence, or until it starts again under the same
+--agent-id.`,
+		Example: `  berth agents
+  berth agents --agent-ttl 30s -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := opts.outputFormat()
+			if err != nil {
+				return err
+			}
+			if ttl <= 0 {
+				return fmt.Errorf("--agent-ttl: must be positive, got %s (pass the --agent-ttl the agents run with)", ttl)
+			}
+			ctx := cmd.Context()
+			st, err := opts.openState(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			agents, err := st.ListAgents(ctx, ttl)
+			if err != nil {
+				return needsSchema(err)
+			}
+			if format == outputJSON {
+				out := make([]agentJSON, len(agents))
+				for i, a := range agents {
+					out[i] = agentJSON{
+						ID: a.ID, Live: a.Live, HeartbeatAgeSeconds: a.HeartbeatAge.Seconds(), LeasesHeld: a.LeasesHeld,
+						Version: a.Version, HTTPAddr: a.HTTPAddr, StartedAt: a.StartedAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(),
+						Session: a.Session,
+					}
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			return writeAgents(cmd.OutOrStdout(), agents)
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "agent-ttl", defaultAgentTTL, "an agent is live while its last heartbeat is younger than this (berth run --agent-ttl)")
+	return cmd
+}
+
+func writeAgents(w io.Writer, agents []domain.Agent) error {
+	if len(agents) == 0 {
+		_, err := fmt.Fprintln(w, "No agents are registered: an agent registers when berth run starts.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLIVE\tHEARTBEAT AGE\tLEASES\tVERSION\tHTTP ADDR\tSTARTED")
+	for _, a := range agents {
+		live := "no"
+		if a.Live {
+			live = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", tableText(a.ID), live, a.HeartbeatAge.Round(100*time.Millisecond),
+			a.LeasesHeld, tableText(a.Version), tableText(a.HTTPAddr), a.StartedAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
