@@ -74,8 +74,9 @@ when they expire (--lease-ttl).
 Each agent registers in the agents table (berth agents lists them) and heartbeats every
 --heartbeat-interval; it counts as live while its last heartbeat is younger than --agent-ttl.
 A graceful stop removes the agent and gives up its leases in one transaction, so another
-agent can take its resources at once; an agent that dies stays listed, not live, until it is
-removed after a day of silence.
+agent can claim its resources as soon as it next looks at them; an agent that dies stays
+listed, not live, until it is removed after a day of silence. Leases themselves still last
+--lease-ttl, whether their agent is live or not.
 
 The provisioner set is reloaded without a restart on SIGHUP and, with --provisioners FILE,
 whenever the file changes (an in-place write or a rename over it). The new set is checked as
