@@ -9,8 +9,10 @@
 // of the change log and of the history, so that what is written after the copy comes after
 // what was copied. The slot usage by host and by owner, which the stores derive from the
 // reservations, is not copied: each Target recomputes it from the copied reservations before
-// its transaction commits. Times keep their milliseconds (SQLite's precision; PostgreSQL's
-// microseconds are cut to milliseconds on the way into SQLite).
+// its transaction commits. Nor are the agents registered in the source: membership is the
+// running agents' own, and each agent registers in the store it runs on. Times keep their
+// milliseconds (SQLite's precision; PostgreSQL's microseconds are cut to milliseconds on the
+// way into SQLite).
 //
 // How: the source is read in one consistent snapshot (a read-only transaction) and written
 // into the target in one transaction in which the target's triggers do not fire, so rows
