@@ -44,7 +44,8 @@ func (c ManifoldConfig) Validate() error {
 	return nil
 }
 
-// Manifold runs the database worker; its output is the open store as a domain.State.
+// Manifold runs the database worker; its output is the open store as a domain.State, a
+// database.DB, or a database.Hold that keeps it open until released.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
 		Inputs: []string{config.ClockName},
@@ -86,8 +87,14 @@ func output(in worker.Worker, out any) error {
 		*out = w.db
 	case *DB:
 		*out = w.db
+	case *Hold:
+		h, err := w.hold()
+		if err != nil {
+			return err
+		}
+		*out = h
 	default:
-		return fmt.Errorf("database manifold: cannot output into %T (want *domain.State or *database.DB)", out)
+		return fmt.Errorf("database manifold: cannot output into %T (want *domain.State, *database.DB or *database.Hold)", out)
 	}
 	return nil
 }

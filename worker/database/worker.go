@@ -2,6 +2,10 @@
 // to the workers that need it. When the store stays unreachable the worker dies, so the
 // dependency engine bounces every worker that depends on it and starts them again, with
 // backoff, once the store is back.
+//
+// The engine stops every worker at once when the agent stops, so a worker that must still
+// write as it stops (the membership worker resigns the agent) takes a Hold: the store is
+// closed once the database worker has stopped and every Hold is released.
 package database
 
 import (
@@ -9,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +75,48 @@ type Worker struct {
 	db       DB
 	// failures is written by the loop and read by Report, from the engine's goroutine.
 	failures atomic.Int64
+
+	mu    sync.Mutex // guards holds
+	holds int        // the worker's own, while it runs, and each unreleased Hold
+}
+
+// Hold is the open store, kept open for its holder until Release, however the database
+// worker ends.
+type Hold struct {
+	State   domain.State
+	release func()
+}
+
+// NewHold is a Hold on state that calls release once, at the first Release: for a store
+// held some other way (a test's).
+func NewHold(state domain.State, release func()) Hold {
+	var once sync.Once
+	return Hold{State: state, release: func() { once.Do(release) }}
+}
+
+// Release lets the store close once nothing else holds it; calling it again does nothing.
+func (h Hold) Release() { h.release() }
+
+// hold takes a Hold on the store; it fails once the store is closed.
+func (w *Worker) hold() (Hold, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holds == 0 {
+		return Hold{}, errors.New("database: the store is closed")
+	}
+	w.holds++
+	return NewHold(w.db, w.release), nil
+}
+
+// release gives up one hold and closes the store with the last.
+func (w *Worker) release() {
+	w.mu.Lock()
+	w.holds--
+	last := w.holds == 0
+	w.mu.Unlock()
+	if last {
+		w.db.Close()
+	}
 }
 
 // NewWorker connects, brings the schema up to date and starts checking the connection.
@@ -87,7 +134,7 @@ func NewWorker(config Config) (*Worker, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate database: %w", err)
 	}
-	w := &Worker{config: config, db: db}
+	w := &Worker{config: config, db: db, holds: 1}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
 		db.Close()
 		return nil, err
@@ -107,7 +154,7 @@ func (w *Worker) Report() map[string]any {
 }
 
 func (w *Worker) loop() error {
-	defer w.db.Close()
+	defer w.release()
 	for {
 		select {
 		case <-w.catacomb.Dying():

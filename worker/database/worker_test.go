@@ -227,3 +227,33 @@ func (s *workerSuite) TestReportCountsConsecutivePingFailures(c *gc.C) {
 	s.db.waitPing(c)
 	failures(0)
 }
+
+// A Hold keeps the store open after the worker stops, until it is released: the engine
+// stops every worker at once, and a worker writing as it stops must not find it closed.
+func (s *workerSuite) TestHoldKeepsTheStoreOpenUntilReleased(c *gc.C) {
+	manifold := database.Manifold(database.ManifoldConfig{
+		ClockName:      "clock",
+		URL:            "postgres://db/berth",
+		Open:           func(context.Context, string) (database.DB, error) { return s.db, nil },
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewWorker:      database.NewManifoldWorker,
+		ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+	})
+	w, err := manifold.Start(context.Background(), dt.StubGetter(map[string]any{"clock": s.clock}))
+	c.Assert(err, gc.IsNil)
+	var first, second database.Hold
+	c.Assert(manifold.Output(w, &first), gc.IsNil)
+	c.Assert(manifold.Output(w, &second), gc.IsNil)
+	c.Check(first.State, gc.Equals, domain.State(s.db))
+
+	workertest.CleanKill(c, w)
+	c.Check(s.db.closed(), gc.Equals, false)
+	first.Release()
+	first.Release() // a second release of the same hold gives up nothing more
+	c.Check(s.db.closed(), gc.Equals, false)
+	second.Release()
+	c.Check(s.db.closed(), gc.Equals, true)
+
+	var late database.Hold
+	c.Check(manifold.Output(w, &late), gc.ErrorMatches, "database: the store is closed")
+}

@@ -12,12 +12,13 @@ import (
 	"github.com/juju/worker/v4/dependency"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/worker/database"
 )
 
 // ManifoldConfig names the manifold's inputs and carries the worker's settings.
 type ManifoldConfig struct {
 	ClockName    string
-	DatabaseName string
+	DatabaseName string // a database.Hold
 	Agent        domain.AgentInfo
 
 	HeartbeatInterval time.Duration
@@ -75,12 +76,14 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 			if err := getter.Get(config.ClockName, &clk); err != nil {
 				return nil, err
 			}
-			var state domain.State
-			if err := getter.Get(config.DatabaseName, &state); err != nil {
+			// A hold, not the bare store: the engine stops every worker at once, and the
+			// resignation must not find the store closed under it.
+			var hold database.Hold
+			if err := getter.Get(config.DatabaseName, &hold); err != nil {
 				return nil, err
 			}
-			return config.NewWorker(Config{
-				Store:             state,
+			w, err := config.NewWorker(Config{
+				Store:             hold.State,
 				Clock:             clk,
 				Logger:            config.Logger,
 				Metrics:           config.Metrics,
@@ -92,6 +95,33 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				PruneInterval:     config.PruneInterval,
 				PruneAfter:        config.PruneAfter,
 			})
+			if err != nil {
+				hold.Release()
+				return nil, err
+			}
+			return &holdingWorker{Worker: w, hold: hold}, nil
 		},
 	}
+}
+
+// holdingWorker is the membership worker with the hold on the store it uses, released once
+// the worker has stopped.
+type holdingWorker struct {
+	worker.Worker
+	hold database.Hold
+}
+
+// Wait waits for the worker to stop and then releases the store.
+func (w *holdingWorker) Wait() error {
+	err := w.Worker.Wait()
+	w.hold.Release()
+	return err
+}
+
+// Report is the worker's report.
+func (w *holdingWorker) Report() map[string]any {
+	if r, ok := w.Worker.(interface{ Report() map[string]any }); ok {
+		return r.Report()
+	}
+	return nil
 }

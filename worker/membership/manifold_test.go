@@ -15,14 +15,16 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/worker/database"
 	"github.com/berth-dev/berth/worker/membership"
 )
 
 type manifoldSuite struct {
-	config  membership.ManifoldConfig
-	clock   *testclock.Clock
-	state   *stubState
-	started []membership.Config
+	config   membership.ManifoldConfig
+	clock    *testclock.Clock
+	state    *stubState
+	released int // how often the hold on the store was released
+	started  []membership.Config
 }
 
 var _ = gc.Suite(&manifoldSuite{})
@@ -33,6 +35,7 @@ type stubState struct{ domain.State }
 func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(time.Now())
 	s.state = &stubState{}
+	s.released = 0
 	s.started = nil
 	s.config = membership.ManifoldConfig{
 		ClockName:         "clock",
@@ -56,7 +59,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 func (s *manifoldSuite) getter(overrides map[string]any) dependency.Getter {
 	resources := map[string]any{
 		"clock":    s.clock,
-		"database": s.state,
+		"database": database.NewHold(s.state, func() { s.released++ }),
 	}
 	for name, value := range overrides {
 		resources[name] = value
@@ -107,10 +110,37 @@ func (s *manifoldSuite) TestMissingInputs(c *gc.C) {
 	c.Check(s.started, gc.HasLen, 0)
 }
 
+func (s *manifoldSuite) TestFailedStartReleasesTheStore(c *gc.C) {
+	s.config.NewWorker = func(membership.Config) (worker.Worker, error) { return nil, errors.New("no worker") }
+	w, err := membership.Manifold(s.config).Start(context.Background(), s.getter(nil))
+	workertest.CheckNilOrKill(c, w)
+	c.Check(err, gc.ErrorMatches, "no worker")
+	c.Check(s.released, gc.Equals, 1)
+}
+
+func (s *manifoldSuite) TestReportsTheWorkersReport(c *gc.C) {
+	s.config.NewWorker = func(membership.Config) (worker.Worker, error) {
+		return &reportingStub{workertest.NewErrorWorker(nil)}, nil
+	}
+	w, err := membership.Manifold(s.config).Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	r, ok := w.(interface{ Report() map[string]any })
+	c.Assert(ok, gc.Equals, true)
+	c.Check(r.Report(), gc.DeepEquals, map[string]any{"id": "agent-a"})
+}
+
+// reportingStub is a worker with a report.
+type reportingStub struct{ worker.Worker }
+
+func (reportingStub) Report() map[string]any { return map[string]any{"id": "agent-a"} }
+
 func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	w, err := membership.Manifold(s.config).Start(context.Background(), s.getter(nil))
 	c.Assert(err, gc.IsNil)
+	c.Check(s.released, gc.Equals, 0)
 	workertest.CleanKill(c, w)
+	c.Check(s.released, gc.Equals, 1, gc.Commentf("the hold on the store is released once the worker stopped"))
 
 	c.Assert(s.started, gc.HasLen, 1)
 	config := s.started[0]
