@@ -733,6 +733,9 @@ func (s *workerSuite) TestNoSecretsInLogsOrMessages(c *gc.C) {
 	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	s.state.waitIdle(c, "r1", 2)
+	// The attempt's outcome is counted after its last log line: once both are counted, the
+	// log is complete.
+	s.metrics.waitOutcomes(c, 2)
 
 	logs := s.logs.String()
 	c.Check(logs, gc.Not(gc.Matches), "(?s).*secret-arg-value.*")
