@@ -108,7 +108,9 @@ type ReconcileStore interface {
 	// ClaimResource takes (or renews) the resource's reconcile lease for holder and returns the
 	// row. It gives ErrNotFound when the row is gone and an error wrapping ErrLeaseHeld (with
 	// LeaseHeldError's expiry) while another holder's lease is live. Claiming one's own lease
-	// again succeeds, so an agent restarted under the same identity resumes at once.
+	// again succeeds, so an agent restarted under the same identity resumes at once. A lease
+	// whose holder is a registered agent (see AgentStore) is live only while that agent is:
+	// it is void once the agent misses its heartbeats, whatever its expiry says.
 	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (Resource, error)
 	// ClaimAndStart is ClaimResource that, in the same write, also records the start of
 	// provisioning of a resource nothing has been done to since it was created (or since its
@@ -148,7 +150,9 @@ func ProvisioningMessage(generation int64) string {
 
 // LeaseHeldError says who holds a resource's lease and until when.
 type LeaseHeldError struct {
-	Holder    string
+	Holder string
+	// ExpiresAt is the earlier of the lease's expiry and, when the holder is a registered
+	// agent, the time that agent stops being live unless it heartbeats again.
 	ExpiresAt time.Time
 }
 

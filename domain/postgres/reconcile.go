@@ -73,7 +73,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			r, err = scanResource(s.pool.QueryRow(ctx, `
 				UPDATE resources
 				   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second'
-				 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
+				 WHERE id = $1 AND `+leaseFreeSQL+`
 				RETURNING `+resourceColumns, uid, holder, ttl.Seconds()))
 		} else {
 			r, err = scanResource(rowWith{s.pool.QueryRow(ctx, `
@@ -82,7 +82,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 					       status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
 					       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start
 					  FROM resources
-					 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
+					 WHERE id = $1 AND `+leaseFreeSQL+`
 					   FOR UPDATE
 				)
 				UPDATE resources
@@ -212,18 +212,23 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 	return fmt.Errorf("finalize delete of resource %s: %w", id, l.FinalizeError(holder))
 }
 
-// readLease reads the row's lease and guards; a missing row gives ErrNotFound.
+// readLease reads the row's lease and guards, and when the holder is a registered agent
+// whether that agent is live and until when; a missing row gives ErrNotFound.
 func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (backend.Lease, error) {
 	var (
 		l         backend.Lease
 		holder    *string
 		expiresAt *time.Time
+		deadline  *time.Time
 	)
 	err := s.pool.QueryRow(ctx, `
-		SELECT lease_holder, lease_expires_at, coalesce(lease_expires_at >= now(), false),
-		       generation, status, provisioner
-		  FROM resources WHERE id = $1`, uid,
-	).Scan(&holder, &expiresAt, &l.Live, &l.Generation, &l.Status, &l.Provisioner)
+		SELECT r.lease_holder, r.lease_expires_at,
+		       coalesce(r.lease_expires_at >= now(), false) AND (a.id IS NULL OR NOT (`+agentDeadSQL+`)),
+		       a.heartbeat_at + a.ttl_ms * interval '1 millisecond',
+		       r.generation, r.status, r.provisioner
+		  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
+		 WHERE r.id = $1`, uid,
+	).Scan(&holder, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, notFound(uid.String())
 	}
@@ -235,6 +240,9 @@ func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (backend.Lease, 
 	}
 	if expiresAt != nil {
 		l.ExpiresAt = *expiresAt
+	}
+	if deadline != nil {
+		l.AgentDeadline = *deadline
 	}
 	return l, nil
 }
