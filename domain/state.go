@@ -124,6 +124,11 @@ type ReconcileStore interface {
 	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start ProvisioningStart) (r Resource, started bool, err error)
 	// ReleaseResource gives up holder's lease (no-op when not held).
 	ReleaseResource(ctx context.Context, id, holder string) error
+	// HandOverResource is ReleaseResource that, when the lease was held, also logs a change
+	// of the resource in the same write, so the other agents' watchers take it over at once:
+	// what an agent that stops mid-attempt does, since those agents found the lease held
+	// and would otherwise look again only when it would have ended.
+	HandOverResource(ctx context.Context, id, holder string) error
 	// RecordProgress applies u while holder holds the lease and returns the new row (and
 	// releases the lease when u.ReleaseLease says so).
 	RecordProgress(ctx context.Context, id, holder string, u ProgressUpdate) (Resource, error)

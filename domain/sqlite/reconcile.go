@@ -131,6 +131,31 @@ func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
 	return nil
 }
 
+// HandOverResource clears holder's lease and logs a change of the resource when it held it.
+func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+			 WHERE id = $1 AND lease_holder = $2`, uid, holder)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO change_log (resource_id) VALUES ($1)`, uid)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("hand over resource %s: %w", id, err)
+	}
+	return nil
+}
+
 // RecordProgress applies u while holder's lease is live, the row is at u.Generation and not
 // being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
 // row's provisioner is unset or already the same; a client's different choice gives ErrStale.

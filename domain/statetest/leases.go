@@ -151,3 +151,30 @@ func testResignLogsAChangePerLease(t *testing.T, b *Backend) {
 		t.Errorf("changes logged by the resignation: %v; want %v, the resources whose leases it cleared", got, want)
 	}
 }
+
+func testHandOverLogsAChange(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, runtime("handed"))
+	if _, err := b.ClaimResource(ctx, r.ID, "stopping", ttl); err != nil {
+		t.Fatal(err)
+	}
+	seq := latestSeq(t, b)
+	if err := b.HandOverResource(ctx, r.ID, "other"); err != nil {
+		t.Fatalf("hand over by a holder that does not hold it: %v", err)
+	}
+	if got := changesSince(t, b, seq); len(got) != 0 || leaseHolder(t, b, r.ID) != "stopping" {
+		t.Errorf("a hand-over by another holder logged %v and left the lease to %q; want nothing done", got, leaseHolder(t, b, r.ID))
+	}
+	if err := b.HandOverResource(ctx, r.ID, "stopping"); err != nil {
+		t.Fatalf("hand over: %v", err)
+	}
+	if got := changesSince(t, b, seq); len(got) != 1 || got[0] != r.ID {
+		t.Errorf("the hand-over logged %v; want one change of %s", got, r.ID)
+	}
+	if holder := leaseHolder(t, b, r.ID); holder != "" {
+		t.Errorf("lease held by %q after the hand-over; want none", holder)
+	}
+	if _, err := b.ClaimResource(ctx, r.ID, "other", ttl); err != nil {
+		t.Errorf("claim after the hand-over: %v", err)
+	}
+}

@@ -108,6 +108,7 @@ var tests = []struct {
 	{"HeartbeatRenewsTheAgentsLeases", testHeartbeatRenewsTheAgentsLeases},
 	{"UnregisteredHoldersLeasesExpireAsBefore", testUnregisteredHoldersLeasesExpireAsBefore},
 	{"ResignLogsAChangePerLease", testResignLogsAChangePerLease},
+	{"HandOverLogsAChange", testHandOverLogsAChange},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.
