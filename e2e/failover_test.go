@@ -72,12 +72,13 @@ func (e *env) waitAllReadyWithoutLeasesOf(gone string, n int, within time.Durati
 // resources, which no change event names again, once the dead agent is not live (its
 // leases would last ten minutes), and every runtime becomes ready, no host over its slots.
 func TestFailoverAfterKill9(t *testing.T) {
-	e := newEnvOn(t, e2etest.Postgres, map[string]int{"a": 100, "b": 100, "c": 100})
+	e := newEnvOn(t, e2etest.Postgres, map[string]int{"a": 250, "b": 250, "c": 250})
 	one := e.StartAgent("agent-one", failoverFlags("1s")...)
 	e.StartAgent("agent-two", failoverFlags("1s")...)
 	e.waitLive("agent-one", "agent-two")
 
-	const n = 200
+	// Large enough that the agents are still at it when the kill lands.
+	const n = 600
 	e.insertBurst("failover", n)
 	e.waitHoldsLeases("agent-one")
 	one.Kill9(t)
