@@ -10,7 +10,16 @@ type AgentInfo struct {
 	ID       string // the agent's identity, its --agent-id: the holder of its resource leases
 	Version  string // the Berth release it runs
 	HTTPAddr string // where it serves /healthz, /metrics and /debug/engine
+	// TTL is how long the agent stays live after a heartbeat (its --agent-ttl); zero means
+	// DefaultAgentTTL. A resource lease its id holds is void once the agent is not live.
+	TTL time.Duration
+	// LeaseTTL is how far each heartbeat renews the resource leases its id holds (its
+	// --lease-ttl); zero renews none.
+	LeaseTTL time.Duration
 }
+
+// DefaultAgentTTL is the liveness bound of an agent registered without a TTL.
+const DefaultAgentTTL = 15 * time.Second
 
 // Agent is one registered agent as the agents table shows it. Live and HeartbeatAge are
 // decided on the database clock, so agents whose clocks disagree see the same membership.
@@ -32,19 +41,21 @@ type Agent struct {
 // AgentStore is the membership of the agents sharing a store: each registers, heartbeats
 // while it runs and resigns when it stops.
 type AgentStore interface {
-	// RegisterAgent records the agent with a heartbeat of now (database clock) and returns
-	// its session. Registering an id that is already registered (an agent restarted, or a
+	// RegisterAgent records the agent with a heartbeat of now (database clock), its TTL and
+	// LeaseTTL, and returns its session. Registering an id that is already registered (an agent restarted, or a
 	// second process given the same id) starts a new session and resets the start and
 	// heartbeat times. Each session of an id is greater than every earlier one, also after
 	// the row was removed, unless the database clock goes back: it is the token that tells
 	// the process that registered last from an older one still running.
 	RegisterAgent(ctx context.Context, info AgentInfo) (session int64, err error)
 	// HeartbeatAgent records a heartbeat of now (database clock) while the agent's row has
-	// session; otherwise (another process registered the same id, or the row was removed)
+	// session and, in the same transaction, renews every resource lease its id holds to now
+	// plus the LeaseTTL it registered with; otherwise (another process registered the same id, or the row was removed)
 	// it gives an error wrapping ErrSessionEnded.
 	HeartbeatAgent(ctx context.Context, id string, session int64) error
 	// ResignAgent removes the agent's row (of that session) and clears every resource lease
-	// its id holds, in one transaction, so other agents can take its work at once. When the
+	// its id holds, in one transaction that also logs a change of each of those resources,
+	// so other agents' watchers hand them to their provisioners at once. When the
 	// row is not at session it clears nothing and gives an error wrapping ErrSessionEnded:
 	// the leases may be another process's of the same id.
 	ResignAgent(ctx context.Context, id string, session int64) error
@@ -54,4 +65,8 @@ type AgentStore interface {
 	// PruneAgents removes the agents whose last heartbeat is older than olderThan and
 	// returns how many.
 	PruneAgents(ctx context.Context, olderThan time.Duration) (int64, error)
+	// ResourcesOfDeadAgents lists the resources whose lease is held by a registered agent
+	// that is not live (its last heartbeat is older than its own TTL): their leases are void,
+	// and nothing else may tell another agent to take their work over.
+	ResourcesOfDeadAgents(ctx context.Context) ([]string, error)
 }

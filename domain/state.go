@@ -108,7 +108,9 @@ type ReconcileStore interface {
 	// ClaimResource takes (or renews) the resource's reconcile lease for holder and returns the
 	// row. It gives ErrNotFound when the row is gone and an error wrapping ErrLeaseHeld (with
 	// LeaseHeldError's expiry) while another holder's lease is live. Claiming one's own lease
-	// again succeeds, so an agent restarted under the same identity resumes at once.
+	// again succeeds, so an agent restarted under the same identity resumes at once. A lease
+	// whose holder is a registered agent (see AgentStore) is live only while that agent is:
+	// it is void once the agent misses its heartbeats, whatever its expiry says.
 	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (Resource, error)
 	// ClaimAndStart is ClaimResource that, in the same write, also records the start of
 	// provisioning of a resource nothing has been done to since it was created (or since its
@@ -122,6 +124,11 @@ type ReconcileStore interface {
 	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start ProvisioningStart) (r Resource, started bool, err error)
 	// ReleaseResource gives up holder's lease (no-op when not held).
 	ReleaseResource(ctx context.Context, id, holder string) error
+	// HandOverResource is ReleaseResource that, when the lease was held, also logs a change
+	// of the resource in the same write, so the other agents' watchers take it over at once:
+	// what an agent that stops mid-attempt does, since those agents found the lease held
+	// and would otherwise look again only when it would have ended.
+	HandOverResource(ctx context.Context, id, holder string) error
 	// RecordProgress applies u while holder holds the lease and returns the new row (and
 	// releases the lease when u.ReleaseLease says so).
 	RecordProgress(ctx context.Context, id, holder string, u ProgressUpdate) (Resource, error)
@@ -148,7 +155,9 @@ func ProvisioningMessage(generation int64) string {
 
 // LeaseHeldError says who holds a resource's lease and until when.
 type LeaseHeldError struct {
-	Holder    string
+	Holder string
+	// ExpiresAt is the earlier of the lease's expiry and, when the holder is a registered
+	// agent, the time that agent stops being live unless it heartbeats again.
 	ExpiresAt time.Time
 }
 

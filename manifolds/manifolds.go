@@ -271,9 +271,12 @@ func Manifolds(config Config) dependency.Manifolds {
 		}),
 
 		MembershipName: membership.Manifold(membership.ManifoldConfig{
-			ClockName:         ClockName,
-			DatabaseName:      DatabaseName,
-			Agent:             domain.AgentInfo{ID: config.Provisioner.Holder, Version: config.Version, HTTPAddr: config.HTTPAddr},
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			Agent: domain.AgentInfo{
+				ID: config.Provisioner.Holder, Version: config.Version, HTTPAddr: config.HTTPAddr,
+				TTL: config.Membership.AgentTTL, LeaseTTL: config.Provisioner.LeaseTTL,
+			},
 			HeartbeatInterval: config.Membership.HeartbeatInterval,
 			TTL:               config.Membership.AgentTTL,
 			Timeout:           10 * time.Second,

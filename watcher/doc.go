@@ -17,6 +17,14 @@
 // of the change log, on the other hand, kills the watcher: the dependency engine restarts it,
 // and the new watcher starts again from the resources that need attention.
 //
+// # Dead agents
+//
+// A resource leased by an agent that died (kill -9, a lost host) may never change again, so
+// no change-log entry would hand it to another agent. Every PollInterval the watcher also
+// lists the resources leased by registered agents that are not live (their leases are void)
+// and reports them like changed ones; once another agent claims one, it is no longer
+// listed.
+//
 // # Gaps
 //
 // Sequence numbers are taken when a transaction writes its log entry but become visible

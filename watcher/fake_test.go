@@ -18,6 +18,8 @@ type fakeSource struct {
 	nextSeq   int64
 	committed map[int64]string // seq -> resource id
 	attention []string
+	// deadLeased are the resources ResourcesOfDeadAgents lists.
+	deadLeased []string
 
 	// readErr, when set, fails every read of the log.
 	readErr error
@@ -151,6 +153,21 @@ func (s *fakeSource) ResourcesNeedingAttention(ctx context.Context) ([]domain.At
 		out[i] = domain.Attention{ID: id}
 	}
 	return out, nil
+}
+
+func (s *fakeSource) setDeadLeased(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadLeased = ids
+}
+
+func (s *fakeSource) ResourcesOfDeadAgents(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	return append([]string(nil), s.deadLeased...), nil
 }
 
 func (s *fakeSource) ListenChanges(ctx context.Context) (domain.ChangeListener, error) {

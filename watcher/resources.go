@@ -26,6 +26,9 @@ const (
 type ResourcesSource interface {
 	domain.ChangeLog
 	ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error)
+	// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not
+	// live: their leases are void, and no change may ever be logged for them.
+	ResourcesOfDeadAgents(ctx context.Context) ([]string, error)
 }
 
 // ResourcesConfig holds what the resources watcher needs.
@@ -33,7 +36,8 @@ type ResourcesConfig struct {
 	Source ResourcesSource
 	Clock  clock.Clock
 	Logger *slog.Logger
-	// PollInterval is how often the change log is read when no wake-up arrives.
+	// PollInterval is how often the change log is read when no wake-up arrives, and how
+	// often the resources of dead agents are looked up.
 	PollInterval time.Duration
 	// GapTimeout is how long a skipped sequence number is looked up again before it is taken
 	// as rolled back (see the package doc).
@@ -146,6 +150,9 @@ func (w *resourcesWatcher) loop() error {
 			if err := w.read(ctx); err != nil {
 				return w.deathReason(err)
 			}
+			if err := w.readDeadAgents(ctx); err != nil {
+				return w.deathReason(err)
+			}
 			poll.Reset(w.config.PollInterval)
 		}
 	}
@@ -212,6 +219,25 @@ func (w *resourcesWatcher) read(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// readDeadAgents queues the resources leased by agents that are not live, as if they had
+// changed: nothing else would tell this agent to take them over.
+func (w *resourcesWatcher) readDeadAgents(ctx context.Context) error {
+	ids, err := w.config.Source.ResourcesOfDeadAgents(ctx)
+	if err != nil {
+		return fmt.Errorf("list resources of dead agents: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	w.config.Logger.Debug("resources leased by agents that are not live", "count", len(ids))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		w.addPendingLocked(id)
+	}
+	return nil
 }
 
 // recheckGaps reports the gaps that have been filled and forgets those older than GapTimeout.

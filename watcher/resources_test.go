@@ -278,6 +278,29 @@ func (s *resourcesSuite) TestReport(c *gc.C) {
 }
 
 // start starts a watcher on the suite's config.
+func (s *resourcesSuite) TestPollsReportTheResourcesOfDeadAgents(c *gc.C) {
+	s.source.listenHangs = true
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	// An agent died holding two leases; no change is logged for them.
+	s.source.setDeadLeased("orphan-1", "orphan-2")
+	assertNoEvent(c, w)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"orphan-1", "orphan-2"})
+
+	// Another agent took one over; the other is reported again, with a change that came in.
+	s.source.setDeadLeased("orphan-2")
+	s.source.commit("changed")
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"changed", "orphan-2"})
+
+	s.source.setDeadLeased()
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	assertNoEvent(c, w)
+}
+
 func (s *resourcesSuite) start(c *gc.C) watcher.StringsWatcher {
 	w, err := watcher.NewResourcesWatcher(s.config)
 	c.Assert(err, gc.IsNil)

@@ -68,15 +68,15 @@ says which). An SQLite file serves one agent: a second one on the same file refu
 
 Several agents may share one PostgreSQL database: each needs its own --agent-id (default: the
 host name), which names the leases it takes on resources it is reconciling. An agent restarted
-under the same id resumes its own leases at once; another agent's leases are taken over
-when they expire (--lease-ttl).
+under the same id resumes its own leases at once.
 
 Each agent registers in the agents table (berth agents lists them) and heartbeats every
 --heartbeat-interval; it counts as live while its last heartbeat is younger than --agent-ttl.
-A graceful stop removes the agent and gives up its leases in one transaction, so another
-agent can claim its resources as soon as it next looks at them; an agent that dies stays
-listed, not live, until it is removed after a day of silence. Leases themselves still last
---lease-ttl, whether their agent is live or not.
+Each heartbeat renews the agent's leases for --lease-ttl, and a lease is void as soon as its
+agent is not live: another agent takes a dead agent's resources over within --agent-ttl and
+a poll (--poll-interval), changed or not. A graceful stop removes the agent and gives up its
+leases in one transaction that logs them as changes, so the other agents take them at once;
+an agent that dies stays listed, not live, until it is removed after a day of silence.
 
 The provisioner set is reloaded without a restart on SIGHUP and, with --provisioners FILE,
 whenever the file changes (an in-place write or a rename over it). The new set is checked as
@@ -107,12 +107,12 @@ nothing to reload: the environment cannot change.`,
 	f := cmd.Flags()
 	f.StringVar(&run.agentID, "agent-id", envOr("BERTH_AGENT_ID", hostname), "this agent's identity for resource leases (env BERTH_AGENT_ID); unique per agent")
 	f.IntVar(&run.concurrency, "concurrency", 16, "how many resources are reconciled at once")
-	f.DurationVar(&run.leaseTTL, "lease-ttl", 10*time.Minute, "how long a resource's reconcile lease lasts; must exceed --reconcile-timeout")
+	f.DurationVar(&run.leaseTTL, "lease-ttl", 10*time.Minute, "how long a resource's reconcile lease lasts without a heartbeat of its agent (each heartbeat renews it); must exceed --reconcile-timeout")
 	f.DurationVar(&run.reconcileTimeout, "reconcile-timeout", 5*time.Minute, "time limit of one reconcile attempt (provision and wait for ready, or deprovision)")
 	f.DurationVar(&run.backoffBase, "backoff-base", time.Second, "first retry delay after a failed attempt; it doubles per attempt, with jitter")
 	f.DurationVar(&run.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
 	f.DurationVar(&run.capacityRetry, "capacity-retry", 30*time.Second, "longest wait between retries of a resource waiting for capacity")
-	f.DurationVar(&run.pollInterval, "poll-interval", 2*time.Second, "how often the change log is read when no notification arrives")
+	f.DurationVar(&run.pollInterval, "poll-interval", 2*time.Second, "how often the change log is read when no notification arrives, and the resources of agents that are not live looked up")
 	f.DurationVar(&run.changeLogRetain, "change-log-retention", 24*time.Hour, "how long change-log entries are kept")
 	f.DurationVar(&run.eventRetain, "event-retention", 7*24*time.Hour, "how long resource events and capacity samples are kept")
 	f.DurationVar(&run.healthInterval, "health-interval", time.Minute, "every ready resource is health-checked once per interval, spread evenly over it; environs are checked once per interval")

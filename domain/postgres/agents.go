@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,30 +21,45 @@ func (s *State) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64
 	}
 	var session int64
 	err := s.pool.QueryRow(ctx, `
-		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr)
-		VALUES ($1, (extract(epoch FROM now()) * 1000)::bigint, now(), now(), $2, $3)
+		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr, ttl_ms, lease_ttl_ms)
+		VALUES ($1, (extract(epoch FROM now()) * 1000)::bigint, now(), now(), $2, $3, $4, $5)
 		ON CONFLICT (id) DO UPDATE
 		   SET session = greatest(a.session + 1, EXCLUDED.session),
 		       started_at = now(), heartbeat_at = now(),
-		       version = EXCLUDED.version, http_addr = EXCLUDED.http_addr
-		RETURNING session`, info.ID, info.Version, info.HTTPAddr).Scan(&session)
+		       version = EXCLUDED.version, http_addr = EXCLUDED.http_addr,
+		       ttl_ms = EXCLUDED.ttl_ms, lease_ttl_ms = EXCLUDED.lease_ttl_ms
+		RETURNING session`, info.ID, info.Version, info.HTTPAddr,
+		backend.AgentTTLMillis(info), info.LeaseTTL.Milliseconds()).Scan(&session)
 	if err != nil {
 		return 0, fmt.Errorf("register agent %s: %w", info.ID, err)
 	}
 	return session, nil
 }
 
-// HeartbeatAgent records a heartbeat while the row has session.
+// HeartbeatAgent records a heartbeat while the row has session and renews the id's leases
+// in the same transaction.
 func (s *State) HeartbeatAgent(ctx context.Context, id string, session int64) error {
 	if err := backend.CheckAgentSession(id, session); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE agents SET heartbeat_at = now() WHERE id = $1 AND session = $2`, id, session)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var leaseTTLMillis int64
+		err := tx.QueryRow(ctx, `
+			UPDATE agents SET heartbeat_at = now() WHERE id = $1 AND session = $2
+			RETURNING lease_ttl_ms`, id, session).Scan(&leaseTTLMillis)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return backend.SessionEnded(id, session)
+		}
+		if err != nil || leaseTTLMillis == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE resources SET lease_expires_at = now() + $2 * interval '1 millisecond'
+			 WHERE lease_holder = $1`, id, leaseTTLMillis)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("heartbeat of agent %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return backend.SessionEnded(id, session)
 	}
 	return nil
 }
@@ -61,9 +77,19 @@ func (s *State) ResignAgent(ctx context.Context, id string, session int64) error
 		if tag.RowsAffected() == 0 {
 			return backend.SessionEnded(id, session)
 		}
-		_, err = tx.Exec(ctx, `
-			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
-			 WHERE lease_holder = $1`, id)
+		// Each cleared lease is logged as a change, so the other agents' watchers take the
+		// resource over at once rather than when something else changes it.
+		tag, err = tx.Exec(ctx, `
+			WITH cleared AS (
+				UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+				 WHERE lease_holder = $1
+				RETURNING id
+			)
+			INSERT INTO change_log (resource_id) SELECT id FROM cleared`, id)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify('berth_resource_changes', '')`)
 		return err
 	})
 	if err != nil {
@@ -73,7 +99,8 @@ func (s *State) ResignAgent(ctx context.Context, id string, session int64) error
 }
 
 // ListAgents returns every agent by id (in byte order, as SQLite sorts), with its liveness,
-// heartbeat age and live leases on the database clock.
+// heartbeat age and live leases on the database clock (an agent not live by its own ttl
+// holds none: they are void).
 func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error) {
 	if err := backend.CheckAgentAge("ttl", ttl); err != nil {
 		return nil, err
@@ -86,7 +113,8 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 		  FROM agents a
 		  LEFT JOIN (SELECT lease_holder, count(*)::int AS leases FROM resources
 		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= now()
-		              GROUP BY lease_holder) l ON l.lease_holder = a.id
+		              GROUP BY lease_holder) l
+		         ON l.lease_holder = a.id AND a.heartbeat_at > now() - a.ttl_ms * interval '1 millisecond'
 		 ORDER BY a.id COLLATE "C"`, ttl.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
@@ -117,3 +145,44 @@ func (s *State) PruneAgents(ctx context.Context, olderThan time.Duration) (int64
 	}
 	return tag.RowsAffected(), nil
 }
+
+// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not live.
+func (s *State) ResourcesOfDeadAgents(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT r.id::text FROM resources r JOIN agents a ON a.id = r.lease_holder
+		 WHERE r.lease_holder IS NOT NULL AND `+agentDeadSQL+`
+		 ORDER BY r.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list resources of dead agents: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list resources of dead agents: %w", err)
+	}
+	return out, nil
+}
+
+// deadAgents lists the ids of the registered agents that are not live.
+func (s *State) deadAgents(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT a.id FROM agents a WHERE `+agentDeadSQL)
+	if err != nil {
+		return nil, fmt.Errorf("list agents that are not live: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list agents that are not live: %w", err)
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	return ids, nil
+}
+
+// agentDeadSQL is true when the agents row a is not live: its last heartbeat is older than
+// its own ttl, on the database clock.
+const agentDeadSQL = `a.heartbeat_at <= now() - a.ttl_ms * interval '1 millisecond'`
+
+// leaseFreeSQL is true when the resources row's lease may be taken by the holder in $2: no
+// lease, its own, an expired one, or one whose holder is a registered agent that is not live.
+const leaseFreeSQL = `(lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now()
+	OR EXISTS (SELECT 1 FROM agents a WHERE a.id = resources.lease_holder AND ` + agentDeadSQL + `))`

@@ -64,8 +64,8 @@ func TestListCheckableWalksTheIndex(t *testing.T) {
 	defer conn.Release()
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		for _, page := range []struct{ name, query, args string }{
-			{"first page", checkableFirstPage, fmt.Sprintf("(%d, 'agent-a')", limit)},
-			{"deep page", checkableNextPage, fmt.Sprintf("(%d, 'agent-a', '%s')", limit, deep)},
+			{"first page", checkableFirstPage, fmt.Sprintf("(%d, 'agent-a', '{agent-c}')", limit)},
+			{"deep page", checkableNextPage, fmt.Sprintf("(%d, 'agent-a', '{agent-c}', '%s')", limit, deep)},
 		} {
 			var out string
 			err := func() error {

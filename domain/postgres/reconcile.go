@@ -73,7 +73,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			r, err = scanResource(s.pool.QueryRow(ctx, `
 				UPDATE resources
 				   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second'
-				 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
+				 WHERE id = $1 AND `+leaseFreeSQL+`
 				RETURNING `+resourceColumns, uid, holder, ttl.Seconds()))
 		} else {
 			r, err = scanResource(rowWith{s.pool.QueryRow(ctx, `
@@ -82,7 +82,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 					       status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
 					       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start
 					  FROM resources
-					 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now())
+					 WHERE id = $1 AND `+leaseFreeSQL+`
 					   FOR UPDATE
 				)
 				UPDATE resources
@@ -131,6 +131,32 @@ func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
 		 WHERE id = $1 AND lease_holder = $2`, uid, holder)
 	if err != nil {
 		return fmt.Errorf("release lease on resource %s: %w", id, err)
+	}
+	return nil
+}
+
+// HandOverResource clears holder's lease and logs a change of the resource when it held it.
+func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			WITH released AS (
+				UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+				 WHERE id = $1 AND lease_holder = $2
+				RETURNING id
+			)
+			INSERT INTO change_log (resource_id) SELECT id FROM released`, uid, holder)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify('berth_resource_changes', '')`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("hand over resource %s: %w", id, err)
 	}
 	return nil
 }
@@ -212,18 +238,23 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 	return fmt.Errorf("finalize delete of resource %s: %w", id, l.FinalizeError(holder))
 }
 
-// readLease reads the row's lease and guards; a missing row gives ErrNotFound.
+// readLease reads the row's lease and guards, and when the holder is a registered agent
+// whether that agent is live and until when; a missing row gives ErrNotFound.
 func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (backend.Lease, error) {
 	var (
 		l         backend.Lease
 		holder    *string
 		expiresAt *time.Time
+		deadline  *time.Time
 	)
 	err := s.pool.QueryRow(ctx, `
-		SELECT lease_holder, lease_expires_at, coalesce(lease_expires_at >= now(), false),
-		       generation, status, provisioner
-		  FROM resources WHERE id = $1`, uid,
-	).Scan(&holder, &expiresAt, &l.Live, &l.Generation, &l.Status, &l.Provisioner)
+		SELECT r.lease_holder, r.lease_expires_at,
+		       coalesce(r.lease_expires_at >= now(), false) AND (a.id IS NULL OR NOT (`+agentDeadSQL+`)),
+		       a.heartbeat_at + a.ttl_ms * interval '1 millisecond',
+		       r.generation, r.status, r.provisioner
+		  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
+		 WHERE r.id = $1`, uid,
+	).Scan(&holder, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, notFound(uid.String())
 	}
@@ -235,6 +266,9 @@ func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (backend.Lease, 
 	}
 	if expiresAt != nil {
 		l.ExpiresAt = *expiresAt
+	}
+	if deadline != nil {
+		l.AgentDeadline = *deadline
 	}
 	return l, nil
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 // nowMillisSQL is the database clock in milliseconds since the Unix epoch.
 const nowMillisSQL = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 
-// The agents' writes touch no change-logged column, so they go straight to the writing
-// connection without waking this State's change listeners.
+// The agents' writes but a resignation touch no change-logged column, so they go straight
+// to the writing connection without waking this State's change listeners.
 
 // RegisterAgent inserts the agent, or starts a new session of a registered id. The session
 // is at least the database clock in milliseconds, so it keeps growing across a removal of
@@ -25,34 +26,57 @@ func (s *State) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64
 	}
 	var session int64
 	err := s.write.QueryRowContext(ctx, `
-		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr)
-		VALUES ($1, `+nowMillisSQL+`, `+nowSQL+`, `+nowSQL+`, $2, $3)
+		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr, ttl_ms, lease_ttl_ms)
+		VALUES ($1, `+nowMillisSQL+`, `+nowSQL+`, `+nowSQL+`, $2, $3, $4, $5)
 		ON CONFLICT (id) DO UPDATE
 		   SET session = max(a.session + 1, excluded.session),
 		       started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
-		       version = excluded.version, http_addr = excluded.http_addr
-		RETURNING session`, info.ID, info.Version, info.HTTPAddr).Scan(&session)
+		       version = excluded.version, http_addr = excluded.http_addr,
+		       ttl_ms = excluded.ttl_ms, lease_ttl_ms = excluded.lease_ttl_ms
+		RETURNING session`, info.ID, info.Version, info.HTTPAddr,
+		backend.AgentTTLMillis(info), info.LeaseTTL.Milliseconds()).Scan(&session)
 	if err != nil {
 		return 0, fmt.Errorf("register agent %s: %w", info.ID, err)
 	}
 	return session, nil
 }
 
-// HeartbeatAgent records a heartbeat while the row has session.
+// HeartbeatAgent records a heartbeat while the row has session and renews the id's leases
+// in the same transaction.
 func (s *State) HeartbeatAgent(ctx context.Context, id string, session int64) error {
 	if err := backend.CheckAgentSession(id, session); err != nil {
 		return err
 	}
-	res, err := s.write.ExecContext(ctx, `UPDATE agents SET heartbeat_at = `+nowSQL+` WHERE id = $1 AND session = $2`, id, session)
-	if err != nil {
+	if err := s.heartbeat(ctx, id, session); err != nil {
 		return fmt.Errorf("heartbeat of agent %s: %w", id, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("heartbeat of agent %s: %w", id, err)
-	} else if n == 0 {
-		return backend.SessionEnded(id, session)
 	}
 	return nil
+}
+
+func (s *State) heartbeat(ctx context.Context, id string, session int64) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var leaseTTLMillis int64
+	err = tx.QueryRowContext(ctx, `
+		UPDATE agents SET heartbeat_at = `+nowSQL+` WHERE id = $1 AND session = $2
+		RETURNING lease_ttl_ms`, id, session).Scan(&leaseTTLMillis)
+	if errors.Is(err, sql.ErrNoRows) {
+		return backend.SessionEnded(id, session)
+	}
+	if err != nil {
+		return err
+	}
+	if leaseTTLMillis > 0 {
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE resources SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', $2 / 1000.0))
+			 WHERE lease_holder = $1`, id, leaseTTLMillis); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // ResignAgent removes the row of session and clears the id's leases in one transaction.
@@ -66,31 +90,32 @@ func (s *State) ResignAgent(ctx context.Context, id string, session int64) error
 	return nil
 }
 
+// resign runs in a transaction that wakes this State's change listeners: each cleared lease
+// is logged as a change, so the resources are taken over at once.
 func (s *State) resign(ctx context.Context, id string, session int64) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE id = $1 AND session = $2`, id, session)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return backend.SessionEnded(id, session)
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO change_log (resource_id) SELECT id FROM resources WHERE lease_holder = $1`, id); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `
+			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+			 WHERE lease_holder = $1`, id)
 		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE id = $1 AND session = $2`, id, session)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return err
-	} else if n == 0 {
-		return backend.SessionEnded(id, session)
-	}
-	if _, err := tx.ExecContext(ctx, `
-		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
-		 WHERE lease_holder = $1`, id); err != nil {
-		return err
-	}
-	return tx.Commit()
+	})
 }
 
 // ListAgents returns every agent by id, with its liveness, heartbeat age and live leases on
-// the database clock.
+// the database clock (an agent not live by its own ttl holds none: they are void).
 func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error) {
 	if err := backend.CheckAgentAge("ttl", ttl); err != nil {
 		return nil, err
@@ -103,7 +128,8 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 		  FROM agents a
 		  LEFT JOIN (SELECT lease_holder, count(*) AS leases FROM resources
 		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= `+nowSQL+`
-		              GROUP BY lease_holder) l ON l.lease_holder = a.id
+		              GROUP BY lease_holder) l
+		         ON l.lease_holder = a.id AND NOT (`+agentDeadSQL+`)
 		 ORDER BY a.id`, secondsAgo(ttl))
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
@@ -160,4 +186,38 @@ func (s *State) PruneAgents(ctx context.Context, olderThan time.Duration) (int64
 // secondsAgo is the strftime modifier that goes d back.
 func secondsAgo(d time.Duration) string {
 	return fmt.Sprintf("%+.3f seconds", -d.Seconds())
+}
+
+// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not live.
+func (s *State) ResourcesOfDeadAgents(ctx context.Context) ([]string, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT r.id FROM resources r JOIN agents a ON a.id = r.lease_holder
+		 WHERE r.lease_holder IS NOT NULL AND `+agentDeadSQL+`
+		 ORDER BY r.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list resources of dead agents: %w", err)
+	}
+	out, err := collectRows(rows, func(row rowScanner) (id string, err error) {
+		err = row.Scan(&id)
+		return id, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resources of dead agents: %w", err)
+	}
+	return out, nil
+}
+
+// agentDeadSQL is true when the agents row a is not live: its last heartbeat is older than
+// its own ttl, on the database clock.
+const agentDeadSQL = `a.heartbeat_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', -a.ttl_ms / 1000.0))`
+
+// agentDeadlineSQL is when the agents row a stops being live unless it heartbeats again.
+const agentDeadlineSQL = `strftime('%Y-%m-%dT%H:%M:%fZ', a.heartbeat_at, printf('%+.3f seconds', a.ttl_ms / 1000.0))`
+
+// leaseFreeSQL is true when the resources row's lease may be taken by the holder in
+// parameter holderParam: no lease, its own, an expired one, or one whose holder is a
+// registered agent that is not live.
+func leaseFreeSQL(holderParam string) string {
+	return `(lease_holder IS NULL OR lease_holder = ` + holderParam + ` OR lease_expires_at < ` + nowSQL + `
+	         OR EXISTS (SELECT 1 FROM agents a WHERE a.id = resources.lease_holder AND ` + agentDeadSQL + `))`
 }

@@ -29,7 +29,7 @@ func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, ho
 	out, err := s.queryResources(ctx, `
 		SELECT `+resourceColumns+` FROM resources
 		 WHERE status IN ('ready', 'unhealthy') AND generation = observed_generation AND id > $1
-		   AND (lease_holder IS NULL OR lease_holder = $3 OR lease_expires_at < `+nowSQL+`)
+		   AND `+leaseFreeSQL("$3")+`
 		 ORDER BY id LIMIT $2`, after, limit, holder)
 	if err != nil {
 		return nil, fmt.Errorf("list checkable resources: %w", err)

@@ -76,7 +76,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources
 			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3)
-			 WHERE id = $1 AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < `+nowSQL+`)`,
+			 WHERE id = $1 AND `+leaseFreeSQL("$2"),
 			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()))
 		if err != nil {
 			return err
@@ -127,6 +127,31 @@ func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
 		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
 		 WHERE id = $1 AND lease_holder = $2`, uid, holder); err != nil {
 		return fmt.Errorf("release lease on resource %s: %w", id, err)
+	}
+	return nil
+}
+
+// HandOverResource clears holder's lease and logs a change of the resource when it held it.
+func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+			 WHERE id = $1 AND lease_holder = $2`, uid, holder)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO change_log (resource_id) VALUES ($1)`, uid)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("hand over resource %s: %w", id, err)
 	}
 	return nil
 }
@@ -229,18 +254,23 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 	return nil
 }
 
-// readLease reads the row's lease and guards inside tx; a missing row gives ErrNotFound.
+// readLease reads the row's lease and guards inside tx, and when the holder is a registered
+// agent whether that agent is live and until when; a missing row gives ErrNotFound.
 func readLease(ctx context.Context, tx *sql.Tx, id string) (backend.Lease, error) {
 	var (
 		l         backend.Lease
 		holder    sql.NullString
 		expiresAt sql.NullString
+		deadline  sql.NullString
 	)
 	err := tx.QueryRowContext(ctx, `
-		SELECT lease_holder, lease_expires_at, coalesce(lease_expires_at >= `+nowSQL+`, 0),
-		       generation, status, provisioner
-		  FROM resources WHERE id = $1`, id,
-	).Scan(&holder, &expiresAt, &l.Live, &l.Generation, &l.Status, &l.Provisioner)
+		SELECT r.lease_holder, r.lease_expires_at,
+		       coalesce(r.lease_expires_at >= `+nowSQL+`, 0) AND (a.id IS NULL OR NOT (`+agentDeadSQL+`)),
+		       CASE WHEN a.id IS NOT NULL THEN `+agentDeadlineSQL+` END,
+		       r.generation, r.status, r.provisioner
+		  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
+		 WHERE r.id = $1`, id,
+	).Scan(&holder, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return l, notFound(id)
 	}
@@ -250,6 +280,11 @@ func readLease(ctx context.Context, tx *sql.Tx, id string) (backend.Lease, error
 	l.Holder = holder.String
 	if expiresAt.Valid {
 		if l.ExpiresAt, err = parseTime("lease_expires_at", expiresAt.String); err != nil {
+			return l, err
+		}
+	}
+	if deadline.Valid {
+		if l.AgentDeadline, err = parseTime("agent deadline", deadline.String); err != nil {
 			return l, err
 		}
 	}

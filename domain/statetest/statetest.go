@@ -104,6 +104,11 @@ var tests = []struct {
 	{"ResignAgentGivesUpItsLeases", testResignAgentGivesUpItsLeases},
 	{"AgentLivenessAndPruning", testAgentLivenessAndPruning},
 	{"AgentInputsAreChecked", testAgentInputsAreChecked},
+	{"DeadAgentsLeasesAreVoid", testDeadAgentsLeasesAreVoid},
+	{"HeartbeatRenewsTheAgentsLeases", testHeartbeatRenewsTheAgentsLeases},
+	{"UnregisteredHoldersLeasesExpireAsBefore", testUnregisteredHoldersLeasesExpireAsBefore},
+	{"ResignLogsAChangePerLease", testResignLogsAChangePerLease},
+	{"HandOverLogsAChange", testHandOverLogsAChange},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

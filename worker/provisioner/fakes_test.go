@@ -35,6 +35,7 @@ type fakeState struct {
 	claims       map[string]int
 	releases     map[string]int               // leases given up, by ReleaseResource or a releasing record
 	releaseCalls map[string]int               // ReleaseResource calls
+	handOvers    map[string]int               // HandOverResource calls
 	starts       map[string][]domain.Resource // rows as ClaimAndStart started them
 	updates      map[string][]domain.ProgressUpdate
 	claimErrs    []error // returned by the next claims, in order
@@ -54,6 +55,7 @@ func newFakeState(clk clock.Clock) *fakeState {
 		claims:       make(map[string]int),
 		releases:     make(map[string]int),
 		releaseCalls: make(map[string]int),
+		handOvers:    make(map[string]int),
 		starts:       make(map[string][]domain.Resource),
 		updates:      make(map[string][]domain.ProgressUpdate),
 	}
@@ -118,6 +120,25 @@ func (s *fakeState) ReleaseResource(_ context.Context, id, holder string) error 
 		s.releases[id]++
 	}
 	return nil
+}
+
+func (s *fakeState) HandOverResource(_ context.Context, id, holder string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	s.handOvers[id]++
+	if l, ok := s.leases[id]; ok && l.holder == holder {
+		delete(s.leases, id)
+		s.releases[id]++
+	}
+	return nil
+}
+
+// handOverCount is how often HandOverResource was called for id.
+func (s *fakeState) handOverCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handOvers[id]
 }
 
 // holds checks holder's lease of id; the caller holds mu.

@@ -377,12 +377,17 @@ func (a *attempt) record(ctx context.Context, u domain.ProgressUpdate) error {
 }
 
 // release gives up the lease. It runs even when the worker is being killed, bounded by its
-// own timeout; should it fail, the lease simply expires.
+// own timeout; should it fail, the lease simply expires. A worker being killed hands the
+// resource over instead: the other agents that found it leased take it at once.
 func (a *attempt) release() {
 	cfg := a.w.config
 	ctx, cancel := a.w.withTimeout(context.WithoutCancel(a.ctx), bookkeepingTimeout)
 	defer cancel()
-	if err := cfg.State.ReleaseResource(ctx, a.r.ID, cfg.Holder); err != nil && !errors.Is(err, domain.ErrNotFound) {
+	release := cfg.State.ReleaseResource
+	if a.ctx.Err() != nil {
+		release = cfg.State.HandOverResource
+	}
+	if err := release(ctx, a.r.ID, cfg.Holder); err != nil && !errors.Is(err, domain.ErrNotFound) {
 		a.log.Warn("cannot release the resource's lease; it will expire", "error", err)
 	}
 }

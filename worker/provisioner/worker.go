@@ -21,6 +21,7 @@ type ResourceState interface {
 	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error)
 	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error)
 	ReleaseResource(ctx context.Context, id, holder string) error
+	HandOverResource(ctx context.Context, id, holder string) error
 	RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error)
 	FinalizeDelete(ctx context.Context, id, holder string) error
 }

@@ -672,6 +672,21 @@ func (s *workerSuite) TestPersistedRetryHonouredAfterRestart(c *gc.C) {
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeReady, provisioner.OutcomeReady})
 }
 
+func (s *workerSuite) TestKillDuringReconcileHandsTheResourceOver(c *gc.C) {
+	s.env.gateReconcile = true
+	s.state.add(domain.Resource{ID: "r1"})
+	w := s.start(c, s.config())
+
+	s.watcher.send(c, "r1")
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	workertest.CleanKill(c, w)
+
+	// The others found the lease held: the hand-over logs a change for them.
+	c.Check(s.state.handOverCount("r1"), gc.Equals, 1)
+	c.Check(s.state.releaseCallCount("r1"), gc.Equals, 0)
+	c.Check(s.state.leased("r1"), gc.Equals, false)
+}
+
 func (s *workerSuite) TestKillDuringReconcile(c *gc.C) {
 	s.env.gateReconcile = true
 	s.state.add(domain.Resource{ID: "r1"})

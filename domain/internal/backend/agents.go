@@ -12,7 +12,21 @@ func CheckAgentInfo(info domain.AgentInfo) error {
 	if info.ID == "" {
 		return &domain.FieldError{Field: "id", Msg: "must not be empty: pass the agent's --agent-id"}
 	}
+	if info.TTL < 0 {
+		return &domain.FieldError{Field: "ttl", Msg: fmt.Sprintf("must not be negative, got %s: pass the agent's --agent-ttl", info.TTL)}
+	}
+	if info.LeaseTTL < 0 {
+		return &domain.FieldError{Field: "lease_ttl", Msg: fmt.Sprintf("must not be negative, got %s: pass the agent's --lease-ttl", info.LeaseTTL)}
+	}
 	return nil
+}
+
+// AgentTTLMillis is the liveness bound RegisterAgent records for info, in milliseconds.
+func AgentTTLMillis(info domain.AgentInfo) int64 {
+	if info.TTL == 0 {
+		return domain.DefaultAgentTTL.Milliseconds()
+	}
+	return max(info.TTL.Milliseconds(), 1)
 }
 
 // CheckAgentSession checks the id and session HeartbeatAgent and ResignAgent are given.

@@ -10,17 +10,24 @@ import (
 // Lease is a resource row's lease and guards, read to explain why a guarded write matched
 // no row.
 type Lease struct {
-	Holder      string
-	ExpiresAt   time.Time
-	Live        bool // the lease has not expired by the database's clock
-	Generation  int64
-	Status      domain.Status
-	Provisioner string
+	Holder    string
+	ExpiresAt time.Time
+	Live      bool // the lease has not expired by the database's clock, nor its agent died
+	// AgentDeadline is when the holder's agent stops being live unless it heartbeats again;
+	// zero when the holder is not a registered agent.
+	AgentDeadline time.Time
+	Generation    int64
+	Status        domain.Status
+	Provisioner   string
 }
 
 // HeldError is the error of a write that needed the lease while l's holder has it.
 func (l Lease) HeldError() error {
-	return &domain.LeaseHeldError{Holder: l.Holder, ExpiresAt: l.ExpiresAt}
+	expires := l.ExpiresAt
+	if !l.AgentDeadline.IsZero() && l.AgentDeadline.Before(expires) {
+		expires = l.AgentDeadline
+	}
+	return &domain.LeaseHeldError{Holder: l.Holder, ExpiresAt: expires}
 }
 
 // ProgressError says why RecordProgress's u by holder did not apply to the row.

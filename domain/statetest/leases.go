@@ -1,0 +1,180 @@
+package statetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// registerWith registers the agent id with info's ttls.
+func registerWith(t *testing.T, st domain.AgentStore, id string, agentTTL, leaseTTL time.Duration) int64 {
+	t.Helper()
+	session, err := st.RegisterAgent(testContext(t), domain.AgentInfo{ID: id, Version: "v1", TTL: agentTTL, LeaseTTL: leaseTTL})
+	if err != nil {
+		t.Fatalf("register agent %s: %v", id, err)
+	}
+	return session
+}
+
+func mustDeadAgentsResources(t *testing.T, st domain.AgentStore) []string {
+	t.Helper()
+	ids, err := st.ResourcesOfDeadAgents(testContext(t))
+	if err != nil {
+		t.Fatalf("resources of dead agents: %v", err)
+	}
+	return ids
+}
+
+func testDeadAgentsLeasesAreVoid(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	registerWith(t, b, "dead", 15*time.Second, time.Hour)
+	mustRegister(t, b, "other")
+	pending := mustCreate(t, b, runtime("pending"))
+	ready := provisioned(t, b, "ready")
+	for _, r := range []domain.Resource{pending, ready} {
+		if _, err := b.ClaimResource(ctx, r.ID, "dead", ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := b.Reopen(t)
+
+	// While the agent is live its lease is held; the retry is due by its liveness deadline.
+	_, err := other.ClaimResource(ctx, pending.ID, "other", ttl)
+	expectLeaseHeld(t, err, "dead")
+	var held *domain.LeaseHeldError
+	if errors.As(err, &held); held.ExpiresAt.After(time.Now().Add(30 * time.Second)) {
+		t.Errorf("lease held until %v; want the agent's liveness deadline, before the lease's expiry", held.ExpiresAt)
+	}
+	if got := mustDeadAgentsResources(t, b); len(got) != 0 {
+		t.Errorf("resources of dead agents while all are live: %v; want none", got)
+	}
+
+	setHeartbeatAgo(t, b, "dead", time.Minute)
+	want := []string{pending.ID, ready.ID}
+	slices.Sort(want)
+	if got := mustDeadAgentsResources(t, other); !slices.Equal(got, want) {
+		t.Errorf("resources of dead agents: %v; want %v", got, want)
+	}
+	page, err := other.ListCheckable(ctx, "", 10, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 1 || page[0].ID != ready.ID {
+		t.Errorf("other lists checkable %v; want the dead agent's ready resource", page)
+	}
+	if a := mustListAgents(t, b)["dead"]; a.LeasesHeld != 0 {
+		t.Errorf("the dead agent holds %d leases; want none (they are void)", a.LeasesHeld)
+	}
+	r, started, err := other.ClaimAndStart(ctx, pending.ID, "other", ttl, domain.ProvisioningStart{Provisioner: "local", Types: []domain.ResourceType{domain.ResourceTypeRuntime}})
+	if err != nil || !started || r.Status != domain.StatusProvisioning {
+		t.Fatalf("claim and start of a dead agent's resource = %s, %v, %v; want it started", r.Status, started, err)
+	}
+	if _, err := other.ClaimResource(ctx, ready.ID, "other", ttl); err != nil {
+		t.Fatalf("claim of a dead agent's resource: %v", err)
+	}
+	if got := mustDeadAgentsResources(t, b); len(got) != 0 {
+		t.Errorf("resources of dead agents after the takeover: %v; want none", got)
+	}
+}
+
+func testHeartbeatRenewsTheAgentsLeases(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	session := registerWith(t, b, "live", 15*time.Second, time.Hour)
+	r := mustCreate(t, b, runtime("rollout"))
+	if _, err := b.ClaimResource(ctx, r.ID, "live", ttl); err != nil {
+		t.Fatal(err)
+	}
+	// The claim's ttl passed during a long rollout; the agent kept heartbeating.
+	mustExec(t, b, `UPDATE resources SET lease_expires_at = $1 WHERE id = $2`, time.Now().Add(-time.Second), r.ID)
+	if err := b.HeartbeatAgent(ctx, "live", session); err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	other := b.Reopen(t)
+	_, err := other.ClaimResource(ctx, r.ID, "other", ttl)
+	expectLeaseHeld(t, err, "live")
+	var held *domain.LeaseHeldError
+	if !errors.As(err, &held) || held.ExpiresAt.After(time.Now().Add(30*time.Second)) {
+		t.Errorf("lease held until %v; want the agent's liveness deadline, well before the renewed hour", held.ExpiresAt)
+	}
+	if _, err := b.RecordProgress(ctx, r.ID, "live", domain.ProgressUpdate{
+		Generation: r.Generation, Status: domain.StatusProvisioning, StatusMessage: "rolling out",
+	}); err != nil {
+		t.Errorf("record progress by the heartbeating holder: %v", err)
+	}
+	if got := mustListAgents(t, b)["live"].LeasesHeld; got != 1 {
+		t.Errorf("the live agent holds %d leases; want 1", got)
+	}
+}
+
+func testUnregisteredHoldersLeasesExpireAsBefore(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	registerWith(t, b, "dead", 15*time.Second, 0)
+	setHeartbeatAgo(t, b, "dead", time.Hour)
+	r := mustCreate(t, b, runtime("cli"))
+	if _, err := b.ClaimResource(ctx, r.ID, "unregistered", ttl); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.ClaimResource(ctx, r.ID, "other", ttl)
+	expectLeaseHeld(t, err, "unregistered")
+	if got := mustDeadAgentsResources(t, b); len(got) != 0 {
+		t.Errorf("resources of dead agents: %v; want none (the holder is not registered)", got)
+	}
+	mustExec(t, b, `UPDATE resources SET lease_expires_at = $1 WHERE id = $2`, time.Now().Add(-time.Second), r.ID)
+	if _, err := b.ClaimResource(ctx, r.ID, "other", ttl); err != nil {
+		t.Errorf("claim of an expired lease: %v", err)
+	}
+}
+
+func testResignLogsAChangePerLease(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	session := mustRegister(t, b, "leaving")
+	var want []string
+	for _, name := range []string{"one", "two"} {
+		r := mustCreate(t, b, runtime(name))
+		if _, err := b.ClaimResource(ctx, r.ID, "leaving", ttl); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, r.ID)
+	}
+	mustCreate(t, b, runtime("not leased"))
+	seq := latestSeq(t, b)
+	if err := b.ResignAgent(ctx, "leaving", session); err != nil {
+		t.Fatalf("resign: %v", err)
+	}
+	got := changesSince(t, b, seq)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("changes logged by the resignation: %v; want %v, the resources whose leases it cleared", got, want)
+	}
+}
+
+func testHandOverLogsAChange(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, runtime("handed"))
+	if _, err := b.ClaimResource(ctx, r.ID, "stopping", ttl); err != nil {
+		t.Fatal(err)
+	}
+	seq := latestSeq(t, b)
+	if err := b.HandOverResource(ctx, r.ID, "other"); err != nil {
+		t.Fatalf("hand over by a holder that does not hold it: %v", err)
+	}
+	if got := changesSince(t, b, seq); len(got) != 0 || leaseHolder(t, b, r.ID) != "stopping" {
+		t.Errorf("a hand-over by another holder logged %v and left the lease to %q; want nothing done", got, leaseHolder(t, b, r.ID))
+	}
+	if err := b.HandOverResource(ctx, r.ID, "stopping"); err != nil {
+		t.Fatalf("hand over: %v", err)
+	}
+	if got := changesSince(t, b, seq); len(got) != 1 || got[0] != r.ID {
+		t.Errorf("the hand-over logged %v; want one change of %s", got, r.ID)
+	}
+	if holder := leaseHolder(t, b, r.ID); holder != "" {
+		t.Errorf("lease held by %q after the hand-over; want none", holder)
+	}
+	if _, err := b.ClaimResource(ctx, r.ID, "other", ttl); err != nil {
+		t.Errorf("claim after the hand-over: %v", err)
+	}
+}
