@@ -36,6 +36,8 @@ type Agent struct {
 	Live bool
 	// LeasesHeld counts the live resource leases the agent's id holds.
 	LeasesHeld int
+	// Leader says the agent holds the leadership lease (see LeadershipStore).
+	Leader bool
 }
 
 // AgentStore is the membership of the agents sharing a store: each registers, heartbeats
@@ -69,4 +71,18 @@ type AgentStore interface {
 	// that is not live (its last heartbeat is older than its own TTL): their leases are void,
 	// and nothing else may tell another agent to take their work over.
 	ResourcesOfDeadAgents(ctx context.Context) ([]string, error)
+}
+
+// LeadershipStore is the leadership lease: one agent at a time runs what must run once
+// (environ checks, orphan sweeps, capacity samples and warnings, pruning). The lease follows
+// the liveness rule of resource leases, on the database clock.
+type LeadershipStore interface {
+	// ClaimLeadership takes the lease for the agent's session when it is free, expired, or
+	// held by a registered agent that is not live, and renews it when that session already
+	// holds it; either way it then lasts ttl. It returns the holder after the claim and
+	// whether that is this session. Of agents claiming at once, exactly one holds it.
+	ClaimLeadership(ctx context.Context, agentID string, session int64, ttl time.Duration) (leader string, mine bool, err error)
+	// ResignLeadership gives the lease up when the agent's session holds it, so that another
+	// agent takes it at its next claim; otherwise it does nothing.
+	ResignLeadership(ctx context.Context, agentID string, session int64) error
 }

@@ -21,6 +21,7 @@ type State interface {
 	CapacityStore
 	ProvisionerSpecStore
 	AgentStore
+	LeadershipStore
 	// Close releases the backend's connections.
 	Close()
 }

@@ -109,7 +109,7 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 		SELECT a.id, a.session, a.version, a.http_addr, a.started_at, a.heartbeat_at,
 		       a.heartbeat_at > now() - $1 * interval '1 microsecond',
 		       greatest((extract(epoch FROM now() - a.heartbeat_at) * 1000000)::bigint, 0),
-		       coalesce(l.leases, 0)
+		       coalesce(l.leases, 0), `+leaderSQL+`
 		  FROM agents a
 		  LEFT JOIN (SELECT lease_holder, count(*)::int AS leases FROM resources
 		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= now()
@@ -124,7 +124,7 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 			a     domain.Agent
 			ageUS int64
 		)
-		err := row.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &a.StartedAt, &a.HeartbeatAt, &a.Live, &ageUS, &a.LeasesHeld)
+		err := row.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &a.StartedAt, &a.HeartbeatAt, &a.Live, &ageUS, &a.LeasesHeld, &a.Leader)
 		a.HeartbeatAge = time.Duration(ageUS) * time.Microsecond
 		return a, err
 	})

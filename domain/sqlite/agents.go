@@ -124,7 +124,7 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 		SELECT a.id, a.session, a.version, a.http_addr, a.started_at, a.heartbeat_at,
 		       a.heartbeat_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1),
 		       max(CAST(round((julianday('now') - julianday(a.heartbeat_at)) * 86400000) AS INTEGER), 0),
-		       coalesce(l.leases, 0)
+		       coalesce(l.leases, 0), `+leaderSQL+`
 		  FROM agents a
 		  LEFT JOIN (SELECT lease_holder, count(*) AS leases FROM resources
 		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= `+nowSQL+`
@@ -156,7 +156,7 @@ func scanAgent(rows *sql.Rows) (domain.Agent, error) {
 		ageMS              int64
 		err                error
 	)
-	if err := rows.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &started, &heartbeat, &a.Live, &ageMS, &a.LeasesHeld); err != nil {
+	if err := rows.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &started, &heartbeat, &a.Live, &ageMS, &a.LeasesHeld, &a.Leader); err != nil {
 		return a, err
 	}
 	a.HeartbeatAge = time.Duration(ageMS) * time.Millisecond

@@ -53,6 +53,7 @@ type Metrics struct {
 	environFailures   *prometheus.CounterVec
 	workerStarts      *prometheus.CounterVec
 	agentsLive        prometheus.Gauge
+	agentLeader       prometheus.Gauge
 
 	capacity  *capacityCollector
 	resources *resourcesCollector
@@ -104,6 +105,10 @@ func New() *Metrics {
 			Name: "berth_agents_live",
 			Help: "Agents sharing the store whose last heartbeat is younger than --agent-ttl, as this agent last counted them.",
 		}),
+		agentLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_agent_leader",
+			Help: "1 while this agent holds the leadership lease and runs what runs once (environ checks, capacity, pruning), 0 otherwise.",
+		}),
 		capacity:  newCapacityCollector(),
 		resources: newResourcesCollector(resourcesTimeout),
 	}
@@ -111,7 +116,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconciles, m.reconcileDuration, m.queueDepth, m.inFlight, m.createToReady,
-		m.capacityWarning, m.healthChecks, m.environFailures, m.workerStarts, m.agentsLive,
+		m.capacityWarning, m.healthChecks, m.environFailures, m.workerStarts, m.agentsLive, m.agentLeader,
 		m.capacity, m.resources,
 	)
 	return m
@@ -182,6 +187,16 @@ func (m *Metrics) ObserveEnvironCheck(provisioner string, err error) {
 // after each heartbeat.
 func (m *Metrics) ObserveAgentsLive(n int) {
 	m.agentsLive.Set(float64(n))
+}
+
+// ObserveLeader records whether this agent holds the leadership lease; the leadership worker
+// sets it at each claim.
+func (m *Metrics) ObserveLeader(leader bool) {
+	v := 0.0
+	if leader {
+		v = 1
+	}
+	m.agentLeader.Set(v)
 }
 
 // RecordStart counts a start of the named worker; with it *Metrics is the dependency

@@ -169,6 +169,7 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 	m.ObserveEnvironCheck("pool", errors.New("host unreachable"))
 	m.ObserveEnvironCheck("k8s", nil)
 	m.ObserveAgentsLive(3)
+	m.ObserveLeader(true)
 	m.RecordStart("database")
 	m.RecordStart("database")
 	m.RecordStart("provisioner")
@@ -225,6 +226,7 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 		"provisioner=k8s":  0,
 	})
 	checkSeries(t, families, "berth_agents_live", map[string]float64{"": 3})
+	checkSeries(t, families, "berth_agent_leader", map[string]float64{"": 1})
 	checkSeries(t, families, "berth_engine_worker_starts_total", map[string]float64{
 		"worker=database":    2,
 		"worker=provisioner": 1,

@@ -52,3 +52,14 @@ func CheckAgentAge(field string, d time.Duration) error {
 func SessionEnded(id string, session int64) error {
 	return fmt.Errorf("agent %s session %d: %w (another process registered the same --agent-id, or the agent was removed after missing its heartbeats); register again", id, session, domain.ErrSessionEnded)
 }
+
+// CheckLeadershipClaim checks what ClaimLeadership is given.
+func CheckLeadershipClaim(id string, session int64, ttl time.Duration) error {
+	if err := CheckAgentSession(id, session); err != nil {
+		return err
+	}
+	if ttl < time.Millisecond {
+		return &domain.FieldError{Field: "ttl", Msg: fmt.Sprintf("must be at least 1ms, got %s: pass the agent's --agent-ttl", ttl)}
+	}
+	return nil
+}
