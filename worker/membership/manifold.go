@@ -68,6 +68,7 @@ func (c ManifoldConfig) Validate() error {
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
 		Inputs: []string{config.ClockName, config.DatabaseName},
+		Output: output,
 		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
 			if err := config.Validate(); err != nil {
 				return nil, err
@@ -102,6 +103,32 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 			return &holdingWorker{Worker: w, hold: hold}, nil
 		},
 	}
+}
+
+// Registration is the manifold's output: the session the agent is registered under, for
+// workers that act in its name (the leadership claim). The engine restarts them when the
+// membership worker restarts, which registers a new session.
+type Registration interface {
+	// Session is the agent's session, 0 until it has registered.
+	Session() int64
+}
+
+// output gives the worker as a Registration.
+func output(in worker.Worker, out any) error {
+	w, ok := in.(*holdingWorker)
+	if !ok {
+		return fmt.Errorf("membership manifold: expected its own worker, got %T", in)
+	}
+	reg, ok := w.Worker.(Registration)
+	if !ok {
+		return fmt.Errorf("membership manifold: worker %T has no session", w.Worker)
+	}
+	target, ok := out.(*Registration)
+	if !ok {
+		return fmt.Errorf("membership manifold: expected *membership.Registration, got %T", out)
+	}
+	*target = reg
+	return nil
 }
 
 // holdingWorker is the membership worker with the hold on the store it uses, released once

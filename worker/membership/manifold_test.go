@@ -157,3 +157,23 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.PruneAfter, gc.Equals, 24*time.Hour)
 	c.Check(config.Validate(), gc.IsNil)
 }
+
+func (s *manifoldSuite) TestOutputsTheRegistration(c *gc.C) {
+	s.config.NewWorker = func(membership.Config) (worker.Worker, error) {
+		return &sessionStub{workertest.NewErrorWorker(nil)}, nil
+	}
+	manifold := membership.Manifold(s.config)
+	w, err := manifold.Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	var reg membership.Registration
+	c.Assert(manifold.Output(w, &reg), gc.IsNil)
+	c.Check(reg.Session(), gc.Equals, int64(42))
+	var wrong int
+	c.Check(manifold.Output(w, &wrong), gc.ErrorMatches, `.*expected \*membership.Registration, got \*int`)
+}
+
+// sessionStub is a worker registered under session 42.
+type sessionStub struct{ worker.Worker }
+
+func (sessionStub) Session() int64 { return 42 }

@@ -130,6 +130,13 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker to stop.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
+// Session is the session the agent is registered under, 0 until it has registered.
+func (w *Worker) Session() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status.session
+}
+
 // Report shows the agent's id and session, its last heartbeat and how many agents are live.
 func (w *Worker) Report() map[string]any {
 	w.mu.Lock()
