@@ -1,0 +1,175 @@
+package leadership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
+
+	"github.com/berth-dev/berth/worker/database"
+	"github.com/berth-dev/berth/worker/membership"
+)
+
+// ManifoldConfig names the manifold's inputs and carries the worker's settings.
+type ManifoldConfig struct {
+	ClockName      string
+	DatabaseName   string // a database.Hold
+	MembershipName string // a membership.Registration
+	AgentID        string
+
+	Interval time.Duration
+	TTL      time.Duration
+	Timeout  time.Duration
+
+	Logger    *slog.Logger
+	Metrics   Metrics
+	NewWorker func(Config) (*Worker, error)
+}
+
+// Validate reports the first missing or invalid field.
+func (c ManifoldConfig) Validate() error {
+	switch {
+	case c.ClockName == "":
+		return errors.New("leadership manifold: ClockName is required")
+	case c.DatabaseName == "":
+		return errors.New("leadership manifold: DatabaseName is required")
+	case c.MembershipName == "":
+		return errors.New("leadership manifold: MembershipName is required")
+	case c.AgentID == "":
+		return errors.New("leadership manifold: AgentID is required")
+	case c.Interval <= 0:
+		return fmt.Errorf("leadership manifold: Interval must be positive, got %s", c.Interval)
+	case c.TTL <= 0:
+		return fmt.Errorf("leadership manifold: TTL must be positive, got %s", c.TTL)
+	case c.Timeout <= 0:
+		return fmt.Errorf("leadership manifold: Timeout must be positive, got %s", c.Timeout)
+	case c.Logger == nil:
+		return errors.New("leadership manifold: Logger is required")
+	case c.Metrics == nil:
+		return errors.New("leadership manifold: Metrics is required")
+	case c.NewWorker == nil:
+		return errors.New("leadership manifold: NewWorker is required")
+	}
+	return nil
+}
+
+// Manifold runs the leadership flag worker; its output is a Flag. It remembers the leader
+// each worker last saw, so that the next one (started when leadership moved) can name the
+// previous holder.
+func Manifold(config ManifoldConfig) dependency.Manifold {
+	var seen lastSeen
+	return dependency.Manifold{
+		Inputs: []string{config.ClockName, config.DatabaseName, config.MembershipName},
+		Output: output,
+		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
+			if err := config.Validate(); err != nil {
+				return nil, err
+			}
+			var clk clock.Clock
+			if err := getter.Get(config.ClockName, &clk); err != nil {
+				return nil, err
+			}
+			var reg membership.Registration
+			if err := getter.Get(config.MembershipName, &reg); err != nil {
+				return nil, err
+			}
+			// A hold, not the bare store: the resignation must not find the store closed
+			// under it when the engine stops every worker at once.
+			var hold database.Hold
+			if err := getter.Get(config.DatabaseName, &hold); err != nil {
+				return nil, err
+			}
+			w, err := config.NewWorker(Config{
+				Store:        hold.State,
+				Registration: reg,
+				Clock:        clk,
+				Logger:       config.Logger,
+				Metrics:      config.Metrics,
+				AgentID:      config.AgentID,
+				Interval:     config.Interval,
+				TTL:          config.TTL,
+				Timeout:      config.Timeout,
+				Previous:     seen.get(),
+			})
+			if err != nil {
+				hold.Release()
+				return nil, err
+			}
+			return &holdingWorker{Worker: w, hold: hold, seen: &seen}, nil
+		},
+	}
+}
+
+// Gate makes manifold start only on the leader: it takes the flag named flagName as one
+// more input and, while the flag is false, its Start reports dependency.ErrMissing, as
+// Juju's flag-gated manifolds do. The engine restarts it whenever the flag worker restarts,
+// which it does when leadership moves.
+func Gate(flagName string, manifold dependency.Manifold) dependency.Manifold {
+	start := manifold.Start
+	manifold.Inputs = append(append([]string(nil), manifold.Inputs...), flagName)
+	manifold.Start = func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
+		var flag Flag
+		if err := getter.Get(flagName, &flag); err != nil {
+			return nil, err
+		}
+		if !flag.Check() {
+			return nil, fmt.Errorf("not the leader: %w", dependency.ErrMissing)
+		}
+		return start(ctx, getter)
+	}
+	return manifold
+}
+
+// lastSeen is the leader the manifold's last worker saw.
+type lastSeen struct {
+	mu     sync.Mutex
+	leader string
+}
+
+func (s *lastSeen) get() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leader
+}
+
+func (s *lastSeen) set(leader string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leader = leader
+}
+
+// holdingWorker is the flag worker with the hold on the store it uses, released once the
+// worker has stopped.
+type holdingWorker struct {
+	*Worker
+	hold database.Hold
+	seen *lastSeen
+}
+
+// Wait waits for the worker to stop, remembers the leader it saw and releases the store.
+func (w *holdingWorker) Wait() error {
+	err := w.Worker.Wait()
+	w.seen.set(w.Worker.Leader())
+	w.hold.Release()
+	return err
+}
+
+// output gives the worker as a Flag.
+func output(in worker.Worker, out any) error {
+	w, ok := in.(*holdingWorker)
+	if !ok {
+		return fmt.Errorf("leadership manifold: expected its own worker, got %T", in)
+	}
+	target, ok := out.(*Flag)
+	if !ok {
+		return fmt.Errorf("leadership manifold: expected *leadership.Flag, got %T", out)
+	}
+	*target = w.Worker
+	return nil
+}
