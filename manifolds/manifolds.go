@@ -4,9 +4,9 @@
 //	clock ──► provisioner-set ─┐
 //	clock ──► database ────────┴─► environs ─┬─► provisioner (starts its own resources watcher)
 //	                    │                    ├─► healthcheck
-//	                    │                    └─► capacity
-//	                    ├─► changelog-pruner
-//	                    ├─► membership
+//	                    │                    └─► capacity ◄─────────────┐ (gated on the flag)
+//	                    ├─► changelog-pruner ◄─────────────────────────┤ (gated on the flag)
+//	                    ├─► membership ──► leadership (a flag) ────────┘
 //	                    └─► resource-metrics
 //	engine ──► http-server (/healthz, /readyz, /metrics, /debug/engine)
 //
@@ -18,6 +18,12 @@
 //
 // The membership worker registers the agent in the store's agents table and heartbeats; when
 // the agent stops it resigns, which gives up the agent's resource leases at once.
+//
+// The leadership worker is a flag: it holds this agent's claim on the store's leadership
+// lease, and the workers that must run once across the agents sharing the store (capacity
+// samples and warnings, change-log and history pruning) are gated on it with
+// leadership.Gate. When leadership moves the flag worker restarts, and the engine starts or
+// stops the gated workers with it.
 //
 // The provisioner and the health checker share one set of resource locks
 // (internal/resourcelock), made here, so that a resource is never health-checked while this
@@ -50,6 +56,7 @@ import (
 	"github.com/berth-dev/berth/worker/environs"
 	"github.com/berth-dev/berth/worker/healthcheck"
 	"github.com/berth-dev/berth/worker/httpserver"
+	"github.com/berth-dev/berth/worker/leadership"
 	"github.com/berth-dev/berth/worker/membership"
 	"github.com/berth-dev/berth/worker/provisioner"
 	"github.com/berth-dev/berth/worker/provisionerset"
@@ -69,6 +76,7 @@ const (
 	HTTPServerName      = "http-server"
 	ResourceMetricsName = "resource-metrics"
 	MembershipName      = "membership"
+	LeadershipName      = "leadership"
 )
 
 // Config is everything the agent's workers are configured with.
@@ -243,7 +251,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWatcher:       newResourcesWatcher(config.Watcher),
 		}),
 
-		ChangeLogPrunerName: changelog.Manifold(changelog.ManifoldConfig{
+		ChangeLogPrunerName: leadership.Gate(LeadershipName, changelog.Manifold(changelog.ManifoldConfig{
 			ClockName:     ClockName,
 			DatabaseName:  DatabaseName,
 			Interval:      10 * time.Minute,
@@ -251,7 +259,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			HistoryRetain: config.HistoryRetain,
 			Logger:        logger.With("worker", ChangeLogPrunerName),
 			NewWorker:     changelog.NewWorker,
-		}),
+		})),
 
 		HealthCheckName: healthcheck.Manifold(healthcheck.ManifoldConfig{
 			ClockName:           ClockName,
@@ -288,7 +296,20 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWorker:         membership.NewWorker,
 		}),
 
-		CapacityName: capacity.Manifold(capacity.ManifoldConfig{
+		LeadershipName: leadership.Manifold(leadership.ManifoldConfig{
+			ClockName:      ClockName,
+			DatabaseName:   DatabaseName,
+			MembershipName: MembershipName,
+			AgentID:        config.Provisioner.Holder,
+			Interval:       config.Membership.HeartbeatInterval,
+			TTL:            config.Membership.AgentTTL,
+			Timeout:        5 * time.Second,
+			Logger:         logger.With("worker", LeadershipName),
+			Metrics:        config.Metrics,
+			NewWorker:      leadership.NewWorker,
+		}),
+
+		CapacityName: leadership.Gate(LeadershipName, capacity.Manifold(capacity.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
@@ -298,7 +319,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Logger:       logger.With("worker", CapacityName),
 			Observer:     config.Metrics,
 			NewWorker:    capacity.NewWorker,
-		}),
+		})),
 	}
 }
 

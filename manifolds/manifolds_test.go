@@ -45,7 +45,7 @@ func (*manifoldsSuite) TestNames(c *gc.C) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environs", "healthcheck", "http-server", "membership", "provisioner", "provisioner-set", "resource-metrics"})
+	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environs", "healthcheck", "http-server", "leadership", "membership", "provisioner", "provisioner-set", "resource-metrics"})
 }
 
 func (*manifoldsSuite) TestInputs(c *gc.C) {
@@ -61,13 +61,14 @@ func (*manifoldsSuite) TestInputs(c *gc.C) {
 		"provisioner-set":  {"clock"},
 		"environs":         {"clock", "database", "provisioner-set"},
 		"provisioner":      {"clock", "database", "environs"},
-		"changelog-pruner": {"clock", "database"},
+		"changelog-pruner": {"clock", "database", "leadership"},
 		"membership":       {"clock", "database"},
+		"leadership":       {"clock", "database", "membership"},
 		"engine":           nil,
 		"http-server":      {"clock", "engine"},
 		"resource-metrics": {"database"},
 		"healthcheck":      {"clock", "database", "environs"},
-		"capacity":         {"clock", "database", "environs"},
+		"capacity":         {"clock", "database", "environs", "leadership"},
 	})
 }
 
