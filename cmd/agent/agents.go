@@ -19,6 +19,7 @@ const defaultAgentTTL = 15 * time.Second
 type agentJSON struct {
 	ID                  string    `json:"id"`
 	Live                bool      `json:"live"`
+	Leader              bool      `json:"leader"`
 	HeartbeatAgeSeconds float64   `json:"heartbeat_age_seconds"`
 	LeasesHeld          int       `json:"leases_held"`
 	Version             string    `json:"version"`
@@ -34,7 +35,8 @@ func newAgentsCommand(opts *globalOptions) *cobra.Command {
 		Use:   "agents [--agent-ttl DURATION]",
 		Short: "List the agents sharing the database, and which are live",
 		Long: `List the agents registered in the database, by id: whether each is live, how old its last
-heartbeat is, how many resource leases it holds (resources it is reconciling now), the
+heartbeat is, whether it is the leader (the one agent that runs environ-wide work:
+capacity samples and warnings, change-log and history pruning), how many resource leases it holds (resources it is reconciling now), the
 Berth version it runs, the address it serves /healthz, /metrics and /debug/engine on, and
 when it started.
 
@@ -69,7 +71,7 @@ live, until it is removed after a day of silence, or until it starts again under
 				out := make([]agentJSON, len(agents))
 				for i, a := range agents {
 					out[i] = agentJSON{
-						ID: a.ID, Live: a.Live, HeartbeatAgeSeconds: a.HeartbeatAge.Seconds(), LeasesHeld: a.LeasesHeld,
+						ID: a.ID, Live: a.Live, Leader: a.Leader, HeartbeatAgeSeconds: a.HeartbeatAge.Seconds(), LeasesHeld: a.LeasesHeld,
 						Version: a.Version, HTTPAddr: a.HTTPAddr, StartedAt: a.StartedAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(),
 						Session: a.Session,
 					}
@@ -89,14 +91,17 @@ func writeAgents(w io.Writer, agents []domain.Agent) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLIVE\tHEARTBEAT AGE\tLEASES\tVERSION\tHTTP ADDR\tSTARTED")
+	fmt.Fprintln(tw, "ID\tLIVE\tLEADER\tHEARTBEAT AGE\tLEASES\tVERSION\tHTTP ADDR\tSTARTED")
 	for _, a := range agents {
-		live := "no"
-		if a.Live {
-			live = "yes"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", tableText(a.ID), live, a.HeartbeatAge.Round(100*time.Millisecond),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", tableText(a.ID), yesNo(a.Live), yesNo(a.Leader), a.HeartbeatAge.Round(100*time.Millisecond),
 			a.LeasesHeld, tableText(a.Version), tableText(a.HTTPAddr), a.StartedAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

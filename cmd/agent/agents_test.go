@@ -14,7 +14,7 @@ import (
 )
 
 // agentKeys are exactly the keys -o json prints for an agent.
-var agentKeys = []string{"heartbeat_age_seconds", "heartbeat_at", "http_addr", "id", "leases_held", "live", "session", "started_at", "version"}
+var agentKeys = []string{"heartbeat_age_seconds", "heartbeat_at", "http_addr", "id", "leader", "leases_held", "live", "session", "started_at", "version"}
 
 func TestAgentsListsLiveAndSilentAgents(t *testing.T) {
 	c := newCLI(t)
@@ -22,10 +22,16 @@ func TestAgentsListsLiveAndSilentAgents(t *testing.T) {
 	if out := c.mustRun("agents"); !strings.Contains(out, "No agents are registered") {
 		t.Errorf("berth agents with none registered printed:\n%s", out)
 	}
+	sessions := map[string]int64{}
 	for _, id := range []string{"agent-b", "agent-a"} {
-		if _, err := c.st.RegisterAgent(ctx, domain.AgentInfo{ID: id, Version: "v1.2.3", HTTPAddr: "10.0.0.5:9090"}); err != nil {
+		session, err := c.st.RegisterAgent(ctx, domain.AgentInfo{ID: id, Version: "v1.2.3", HTTPAddr: "10.0.0.5:9090"})
+		if err != nil {
 			t.Fatal(err)
 		}
+		sessions[id] = session
+	}
+	if _, mine, err := c.st.ClaimLeadership(ctx, "agent-a", sessions["agent-a"], time.Minute); err != nil || !mine {
+		t.Fatalf("agent-a claims leadership: mine %v, %v", mine, err)
 	}
 	r, err := c.st.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "held", Owner: "acme", Args: map[string]any{"slots": 1}})
 	if err != nil {
@@ -54,22 +60,22 @@ func TestAgentsListsLiveAndSilentAgents(t *testing.T) {
 		}
 	}
 	a, b := listed[0], listed[1]
-	if a["id"] != "agent-a" || a["live"] != true || a["leases_held"] != json.Number("1") ||
+	if a["id"] != "agent-a" || a["live"] != true || a["leader"] != true || a["leases_held"] != json.Number("1") ||
 		a["version"] != "v1.2.3" || a["http_addr"] != "10.0.0.5:9090" {
-		t.Errorf("agent-a listed as %v; want live, holding one lease, v1.2.3 at 10.0.0.5:9090", a)
+		t.Errorf("agent-a listed as %v; want live, leader, holding one lease, v1.2.3 at 10.0.0.5:9090", a)
 	}
-	if b["id"] != "agent-b" || b["live"] != false {
+	if b["id"] != "agent-b" || b["live"] != false || b["leader"] != false {
 		t.Errorf("agent-b listed as %v; want not live (silent for a minute, ttl 15s)", b)
 	}
 
 	out := c.mustRun("agents")
-	for _, want := range []string{"ID", "LIVE", "HEARTBEAT AGE", "LEASES", "VERSION", "HTTP ADDR", "STARTED"} {
+	for _, want := range []string{"ID", "LIVE", "LEADER", "HEARTBEAT AGE", "LEASES", "VERSION", "HTTP ADDR", "STARTED"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks column %s:\n%s", want, out)
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[1], "agent-a") || !strings.Contains(lines[1], "yes") ||
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "agent-a") || !strings.Contains(lines[1], "yes   yes") ||
 		!strings.HasPrefix(lines[2], "agent-b") || !strings.Contains(lines[2], " no ") {
 		t.Errorf("table:\n%s\nwant agent-a live and agent-b not", out)
 	}
