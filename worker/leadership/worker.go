@@ -102,7 +102,7 @@ type Worker struct {
 	catacomb catacomb.Catacomb
 	config   Config
 	mine     bool  // fixed for the worker's lifetime
-	session  int64 // the session claimed with, 0 when not registered at start
+	session  int64 // the session of the last claim, which a leader resigns with
 
 	mu        sync.Mutex // guards what Report reads
 	leader    string
@@ -116,7 +116,7 @@ func NewWorker(config Config) (*Worker, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{config: config, session: config.Registration.Session(), leader: config.Previous}
+	w := &Worker{config: config, leader: config.Previous}
 	now := config.Clock.Now()
 	w.since = now
 	if leader, mine, err := w.claim(context.Background()); err != nil {
@@ -227,12 +227,14 @@ func (w *Worker) renew(ctx context.Context) error {
 	return nil
 }
 
-// claim claims the lease once, bounded by Timeout. Without a session yet (the agent has
-// not registered) it claims nothing.
+// claim claims the lease once, bounded by Timeout, under the agent's session. Without a
+// session yet (the agent has not registered) it claims nothing.
 func (w *Worker) claim(parent context.Context) (string, bool, error) {
-	if w.session == 0 {
+	session := w.config.Registration.Session()
+	if session == 0 {
 		return "", false, errors.New("the agent is not registered yet")
 	}
+	w.session = session
 	ctx, cancel := w.withTimeout(parent)
 	defer cancel()
 	leader, mine, err := w.config.Store.ClaimLeadership(ctx, w.config.AgentID, w.session, w.config.TTL)
@@ -248,7 +250,7 @@ func (w *Worker) logChange(previous string) {
 	wasMine := previous == w.config.AgentID
 	switch {
 	case w.mine && !wasMine:
-		w.config.Logger.Info("leadership gained: this agent runs the environ checks, capacity and pruning",
+		w.config.Logger.Info("leadership gained: this agent samples capacity, raises its warnings and prunes history",
 			"agent-id", w.config.AgentID, "previous-leader", previous)
 	case !w.mine && wasMine:
 		w.config.Logger.Info("leadership lost", "agent-id", w.config.AgentID, "leader", w.leader)

@@ -221,14 +221,37 @@ func (s *workerSuite) TestFailedFirstClaimStartsAsFollower(c *gc.C) {
 	c.Check(errors.Is(err, dependency.ErrBounce), gc.Equals, true)
 }
 
-func (s *workerSuite) TestUnregisteredAgentClaimsNothing(c *gc.C) {
-	s.config.Registration = fakeRegistration(0)
+func (s *workerSuite) TestClaimsOnceTheAgentHasRegistered(c *gc.C) {
+	reg := &settableRegistration{}
+	s.config.Registration = reg
 	w, err := leadership.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
-	defer workertest.CleanKill(c, w)
 	c.Check(w.Check(), gc.Equals, false)
 	c.Check(w.Report()["claim-error"], gc.Equals, "the agent is not registered yet")
 	s.expectNoCall(c)
+
+	reg.set(7)
+	s.advance(c, claimResult{leader: "agent-a", mine: true})
+	err = workertest.CheckKilled(c, w)
+	c.Check(errors.Is(err, dependency.ErrBounce), gc.Equals, true)
+}
+
+// settableRegistration is an agent that registers while the test runs.
+type settableRegistration struct {
+	mu      sync.Mutex
+	session int64
+}
+
+func (r *settableRegistration) set(session int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.session = session
+}
+
+func (r *settableRegistration) Session() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.session
 }
 
 func (s *workerSuite) TestValidate(c *gc.C) {
