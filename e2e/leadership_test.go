@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,14 +83,36 @@ func TestLeadership(t *testing.T) {
 	if len(ids) != 1 || ids[0] != next {
 		t.Errorf("after the takeover the leaders are %v, want %s alone:\n%s", ids, next, out)
 	}
+	e.eventually("the new leader logs the takeover naming the killed one", 10*time.Second, func() (bool, string) {
+		logs := agents[next].Logs()
+		return strings.Contains(logs, "leadership gained") && strings.Contains(logs, "previous-leader="+leader), "no such line yet"
+	})
 }
 
-// TestLeadershipSQLite: the one agent of an SQLite file leads.
+// TestLeadershipSQLite: the one agent of an SQLite file leads, and its engine report says so.
 func TestLeadershipSQLite(t *testing.T) {
 	e := newEnvOn(t, e2etest.SQLite, map[string]int{"a": 4})
-	e.StartAgent("solo", leaderFlags...)
+	a := e.StartAgent("solo", leaderFlags...)
 	e.waitLive("solo")
 	if leader := e.waitOneLeader("", 30*time.Second); leader != "solo" {
 		t.Fatalf("leader %s, want solo", leader)
 	}
+	addr := e.engineAddr(&agent{Agent: a, logs: agentLogs{a}})
+	e.eventually("the engine report shows this agent leading", 30*time.Second, func() (bool, string) {
+		resp, err := http.Get("http://" + addr + "/debug/engine")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		var report struct {
+			Manifolds map[string]struct {
+				Report map[string]any `json:"report"`
+			} `json:"manifolds"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&report); err != nil {
+			return false, err.Error()
+		}
+		r := report.Manifolds["leadership"].Report
+		return r["leader"] == "solo" && r["mine"] == true && r["since"] != nil, fmt.Sprint(r)
+	})
 }
