@@ -23,6 +23,7 @@ import (
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/worker/environcheck"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -163,13 +164,26 @@ func sweep(ctx context.Context, db *database, setJSON []byte, cfg config, res *h
 		Metrics:  observed,
 		// Every check is due at once, so the round runs as fast as Concurrency allows; the
 		// agent spreads the same checks over its --health-interval.
-		Interval:            time.Nanosecond,
-		Concurrency:         cfg.healthConcurrency,
-		PageSize:            healthPageSize,
-		CheckTimeout:        healthCheckTimeout,
-		EnvironCheckTimeout: healthEnvironCheckTimeout,
+		Interval:     time.Nanosecond,
+		Concurrency:  cfg.healthConcurrency,
+		PageSize:     healthPageSize,
+		CheckTimeout: healthCheckTimeout,
 	})
 	if err != nil {
+		return err
+	}
+	// The environ's Check runs beside the checks, as the leader's environ checker runs it.
+	ew, err := environcheck.NewWorker(environcheck.Config{
+		Environs:     gatedEnvirons{set, gate},
+		Clock:        clock.WallClock,
+		Logger:       logger,
+		Metrics:      observed,
+		Interval:     time.Nanosecond,
+		CheckTimeout: healthEnvironCheckTimeout,
+	})
+	if err != nil {
+		w.Kill()
+		_ = w.Wait()
 		return err
 	}
 	waitErr := observed.wait(ctx, cfg.waitTimeout)
@@ -178,8 +192,12 @@ func sweep(ctx context.Context, db *database, setJSON []byte, cfg config, res *h
 	res.calls = calls.snapshot()
 	res.results, res.checksDone, res.environCheck = observed.snapshot()
 	w.Kill()
+	ew.Kill()
 	if err := w.Wait(); err != nil && waitErr == nil {
 		waitErr = fmt.Errorf("health checker: %w", err)
+	}
+	if err := ew.Wait(); err != nil && waitErr == nil {
+		waitErr = fmt.Errorf("environ checker: %w", err)
 	}
 	if waitErr != nil {
 		return waitErr
@@ -471,9 +489,8 @@ func (m *sweepMetrics) ObserveHealthCheck(_, result string) {
 	m.signal()
 }
 
-// ObserveEnvironCheck is the worker's report of an environ Check. The loop reports it when it
-// gets to it, which is after the round when the Check outlasts the resource checks; the gate
-// reports the Check's end instead.
+// ObserveEnvironCheck is the environ checker's report of a Check; the gate reports the first
+// Check's end instead, so that a second Check cut short at the stop is not measured.
 func (m *sweepMetrics) ObserveEnvironCheck(string, error) {}
 
 // environChecked notes the end of the round's environ Check.

@@ -70,7 +70,7 @@ func TestLiveConfiguration(t *testing.T) {
 			t.Errorf("%s restarted on reload: start count %d -> %d", name, before[name], after[name])
 		}
 	}
-	for _, name := range []string{"environs", "provisioner", "healthcheck", "capacity"} {
+	for _, name := range []string{"environs", "provisioner", "healthcheck", "environ-check", "capacity"} {
 		if after[name] <= before[name] {
 			t.Errorf("%s did not restart on reload: start count %d -> %d", name, before[name], after[name])
 		}

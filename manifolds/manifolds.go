@@ -4,6 +4,7 @@
 //	clock ──► provisioner-set ─┐
 //	clock ──► database ────────┴─► environs ─┬─► provisioner (starts its own resources watcher)
 //	                    │                    ├─► healthcheck
+//	                    │                    ├─► environ-check ◄───────┐ (gated on the flag)
 //	                    │                    └─► capacity ◄─────────────┐ (gated on the flag)
 //	                    ├─► changelog-pruner ◄─────────────────────────┤ (gated on the flag)
 //	                    ├─► membership ──► leadership (a flag) ────────┘
@@ -20,8 +21,9 @@
 // the agent stops it resigns, which gives up the agent's resource leases at once.
 //
 // The leadership worker is a flag: it holds this agent's claim on the store's leadership
-// lease, and the workers that must run once across the agents sharing the store (capacity
-// samples and warnings, change-log and history pruning) are gated on it with
+// lease, and the workers that must run once across the agents sharing the store (environ
+// checks and orphan sweeps, capacity samples and warnings, change-log and history pruning)
+// are gated on it with
 // leadership.Gate. When leadership moves the flag worker restarts, and the engine starts or
 // stops the gated workers with it.
 //
@@ -53,6 +55,7 @@ import (
 	"github.com/berth-dev/berth/worker/capacity"
 	"github.com/berth-dev/berth/worker/changelog"
 	"github.com/berth-dev/berth/worker/database"
+	"github.com/berth-dev/berth/worker/environcheck"
 	"github.com/berth-dev/berth/worker/environs"
 	"github.com/berth-dev/berth/worker/healthcheck"
 	"github.com/berth-dev/berth/worker/httpserver"
@@ -77,6 +80,7 @@ const (
 	ResourceMetricsName = "resource-metrics"
 	MembershipName      = "membership"
 	LeadershipName      = "leadership"
+	EnvironCheckName    = "environ-check"
 )
 
 // Config is everything the agent's workers are configured with.
@@ -262,21 +266,30 @@ func Manifolds(config Config) dependency.Manifolds {
 		})),
 
 		HealthCheckName: healthcheck.Manifold(healthcheck.ManifoldConfig{
-			ClockName:           ClockName,
-			DatabaseName:        DatabaseName,
-			EnvironsName:        EnvironsName,
-			Interval:            config.Health.Interval,
-			Concurrency:         config.Health.Concurrency,
-			PageSize:            500,
-			CheckTimeout:        30 * time.Second,
-			EnvironCheckTimeout: time.Minute,
-			Logger:              logger.With("worker", HealthCheckName),
-			Rand:                config.Rand,
-			Metrics:             config.Metrics,
-			Locks:               locks,
-			Holder:              config.Provisioner.Holder,
-			NewWorker:           healthcheck.NewWorker,
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			EnvironsName: EnvironsName,
+			Interval:     config.Health.Interval,
+			Concurrency:  config.Health.Concurrency,
+			PageSize:     500,
+			CheckTimeout: 30 * time.Second,
+			Logger:       logger.With("worker", HealthCheckName),
+			Rand:         config.Rand,
+			Metrics:      config.Metrics,
+			Locks:        locks,
+			Holder:       config.Provisioner.Holder,
+			NewWorker:    healthcheck.NewWorker,
 		}),
+
+		EnvironCheckName: leadership.Gate(LeadershipName, environcheck.Manifold(environcheck.ManifoldConfig{
+			ClockName:    ClockName,
+			EnvironsName: EnvironsName,
+			Interval:     config.Health.Interval,
+			CheckTimeout: time.Minute,
+			Logger:       logger.With("worker", EnvironCheckName),
+			Metrics:      config.Metrics,
+			NewWorker:    environcheck.NewWorker,
+		})),
 
 		MembershipName: membership.Manifold(membership.ManifoldConfig{
 			ClockName:    ClockName,

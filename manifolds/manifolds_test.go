@@ -45,7 +45,7 @@ func (*manifoldsSuite) TestNames(c *gc.C) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environs", "healthcheck", "http-server", "leadership", "membership", "provisioner", "provisioner-set", "resource-metrics"})
+	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environ-check", "environs", "healthcheck", "http-server", "leadership", "membership", "provisioner", "provisioner-set", "resource-metrics"})
 }
 
 func (*manifoldsSuite) TestInputs(c *gc.C) {
@@ -68,6 +68,7 @@ func (*manifoldsSuite) TestInputs(c *gc.C) {
 		"http-server":      {"clock", "engine"},
 		"resource-metrics": {"database"},
 		"healthcheck":      {"clock", "database", "environs"},
+		"environ-check":    {"clock", "environs", "leadership"},
 		"capacity":         {"clock", "database", "environs", "leadership"},
 	})
 }

@@ -36,7 +36,8 @@ func newAgentsCommand(opts *globalOptions) *cobra.Command {
 		Short: "List the agents sharing the database, and which are live",
 		Long: `List the agents registered in the database, by id: whether each is live, how old its last
 heartbeat is, whether it is the leader (the one agent that runs environ-wide work:
-capacity samples and warnings, change-log and history pruning), how many resource leases it holds (resources it is reconciling now), the
+environ checks and orphan sweeps, capacity samples and warnings, change-log and history pruning),
+how many resource leases it holds (resources it is reconciling now), the
 Berth version it runs, the address it serves /healthz, /metrics and /debug/engine on, and
 when it started.
 

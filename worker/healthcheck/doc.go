@@ -1,14 +1,7 @@
-// Package healthcheck is the worker that health-checks the environs and every provisioned
-// resource, moving resources between ready and unhealthy and back.
-//
-// # Environ checks
-//
-// Each environ's Check (which also sweeps what the environ holds for resources that no longer
-// exist) runs every Interval from the worker's start, in its own goroutine with its own
-// deadline, on a schedule of its own: neither a slow or failing environ nor a long round of
-// resource checks delays another's. An environ still checking when its next Check is due is
-// checked again as soon as it returns. The last result of each is kept in the worker's
-// report and logged.
+// Package healthcheck is the worker that health-checks every provisioned resource, moving
+// resources between ready and unhealthy and back. It runs on every agent; the checks of the
+// environs themselves (and their orphan sweeps) run once, on the leader, in
+// worker/environcheck.
 //
 // # Rounds
 //
@@ -85,5 +78,5 @@
 // check whose row moved on is still counted by what it found; one cut short by the worker
 // stopping is not. A resource whose provisioner column names no provisioner of the set is
 // counted under metrics.Unknown, not under the name its row gives, so rows that clients
-// write cannot add series. Every environ Check is reported too, so its failures are counted.
+// write cannot add series.
 package healthcheck

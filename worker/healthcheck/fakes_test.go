@@ -225,14 +225,10 @@ func (e *fakeEnviron) none(c *gc.C) {
 	}
 }
 
-// fakeEnvirons is a provisioner set; Names lists only named, so that resource-check tests
-// run no environ Checks.
+// fakeEnvirons is a provisioner set.
 type fakeEnvirons struct {
-	named []string
-	envs  map[string]environ.Environ
+	envs map[string]environ.Environ
 }
-
-func (f *fakeEnvirons) Names() []string { return f.named }
 
 func (f *fakeEnvirons) Get(name string) (environ.Environ, string, error) {
 	env, ok := f.envs[name]
@@ -309,8 +305,7 @@ func (l *logCapture) waitCount(c *gc.C, line string, n int) {
 	}
 }
 
-// observation is one call to fakeMetrics: a resource check's result, or an environ check's
-// error text ("" when it passed) under kind "environ".
+// observation is one call to fakeMetrics: a resource check's result, under kind "resource".
 type observation struct {
 	kind, provisioner, result string
 }
@@ -334,14 +329,6 @@ func (m *fakeMetrics) add(o observation) {
 
 func (m *fakeMetrics) ObserveHealthCheck(provisioner, result string) {
 	m.add(observation{kind: "resource", provisioner: provisioner, result: result})
-}
-
-func (m *fakeMetrics) ObserveEnvironCheck(provisioner string, err error) {
-	result := ""
-	if err != nil {
-		result = err.Error()
-	}
-	m.add(observation{kind: "environ", provisioner: provisioner, result: result})
 }
 
 // wait waits for n observations of kind and returns them sorted.

@@ -19,11 +19,10 @@ type ManifoldConfig struct {
 	DatabaseName string // a domain.State
 	EnvironsName string // an *environ.Set
 
-	Interval            time.Duration
-	Concurrency         int
-	PageSize            int
-	CheckTimeout        time.Duration
-	EnvironCheckTimeout time.Duration
+	Interval     time.Duration
+	Concurrency  int
+	PageSize     int
+	CheckTimeout time.Duration
 
 	Logger    *slog.Logger
 	Rand      func() float64
@@ -75,19 +74,18 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			w, err := config.NewWorker(Config{
-				Store:               in.State,
-				Environs:            in.Environs,
-				Clock:               in.Clock,
-				Rand:                config.Rand,
-				Logger:              config.Logger,
-				Metrics:             config.Metrics,
-				Locks:               config.Locks,
-				Holder:              config.Holder,
-				Interval:            config.Interval,
-				Concurrency:         config.Concurrency,
-				PageSize:            config.PageSize,
-				CheckTimeout:        config.CheckTimeout,
-				EnvironCheckTimeout: config.EnvironCheckTimeout,
+				Store:        in.State,
+				Environs:     in.Environs,
+				Clock:        in.Clock,
+				Rand:         config.Rand,
+				Logger:       config.Logger,
+				Metrics:      config.Metrics,
+				Locks:        config.Locks,
+				Holder:       config.Holder,
+				Interval:     config.Interval,
+				Concurrency:  config.Concurrency,
+				PageSize:     config.PageSize,
+				CheckTimeout: config.CheckTimeout,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("start health checker: %w", err)

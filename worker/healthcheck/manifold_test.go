@@ -43,19 +43,18 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.metrics = newFakeMetrics()
 	s.locks = new(resourcelock.Set)
 	s.config = healthcheck.ManifoldConfig{
-		ClockName:           "clock",
-		DatabaseName:        "database",
-		EnvironsName:        "environs",
-		Interval:            time.Minute,
-		Concurrency:         8,
-		PageSize:            500,
-		CheckTimeout:        30 * time.Second,
-		EnvironCheckTimeout: time.Minute,
-		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Rand:                func() float64 { return 0.5 },
-		Metrics:             s.metrics,
-		Locks:               s.locks,
-		Holder:              "agent-a",
+		ClockName:    "clock",
+		DatabaseName: "database",
+		EnvironsName: "environs",
+		Interval:     time.Minute,
+		Concurrency:  8,
+		PageSize:     500,
+		CheckTimeout: 30 * time.Second,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Rand:         func() float64 { return 0.5 },
+		Metrics:      s.metrics,
+		Locks:        s.locks,
+		Holder:       "agent-a",
 		NewWorker: func(config healthcheck.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -125,6 +124,5 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Concurrency, gc.Equals, 8)
 	c.Check(config.PageSize, gc.Equals, 500)
 	c.Check(config.CheckTimeout, gc.Equals, 30*time.Second)
-	c.Check(config.EnvironCheckTimeout, gc.Equals, time.Minute)
 	c.Check(config.Validate(), gc.IsNil)
 }

@@ -72,25 +72,17 @@ func (t teeMetrics) ObserveHealthCheck(provisioner, result string) {
 	t.fake.ObserveHealthCheck(provisioner, result)
 }
 
-func (t teeMetrics) ObserveEnvironCheck(provisioner string, err error) {
-	t.real.ObserveEnvironCheck(provisioner, err)
-	t.fake.ObserveEnvironCheck(provisioner, err)
-}
-
 // The worker's observations reach the agent's /metrics exposition as a scraper parses it.
 func (s *workerSuite) TestResultsScrapedFromTheAgentsMetrics(c *gc.C) {
 	s.store.add("r1")
 	s.store.add("r2")
 	s.env.errs["r2"] = errors.New("host a is down")
-	s.env.checkErr = errors.New("host b is down")
-	s.environs.named = []string{"pool"}
 	m := metrics.New()
 	s.config.Metrics = teeMetrics{real: m, fake: s.metrics}
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
 	s.metrics.wait(c, "resource", 1)
-	s.metrics.wait(c, "environ", 1)
 	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
 	s.metrics.wait(c, "resource", 2)
 
@@ -122,7 +114,6 @@ func (s *workerSuite) TestResultsScrapedFromTheAgentsMetrics(c *gc.C) {
 		"provisioner=pool,result=healthy":   1,
 		"provisioner=pool,result=unhealthy": 1,
 	})
-	c.Check(series("berth_environ_check_failures_total"), gc.DeepEquals, map[string]float64{"provisioner=pool": 1})
 }
 
 // Rows naming 30 made-up provisioners, as any client can write them, are counted under

@@ -59,8 +59,6 @@ type swappableEnvirons struct {
 	envs map[string]environ.Environ
 }
 
-func (f *swappableEnvirons) Names() []string { return nil }
-
 func (f *swappableEnvirons) Get(name string) (environ.Environ, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"sync"
 	"time"
 
@@ -27,10 +26,8 @@ type Store interface {
 	RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error)
 }
 
-// Environs names the environs and resolves a provisioner name to its broker (*environ.Set is
-// one).
+// Environs resolves a provisioner name to its broker (*environ.Set is one).
 type Environs interface {
-	Names() []string
 	Get(name string) (environ.Environ, string, error)
 }
 
@@ -46,8 +43,6 @@ type Metrics interface {
 	// ObserveHealthCheck counts one resource check by its provisioner (a name in the
 	// provisioner set, or metrics.Unknown) and its result (Result*).
 	ObserveHealthCheck(provisioner, result string)
-	// ObserveEnvironCheck counts one check of an environ; err is its failure, or nil.
-	ObserveEnvironCheck(provisioner string, err error)
 }
 
 // Results of a resource check, as reported to Metrics. Every check that ran to its end is
@@ -73,11 +68,10 @@ type Config struct {
 	// another holder's live lease is on are not checked.
 	Holder string
 
-	Interval            time.Duration // how often every environ and resource is checked
-	Concurrency         int           // most resource checks in flight at once
-	PageSize            int           // resources read per query
-	CheckTimeout        time.Duration // bounds one CheckResource
-	EnvironCheckTimeout time.Duration // bounds one environ's Check
+	Interval     time.Duration // how often every resource is checked
+	Concurrency  int           // most resource checks in flight at once
+	PageSize     int           // resources read per query
+	CheckTimeout time.Duration // bounds one CheckResource
 }
 
 // Validate reports the first missing or invalid field.
@@ -107,8 +101,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("health checker: PageSize must be at least 1, got %d", c.PageSize)
 	case c.CheckTimeout <= 0:
 		return fmt.Errorf("health checker: CheckTimeout must be positive, got %s", c.CheckTimeout)
-	case c.EnvironCheckTimeout <= 0:
-		return fmt.Errorf("health checker: EnvironCheckTimeout must be positive, got %s", c.EnvironCheckTimeout)
 	}
 	return nil
 }
@@ -122,17 +114,10 @@ type Worker struct {
 	config   Config
 
 	mu              sync.Mutex // guards the fields below, which Report reads
-	environs        map[string]environResult
 	round           roundStats // the round in progress
 	lastRound       roundStats // the round before it
 	lastRecordError string
 	lastListError   string
-}
-
-// environResult is the last outcome of one environ's Check.
-type environResult struct {
-	at  time.Time
-	err error
 }
 
 // roundStats describe one round for the report. Checks are counted in the round that
@@ -165,7 +150,7 @@ func NewWorker(config Config) (worker.Worker, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{config: config, environs: make(map[string]environResult)}
+	w := &Worker{config: config}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
 		return nil, err
 	}
@@ -178,22 +163,13 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker, and every check it started, to stop.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
-// Report shows the current round, the one before it, each environ's last Check and the
-// last errors reading and recording.
+// Report shows the current round, the one before it and the last errors reading and
+// recording.
 func (w *Worker) Report() map[string]any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	environs := make(map[string]any, len(w.environs))
-	for name, r := range w.environs {
-		e := map[string]any{"checked-at": r.at, "healthy": r.err == nil}
-		if r.err != nil {
-			e["error"] = r.err.Error()
-		}
-		environs[name] = e
-	}
 	report := map[string]any{
 		"interval": w.config.Interval.String(),
-		"environs": environs,
 	}
 	if w.round.seq > 0 {
 		for k, v := range w.round.report() {
@@ -272,60 +248,10 @@ func (p *prepared) current(env environ.Environ) bool {
 	return p != nil && reflect.TypeOf(env).Comparable() && env == p.env
 }
 
-type environDone struct {
-	name string
-	err  error
-}
-
-// environSchedule is when each environ's next Check is due and which are checking now.
-type environSchedule struct {
-	interval time.Duration
-	due      map[string]time.Time
-	checking map[string]bool
-}
-
-func newEnvironSchedule(names []string, start time.Time, interval time.Duration) *environSchedule {
-	s := &environSchedule{interval: interval, due: make(map[string]time.Time, len(names)), checking: make(map[string]bool, len(names))}
-	for _, name := range names {
-		s.due[name] = start
-	}
-	return s
-}
-
-// takeDue marks every environ due at now and not checking as checking, moves its next Check
-// one interval on (past now, if it is late) and returns their names, sorted.
-func (s *environSchedule) takeDue(now time.Time) []string {
-	var names []string
-	for name, due := range s.due {
-		if s.checking[name] || due.After(now) {
-			continue
-		}
-		s.checking[name] = true
-		s.due[name] = due.Add((now.Sub(due)/s.interval + 1) * s.interval)
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// next is the earliest due time of an environ not checking now; zero when there is none.
-func (s *environSchedule) next() time.Time {
-	var next time.Time
-	for name, due := range s.due {
-		if !s.checking[name] && (next.IsZero() || due.Before(next)) {
-			next = due
-		}
-	}
-	return next
-}
-
 func (w *Worker) run(running *sync.WaitGroup) error {
 	ctx := w.catacomb.Context(context.Background())
-	// Sends never block: at most Concurrency checks and one Check per environ are in flight.
+	// Sends never block: at most Concurrency checks are in flight.
 	checks := make(chan checkDone, w.config.Concurrency)
-	names := w.config.Environs.Names()
-	environChecks := make(chan environDone, len(names))
-	schedule := newEnvironSchedule(names, w.config.Clock.Now(), w.config.Interval)
 	inFlight := 0
 
 	var timer clock.Timer
@@ -337,13 +263,6 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	var r *round
 	for {
 		now := w.config.Clock.Now()
-		for _, name := range schedule.takeDue(now) {
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				environChecks <- environDone{name: name, err: w.checkEnviron(ctx, name)}
-			}()
-		}
 		if r == nil || (r.exhausted && !now.Before(r.end)) {
 			seq := 1
 			if r != nil {
@@ -352,7 +271,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			r = w.startRound(ctx, seq, now)
 		}
 
-		wake := schedule.next()
+		var wake time.Time
 		for inFlight < w.config.Concurrency && !r.exhausted {
 			if r.pos == len(r.page) {
 				w.nextPage(ctx, r)
@@ -403,9 +322,6 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		case done := <-checks:
 			inFlight--
 			w.checked(done)
-		case done := <-environChecks:
-			delete(schedule.checking, done.name)
-			w.environChecked(done)
 		}
 	}
 }
@@ -577,42 +493,6 @@ func (w *Worker) prepare(ctx context.Context, page []domain.Resource) map[string
 		out[name] = &prepared{env: env, checks: checks}
 	}
 	return out
-}
-
-// checkEnviron runs one environ's Check.
-func (w *Worker) checkEnviron(ctx context.Context, name string) error {
-	env, _, err := w.config.Environs.Get(name)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := w.withTimeout(ctx, w.config.EnvironCheckTimeout)
-	defer cancel()
-	if err := env.Check(ctx); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
-		}
-		return err
-	}
-	return nil
-}
-
-func (w *Worker) environChecked(done environDone) {
-	if w.catacomb.Context(context.Background()).Err() != nil {
-		return
-	}
-	w.config.Metrics.ObserveEnvironCheck(done.name, done.err)
-	w.mu.Lock()
-	previous, seen := w.environs[done.name]
-	w.environs[done.name] = environResult{at: w.config.Clock.Now(), err: done.err}
-	w.mu.Unlock()
-	switch {
-	case done.err != nil:
-		w.config.Logger.Warn("provisioner health check failed", "provisioner", done.name, "error", done.err)
-	case seen && previous.err != nil:
-		w.config.Logger.Info("provisioner health check passes again", "provisioner", done.name)
-	default:
-		w.config.Logger.Debug("provisioner health check passed", "provisioner", done.name)
-	}
 }
 
 // check health-checks one resource (through prep, the checks prepared for its page, if any),

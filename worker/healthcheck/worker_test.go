@@ -39,19 +39,18 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.metrics = newFakeMetrics()
 	s.locks = new(resourcelock.Set)
 	s.config = healthcheck.Config{
-		Store:               s.store,
-		Environs:            s.environs,
-		Clock:               s.clock,
-		Rand:                sequence(0),
-		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:             s.metrics,
-		Locks:               s.locks,
-		Holder:              "agent-a",
-		Interval:            time.Minute,
-		Concurrency:         10,
-		PageSize:            3,
-		CheckTimeout:        10 * time.Minute, // longer than any test runs: a blocked check stays in flight
-		EnvironCheckTimeout: time.Minute,
+		Store:        s.store,
+		Environs:     s.environs,
+		Clock:        s.clock,
+		Rand:         sequence(0),
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:      s.metrics,
+		Locks:        s.locks,
+		Holder:       "agent-a",
+		Interval:     time.Minute,
+		Concurrency:  10,
+		PageSize:     3,
+		CheckTimeout: 10 * time.Minute, // longer than any test runs: a blocked check stays in flight
 	}
 }
 
@@ -78,7 +77,6 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.Config) { cfg.Concurrency = 0 }, ".*Concurrency must be at least 1, got 0"},
 		{func(cfg *healthcheck.Config) { cfg.PageSize = 0 }, ".*PageSize must be at least 1, got 0"},
 		{func(cfg *healthcheck.Config) { cfg.CheckTimeout = 0 }, ".*CheckTimeout must be positive, got 0s"},
-		{func(cfg *healthcheck.Config) { cfg.EnvironCheckTimeout = -time.Second }, ".*EnvironCheckTimeout must be positive, got -1s"},
 	} {
 		config := s.config
 		t.mutate(&config)
@@ -233,37 +231,6 @@ func (s *workerSuite) TestAResourceThatMovedOnKeepsItsRow(c *gc.C) {
 	// The check is still counted by what it found.
 	c.Check(s.metrics.wait(c, "resource", 1), gc.DeepEquals, []observation{{"resource", "pool", healthcheck.ResultUnhealthy}})
 	workertest.CheckAlive(c, w)
-}
-
-func (s *workerSuite) TestAFailingEnvironDoesNotStopTheOthers(c *gc.C) {
-	broken, fine := newFakeEnviron(s.clock), newFakeEnviron(s.clock)
-	broken.checkErr = errors.New("cluster unreachable")
-	s.environs.named = []string{"broken", "fine"}
-	s.environs.envs = map[string]environ.Environ{"broken": broken, "fine": fine}
-	logs := newLogCapture()
-	s.config.Logger = slog.New(logs)
-	w := s.start(c)
-	defer workertest.CleanKill(c, w)
-
-	for round := range 3 {
-		c.Check(broken.next(c).at, gc.Equals, s.t0.Add(time.Duration(round)*time.Minute))
-		c.Check(fine.next(c).at, gc.Equals, s.t0.Add(time.Duration(round)*time.Minute))
-		// Both results are in before the next round starts.
-		logs.waitCount(c, "provisioner health check failed broken", round+1)
-		logs.waitCount(c, "provisioner health check passed fine", round+1)
-		c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
-	}
-	// The fourth round's checks are in too; only the broken environ's count as failures.
-	c.Check(s.metrics.wait(c, "environ", 8), gc.DeepEquals, []observation{
-		{"environ", "broken", "cluster unreachable"}, {"environ", "broken", "cluster unreachable"},
-		{"environ", "broken", "cluster unreachable"}, {"environ", "broken", "cluster unreachable"},
-		{"environ", "fine", ""}, {"environ", "fine", ""}, {"environ", "fine", ""}, {"environ", "fine", ""},
-	})
-	// Both were checked again, so each one's result of the round before is in.
-	environs := w.(worker.Reporter).Report()["environs"].(map[string]any)
-	c.Check(environs["broken"].(map[string]any)["error"], gc.Equals, "cluster unreachable")
-	c.Check(environs["broken"].(map[string]any)["healthy"], gc.Equals, false)
-	c.Check(environs["fine"].(map[string]any)["healthy"], gc.Equals, true)
 }
 
 func (s *workerSuite) TestKillCancelsChecksInFlight(c *gc.C) {

@@ -250,7 +250,7 @@ func (w *Worker) logChange(previous string) {
 	wasMine := previous == w.config.AgentID
 	switch {
 	case w.mine && !wasMine:
-		w.config.Logger.Info("leadership gained: this agent samples capacity, raises its warnings and prunes history",
+		w.config.Logger.Info("leadership gained: this agent runs the environ checks, samples capacity, raises its warnings and prunes history",
 			"agent-id", w.config.AgentID, "previous-leader", previous)
 	case !w.mine && wasMine:
 		w.config.Logger.Info("leadership lost", "agent-id", w.config.AgentID, "leader", w.leader)

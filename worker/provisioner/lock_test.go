@@ -105,10 +105,8 @@ func (e *checkingEnviron) CheckResource(ctx context.Context, r *environ.Resource
 	}
 }
 
-// checkEnvirons hands the health checker the checking environ and no environ Checks.
+// checkEnvirons hands the health checker the checking environ.
 type checkEnvirons struct{ env *checkingEnviron }
-
-func (f checkEnvirons) Names() []string { return nil }
 
 func (f checkEnvirons) Get(string) (environ.Environ, string, error) { return f.env, "pool", nil }
 
@@ -160,7 +158,6 @@ func (st checkStore) RecordHealth(_ context.Context, id string, generation int64
 type noHealthMetrics struct{}
 
 func (noHealthMetrics) ObserveHealthCheck(string, string) {}
-func (noHealthMetrics) ObserveEnvironCheck(string, error) {}
 
 // An args change arrives while the health checker checks the resource: the reconcile waits
 // for the check to end, then brings the resource to its new generation.
@@ -169,19 +166,18 @@ func (s *workerSuite) TestWaitsForAHealthCheckInFlight(c *gc.C) {
 		StatusMessage: "ready at generation 1", State: map[string]any{"generation": int64(1)}, Config: map[string]any{"host": "host-r1"}})
 	env := &checkingEnviron{fakeEnviron: s.env, checking: make(chan string, 10), release: make(chan struct{})}
 	checker, err := healthcheck.NewWorker(healthcheck.Config{
-		Store:               checkStore{s.state},
-		Environs:            checkEnvirons{env},
-		Clock:               s.clock,
-		Rand:                func() float64 { return 0 },
-		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:             noHealthMetrics{},
-		Locks:               s.locks,
-		Holder:              holder,
-		Interval:            time.Hour,
-		Concurrency:         1,
-		PageSize:            10,
-		CheckTimeout:        time.Hour,
-		EnvironCheckTimeout: time.Hour,
+		Store:        checkStore{s.state},
+		Environs:     checkEnvirons{env},
+		Clock:        s.clock,
+		Rand:         func() float64 { return 0 },
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:      noHealthMetrics{},
+		Locks:        s.locks,
+		Holder:       holder,
+		Interval:     time.Hour,
+		Concurrency:  1,
+		PageSize:     10,
+		CheckTimeout: time.Hour,
 	})
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, checker)
