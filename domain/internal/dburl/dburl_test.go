@@ -114,9 +114,8 @@ func FuzzRedactHidesThePassword(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, user, before, after, host, database string) {
 		const marker = "S3CR3T"
-		if strings.Contains(user+host+database, marker) {
-			t.Skip("the marker is in a part that is shown")
-		}
+		// The user, host and database are shown: the marker may only stand in the password.
+		user, host, database = strings.ReplaceAll(user, marker, ""), strings.ReplaceAll(host, marker, ""), strings.ReplaceAll(database, marker, "")
 		password := before + marker + after
 		quoted := strings.ReplaceAll(strings.ReplaceAll(password, `\`, `\\`), `'`, `\'`)
 		for _, raw := range []string{
