@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 
 	"github.com/berth-dev/berth/domain"
@@ -96,6 +97,28 @@ func NewHold(state domain.State, release func()) Hold {
 
 // Release lets the store close once nothing else holds it; calling it again does nothing.
 func (h Hold) Release() { h.release() }
+
+// ReleasingWorker is a worker that uses a Hold and releases it once the worker has stopped,
+// so that what the worker does as it stops still finds the store open.
+type ReleasingWorker struct {
+	worker.Worker
+	Hold Hold
+}
+
+// Wait waits for the worker to stop and then releases the store.
+func (w *ReleasingWorker) Wait() error {
+	err := w.Worker.Wait()
+	w.Hold.Release()
+	return err
+}
+
+// Report is the wrapped worker's report, if it has one.
+func (w *ReleasingWorker) Report() map[string]any {
+	if r, ok := w.Worker.(interface{ Report() map[string]any }); ok {
+		return r.Report()
+	}
+	return nil
+}
 
 // hold takes a Hold on the store; it fails once the store is closed.
 func (w *Worker) hold() (Hold, error) {

@@ -101,7 +101,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				hold.Release()
 				return nil, err
 			}
-			return &holdingWorker{Worker: w, hold: hold, seen: &seen}, nil
+			return &database.ReleasingWorker{Worker: &flagWorker{Worker: w, seen: &seen}, Hold: hold}, nil
 		},
 	}
 }
@@ -144,27 +144,28 @@ func (s *lastSeen) set(leader string) {
 	s.leader = leader
 }
 
-// holdingWorker is the flag worker with the hold on the store it uses, released once the
-// worker has stopped.
-type holdingWorker struct {
+// flagWorker is the flag worker that, once stopped, tells the manifold the leader it saw.
+type flagWorker struct {
 	*Worker
-	hold database.Hold
 	seen *lastSeen
 }
 
-// Wait waits for the worker to stop, remembers the leader it saw and releases the store.
-func (w *holdingWorker) Wait() error {
+// Wait waits for the worker to stop and remembers the leader it saw.
+func (w *flagWorker) Wait() error {
 	err := w.Worker.Wait()
 	w.seen.set(w.Worker.Leader())
-	w.hold.Release()
 	return err
 }
 
 // output gives the worker as a Flag.
 func output(in worker.Worker, out any) error {
-	w, ok := in.(*holdingWorker)
+	held, ok := in.(*database.ReleasingWorker)
 	if !ok {
 		return fmt.Errorf("leadership manifold: expected its own worker, got %T", in)
+	}
+	w, ok := held.Worker.(*flagWorker)
+	if !ok {
+		return fmt.Errorf("leadership manifold: expected its own worker, got %T", held.Worker)
 	}
 	target, ok := out.(*Flag)
 	if !ok {

@@ -100,7 +100,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				hold.Release()
 				return nil, err
 			}
-			return &holdingWorker{Worker: w, hold: hold}, nil
+			return &database.ReleasingWorker{Worker: w, Hold: hold}, nil
 		},
 	}
 }
@@ -115,7 +115,7 @@ type Registration interface {
 
 // output gives the worker as a Registration.
 func output(in worker.Worker, out any) error {
-	w, ok := in.(*holdingWorker)
+	w, ok := in.(*database.ReleasingWorker)
 	if !ok {
 		return fmt.Errorf("membership manifold: expected its own worker, got %T", in)
 	}
@@ -128,27 +128,5 @@ func output(in worker.Worker, out any) error {
 		return fmt.Errorf("membership manifold: expected *membership.Registration, got %T", out)
 	}
 	*target = reg
-	return nil
-}
-
-// holdingWorker is the membership worker with the hold on the store it uses, released once
-// the worker has stopped.
-type holdingWorker struct {
-	worker.Worker
-	hold database.Hold
-}
-
-// Wait waits for the worker to stop and then releases the store.
-func (w *holdingWorker) Wait() error {
-	err := w.Worker.Wait()
-	w.hold.Release()
-	return err
-}
-
-// Report is the worker's report.
-func (w *holdingWorker) Report() map[string]any {
-	if r, ok := w.Worker.(interface{ Report() map[string]any }); ok {
-		return r.Report()
-	}
 	return nil
 }
