@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/berth-dev/berth/domain"
@@ -195,74 +193,6 @@ func BenchmarkApplyThroughput(b *testing.B) {
 		fmt.Printf("kubernetes environ apply: %d runtimes, %.0f objects in %.1fs: %.0f objects/s\n", benchRuntimes, objects, elapsed.Seconds(), objects/elapsed.Seconds())
 		b.StartTimer()
 	}
-}
-
-// creations counts the Berth-labelled objects created in a namespace, by watching it.
-type creations struct {
-	mu       sync.Mutex
-	seen     map[string]bool
-	last     time.Time
-	watchers []watch.Interface
-	wg       sync.WaitGroup
-}
-
-// watchCreations starts watching every kind the runtime templates render in the empty
-// namespace ns.
-func watchCreations(b *testing.B, cs k8s.Interface, ns string) *creations {
-	b.Helper()
-	ctx := context.Background()
-	opts := metav1.ListOptions{LabelSelector: selector("")}
-	c := &creations{seen: map[string]bool{}}
-	for kind, start := range map[string]func() (watch.Interface, error){
-		"persistentvolumeclaim": func() (watch.Interface, error) { return cs.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, opts) },
-		"service":               func() (watch.Interface, error) { return cs.CoreV1().Services(ns).Watch(ctx, opts) },
-		"deployment":            func() (watch.Interface, error) { return cs.AppsV1().Deployments(ns).Watch(ctx, opts) },
-		"ingress":               func() (watch.Interface, error) { return cs.NetworkingV1().Ingresses(ns).Watch(ctx, opts) },
-	} {
-		w, err := start()
-		if err != nil {
-			b.Fatalf("watch %ss: %v", kind, err)
-		}
-		c.watchers = append(c.watchers, w)
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			for ev := range w.ResultChan() {
-				if ev.Type != watch.Added {
-					continue
-				}
-				m, err := metaOf(ev.Object)
-				if err != nil {
-					continue
-				}
-				c.mu.Lock()
-				c.seen[kind+"/"+m] = true
-				c.last = time.Now()
-				c.mu.Unlock()
-			}
-		}()
-	}
-	b.Cleanup(func() { c.stop() })
-	return c
-}
-
-// stop ends the watches and returns how many objects were created and when the last was.
-func (c *creations) stop() (int, time.Time) {
-	for _, w := range c.watchers {
-		w.Stop()
-	}
-	c.wg.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seen), c.last
-}
-
-func metaOf(obj any) (string, error) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return "", fmt.Errorf("%T has no metadata", obj)
-	}
-	return m.GetName(), nil
 }
 
 // quiesce waits until no namespace is being deleted, so that a benchmark does not share the

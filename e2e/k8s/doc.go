@@ -4,7 +4,9 @@
 // orphans, provisions ClickHouse with its password kept out of status and logs, reports why an
 // unschedulable rollout is not ready, kills the agent with SIGKILL mid-rollout and checks that
 // the restarted agent converges, and that deprovisioning leaves nothing behind while objects
-// without Berth's labels are untouched. Its benchmarks time 100 runtimes from insert to ready
+// without Berth's labels are untouched. With three agents on one database it kills one with
+// SIGKILL mid-rollout and never restarts it: the others take its runtimes over once it is not
+// live, and every runtime is ready with each of its objects created once. Its benchmarks time 100 runtimes from insert to ready
 // through the agent and count the objects applied per second.
 //
 // The files carry the build tag k8s and need BERTH_KUBECONFIG (the admin kubeconfig of the

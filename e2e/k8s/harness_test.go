@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -119,7 +121,12 @@ func provisionerSet(spec string) string {
 // startAgent runs the agent with timings short enough for tests: a failed attempt is retried
 // within 2s, every resource and the provisioner are health-checked every second.
 func startAgent(e *e2etest.Env, extra ...string) *e2etest.Agent {
-	return e.StartAgent("e2e-k8s-agent", append([]string{
+	return startAgentAs(e, "e2e-k8s-agent", extra...)
+}
+
+// startAgentAs runs the agent under agent id with the timings of startAgent, then extra.
+func startAgentAs(e *e2etest.Env, id string, extra ...string) *e2etest.Agent {
+	return e.StartAgent(id, append([]string{
 		"--concurrency", "8",
 		"--poll-interval", "200ms",
 		"--backoff-base", "200ms",
@@ -296,4 +303,93 @@ func runConcurrently(n, width int, fn func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// creations counts the Berth-labelled objects created in a namespace, by watching it: how
+// many times each one was added, so that an object deleted and created again counts twice.
+type creations struct {
+	mu       sync.Mutex
+	added    map[string]int // by kind/name
+	last     time.Time
+	watchers []watch.Interface
+	wg       sync.WaitGroup
+}
+
+// watchCreations starts watching every kind the runtime templates render in the empty
+// namespace ns; the watches end with the test.
+func watchCreations(t testing.TB, cs kubernetes.Interface, ns string) *creations {
+	t.Helper()
+	ctx := context.Background()
+	opts := metav1.ListOptions{LabelSelector: selector("")}
+	c := &creations{added: map[string]int{}}
+	for kind, start := range map[string]func() (watch.Interface, error){
+		"persistentvolumeclaim": func() (watch.Interface, error) { return cs.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, opts) },
+		"service":               func() (watch.Interface, error) { return cs.CoreV1().Services(ns).Watch(ctx, opts) },
+		"deployment":            func() (watch.Interface, error) { return cs.AppsV1().Deployments(ns).Watch(ctx, opts) },
+		"ingress":               func() (watch.Interface, error) { return cs.NetworkingV1().Ingresses(ns).Watch(ctx, opts) },
+	} {
+		w, err := start()
+		if err != nil {
+			t.Fatalf("watch %ss: %v", kind, err)
+		}
+		c.watchers = append(c.watchers, w)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			for ev := range w.ResultChan() {
+				if ev.Type != watch.Added {
+					continue
+				}
+				m, ok := ev.Object.(metav1.Object)
+				if !ok {
+					continue
+				}
+				c.mu.Lock()
+				c.added[kind+"/"+m.GetName()]++
+				c.last = time.Now()
+				c.mu.Unlock()
+			}
+		}()
+	}
+	t.Cleanup(func() { c.stop() })
+	return c
+}
+
+// stop ends the watches and returns how many distinct objects were created and when the
+// last one was.
+func (c *creations) stop() (int, time.Time) {
+	for _, w := range c.watchers {
+		w.Stop()
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.added), c.last
+}
+
+// ofKind is how many distinct objects of kind were created so far.
+func (c *creations) ofKind(kind string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for key := range c.added {
+		if strings.HasPrefix(key, kind+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// createdTwice lists the objects added more than once so far, with their counts.
+func (c *creations) createdTwice() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for key, n := range c.added {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s (%d times)", key, n))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
