@@ -26,10 +26,12 @@ const (
 
 // agent is a running Berth agent process.
 type agent struct {
+	id     string
 	cmd    *exec.Cmd
 	log    *tailBuffer
 	exited chan struct{} // closed when the process has exited
 	err    error         // the process's exit error; read after exited is closed
+	killed bool          // killed on purpose (kill), so its exit is no failure
 }
 
 // migrate applies Berth's schema to the database with the agent binary.
@@ -42,21 +44,23 @@ func migrate(ctx context.Context, binary, dbURL string) error {
 	return nil
 }
 
-// startAgent starts the agent on the database with a static pool holding at least slots
-// one-slot resources. The caller must stop it.
-func startAgent(binary, dbURL string, concurrency, slots int) (*agent, error) {
+// startAgent starts the agent with agent id on the database with a static pool holding at
+// least slots one-slot resources, then the extra flags of berth run. Its HTTP server takes a
+// port of its own, so that several agents run side by side. The caller must stop it.
+func startAgent(binary, dbURL, id string, concurrency, slots int, extra ...string) (*agent, error) {
 	set, err := provisionerSet(slots)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(binary, "run", "--agent-id", "bench", "--concurrency", strconv.Itoa(concurrency))
+	args := append([]string{"run", "--agent-id", id, "--concurrency", strconv.Itoa(concurrency), "--http-addr", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(),
 		"BERTH_DATABASE_URL="+dbURL,
 		"BERTH_PROVISIONER_SET_JSON="+set,
 		"BERTH_DEFAULT_PROVISIONER="+provisionerName,
 		"BERTH_LOG_LEVEL=warn", // as River's client logs in the bench
 	)
-	a := &agent{cmd: cmd, log: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
+	a := &agent{id: id, cmd: cmd, log: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
 	cmd.Stdout = a.log
 	cmd.Stderr = a.log
 	if err := cmd.Start(); err != nil {
@@ -69,14 +73,27 @@ func startAgent(binary, dbURL string, concurrency, slots int) (*agent, error) {
 	return a, nil
 }
 
-// alive returns an error when the agent has exited.
+// alive returns an error when the agent has exited, unless it was killed on purpose.
 func (a *agent) alive() error {
+	if a.killed {
+		return nil
+	}
 	select {
 	case <-a.exited:
-		return fmt.Errorf("the agent exited early (%v); its last output:\n%s", a.err, a.log)
+		return fmt.Errorf("the agent %s exited early (%v); its last output:\n%s", a.id, a.err, a.log)
 	default:
 		return nil
 	}
+}
+
+// kill sends SIGKILL, as a crash would end the agent, and waits until it is gone.
+func (a *agent) kill() error {
+	a.killed = true
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill the agent %s: %w", a.id, err)
+	}
+	<-a.exited
+	return nil
 }
 
 // peakRSS is the agent's peak resident set size in bytes (VmHWM).
@@ -91,7 +108,7 @@ func (a *agent) peakRSS() (int64, error) {
 // stop sends SIGTERM and waits; after stopGrace it kills the agent. An agent that had
 // already exited is not reported again (alive reports it).
 func (a *agent) stop() error {
-	if a.alive() != nil {
+	if a.killed || a.alive() != nil {
 		return nil
 	}
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
@@ -104,7 +121,7 @@ func (a *agent) stop() error {
 	}
 	var exit *exec.ExitError
 	if errors.As(a.err, &exit) && !exit.Success() {
-		return fmt.Errorf("the agent exited with %v on SIGTERM; its last output:\n%s", a.err, a.log)
+		return fmt.Errorf("the agent %s exited with %v on SIGTERM; its last output:\n%s", a.id, a.err, a.log)
 	}
 	return nil
 }

@@ -25,25 +25,36 @@ const (
 )
 
 // berthRun is one Berth measurement: a fresh database (a PostgreSQL database on the bench
-// server, or an SQLite file in a temporary directory), its schema, and an agent on it.
+// server, or an SQLite file in a temporary directory), its schema, and its agents.
 type berthRun struct {
-	kind  string
-	url   string
-	drop  func() // removes the database
-	sql   *sql.DB
-	state store.DB
-	agent *agent
+	kind   string
+	url    string
+	drop   func() // removes the database
+	sql    *sql.DB
+	state  store.DB
+	agents []*agent
 }
 
-// startBerth prepares a database of kind and starts an agent on it with room for slots
-// resources, then waits for a warm-up resource so agent start-up is not part of what is
-// measured. The caller must close the run.
-func startBerth(ctx context.Context, cfg config, kind string, concurrency, slots int) (*berthRun, error) {
+// fleet is the agents of one run: how many, each one's --concurrency, and further flags of
+// berth run they all get.
+type fleet struct {
+	agents      int
+	concurrency int
+	flags       []string
+}
+
+// oneAgent is the fleet of the single-agent runs.
+func oneAgent(concurrency int) fleet { return fleet{agents: 1, concurrency: concurrency} }
+
+// startBerth prepares a database of kind and starts the fleet's agents on it with room for
+// slots resources, then waits for a warm-up resource so agent start-up is not part of what
+// is measured. The caller must close the run.
+func startBerth(ctx context.Context, cfg config, kind string, f fleet, slots int) (*berthRun, error) {
 	r := &berthRun{kind: kind}
 	if err := r.create(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if err := r.start(ctx, cfg, concurrency, slots); err != nil {
+	if err := r.start(ctx, cfg, f, slots); err != nil {
 		return nil, errors.Join(err, r.close())
 	}
 	return r, nil
@@ -72,7 +83,7 @@ func (r *berthRun) create(ctx context.Context, cfg config) error {
 	return nil
 }
 
-func (r *berthRun) start(ctx context.Context, cfg config, concurrency, slots int) error {
+func (r *berthRun) start(ctx context.Context, cfg config, f fleet, slots int) error {
 	if err := migrate(ctx, cfg.binary, r.url); err != nil {
 		return err
 	}
@@ -83,8 +94,12 @@ func (r *berthRun) start(ctx context.Context, cfg config, concurrency, slots int
 	if r.state, err = store.Open(ctx, r.url, store.Options{MaxConns: 2}); err != nil {
 		return fmt.Errorf("open the bench database: %w", err)
 	}
-	if r.agent, err = startAgent(cfg.binary, r.url, concurrency, slots+1); err != nil {
-		return err
+	for i := range f.agents {
+		a, err := startAgent(cfg.binary, r.url, agentID(i), f.concurrency, slots+1, f.flags...)
+		if err != nil {
+			return err
+		}
+		r.agents = append(r.agents, a)
 	}
 	if err := r.insert(ctx, "warmup", 1); err != nil {
 		return err
@@ -112,11 +127,14 @@ func openSQL(kind, dbURL string) (*sql.DB, error) {
 	return db, nil
 }
 
-// close stops the agent, then removes the database.
+// agentID is the --agent-id of a run's agent i (from 0).
+func agentID(i int) string { return fmt.Sprintf("bench-%d", i+1) }
+
+// close stops the agents, then removes the database.
 func (r *berthRun) close() error {
 	var err error
-	if r.agent != nil {
-		err = r.agent.stop()
+	for _, a := range r.agents {
+		err = errors.Join(err, a.stop())
 	}
 	if r.state != nil {
 		r.state.Close()
@@ -161,7 +179,7 @@ func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n i
 		case err != nil && ctx.Err() == nil:
 			return fmt.Errorf("count ready resources: %w", err)
 		}
-		if err := r.agent.alive(); err != nil {
+		if err := r.alive(); err != nil {
 			return err
 		}
 		select {
@@ -169,11 +187,46 @@ func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n i
 			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%d of %d %s resources ready after %s; statuses: %s; agent output:\n%s",
-				ready, n, prefix, cfg.waitTimeout, r.statusCounts(), r.agent.log)
+			return fmt.Errorf("%d of %d %s resources ready after %s; statuses: %s; %s",
+				ready, n, prefix, cfg.waitTimeout, r.statusCounts(), r.agentLogs())
 		case <-tick.C:
 		}
 	}
+}
+
+// alive returns an error when an agent of the run has exited, unless it was killed on purpose.
+func (r *berthRun) alive() error {
+	for _, a := range r.agents {
+		if err := a.alive(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// agentLogs is the last output of each agent, for a failure report.
+func (r *berthRun) agentLogs() string {
+	var b strings.Builder
+	for _, a := range r.agents {
+		fmt.Fprintf(&b, "output of agent %s:\n%s\n", a.id, a.log)
+	}
+	return b.String()
+}
+
+// peakRSS is the largest peak RSS of the run's agents that are still running.
+func (r *berthRun) peakRSS() (int64, error) {
+	var peak int64
+	for _, a := range r.agents {
+		if a.killed {
+			continue
+		}
+		rss, err := a.peakRSS()
+		if err != nil {
+			return 0, err
+		}
+		peak = max(peak, rss)
+	}
+	return peak, nil
 }
 
 // statusCounts summarises the resources table for a failure report.
@@ -219,12 +272,20 @@ type throughputResult struct {
 
 func (t throughputResult) perSecond() float64 { return float64(t.n) / t.elapsed.Seconds() }
 
-// berthThroughput inserts n resources at once and times them to ready:
-// max(ready_at) - min(created_at), both set by the database clock.
-func berthThroughput(ctx context.Context, cfg config, kind string, n, concurrency int) (res throughputResult, err error) {
-	r, err := startBerth(ctx, cfg, kind, concurrency, n)
+// berthThroughput inserts n resources at once and times them to ready with one agent of
+// the given concurrency.
+func berthThroughput(ctx context.Context, cfg config, kind string, n, concurrency int) (throughputResult, error) {
+	res, _, err := burst(ctx, cfg, kind, oneAgent(concurrency), n)
+	return res, err
+}
+
+// burst inserts n resources at once on a database with the fleet's agents and times them to
+// ready: max(ready_at) - min(created_at), both set by the database clock. It returns each
+// resource's ready_at - created_at too.
+func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res throughputResult, lat []time.Duration, err error) {
+	r, err := startBerth(ctx, cfg, kind, f, n)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	defer func() {
 		if cerr := r.close(); err == nil {
@@ -232,37 +293,49 @@ func berthThroughput(ctx context.Context, cfg config, kind string, n, concurrenc
 		}
 	}()
 	if err := r.insert(ctx, "bench", n); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	if err := r.waitReady(ctx, cfg, "bench", n); err != nil {
-		return res, err
+		return res, nil, err
 	}
-	if res.peakRSS, err = r.agent.peakRSS(); err != nil {
-		return res, err
+	if res.peakRSS, err = r.peakRSS(); err != nil {
+		return res, nil, err
 	}
 	ready, err := r.ready(ctx, "bench")
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
+	res.elapsed, lat = readySpan(ready)
+	res.n = len(ready)
+	res.setting, res.parallel = fmt.Sprintf("concurrency=%d", f.concurrency), f.concurrency
+	if f.agents > 1 {
+		res.setting = fmt.Sprintf("%d agents, concurrency=%d each", f.agents, f.concurrency)
+	}
+	slog.Info("berth throughput", "store", kind, "agents", f.agents, "concurrency", f.concurrency, "resources", res.n, "elapsed", res.elapsed.Round(time.Millisecond))
+	return res, lat, nil
+}
+
+// readySpan is the time from the first resource's creation to the last one's readiness, and
+// each one's ready_at - created_at; every resource of ready (not empty) has its ReadyAt.
+func readySpan(ready []domain.Resource) (time.Duration, []time.Duration) {
 	first, last := ready[0].CreatedAt, *ready[0].ReadyAt
-	for _, x := range ready[1:] {
+	lat := make([]time.Duration, 0, len(ready))
+	for _, x := range ready {
 		if x.CreatedAt.Before(first) {
 			first = x.CreatedAt
 		}
 		if x.ReadyAt.After(last) {
 			last = *x.ReadyAt
 		}
+		lat = append(lat, x.ReadyAt.Sub(x.CreatedAt))
 	}
-	res.n, res.elapsed = len(ready), last.Sub(first)
-	res.setting, res.parallel = fmt.Sprintf("concurrency=%d", concurrency), concurrency
-	slog.Info("berth throughput", "store", kind, "concurrency", concurrency, "resources", res.n, "elapsed", res.elapsed.Round(time.Millisecond))
-	return res, nil
+	return last.Sub(first), lat
 }
 
 // berthLatency inserts cfg.latencyN resources one at a time at cfg.rate and returns each
 // one's ready_at - created_at (both database timestamps).
 func berthLatency(ctx context.Context, cfg config, kind string, concurrency int) (lat []time.Duration, err error) {
-	r, err := startBerth(ctx, cfg, kind, concurrency, cfg.latencyN)
+	r, err := startBerth(ctx, cfg, kind, oneAgent(concurrency), cfg.latencyN)
 	if err != nil {
 		return nil, err
 	}

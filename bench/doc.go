@@ -1,6 +1,8 @@
 // Command bench compares Berth's provisioning throughput and latency with River's job
 // throughput and latency on the same PostgreSQL server, measures Berth the same way on its
-// embedded SQLite store, and measures what a health-check sweep of many ready resources costs.
+// embedded SQLite store and with several agents on one PostgreSQL database, times a failover
+// after one of them is killed, and measures what a health-check sweep of many ready
+// resources costs.
 //
 // It measures, each on a fresh database that is removed afterwards (a PostgreSQL database on
 // the server, or for Berth on SQLite a file in a new temporary directory):
@@ -30,6 +32,25 @@
 //     attempted_at - created_at of river_job, both database timestamps, matching Berth's
 //     method. The client uses the best MaxWorkers, FetchCooldown 1ms and FetchPollInterval
 //     50ms, and LISTEN/NOTIFY wake-ups (its pgx pool driver supports them).
+//   - Berth with several agents (-agents, default 1,2,3; "" skips these runs): for each count,
+//     a fresh PostgreSQL database with that many real agents (`berth run`, each with its own
+//     --agent-id bench-1, bench-2, ... and HTTP port, and --concurrency -agents-concurrency,
+//     default 16 as the agent's), the warm-up resource, then a burst of -agents-n (default
+//     3,000) runtimes inserted in one statement. Throughput is timed as above; insert-to-ready
+//     is each resource's ready_at - created_at within the burst (p50, p99, max); the peak RSS
+//     is the largest of the agents'. The target compares each count's throughput with the
+//     one-agent run's: it must be at least as high (throughput on one pool must not fall when
+//     agents are added).
+//   - Failover (-failover, default true): -failover-agents (default 3) agents with
+//     -failover-agent-ttl and -failover-heartbeat-interval (default 15s and 2s, the agent's
+//     own defaults) drain a burst of -agents-n runtimes. Once a third is ready, the agent
+//     holding the most leases on resources not yet ready is killed with SIGKILL and never
+//     restarted. Just after it is gone the bench reads the database clock and notes the
+//     resources it held (no takeover can have happened: its leases hold until its last
+//     heartbeat is --agent-ttl old). Once the burst is ready it reports, from the kill, when
+//     the first and the last of those were ready again, when the whole burst was, the burst
+//     from insert to ready, and the leases still naming the killed agent (none, when the
+//     takeover worked).
 //   - Health sweep (-health-n, default 100,000; 0 skips it): that many ready runtimes with
 //     their slot reservations are inserted in bulk (the table's triggers off meanwhile), 1,000
 //     to a host of a static pool whose hosts are local HTTP servers answering the default
@@ -46,7 +67,8 @@
 //     sweep's sessions have closed (a session hands over its counters when it ends). The
 //     sweep fails when a check wrote a row: the figures would then not be a steady state.
 //
-// -compare=false skips the Berth and River runs (the health sweep alone).
+// -compare=false skips every Berth and River run, those with several agents included (the
+// health sweep alone).
 //
 // Both the agent and the River client log at warn level, so neither pays for per-item logs.
 //
@@ -58,7 +80,8 @@
 //
 // The bench prints a table, Berth's figures by store side by side, then PASS or MISS for each
 // target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.5; Berth p99 latency
-// below River's), the health sweep's figures, and "bench: ok".
+// below River's), the runs with several agents side by side with PASS or MISS for each count
+// against one agent, the failover figures, the health sweep's figures, and "bench: ok".
 // It exits 0 whether targets pass or miss, and non-zero only when a measurement could not be
 // made. The agent is stopped
 // (SIGTERM, then SIGKILL after a grace period) on every exit path, including an interrupt.

@@ -38,6 +38,14 @@ type config struct {
 	compare           bool // measure Berth beside River
 	healthN           int  // ready resources in the health sweep; 0 skips it
 	healthConcurrency int
+
+	agentCounts       []int         // agents of each throughput run on one PostgreSQL database; empty skips them
+	agentsN           int           // resources in each of those runs and in the failover run
+	agentConcurrency  int           // each agent's --concurrency in those runs and the failover run
+	failover          bool          // measure failover after a SIGKILL
+	failoverAgents    int           // agents in the failover run
+	failoverTTL       time.Duration // their --agent-ttl
+	failoverHeartbeat time.Duration // their --heartbeat-interval
 }
 
 func main() {
@@ -89,7 +97,14 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.latencyN, "latency-n", 300, "resources (and River jobs) in each latency run")
 	fs.Float64Var(&cfg.rate, "rate", 20, "inserts per second in the latency runs")
 	fs.DurationVar(&cfg.waitTimeout, "wait-timeout", 10*time.Minute, "how long one run may wait for its resources or jobs")
-	fs.BoolVar(&cfg.compare, "compare", true, "measure Berth's throughput and latency beside River's (-compare=false: the health sweep alone)")
+	fs.BoolVar(&cfg.compare, "compare", true, "measure Berth's throughput and latency beside River's, with several agents and failover (-compare=false: the health sweep alone)")
+	agents := fs.String("agents", "1,2,3", `comma-separated agent counts, one throughput run of -agents-n resources each, the agents on one PostgreSQL database ("" skips them)`)
+	fs.IntVar(&cfg.agentsN, "agents-n", 3000, "resources in each run of -agents and in the failover run")
+	fs.IntVar(&cfg.agentConcurrency, "agents-concurrency", 16, "each agent's --concurrency in the runs of -agents and -failover")
+	fs.BoolVar(&cfg.failover, "failover", true, "measure failover: -failover-agents drain -agents-n resources and one is killed with SIGKILL mid-burst")
+	fs.IntVar(&cfg.failoverAgents, "failover-agents", 3, "agents in the failover run (at least 2)")
+	fs.DurationVar(&cfg.failoverTTL, "failover-agent-ttl", 15*time.Second, "the failover run's agents' --agent-ttl (the agent's default)")
+	fs.DurationVar(&cfg.failoverHeartbeat, "failover-heartbeat-interval", 2*time.Second, "the failover run's agents' --heartbeat-interval (the agent's default)")
 	fs.IntVar(&cfg.healthN, "health-n", 100000, "ready resources in the health sweep; 0 skips it")
 	fs.IntVar(&cfg.healthConcurrency, "health-concurrency", 8, "resource checks in flight at once in the health sweep (the agent's --health-concurrency)")
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +121,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, err
 	}
 	if cfg.riverWorkers, err = positiveInts("-river-workers", *workers); err != nil {
+		return cfg, err
+	}
+	if cfg.agentCounts, err = agentCounts(*agents); err != nil {
 		return cfg, err
 	}
 	switch {
@@ -125,6 +143,16 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-health-concurrency must be at least 1, got %d", cfg.healthConcurrency)
 	case !cfg.compare && cfg.healthN == 0:
 		return cfg, errors.New("nothing to measure: -compare=false and -health-n 0")
+	case cfg.agentsN < 1:
+		return cfg, fmt.Errorf("-agents-n must be at least 1, got %d", cfg.agentsN)
+	case cfg.agentConcurrency < 1:
+		return cfg, fmt.Errorf("-agents-concurrency must be at least 1, got %d", cfg.agentConcurrency)
+	case cfg.failover && cfg.failoverAgents < 2:
+		return cfg, fmt.Errorf("-failover-agents must be at least 2 (one is killed, another takes over), got %d", cfg.failoverAgents)
+	case cfg.failover && cfg.failoverHeartbeat <= 0:
+		return cfg, fmt.Errorf("-failover-heartbeat-interval must be positive, got %s", cfg.failoverHeartbeat)
+	case cfg.failover && cfg.failoverTTL < 2*cfg.failoverHeartbeat:
+		return cfg, fmt.Errorf("-failover-agent-ttl (%s) must be at least twice -failover-heartbeat-interval (%s), as berth run requires", cfg.failoverTTL, cfg.failoverHeartbeat)
 	}
 	if _, err := exec.LookPath(cfg.binary); err != nil {
 		return cfg, fmt.Errorf("no agent binary at %s: build it with make build, or set BERTH_BINARY", cfg.binary)
@@ -165,6 +193,9 @@ func storeList(list string) ([]string, error) {
 func measure(ctx context.Context, cfg config, rep *report) error {
 	if cfg.compare {
 		if err := compare(ctx, cfg, rep); err != nil {
+			return err
+		}
+		if err := scale(ctx, cfg, rep); err != nil {
 			return err
 		}
 	}

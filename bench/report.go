@@ -15,6 +15,8 @@ type report struct {
 	berth        []*berthResults // in the order of cfg.stores
 	river        []throughputResult
 	riverLatency latencySummary
+	scaling      []scalingResult // in the order of cfg.agentCounts
+	failover     *failoverResult
 	health       *healthResult
 }
 
@@ -49,6 +51,10 @@ func (r *report) berthResults(kind string) *berthResults {
 func (r *report) print(w io.Writer) {
 	if r.cfg.compare {
 		r.printComparison(w)
+		r.printScaling(w)
+		if r.failover != nil {
+			printFailover(w, *r.failover)
+		}
 	}
 	if r.health != nil {
 		r.printHealth(w, *r.health)
@@ -140,6 +146,61 @@ func (r *report) printTargets(w io.Writer, pg *berthResults) {
 	fmt.Fprintf(tw, "p99 latency berth < river\t%s vs %s\t%s\n",
 		ms(pg.latency.p99), ms(r.riverLatency.p99), verdict(pg.latency.p99 < r.riverLatency.p99))
 	tw.Flush()
+}
+
+// printScaling writes the throughput runs of several agents on one PostgreSQL database side
+// by side and, with a one-agent run among them, the target that adding agents keeps it.
+func (r *report) printScaling(w io.Writer) {
+	if len(r.scaling) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nBerth (static environ) with several agents on one PostgreSQL database: a burst of -agents-n resources each\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENTS\tSETTING\tTHROUGHPUT\tINSERT->READY\tPEAK RSS")
+	for _, s := range r.scaling {
+		fmt.Fprintf(tw, "%d\tconcurrency=%d each\t%.1f resources/s (%d in %.3f s)\tp50 %s, p99 %s, max %s\t%s per agent at most\n",
+			s.agents, s.throughput.parallel, s.throughput.perSecond(), s.throughput.n, s.throughput.elapsed.Seconds(),
+			ms(s.latency.p50), ms(s.latency.p99), ms(s.latency.max), mib(s.throughput.peakRSS))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nInsert->ready is each resource's ready_at - created_at within its burst (all inserted at once).\n\n")
+	ratios := scalingRatios(r.scaling)
+	if len(ratios) == 0 {
+		return
+	}
+	var one float64
+	for _, s := range r.scaling {
+		if s.agents == 1 {
+			one = s.throughput.perSecond()
+		}
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET (several agents on PostgreSQL)\tRESULT\t")
+	for _, s := range r.scaling {
+		ratio, ok := ratios[s.agents]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(tw, "throughput with %d agents / with 1 >= %.2f\t%.2f (%.1f resources/s / %.1f resources/s)\t%s\n",
+			s.agents, targetScaling, ratio, s.throughput.perSecond(), one, verdict(ratio >= targetScaling))
+	}
+	tw.Flush()
+}
+
+// printFailover writes the failover run's figures.
+func printFailover(w io.Writer, f failoverResult) {
+	fmt.Fprintf(w, "\nFailover: %d agents (--agent-ttl %s, --heartbeat-interval %s) drain a burst of %d resources;\n",
+		f.agents, f.agentTTL, f.heartbeat, f.n)
+	fmt.Fprintf(w, "%s, holding the most leases, is killed with SIGKILL once %d are ready and never restarted\n\n", f.victim, f.readyAtKill)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEASUREMENT\tRESULT")
+	fmt.Fprintf(tw, "resources the killed agent held\t%d\n", f.held)
+	fmt.Fprintf(tw, "kill -> its resources ready again\t%.3f s (the first at %.3f s)\n", f.heldReady.Seconds(), f.firstTakenOver.Seconds())
+	fmt.Fprintf(tw, "kill -> the whole burst ready\t%.3f s\n", f.allReady.Seconds())
+	fmt.Fprintf(tw, "burst, insert -> all ready\t%.3f s\n", f.burst.Seconds())
+	fmt.Fprintf(tw, "leases left to the killed agent\t%d\n", f.leftHeld)
+	tw.Flush()
+	fmt.Fprintf(w, "\nTimes are database-clock differences from the kill (read once the process was gone) to ready_at.\n\n")
 }
 
 // storeName is a store's name for people.
