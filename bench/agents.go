@@ -50,20 +50,23 @@ func agentCounts(list string) ([]int, error) {
 	return counts, nil
 }
 
-// scale measures Berth's throughput on PostgreSQL with each agent count of -agents, then
-// the failover run.
+// scale measures Berth's throughput on PostgreSQL with each agent count of -agents, the
+// counts in turn for each of -agents-rounds rounds (so that a machine's changing load falls
+// on every count alike), then the failover run.
 func scale(ctx context.Context, cfg config, rep *report) error {
-	for _, k := range cfg.agentCounts {
-		f := fleet{agents: k, concurrency: cfg.agentConcurrency}
-		res, lat, err := burst(ctx, cfg, storePostgres, f, cfg.agentsN)
-		if err != nil {
-			return fmt.Errorf("throughput with %s: %w", plural(k, "agent"), err)
+	for range cfg.agentsRounds {
+		for _, k := range cfg.agentCounts {
+			f := fleet{agents: k, concurrency: cfg.agentConcurrency}
+			res, lat, err := burst(ctx, cfg, storePostgres, f, cfg.agentsN)
+			if err != nil {
+				return fmt.Errorf("throughput with %s: %w", plural(k, "agent"), err)
+			}
+			summary, err := summarize(res.setting, lat)
+			if err != nil {
+				return err
+			}
+			rep.scaling = append(rep.scaling, scalingResult{agents: k, throughput: res, latency: summary})
 		}
-		summary, err := summarize(res.setting, lat)
-		if err != nil {
-			return err
-		}
-		rep.scaling = append(rep.scaling, scalingResult{agents: k, throughput: res, latency: summary})
 	}
 	if !cfg.failover {
 		return nil
@@ -222,8 +225,26 @@ func mostLeases(leases map[string]int) string {
 	return best
 }
 
+// fastestByAgents is the fastest run of each agent count, in the order the counts first
+// appear.
+func fastestByAgents(runs []scalingResult) []scalingResult {
+	var out []scalingResult
+	index := map[int]int{}
+	for _, r := range runs {
+		i, ok := index[r.agents]
+		switch {
+		case !ok:
+			index[r.agents] = len(out)
+			out = append(out, r)
+		case r.throughput.perSecond() > out[i].throughput.perSecond():
+			out[i] = r
+		}
+	}
+	return out
+}
+
 // scalingRatios is each run's throughput over the one-agent run's, for the runs of more
-// than one agent; nil without a one-agent run.
+// than one agent; nil without a one-agent run. runs has one run per count.
 func scalingRatios(runs []scalingResult) map[int]float64 {
 	var base *scalingResult
 	for i := range runs {

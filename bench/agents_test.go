@@ -18,9 +18,9 @@ func TestAgentFlags(t *testing.T) {
 	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
 	t.Setenv("BERTH_BINARY", "/bin/sh")
 	cfg, err := parseConfig(nil, io.Discard)
-	if err != nil || !slices.Equal(cfg.agentCounts, []int{1, 2, 3}) || cfg.agentsN != 3000 || cfg.agentConcurrency != 16 ||
+	if err != nil || !slices.Equal(cfg.agentCounts, []int{1, 2, 3}) || cfg.agentsN != 3000 || cfg.agentsRounds != 1 || cfg.agentConcurrency != 16 ||
 		!cfg.failover || cfg.failoverAgents != 3 || cfg.failoverTTL != 15*time.Second || cfg.failoverHeartbeat != 2*time.Second {
-		t.Errorf("defaults %+v, %v; want 1, 2 and 3 agents of 3000 resources at concurrency 16, failover of 3 agents at 15s and 2s", cfg, err)
+		t.Errorf("defaults %+v, %v; want one round of 1, 2 and 3 agents of 3000 resources at concurrency 16, failover of 3 agents at 15s and 2s", cfg, err)
 	}
 	cfg, err = parseConfig([]string{"-agents", "", "-failover=false", "-failover-agents", "1"}, io.Discard)
 	if err != nil || cfg.agentCounts != nil || cfg.failover {
@@ -37,6 +37,7 @@ func TestAgentFlags(t *testing.T) {
 		{[]string{"-agents", "1,0"}, `-agents: "0" is not a positive integer`},
 		{[]string{"-agents", "two"}, `or "" to skip`},
 		{[]string{"-agents-n", "0"}, "-agents-n must be at least 1"},
+		{[]string{"-agents-rounds", "0"}, "-agents-rounds must be at least 1"},
 		{[]string{"-agents-concurrency", "0"}, "-agents-concurrency must be at least 1"},
 		{[]string{"-failover-agents", "1"}, "-failover-agents must be at least 2"},
 		{[]string{"-failover-heartbeat-interval", "0s"}, "-failover-heartbeat-interval must be positive"},
@@ -76,6 +77,17 @@ func TestMostLeases(t *testing.T) {
 	}
 }
 
+func TestFastestByAgents(t *testing.T) {
+	run := func(agents int, seconds float64) scalingResult {
+		return scalingResult{agents: agents, throughput: throughputResult{n: 1000, elapsed: time.Duration(seconds * float64(time.Second))}}
+	}
+	got := fastestByAgents([]scalingResult{run(1, 3), run(3, 2), run(1, 2), run(3, 4), run(2, 1)})
+	want := []scalingResult{run(1, 2), run(3, 2), run(2, 1)}
+	if !slices.Equal(got, want) {
+		t.Errorf("fastestByAgents = %+v; want %+v", got, want)
+	}
+}
+
 func TestScalingRatios(t *testing.T) {
 	run := func(agents int, seconds float64) scalingResult {
 		return scalingResult{agents: agents, throughput: throughputResult{n: 1000, elapsed: time.Duration(seconds * float64(time.Second))}}
@@ -96,8 +108,8 @@ func TestReportShowsAgentsSideBySide(t *testing.T) {
 			parallel: 16, n: 3000, elapsed: time.Duration(seconds * float64(time.Second)), peakRSS: 40 << 20,
 		}}
 	}
-	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20}}
-	rep.scaling = []scalingResult{run(1, 6), run(2, 5), run(3, 8)}
+	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20, agentsRounds: 2}}
+	rep.scaling = []scalingResult{run(1, 6), run(2, 5), run(3, 8), run(1, 7), run(2, 6), run(3, 9)}
 	rep.failover = &failoverResult{
 		agents: 3, n: 3000, agentTTL: 15 * time.Second, heartbeat: 2 * time.Second, victim: "bench-2", readyAtKill: 1000, held: 16,
 		firstTakenOver: 15200 * time.Millisecond, heldReady: 15400 * time.Millisecond, allReady: 15500 * time.Millisecond, burst: 19 * time.Second,
@@ -105,7 +117,7 @@ func TestReportShowsAgentsSideBySide(t *testing.T) {
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, want := range []string{
-		"with several agents on one PostgreSQL database",
+		"with several agents on one PostgreSQL database: a burst of -agents-n resources each, the fastest of 2 rounds",
 		"1       concurrency=16 each  500.0 resources/s (3000 in 6.000 s)",
 		"3       concurrency=16 each  375.0 resources/s (3000 in 8.000 s)",
 		"p50 2000.0 ms, p99 3000.0 ms, max 3500.0 ms",
@@ -119,6 +131,10 @@ func TestReportShowsAgentsSideBySide(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+
+	if strings.Contains(out.String(), "in 7.000 s") {
+		t.Errorf("report shows a slower round beside the fastest:\n%s", out.String())
 	}
 
 	rep.scaling = []scalingResult{run(2, 5), run(3, 8)}

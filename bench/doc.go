@@ -36,7 +36,8 @@
 //     a fresh PostgreSQL database with that many real agents (`berth run`, each with its own
 //     --agent-id bench-1, bench-2, ... and HTTP port, and --concurrency -agents-concurrency,
 //     default 16 as the agent's), the warm-up resource, then a burst of -agents-n (default
-//     3,000) runtimes inserted in one statement. Throughput is timed as above; insert-to-ready
+//     3,000) runtimes inserted in one statement; -agents-rounds (default 1) repeats the counts
+//     in turn and the fastest run of each is shown. Throughput is timed as above; insert-to-ready
 //     is each resource's ready_at - created_at within the burst (p50, p99, max); the peak RSS
 //     is the largest of the agents'. The target compares each count's throughput with the
 //     one-agent run's: it must be at least as high (throughput on one pool must not fall when

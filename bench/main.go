@@ -41,6 +41,7 @@ type config struct {
 
 	agentCounts       []int         // agents of each throughput run on one PostgreSQL database; empty skips them
 	agentsN           int           // resources in each of those runs and in the failover run
+	agentsRounds      int           // how many times each count of agentCounts is run
 	agentConcurrency  int           // each agent's --concurrency in those runs and the failover run
 	failover          bool          // measure failover after a SIGKILL
 	failoverAgents    int           // agents in the failover run
@@ -100,6 +101,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.compare, "compare", true, "measure Berth's throughput and latency beside River's, with several agents and failover (-compare=false: the health sweep alone)")
 	agents := fs.String("agents", "1,2,3", `comma-separated agent counts, one throughput run of -agents-n resources each, the agents on one PostgreSQL database ("" skips them)`)
 	fs.IntVar(&cfg.agentsN, "agents-n", 3000, "resources in each run of -agents and in the failover run")
+	fs.IntVar(&cfg.agentsRounds, "agents-rounds", 1, "rounds of the -agents runs, each count once per round; each count's fastest run is reported")
 	fs.IntVar(&cfg.agentConcurrency, "agents-concurrency", 16, "each agent's --concurrency in the runs of -agents and -failover")
 	fs.BoolVar(&cfg.failover, "failover", true, "measure failover: -failover-agents drain -agents-n resources and one is killed with SIGKILL mid-burst")
 	fs.IntVar(&cfg.failoverAgents, "failover-agents", 3, "agents in the failover run (at least 2)")
@@ -145,6 +147,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, errors.New("nothing to measure: -compare=false and -health-n 0")
 	case cfg.agentsN < 1:
 		return cfg, fmt.Errorf("-agents-n must be at least 1, got %d", cfg.agentsN)
+	case cfg.agentsRounds < 1:
+		return cfg, fmt.Errorf("-agents-rounds must be at least 1, got %d", cfg.agentsRounds)
 	case cfg.agentConcurrency < 1:
 		return cfg, fmt.Errorf("-agents-concurrency must be at least 1, got %d", cfg.agentConcurrency)
 	case cfg.failover && cfg.failoverAgents < 2:
