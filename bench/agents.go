@@ -80,9 +80,9 @@ func scale(ctx context.Context, cfg config, rep *report) error {
 }
 
 // failover starts cfg.failoverAgents agents on one PostgreSQL database, inserts a burst of
-// cfg.agentsN resources, kills the agent holding the most leases with SIGKILL once a third of the
-// burst is ready, and times the rest from the kill: the killed agent's resources ready
-// again and the whole burst ready.
+// cfg.agentsN resources, kills the agent holding the most leases with SIGKILL once a third
+// of the burst is ready, and times the rest from the kill: the killed agent's resources
+// ready again and the whole burst ready.
 func failover(ctx context.Context, cfg config) (res failoverResult, err error) {
 	res = failoverResult{agents: cfg.failoverAgents, n: cfg.agentsN, agentTTL: cfg.failoverTTL, heartbeat: cfg.failoverHeartbeat}
 	f := fleet{agents: cfg.failoverAgents, concurrency: cfg.agentConcurrency, flags: []string{
