@@ -160,6 +160,10 @@ type LeaseHeldError struct {
 	// ExpiresAt is the earlier of the lease's expiry and, when the holder is a registered
 	// agent, the time that agent stops being live unless it heartbeats again.
 	ExpiresAt time.Time
+	// LiveAgent says the holder is a registered agent that is live: the resource is that
+	// agent's work. Should it die, or let go of the resource with a retry it does not come
+	// back for, the agents' watchers hand it on (ResourcesOfDeadAgents, OverdueResources).
+	LiveAgent bool
 }
 
 func (e *LeaseHeldError) Error() string {

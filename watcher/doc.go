@@ -25,6 +25,14 @@
 // and reports them like changed ones; once another agent claims one, it is no longer
 // listed.
 //
+// # Overdue retries
+//
+// Agents share the work: an agent that finds a resource leased by another live agent leaves
+// it to that agent, which schedules the resource's retries itself. Should that agent stop or
+// die after releasing the lease with a retry scheduled, nothing would bring the resource
+// back. So every PollInterval the watcher also lists up to BatchSize unleased resources whose
+// retry is more than OverdueAfter past and reports them like changed ones.
+//
 // # Gaps
 //
 // Sequence numbers are taken when a transaction writes its log entry but become visible

@@ -20,6 +20,9 @@ type fakeSource struct {
 	attention []string
 	// deadLeased are the resources ResourcesOfDeadAgents lists.
 	deadLeased []string
+	// overdue are the resources OverdueResources lists; overdueFor is what it was last given.
+	overdue    []string
+	overdueFor time.Duration
 
 	// readErr, when set, fails every read of the log.
 	readErr error
@@ -168,6 +171,22 @@ func (s *fakeSource) ResourcesOfDeadAgents(ctx context.Context) ([]string, error
 		return nil, s.readErr
 	}
 	return append([]string(nil), s.deadLeased...), nil
+}
+
+func (s *fakeSource) setOverdue(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.overdue = ids
+}
+
+func (s *fakeSource) OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	s.overdueFor = overdueFor
+	return append([]string(nil), s.overdue[:min(limit, len(s.overdue))]...), nil
 }
 
 func (s *fakeSource) ListenChanges(ctx context.Context) (domain.ChangeListener, error) {

@@ -48,6 +48,7 @@ func (s *postgresSuite) start(c *gc.C) watcher.StringsWatcher {
 		Clock:        clock.WallClock,
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PollInterval: time.Hour,
+		OverdueAfter: 15 * time.Second,
 		GapTimeout:   time.Minute,
 		BatchSize:    100,
 	})

@@ -29,6 +29,10 @@ type ResourcesSource interface {
 	// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not
 	// live: their leases are void, and no change may ever be logged for them.
 	ResourcesOfDeadAgents(ctx context.Context) ([]string, error)
+	// OverdueResources lists up to limit unleased resources whose retry is more than
+	// overdueFor past: the agent that scheduled the retry let go of them and did not come
+	// back (see domain.AgentStore).
+	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
 }
 
 // ResourcesConfig holds what the resources watcher needs.
@@ -37,8 +41,12 @@ type ResourcesConfig struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
 	// PollInterval is how often the change log is read when no wake-up arrives, and how
-	// often the resources of dead agents are looked up.
+	// often the resources of dead agents and overdue retries are looked up.
 	PollInterval time.Duration
+	// OverdueAfter is how long past its due time an unleased resource's retry is left to the
+	// agent that scheduled it before this watcher reports it (see the package doc); the
+	// agents' --agent-ttl.
+	OverdueAfter time.Duration
 	// GapTimeout is how long a skipped sequence number is looked up again before it is taken
 	// as rolled back (see the package doc).
 	GapTimeout time.Duration
@@ -57,6 +65,8 @@ func (c ResourcesConfig) Validate() error {
 		return errors.New("resources watcher: Logger is required")
 	case c.PollInterval <= 0:
 		return fmt.Errorf("resources watcher: PollInterval must be positive, got %s", c.PollInterval)
+	case c.OverdueAfter <= 0:
+		return fmt.Errorf("resources watcher: OverdueAfter must be positive, got %s: pass the agents' --agent-ttl", c.OverdueAfter)
 	case c.GapTimeout <= 0:
 		return fmt.Errorf("resources watcher: GapTimeout must be positive, got %s", c.GapTimeout)
 	case c.BatchSize < 1:
@@ -153,6 +163,9 @@ func (w *resourcesWatcher) loop() error {
 			if err := w.readDeadAgents(ctx); err != nil {
 				return w.deathReason(err)
 			}
+			if err := w.readOverdue(ctx); err != nil {
+				return w.deathReason(err)
+			}
 			poll.Reset(w.config.PollInterval)
 		}
 	}
@@ -228,16 +241,32 @@ func (w *resourcesWatcher) readDeadAgents(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list resources of dead agents: %w", err)
 	}
-	if len(ids) == 0 {
-		return nil
+	w.addLeftBehind(ids, "resources leased by agents that are not live")
+	return nil
+}
+
+// readOverdue queues up to BatchSize unleased resources whose retry is overdue, as if they
+// had changed: the agent that scheduled the retry did not come back for it.
+func (w *resourcesWatcher) readOverdue(ctx context.Context) error {
+	ids, err := w.config.Source.OverdueResources(ctx, w.config.OverdueAfter, w.config.BatchSize)
+	if err != nil {
+		return fmt.Errorf("list resources whose retry is overdue: %w", err)
 	}
-	w.config.Logger.Debug("resources leased by agents that are not live", "count", len(ids))
+	w.addLeftBehind(ids, "resources whose retry is overdue")
+	return nil
+}
+
+// addLeftBehind queues ids, which no change would report, logging what they are.
+func (w *resourcesWatcher) addLeftBehind(ids []string, what string) {
+	if len(ids) == 0 {
+		return
+	}
+	w.config.Logger.Debug(what, "count", len(ids))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, id := range ids {
 		w.addPendingLocked(id)
 	}
-	return nil
 }
 
 // recheckGaps reports the gaps that have been filled and forgets those older than GapTimeout.

@@ -525,6 +525,25 @@ func (s *workerSuite) TestLeaseHeldRetriedAtExpiry(c *gc.C) {
 	c.Check(s.metrics.reconcileObservations(), gc.HasLen, 1)
 }
 
+func (s *workerSuite) TestLeaseOfLiveAgentLeftToIt(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1"})
+	s.state.claimErrs = []error{&domain.LeaseHeldError{Holder: "agent-2", ExpiresAt: epoch.Add(15 * time.Second), LiveAgent: true}}
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitFor(c, "a claim", func() bool { return s.state.claims["r1"] == 1 })
+	// No retry is scheduled: the other agent reconciles it, and the watcher reports it
+	// again should that agent die or leave it overdue.
+	waitReport(c, w, "in-flight", 0)
+	c.Check(w.(interface{ Report() map[string]any }).Report()["next-retry-at"], gc.IsNil)
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+
+	s.watcher.send(c, "r1")
+	s.state.waitRow(c, "r1", "ready", ready(1))
+	c.Check(s.state.claimCount("r1"), gc.Equals, 2)
+}
+
 func (s *workerSuite) TestClaimFailureRetried(c *gc.C) {
 	s.state.add(domain.Resource{ID: "r1"})
 	s.state.claimErrs = []error{errors.New("connection refused")}
