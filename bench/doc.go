@@ -37,7 +37,10 @@
 //     assignment, mark the resource ok) on the pool Berth's agent gets. Throughput is n /
 //     (max(updated_on) - min(created_on)) of its resources table; each -rill-workers value
 //     (River MaxWorkers, default 10, 100, 200: 10 is Rill's default) is a separate run, and
-//     the hosts it filled past their slots are counted, since nothing locks the choice.
+//     the hosts it filled past their slots are counted, since nothing locks the choice. Its
+//     client has the no-op runs' fetch settings: with River's defaults, as Rill runs it, a
+//     queue fetches at most MaxWorkers jobs per 100 ms cooldown (99/s at MaxWorkers 10), a
+//     weaker peer than the one measured.
 //   - Health sweep (-health-n, default 100,000; 0 skips it): that many ready runtimes with
 //     their slot reservations are inserted in bulk (the table's triggers off meanwhile), 1,000
 //     to a host of a static pool whose hosts are local HTTP servers answering the default
