@@ -145,15 +145,18 @@ func (s *fakeSource) PruneChanges(ctx context.Context, cutoff time.Time) (int64,
 	return 0, errors.New("the watcher never prunes")
 }
 
-func (s *fakeSource) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error) {
+// ResourcesNeedingAttention pages through attention, which the tests keep in id order.
+func (s *fakeSource) ResourcesNeedingAttention(ctx context.Context, afterID string, limit int) ([]domain.Attention, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.readErr != nil {
 		return nil, s.readErr
 	}
-	out := make([]domain.Attention, len(s.attention))
-	for i, id := range s.attention {
-		out[i] = domain.Attention{ID: id}
+	var out []domain.Attention
+	for _, id := range s.attention {
+		if id > afterID && len(out) < limit {
+			out = append(out, domain.Attention{ID: id})
+		}
 	}
 	return out, nil
 }

@@ -25,7 +25,9 @@ const (
 // ResourcesSource is what the resources watcher reads (domain.State satisfies it).
 type ResourcesSource interface {
 	domain.ChangeLog
-	ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error)
+	// ResourcesNeedingAttention lists a page of the resources needing attention, in id
+	// order, after afterID ("": the first page).
+	ResourcesNeedingAttention(ctx context.Context, afterID string, limit int) ([]domain.Attention, error)
 	// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not
 	// live: their leases are void, and no change may ever be logged for them.
 	ResourcesOfDeadAgents(ctx context.Context) ([]string, error)
@@ -50,7 +52,8 @@ type ResourcesConfig struct {
 	// GapTimeout is how long a skipped sequence number is looked up again before it is taken
 	// as rolled back (see the package doc).
 	GapTimeout time.Duration
-	// BatchSize is the most change-log entries one query reads.
+	// BatchSize is the most change-log entries one query reads, and the size of a page of
+	// the resources needing attention.
 	BatchSize int
 }
 
@@ -91,6 +94,11 @@ type resourcesWatcher struct {
 	pending   []string
 	isPending map[string]bool
 	listening bool
+
+	// attentionAfter is the last id of the page of resources needing attention read last;
+	// attentionRead says every page has been read.
+	attentionAfter string
+	attentionRead  bool
 }
 
 // NewResourcesWatcher starts a resources watcher.
@@ -152,6 +160,9 @@ func (w *resourcesWatcher) loop() error {
 		case out <- w.pendingBatch():
 			sentFirst = true
 			w.clearPending()
+			if err := w.readAttention(ctx); err != nil {
+				return w.deathReason(err)
+			}
 		case <-w.hints:
 			if err := w.read(ctx); err != nil {
 				return w.deathReason(err)
@@ -172,7 +183,7 @@ func (w *resourcesWatcher) loop() error {
 }
 
 // start sets the cursor, notes the missing sequence numbers just below it as gaps and queues
-// every resource that needs attention as the first event.
+// the first page of the resources that need attention as the first event.
 func (w *resourcesWatcher) start(ctx context.Context) error {
 	cursor, err := w.config.Source.LatestChangeSeq(ctx)
 	if err != nil {
@@ -194,15 +205,32 @@ func (w *resourcesWatcher) start(ctx context.Context) error {
 	}
 	w.noteGaps(next, cursor+1, now)
 
-	attention, err := w.config.Source.ResourcesNeedingAttention(ctx)
+	w.mu.Lock()
+	w.cursor = cursor
+	w.mu.Unlock()
+	return w.readAttention(ctx)
+}
+
+// readAttention queues the next page of the resources needing attention, until every page
+// has been read. Pages are read one delivery at a time, so a consumer slower than the
+// store holds back the reading instead of the watcher holding every id.
+func (w *resourcesWatcher) readAttention(ctx context.Context) error {
+	if w.attentionRead {
+		return nil
+	}
+	page, err := w.config.Source.ResourcesNeedingAttention(ctx, w.attentionAfter, w.config.BatchSize)
 	if err != nil {
 		return fmt.Errorf("list resources needing attention: %w", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.cursor = cursor
-	for _, a := range attention {
+	for _, a := range page {
 		w.addPendingLocked(a.ID)
+	}
+	if len(page) < w.config.BatchSize {
+		w.attentionRead = true
+	} else {
+		w.attentionAfter = page[len(page)-1].ID
 	}
 	return nil
 }

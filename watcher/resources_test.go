@@ -302,6 +302,22 @@ func (s *resourcesSuite) TestPollsReportTheResourcesOfDeadAgents(c *gc.C) {
 	assertNoEvent(c, w)
 }
 
+func (s *resourcesSuite) TestResourcesNeedingAttentionArePagedOneDeliveryAtATime(c *gc.C) {
+	s.source.setAttention("a1", "a2", "a3", "a4", "a5", "a6", "a7")
+	s.source.listenHangs = true
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	// A page of BatchSize (3) per event: the next page is read once the one before was taken.
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a1", "a2", "a3"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a4", "a5", "a6"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a7"})
+	s.source.commit("changed")
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"changed"})
+	assertNoEvent(c, w)
+}
+
 func (s *resourcesSuite) TestPollsReportOverdueRetries(c *gc.C) {
 	s.source.listenHangs = true
 	w := s.start(c)

@@ -111,7 +111,7 @@
 // fight over each row, and the watcher reports the resource again should that agent die
 // (its leases are void) or release it with a retry it does not come back for within the
 // agents' ttl. A lease held by any other holder is tried again when it expires. The retry time is stored in next_attempt_at, so a restarted worker
-// (whose watcher's first event lists every resource needing attention) keeps the schedule.
+// (whose watcher's first events list every resource needing attention) keeps the schedule.
 //
 // # Observability
 //

@@ -544,6 +544,35 @@ func (s *workerSuite) TestLeaseOfLiveAgentLeftToIt(c *gc.C) {
 	c.Check(s.state.claimCount("r1"), gc.Equals, 2)
 }
 
+// A full queue stops the loop taking events, so a backlog waits in the watcher (which
+// coalesces it) rather than in the worker's memory.
+func (s *workerSuite) TestFullQueueHoldsBackTheWatcher(c *gc.C) {
+	s.env.gateReconcile = true
+	cfg := s.config()
+	cfg.Concurrency = 1
+	ids := make([]string, provisioner.QueueHighWater+1)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("r%04d", i)
+		s.state.add(domain.Resource{ID: ids[i]})
+	}
+	w := s.start(c, cfg)
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, ids...)
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r0000")
+	waitReport(c, w, "queue-depth", provisioner.QueueHighWater)
+	select {
+	case s.watcher.changes <- []string{"more"}:
+		c.Fatalf("the worker took an event with %d resources queued", provisioner.QueueHighWater)
+	case <-time.After(shortWait):
+	}
+
+	// One starts, the queue drains below the mark, and events are taken again.
+	s.env.open(c)
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r0001")
+	s.watcher.send(c, "more")
+}
+
 func (s *workerSuite) TestClaimFailureRetried(c *gc.C) {
 	s.state.add(domain.Resource{ID: "r1"})
 	s.state.claimErrs = []error{errors.New("connection refused")}
