@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,62 @@ func TestReportShowsStoresSideBySide(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "TARGET") {
 		t.Errorf("report shows targets without River's figures:\n%s", out.String())
+	}
+}
+
+func TestRillFlags(t *testing.T) {
+	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
+	t.Setenv("BERTH_BINARY", "/bin/sh")
+	cfg, err := parseConfig(nil, io.Discard)
+	if err != nil || !slices.Equal(cfg.rillWorkers, []int{10, 100, 200}) {
+		t.Errorf("default -rill-workers: %v, %v; want 10,100,200", cfg.rillWorkers, err)
+	}
+	cfg, err = parseConfig([]string{"-rill-workers", ""}, io.Discard)
+	if err != nil || len(cfg.rillWorkers) != 0 {
+		t.Errorf(`-rill-workers "": %v, %v; want none`, cfg.rillWorkers, err)
+	}
+	if _, err := parseConfig([]string{"-rill-workers", "10,0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "-rill-workers") {
+		t.Errorf("-rill-workers 10,0: %v; want an error naming -rill-workers", err)
+	}
+}
+
+// The peer provisions every resource once, each on a host of the pool with room, and the
+// run reads its drain back from the database.
+func TestRillPeerProvisionsEveryResource(t *testing.T) {
+	ctx := context.Background()
+	cfg := config{server: pgtest.New(t), n: 300, waitTimeout: 2 * time.Minute}
+	res, err := rillThroughput(ctx, cfg, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.n != cfg.n || res.elapsed <= 0 || res.setting != "max-workers=8" {
+		t.Errorf("result %+v; want %d resources drained in a positive time at max-workers=8", res.throughputResult, cfg.n)
+	}
+	if res.overfilledHosts != 0 {
+		t.Errorf("%d hosts overfilled with %d one-slot resources on %d slots", res.overfilledHosts, cfg.n, minHosts*slotsPerHost)
+	}
+}
+
+func TestReportShowsRillTarget(t *testing.T) {
+	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20}}
+	lat := latencySummary{setting: "x", n: 300, p50: time.Millisecond, p99: 2 * time.Millisecond, max: 3 * time.Millisecond}
+	pg := rep.berthOn(storePostgres)
+	pg.throughput = []throughputResult{{setting: "concurrency=16", parallel: 16, n: 10000, elapsed: 10 * time.Second}}
+	pg.latency = lat
+	rep.river = []throughputResult{{setting: "max-workers=200", parallel: 200, n: 10000, elapsed: time.Second}}
+	rep.riverLatency = lat
+	rep.rill = []rillResult{
+		{throughputResult: throughputResult{setting: "max-workers=10", parallel: 10, n: 10000, elapsed: 100 * time.Second}},
+		{throughputResult: throughputResult{setting: "max-workers=100", parallel: 100, n: 10000, elapsed: 12500 * time.Millisecond}, overfilledHosts: 2},
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, want := range []string{
+		"800.0 resources/s (12.500 s; hosts over their slots: 2)",
+		"1.25 (1000.0 resources/s / 800.0 resources/s at max-workers=100)  PASS",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }

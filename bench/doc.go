@@ -32,6 +32,17 @@
 //     attempted_at - created_at of river_job, both database timestamps, matching Berth's
 //     method. The client uses the best MaxWorkers, FetchCooldown 1ms and FetchPollInterval
 //     50ms, and LISTEN/NOTIFY wake-ups (its pgx pool driver supports them).
+//   - Rill's static provisioning on River, the peer platform teams run: -n resources are
+//     inserted with a River job each, in one transaction, before the client starts; each job
+//     makes the statements of Rill's static provisioner (read the resource, sum the slots
+//     assigned per host with no lock, pick a host with room round-robin, upsert the
+//     assignment, mark the resource ok) on the pool Berth's agent gets. Throughput is n /
+//     (max(updated_on) - min(created_on)) of its resources table; each -rill-workers value
+//     (River MaxWorkers, default 10, 100, 200: 10 is Rill's default) is a separate run, and
+//     the hosts it filled past their slots are counted, since nothing locks the choice. Its
+//     client has the no-op runs' fetch settings: with River's defaults, as Rill runs it, a
+//     queue fetches at most MaxWorkers jobs per 100 ms cooldown (99/s at MaxWorkers 10), a
+//     weaker peer than the one measured.
 //   - Berth with several agents (-agents, default 1,2,3; "" skips these runs): for each count,
 //     a fresh PostgreSQL database with that many real agents (`berth run`, each with its own
 //     --agent-id bench-1, bench-2, ... and HTTP port, and --concurrency -agents-concurrency,
@@ -81,6 +92,7 @@
 //
 // The bench prints a table, Berth's figures by store side by side, then PASS or MISS for each
 // target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.5; Berth p99 latency
+// below River's; Berth at least as fast as Rill on River's best run), the health sweep's figures, and "bench: ok".
 // below River's), the runs with several agents side by side with PASS or MISS for each count
 // against one agent, the failover figures, the health sweep's figures, and "bench: ok".
 // It exits 0 whether targets pass or miss, and non-zero only when a measurement could not be

@@ -18,7 +18,8 @@ import (
 
 // Targets Berth is held to.
 const (
-	targetRatio = 0.5 // Berth resources/s ÷ River jobs/s
+	targetRatio     = 0.5 // Berth resources/s ÷ River jobs/s
+	targetRillRatio = 1.0 // Berth resources/s ÷ Rill-on-River resources/s, each the best run
 )
 
 // config is what one bench run measures, from flags and environment.
@@ -31,6 +32,7 @@ type config struct {
 	berthConcurrency  []int
 	sqliteConcurrency []int
 	riverWorkers      []int
+	rillWorkers       []int // River MaxWorkers of the Rill-on-River runs; none: skipped
 	latencyN          int
 	rate              float64
 	waitTimeout       time.Duration
@@ -95,6 +97,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	sqliteConcurrency := fs.String("sqlite-concurrency", "16", "comma-separated agent --concurrency values on SQLite, one throughput run each")
 	concurrency := fs.String("berth-concurrency", "16,64", "comma-separated agent --concurrency values on PostgreSQL, one throughput run each")
 	workers := fs.String("river-workers", "10,50,100,200", "comma-separated River MaxWorkers values, one throughput run each")
+	rillWorkers := fs.String("rill-workers", "10,100,200", "comma-separated River MaxWorkers values of Rill's static provisioning on River, one throughput run each (10 is Rill's default); \"\" skips it")
 	fs.IntVar(&cfg.latencyN, "latency-n", 300, "resources (and River jobs) in each latency run")
 	fs.Float64Var(&cfg.rate, "rate", 20, "inserts per second in the latency runs")
 	fs.DurationVar(&cfg.waitTimeout, "wait-timeout", 10*time.Minute, "how long one run may wait for its resources or jobs")
@@ -127,6 +130,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.agentCounts, err = agentCounts(*agents); err != nil {
 		return cfg, err
+	}
+	if strings.TrimSpace(*rillWorkers) != "" {
+		if cfg.rillWorkers, err = positiveInts("-rill-workers", *rillWorkers); err != nil {
+			return cfg, err
+		}
 	}
 	switch {
 	case cfg.n < 1:
@@ -227,6 +235,13 @@ func compare(ctx context.Context, cfg config, rep *report) error {
 			return fmt.Errorf("river throughput at MaxWorkers %d: %w", w, err)
 		}
 		rep.river = append(rep.river, res)
+	}
+	for _, w := range cfg.rillWorkers {
+		res, err := rillThroughput(ctx, cfg, w)
+		if err != nil {
+			return fmt.Errorf("rill on river throughput at MaxWorkers %d: %w", w, err)
+		}
+		rep.rill = append(rep.rill, res)
 	}
 	best := fastest(rep.river)
 	lat, err := riverLatency(ctx, cfg, best.parallel)

@@ -14,6 +14,7 @@ type report struct {
 	cfg          config
 	berth        []*berthResults // in the order of cfg.stores
 	river        []throughputResult
+	rill         []rillResult
 	riverLatency latencySummary
 	scaling      []scalingResult // in the order of cfg.agentCounts
 	failover     *failoverResult
@@ -79,6 +80,10 @@ func (r *report) printComparison(w io.Writer) {
 			t.n, t.setting, t.perSecond(), t.elapsed.Seconds())
 	}
 	r.printLatency(tw, "river", storePostgres, "insert->start", r.riverLatency)
+	for _, t := range r.rill {
+		fmt.Fprintf(tw, "rill-on-river	postgres	throughput, %d resources	%s	%.1f resources/s (%.3f s; hosts over their slots: %d)\n",
+			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.overfilledHosts)
+	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nLatencies are database-clock differences (berth: ready_at - created_at, to the millisecond on SQLite; river: attempted_at - created_at).\n")
 	fmt.Fprintf(w, "River client: FetchCooldown %s, FetchPollInterval %s, LISTEN/NOTIFY wake-ups.\n\n",
@@ -145,6 +150,16 @@ func (r *report) printTargets(w io.Writer, pg *berthResults) {
 		targetRatio, ratio, berth.perSecond(), river.perSecond(), verdict(ratio >= targetRatio))
 	fmt.Fprintf(tw, "p99 latency berth < river\t%s vs %s\t%s\n",
 		ms(pg.latency.p99), ms(r.riverLatency.p99), verdict(pg.latency.p99 < r.riverLatency.p99))
+	if len(r.rill) > 0 {
+		runs := make([]throughputResult, len(r.rill))
+		for i, run := range r.rill {
+			runs[i] = run.throughputResult
+		}
+		peer := fastest(runs)
+		ratio := berth.perSecond() / peer.perSecond()
+		fmt.Fprintf(tw, "throughput ratio berth/rill-on-river >= %.2f\t%.2f (%.1f resources/s / %.1f resources/s at %s)\t%s\n",
+			targetRillRatio, ratio, berth.perSecond(), peer.perSecond(), peer.setting, verdict(ratio >= targetRillRatio))
+	}
 	tw.Flush()
 }
 

@@ -42,22 +42,25 @@ type riverRun struct {
 	started   bool
 }
 
+// addNoop registers the no-op job's worker.
+func addNoop(workers *river.Workers, _ *pgxpool.Pool) { river.AddWorker(workers, &noopWorker{}) }
+
 // startRiver prepares a migrated database and a (not yet started) client whose default
-// queue runs maxWorkers workers and whose completion channel holds expected events. The
-// caller must close the run.
-func startRiver(ctx context.Context, cfg config, maxWorkers, expected int) (*riverRun, error) {
+// queue runs maxWorkers of the workers addWorkers registers (given the run's pool) and
+// whose completion channel holds expected events. The caller must close the run.
+func startRiver(ctx context.Context, cfg config, maxWorkers, expected int, addWorkers func(*river.Workers, *pgxpool.Pool)) (*riverRun, error) {
 	db, err := createDatabase(ctx, cfg.server)
 	if err != nil {
 		return nil, err
 	}
 	r := &riverRun{db: db}
-	if err := r.prepare(ctx, maxWorkers, expected); err != nil {
+	if err := r.prepare(ctx, maxWorkers, expected, addWorkers); err != nil {
 		return nil, errors.Join(err, r.close())
 	}
 	return r, nil
 }
 
-func (r *riverRun) prepare(ctx context.Context, maxWorkers, expected int) error {
+func (r *riverRun) prepare(ctx context.Context, maxWorkers, expected int, addWorkers func(*river.Workers, *pgxpool.Pool)) error {
 	pool, err := pgxpool.New(ctx, r.db.url)
 	if err != nil {
 		return fmt.Errorf("connect to the bench database: %w", err)
@@ -72,7 +75,7 @@ func (r *riverRun) prepare(ctx context.Context, maxWorkers, expected int) error 
 		return fmt.Errorf("migrate River's schema: %w", err)
 	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &noopWorker{})
+	addWorkers(workers, pool)
 	r.client, err = river.NewClient(driver, &river.Config{
 		FetchCooldown:     riverFetchCooldown,
 		FetchPollInterval: riverFetchPollInterval,
@@ -131,7 +134,7 @@ func (r *riverRun) waitCompleted(ctx context.Context, cfg config, n int) error {
 
 // riverThroughput inserts cfg.n jobs, then starts the client and times the drain.
 func riverThroughput(ctx context.Context, cfg config, maxWorkers int) (res throughputResult, err error) {
-	r, err := startRiver(ctx, cfg, maxWorkers, cfg.n)
+	r, err := startRiver(ctx, cfg, maxWorkers, cfg.n, addNoop)
 	if err != nil {
 		return res, err
 	}
@@ -167,7 +170,7 @@ func riverThroughput(ctx context.Context, cfg config, maxWorkers int) (res throu
 // riverLatency inserts cfg.latencyN jobs one at a time at cfg.rate, after a warm-up job,
 // and returns each one's attempted_at - created_at.
 func riverLatency(ctx context.Context, cfg config, maxWorkers int) (lat []time.Duration, err error) {
-	r, err := startRiver(ctx, cfg, maxWorkers, cfg.latencyN+1)
+	r, err := startRiver(ctx, cfg, maxWorkers, cfg.latencyN+1, addNoop)
 	if err != nil {
 		return nil, err
 	}

@@ -71,6 +71,12 @@ type AgentStore interface {
 	// that is not live (its last heartbeat is older than its own TTL): their leases are void,
 	// and nothing else may tell another agent to take their work over.
 	ResourcesOfDeadAgents(ctx context.Context) ([]string, error)
+	// OverdueResources lists up to limit resources needing attention whose scheduled retry
+	// is more than overdueFor past while no one holds their lease, oldest retry first. The
+	// agent that scheduled such a retry let go of the resource and has not come back to it
+	// (it stopped or died after releasing it): no change is logged for it, so nothing else
+	// would tell another agent. A permanent failure schedules no retry and is never listed.
+	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
 }
 
 // LeadershipStore is the leadership lease: one agent at a time runs what must run once

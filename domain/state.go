@@ -102,10 +102,12 @@ type ProgressUpdate struct {
 
 // ReconcileStore is the agent side of the resources table.
 type ReconcileStore interface {
-	// ResourcesNeedingAttention lists resources whose status or generation says the agent has
-	// work to do: pending, provisioning, deleting, error (re-evaluated at start), and ready
-	// ones whose generation is ahead of observed_generation.
-	ResourcesNeedingAttention(ctx context.Context) ([]Attention, error)
+	// ResourcesNeedingAttention lists, a page at a time, resources whose status or
+	// generation says the agent has work to do: pending, provisioning, deleting, error
+	// (re-evaluated at start), and ready ones whose generation is ahead of
+	// observed_generation. A page is the first limit such resources in id order whose ids
+	// are greater than afterID ("": from the start); the next page starts after its last.
+	ResourcesNeedingAttention(ctx context.Context, afterID string, limit int) ([]Attention, error)
 	// ClaimResource takes (or renews) the resource's reconcile lease for holder and returns the
 	// row. It gives ErrNotFound when the row is gone and an error wrapping ErrLeaseHeld (with
 	// LeaseHeldError's expiry) while another holder's lease is live. Claiming one's own lease
@@ -160,6 +162,10 @@ type LeaseHeldError struct {
 	// ExpiresAt is the earlier of the lease's expiry and, when the holder is a registered
 	// agent, the time that agent stops being live unless it heartbeats again.
 	ExpiresAt time.Time
+	// LiveAgent says the holder is a registered agent that is live: the resource is that
+	// agent's work. Should it die, or let go of the resource with a retry it does not come
+	// back for, the agents' watchers hand it on (ResourcesOfDeadAgents, OverdueResources).
+	LiveAgent bool
 }
 
 func (e *LeaseHeldError) Error() string {

@@ -252,7 +252,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Metrics:          config.Metrics,
 			Locks:            locks,
 			NewWorker:        provisioner.NewWorker,
-			NewWatcher:       newResourcesWatcher(config.Watcher),
+			NewWatcher:       newResourcesWatcher(config.Watcher, config.Membership.AgentTTL),
 		}),
 
 		ChangeLogPrunerName: leadership.Gate(LeadershipName, changelog.Manifold(changelog.ManifoldConfig{
@@ -360,13 +360,16 @@ func resourceMetricsManifold(m *metrics.Metrics) dependency.Manifold {
 	}
 }
 
-func newResourcesWatcher(settings WatcherSettings) func(domain.State, clock.Clock, *slog.Logger) (provisioner.Watcher, error) {
+// newResourcesWatcher builds the provisioner's watcher. A retry more than agentTTL overdue
+// is one its agent did not come back for: then any agent takes it.
+func newResourcesWatcher(settings WatcherSettings, agentTTL time.Duration) func(domain.State, clock.Clock, *slog.Logger) (provisioner.Watcher, error) {
 	return func(state domain.State, clk clock.Clock, logger *slog.Logger) (provisioner.Watcher, error) {
 		return watcher.NewResourcesWatcher(watcher.ResourcesConfig{
 			Source:       state,
 			Clock:        clk,
 			Logger:       logger.With("watcher", "resources"),
 			PollInterval: settings.PollInterval,
+			OverdueAfter: agentTTL,
 			GapTimeout:   settings.GapTimeout,
 			BatchSize:    settings.BatchSize,
 		})

@@ -1,8 +1,10 @@
 // Package watcher turns the store's change log into batches of resource ids for workers to act on.
 //
 // The resources watcher starts by noting the newest change-log sequence number and sending,
-// as its first event, every resource that needs attention (so nothing that changed while no
-// agent ran is lost). From then on it tails the change log from that cursor and sends the ids
+// in its first events, every resource that needs attention (so nothing that changed while no
+// agent ran is lost): a page of BatchSize ids at a time, the next page read only once the
+// consumer took the one before, so the first reconciles start after one page whatever the
+// backlog, and the watcher never holds the whole of it. From then on it tails the change log from that cursor and sends the ids
 // of every resource whose desired state changed.
 //
 // # NOTIFY is only a hint
@@ -24,6 +26,14 @@
 // lists the resources leased by registered agents that are not live (their leases are void)
 // and reports them like changed ones; once another agent claims one, it is no longer
 // listed.
+//
+// # Overdue retries
+//
+// Agents share the work: an agent that finds a resource leased by another live agent leaves
+// it to that agent, which schedules the resource's retries itself. Should that agent stop or
+// die after releasing the lease with a retry scheduled, nothing would bring the resource
+// back. So every PollInterval the watcher also lists up to BatchSize unleased resources whose
+// retry is more than OverdueAfter past and reports them like changed ones.
 //
 // # Gaps
 //

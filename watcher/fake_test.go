@@ -20,6 +20,9 @@ type fakeSource struct {
 	attention []string
 	// deadLeased are the resources ResourcesOfDeadAgents lists.
 	deadLeased []string
+	// overdue are the resources OverdueResources lists; overdueFor is what it was last given.
+	overdue    []string
+	overdueFor time.Duration
 
 	// readErr, when set, fails every read of the log.
 	readErr error
@@ -142,15 +145,18 @@ func (s *fakeSource) PruneChanges(ctx context.Context, cutoff time.Time) (int64,
 	return 0, errors.New("the watcher never prunes")
 }
 
-func (s *fakeSource) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error) {
+// ResourcesNeedingAttention pages through attention, which the tests keep in id order.
+func (s *fakeSource) ResourcesNeedingAttention(ctx context.Context, afterID string, limit int) ([]domain.Attention, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.readErr != nil {
 		return nil, s.readErr
 	}
-	out := make([]domain.Attention, len(s.attention))
-	for i, id := range s.attention {
-		out[i] = domain.Attention{ID: id}
+	var out []domain.Attention
+	for _, id := range s.attention {
+		if id > afterID && len(out) < limit {
+			out = append(out, domain.Attention{ID: id})
+		}
 	}
 	return out, nil
 }
@@ -168,6 +174,22 @@ func (s *fakeSource) ResourcesOfDeadAgents(ctx context.Context) ([]string, error
 		return nil, s.readErr
 	}
 	return append([]string(nil), s.deadLeased...), nil
+}
+
+func (s *fakeSource) setOverdue(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.overdue = ids
+}
+
+func (s *fakeSource) OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	s.overdueFor = overdueFor
+	return append([]string(nil), s.overdue[:min(limit, len(s.overdue))]...), nil
 }
 
 func (s *fakeSource) ListenChanges(ctx context.Context) (domain.ChangeListener, error) {

@@ -25,10 +25,16 @@ const (
 // ResourcesSource is what the resources watcher reads (domain.State satisfies it).
 type ResourcesSource interface {
 	domain.ChangeLog
-	ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error)
+	// ResourcesNeedingAttention lists a page of the resources needing attention, in id
+	// order, after afterID ("": the first page).
+	ResourcesNeedingAttention(ctx context.Context, afterID string, limit int) ([]domain.Attention, error)
 	// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not
 	// live: their leases are void, and no change may ever be logged for them.
 	ResourcesOfDeadAgents(ctx context.Context) ([]string, error)
+	// OverdueResources lists up to limit unleased resources whose retry is more than
+	// overdueFor past: the agent that scheduled the retry let go of them and did not come
+	// back (see domain.AgentStore).
+	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
 }
 
 // ResourcesConfig holds what the resources watcher needs.
@@ -37,12 +43,17 @@ type ResourcesConfig struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
 	// PollInterval is how often the change log is read when no wake-up arrives, and how
-	// often the resources of dead agents are looked up.
+	// often the resources of dead agents and overdue retries are looked up.
 	PollInterval time.Duration
+	// OverdueAfter is how long past its due time an unleased resource's retry is left to the
+	// agent that scheduled it before this watcher reports it (see the package doc); the
+	// agents' --agent-ttl.
+	OverdueAfter time.Duration
 	// GapTimeout is how long a skipped sequence number is looked up again before it is taken
 	// as rolled back (see the package doc).
 	GapTimeout time.Duration
-	// BatchSize is the most change-log entries one query reads.
+	// BatchSize is the most change-log entries one query reads, and the size of a page of
+	// the resources needing attention.
 	BatchSize int
 }
 
@@ -57,6 +68,8 @@ func (c ResourcesConfig) Validate() error {
 		return errors.New("resources watcher: Logger is required")
 	case c.PollInterval <= 0:
 		return fmt.Errorf("resources watcher: PollInterval must be positive, got %s", c.PollInterval)
+	case c.OverdueAfter <= 0:
+		return fmt.Errorf("resources watcher: OverdueAfter must be positive, got %s: pass the agents' --agent-ttl", c.OverdueAfter)
 	case c.GapTimeout <= 0:
 		return fmt.Errorf("resources watcher: GapTimeout must be positive, got %s", c.GapTimeout)
 	case c.BatchSize < 1:
@@ -81,6 +94,11 @@ type resourcesWatcher struct {
 	pending   []string
 	isPending map[string]bool
 	listening bool
+
+	// attentionAfter is the last id of the page of resources needing attention read last;
+	// attentionRead says every page has been read.
+	attentionAfter string
+	attentionRead  bool
 }
 
 // NewResourcesWatcher starts a resources watcher.
@@ -142,6 +160,9 @@ func (w *resourcesWatcher) loop() error {
 		case out <- w.pendingBatch():
 			sentFirst = true
 			w.clearPending()
+			if err := w.readAttention(ctx); err != nil {
+				return w.deathReason(err)
+			}
 		case <-w.hints:
 			if err := w.read(ctx); err != nil {
 				return w.deathReason(err)
@@ -153,13 +174,16 @@ func (w *resourcesWatcher) loop() error {
 			if err := w.readDeadAgents(ctx); err != nil {
 				return w.deathReason(err)
 			}
+			if err := w.readOverdue(ctx); err != nil {
+				return w.deathReason(err)
+			}
 			poll.Reset(w.config.PollInterval)
 		}
 	}
 }
 
 // start sets the cursor, notes the missing sequence numbers just below it as gaps and queues
-// every resource that needs attention as the first event.
+// the first page of the resources that need attention as the first event.
 func (w *resourcesWatcher) start(ctx context.Context) error {
 	cursor, err := w.config.Source.LatestChangeSeq(ctx)
 	if err != nil {
@@ -181,15 +205,32 @@ func (w *resourcesWatcher) start(ctx context.Context) error {
 	}
 	w.noteGaps(next, cursor+1, now)
 
-	attention, err := w.config.Source.ResourcesNeedingAttention(ctx)
+	w.mu.Lock()
+	w.cursor = cursor
+	w.mu.Unlock()
+	return w.readAttention(ctx)
+}
+
+// readAttention queues the next page of the resources needing attention, until every page
+// has been read. Pages are read one delivery at a time, so a consumer slower than the
+// store holds back the reading instead of the watcher holding every id.
+func (w *resourcesWatcher) readAttention(ctx context.Context) error {
+	if w.attentionRead {
+		return nil
+	}
+	page, err := w.config.Source.ResourcesNeedingAttention(ctx, w.attentionAfter, w.config.BatchSize)
 	if err != nil {
 		return fmt.Errorf("list resources needing attention: %w", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.cursor = cursor
-	for _, a := range attention {
+	for _, a := range page {
 		w.addPendingLocked(a.ID)
+	}
+	if len(page) < w.config.BatchSize {
+		w.attentionRead = true
+	} else {
+		w.attentionAfter = page[len(page)-1].ID
 	}
 	return nil
 }
@@ -228,16 +269,32 @@ func (w *resourcesWatcher) readDeadAgents(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list resources of dead agents: %w", err)
 	}
-	if len(ids) == 0 {
-		return nil
+	w.addLeftBehind(ids, "resources leased by agents that are not live")
+	return nil
+}
+
+// readOverdue queues up to BatchSize unleased resources whose retry is overdue, as if they
+// had changed: the agent that scheduled the retry did not come back for it.
+func (w *resourcesWatcher) readOverdue(ctx context.Context) error {
+	ids, err := w.config.Source.OverdueResources(ctx, w.config.OverdueAfter, w.config.BatchSize)
+	if err != nil {
+		return fmt.Errorf("list resources whose retry is overdue: %w", err)
 	}
-	w.config.Logger.Debug("resources leased by agents that are not live", "count", len(ids))
+	w.addLeftBehind(ids, "resources whose retry is overdue")
+	return nil
+}
+
+// addLeftBehind queues ids, which no change would report, logging what they are.
+func (w *resourcesWatcher) addLeftBehind(ids []string, what string) {
+	if len(ids) == 0 {
+		return
+	}
+	w.config.Logger.Debug(what, "count", len(ids))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, id := range ids {
 		w.addPendingLocked(id)
 	}
-	return nil
 }
 
 // recheckGaps reports the gaps that have been filled and forgets those older than GapTimeout.

@@ -37,6 +37,7 @@ func (s *resourcesSuite) SetUpTest(c *gc.C) {
 		Clock:        s.clock,
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		PollInterval: time.Minute,
+		OverdueAfter: 15 * time.Second,
 		GapTimeout:   30 * time.Second,
 		BatchSize:    3,
 	}
@@ -297,6 +298,46 @@ func (s *resourcesSuite) TestPollsReportTheResourcesOfDeadAgents(c *gc.C) {
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"changed", "orphan-2"})
 
 	s.source.setDeadLeased()
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	assertNoEvent(c, w)
+}
+
+func (s *resourcesSuite) TestResourcesNeedingAttentionArePagedOneDeliveryAtATime(c *gc.C) {
+	s.source.setAttention("a1", "a2", "a3", "a4", "a5", "a6", "a7")
+	s.source.listenHangs = true
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	// A page of BatchSize (3) per event: the next page is read once the one before was taken.
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a1", "a2", "a3"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a4", "a5", "a6"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a7"})
+	s.source.commit("changed")
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"changed"})
+	assertNoEvent(c, w)
+}
+
+func (s *resourcesSuite) TestPollsReportOverdueRetries(c *gc.C) {
+	s.source.listenHangs = true
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	// An agent released two resources with retries scheduled and never came back for them.
+	s.source.setOverdue("left-1", "left-2", "left-3", "left-4")
+	assertNoEvent(c, w)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"left-1", "left-2", "left-3"})
+	s.source.mu.Lock()
+	c.Check(s.source.overdueFor, gc.Equals, s.config.OverdueAfter)
+	s.source.mu.Unlock()
+
+	s.source.setOverdue("left-4")
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"left-4"})
+
+	s.source.setOverdue()
 	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
 	assertNoEvent(c, w)
 }

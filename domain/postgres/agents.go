@@ -162,6 +162,30 @@ func (s *State) ResourcesOfDeadAgents(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// OverdueResources lists the resources needing attention whose retry is more than
+// overdueFor past and whose lease is free or expired. The predicate is that of
+// resources_needing_attention_idx, which serves the order too.
+func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error) {
+	if err := backend.CheckOverdue(overdueFor, limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT id::text FROM resources
+		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		   AND next_attempt_at < now() - $1 * interval '1 microsecond'
+		   AND (lease_holder IS NULL OR lease_expires_at < now())
+		 ORDER BY next_attempt_at, id
+		 LIMIT $2`, overdueFor.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list resources whose retry is overdue: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list resources whose retry is overdue: %w", err)
+	}
+	return out, nil
+}
+
 // deadAgents lists the ids of the registered agents that are not live.
 func (s *State) deadAgents(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT a.id FROM agents a WHERE `+agentDeadSQL)

@@ -13,14 +13,20 @@ import (
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// ResourcesNeedingAttention lists the resources the agent has work on, soonest due first.
-// Its WHERE clause is the predicate of resources_needing_attention_idx.
-func (s *State) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error) {
+// ResourcesNeedingAttention lists a page of the resources the agent has work on, in id
+// order. Its predicate is that of resources_needing_attention_idx; the primary key's
+// index serves the page, so reading every page reads the table once.
+func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, limit int) ([]domain.Attention, error) {
+	after, err := pageStart(afterID, limit)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT id::text, next_attempt_at FROM resources
-		 WHERE status IN ('pending', 'provisioning', 'deleting', 'error')
-		    OR generation <> observed_generation
-		 ORDER BY next_attempt_at NULLS FIRST, created_at, id`)
+		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		   AND id > $1
+		 ORDER BY id
+		 LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list resources needing attention: %w", err)
 	}
@@ -33,6 +39,22 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attenti
 		return nil, fmt.Errorf("list resources needing attention: %w", err)
 	}
 	return out, nil
+}
+
+// pageStart is the id a page of ResourcesNeedingAttention starts after: the nil UUID, below
+// every id, for the first page.
+func pageStart(afterID string, limit int) (pgtype.UUID, error) {
+	if err := backend.CheckAttentionPage(limit); err != nil {
+		return pgtype.UUID{}, err
+	}
+	if afterID == "" {
+		return pgtype.UUID{Valid: true}, nil
+	}
+	var after pgtype.UUID
+	if err := after.Scan(afterID); err != nil {
+		return after, &domain.FieldError{Field: "afterID", Msg: fmt.Sprintf("%q is not a resource id (a UUID): pass the last id of the page before", afterID)}
+	}
+	return after, nil
 }
 
 // claimAttempts bounds ClaimResource's retries when the lease it saw held is freed meanwhile.

@@ -207,6 +207,33 @@ func (s *State) ResourcesOfDeadAgents(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// OverdueResources lists the resources needing attention whose retry is more than
+// overdueFor past and whose lease is free or expired. The predicate is that of
+// resources_needing_attention_idx, which serves the order too.
+func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error) {
+	if err := backend.CheckOverdue(overdueFor, limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT id FROM resources
+		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		   AND next_attempt_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)
+		   AND (lease_holder IS NULL OR lease_expires_at < `+nowSQL+`)
+		 ORDER BY next_attempt_at, id
+		 LIMIT $2`, secondsAgo(overdueFor), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list resources whose retry is overdue: %w", err)
+	}
+	out, err := collectRows(rows, func(row rowScanner) (id string, err error) {
+		err = row.Scan(&id)
+		return id, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resources whose retry is overdue: %w", err)
+	}
+	return out, nil
+}
+
 // agentDeadSQL is true when the agents row a is not live: its last heartbeat is older than
 // its own ttl, on the database clock.
 const agentDeadSQL = `a.heartbeat_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', -a.ttl_ms / 1000.0))`

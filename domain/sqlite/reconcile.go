@@ -12,14 +12,19 @@ import (
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// ResourcesNeedingAttention lists the resources the agent has work on, soonest due first.
-// Its WHERE clause is the predicate of resources_needing_attention_idx.
-func (s *State) ResourcesNeedingAttention(ctx context.Context) ([]domain.Attention, error) {
+// ResourcesNeedingAttention lists a page of the resources the agent has work on, in id
+// order. Its predicate is that of resources_needing_attention_idx; the primary key's
+// index serves the page, so reading every page reads the table once.
+func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, limit int) ([]domain.Attention, error) {
+	if err := backend.CheckAttentionPage(limit); err != nil {
+		return nil, err
+	}
 	rows, err := s.read.QueryContext(ctx, `
 		SELECT id, next_attempt_at FROM resources
-		 WHERE status IN ('pending', 'provisioning', 'deleting', 'error')
-		    OR generation <> observed_generation
-		 ORDER BY next_attempt_at NULLS FIRST, created_at, rowid`)
+		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		   AND id > $1
+		 ORDER BY id
+		 LIMIT $2`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list resources needing attention: %w", err)
 	}

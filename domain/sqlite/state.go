@@ -26,6 +26,7 @@ type State struct {
 	write *sql.DB     // one connection: this process's writes queue on it
 	read  *sql.DB
 	wake  *broadcaster
+	group groupCommit // shares commits between this process's concurrent writes
 }
 
 var _ domain.State = (*State)(nil)
@@ -145,18 +146,11 @@ func (s *State) Close() {
 func (s *State) DB() *sql.DB { return s.write }
 
 // inTx runs f in a write transaction, which takes the file's write lock at BEGIN, and wakes
-// this State's change listeners once it commits. f must use tx only: the State has one
-// writing connection and tx holds it.
+// this State's change listeners once it commits. Concurrent calls share transactions and
+// commits (groupCommit), each in its own savepoint: to f it is a transaction of its own. f
+// must use tx only: the State has one writing connection and tx holds it.
 func (s *State) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
+	if err := s.group.run(ctx, s.write, f); err != nil {
 		return err
 	}
 	s.wake.broadcast()

@@ -48,6 +48,18 @@ func testDeadAgentsLeasesAreVoid(t *testing.T, b *Backend) {
 	if errors.As(err, &held); held.ExpiresAt.After(time.Now().Add(30 * time.Second)) {
 		t.Errorf("lease held until %v; want the agent's liveness deadline, before the lease's expiry", held.ExpiresAt)
 	}
+	if !held.LiveAgent {
+		t.Errorf("lease held by a live registered agent: LiveAgent false, want true")
+	}
+	unregistered := mustCreate(t, b, runtime("unregistered-holder"))
+	if _, err := b.ClaimResource(ctx, unregistered.ID, "cli", ttl); err != nil {
+		t.Fatal(err)
+	}
+	_, err = other.ClaimResource(ctx, unregistered.ID, "other", ttl)
+	expectLeaseHeld(t, err, "cli")
+	if errors.As(err, &held); held.LiveAgent {
+		t.Errorf("lease held by a holder that is no registered agent: LiveAgent true, want false")
+	}
 	if got := mustDeadAgentsResources(t, b); len(got) != 0 {
 		t.Errorf("resources of dead agents while all are live: %v; want none", got)
 	}
@@ -176,5 +188,83 @@ func testHandOverLogsAChange(t *testing.T, b *Backend) {
 	}
 	if _, err := b.ClaimResource(ctx, r.ID, "other", ttl); err != nil {
 		t.Errorf("claim after the hand-over: %v", err)
+	}
+}
+
+func mustOverdue(t *testing.T, st domain.AgentStore, overdueFor time.Duration, limit int) []string {
+	t.Helper()
+	ids, err := st.OverdueResources(testContext(t), overdueFor, limit)
+	if err != nil {
+		t.Fatalf("overdue resources: %v", err)
+	}
+	return ids
+}
+
+// scheduleRetry records a failed attempt of r by holder whose retry is due at, releasing
+// the lease unless keepLease.
+func scheduleRetry(t *testing.T, b *Backend, r domain.Resource, holder string, at time.Time, keepLease bool) {
+	t.Helper()
+	ctx := testContext(t)
+	if _, err := b.ClaimResource(ctx, r.ID, holder, ttl); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.RecordProgress(ctx, r.ID, holder, domain.ProgressUpdate{
+		Generation: r.Generation, Status: domain.StatusProvisioning, StatusMessage: "attempt 1 failed",
+		Attempts: 1, LastError: "boom", NextAttemptAt: &at, ReleaseLease: !keepLease,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testOverdueResources(t *testing.T, b *Backend) {
+	now := time.Now()
+	older := mustCreate(t, b, runtime("older"))
+	scheduleRetry(t, b, older, "a", now.Add(-2*time.Minute), false)
+	overdue := mustCreate(t, b, runtime("overdue"))
+	scheduleRetry(t, b, overdue, "a", now.Add(-time.Minute), false)
+	leased := mustCreate(t, b, runtime("leased"))
+	scheduleRetry(t, b, leased, "a", now.Add(-time.Minute), true)
+	future := mustCreate(t, b, runtime("future"))
+	scheduleRetry(t, b, future, "a", now.Add(time.Hour), false)
+	failed := mustCreate(t, b, runtime("failed-for-good"))
+	if _, err := b.ClaimResource(testContext(t), failed.ID, "a", ttl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RecordProgress(testContext(t), failed.ID, "a", domain.ProgressUpdate{
+		Generation: 1, Status: domain.StatusError, StatusMessage: "bad args", Attempts: 1, LastError: "bad args", ReleaseLease: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, b, runtime("new"))
+
+	if got, want := mustOverdue(t, b, 10*time.Second, 10), []string{older.ID, overdue.ID}; !slices.Equal(got, want) {
+		t.Errorf("overdue by 10s: %v; want %v (oldest retry first; not leased, not due, failed for good or never tried)", got, want)
+	}
+	if got, want := mustOverdue(t, b, 90*time.Second, 10), []string{older.ID}; !slices.Equal(got, want) {
+		t.Errorf("overdue by 90s: %v; want %v", got, want)
+	}
+	if got, want := mustOverdue(t, b, 0, 1), []string{older.ID}; !slices.Equal(got, want) {
+		t.Errorf("overdue, limit 1: %v; want %v", got, want)
+	}
+
+	// A lease held by an agent that is not live is the dead-agents list's, not this one's.
+	registerWith(t, b, "gone", 15*time.Second, time.Hour)
+	scheduleRetry(t, b, future, "gone", now.Add(-time.Minute), true)
+	setHeartbeatAgo(t, b, "gone", time.Minute)
+	if got := mustOverdue(t, b, 10*time.Second, 10); slices.Contains(got, future.ID) {
+		t.Errorf("overdue by 10s: %v; a dead agent's lease is listed by ResourcesOfDeadAgents", got)
+	}
+
+	for _, bad := range []struct {
+		overdueFor time.Duration
+		limit      int
+		field      string
+	}{{-time.Second, 10, "overdueFor"}, {time.Second, 0, "limit"}} {
+		_, err := b.OverdueResources(testContext(t), bad.overdueFor, bad.limit)
+		var fe *domain.FieldError
+		if !errors.As(err, &fe) || fe.Field != bad.field {
+			t.Errorf("OverdueResources(%s, %d) = %v; want a FieldError naming %s", bad.overdueFor, bad.limit, err, bad.field)
+		}
 	}
 }

@@ -28,11 +28,24 @@ func testResourcesNeedingAttention(t *testing.T, b *Backend) {
 		t.Fatal(err)
 	}
 
-	got, err := b.ResourcesNeedingAttention(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// Pages of two, in id order, each after the last id of the one before.
+	var got []domain.Attention
+	for after := ""; ; {
+		page, err := b.ResourcesNeedingAttention(ctx, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 2 {
+			t.Fatalf("page after %q holds %d resources, want at most 2", after, len(page))
+		}
+		got = append(got, page...)
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].ID
 	}
-	want := []string{drifted.ID, failed.ID, deleting.ID, pending.ID, later.ID} // due now, by creation; then by due time
+	want := []string{drifted.ID, failed.ID, deleting.ID, pending.ID, later.ID}
+	slices.Sort(want)
 	if len(got) != len(want) {
 		t.Fatalf("attention = %+v, want %d resources", got, len(want))
 	}
@@ -54,6 +67,10 @@ func testResourcesNeedingAttention(t *testing.T, b *Backend) {
 				t.Errorf("%s NotBefore = %v, want nil", a.ID, a.NotBefore)
 			}
 		}
+	}
+	var fe *domain.FieldError
+	if _, err := b.ResourcesNeedingAttention(ctx, "", 0); !errors.As(err, &fe) || fe.Field != "limit" {
+		t.Errorf("a page of 0: %v, want a FieldError naming limit", err)
 	}
 }
 

@@ -105,6 +105,7 @@ var tests = []struct {
 	{"AgentLivenessAndPruning", testAgentLivenessAndPruning},
 	{"AgentInputsAreChecked", testAgentInputsAreChecked},
 	{"DeadAgentsLeasesAreVoid", testDeadAgentsLeasesAreVoid},
+	{"OverdueResources", testOverdueResources},
 	{"HeartbeatRenewsTheAgentsLeases", testHeartbeatRenewsTheAgentsLeases},
 	{"LeadershipIsClaimedRenewedAndResigned", testLeadershipIsClaimedRenewedAndResigned},
 	{"LeadershipOfADeadOrExpiredHolderIsTaken", testLeadershipOfADeadOrExpiredHolderIsTaken},

@@ -106,9 +106,12 @@
 //	delay = max(BackoffBase/2, rand * min(BackoffMax, BackoffBase * 2^(n-1)))
 //
 // with rand uniform in [0, 1): exponential backoff with full jitter and a floor. A resource
-// waiting for capacity waits at most CapacityRetry. A lease held by another agent is tried
-// again when it expires. The retry time is stored in next_attempt_at, so a restarted worker
-// (whose watcher's first event lists every resource needing attention) keeps the schedule.
+// waiting for capacity waits at most CapacityRetry. A lease held by another live agent
+// leaves the resource to that agent, without a retry: agents share the work rather than
+// fight over each row, and the watcher reports the resource again should that agent die
+// (its leases are void) or release it with a retry it does not come back for within the
+// agents' ttl. A lease held by any other holder is tried again when it expires. The retry time is stored in next_attempt_at, so a restarted worker
+// (whose watcher's first events list every resource needing attention) keeps the schedule.
 //
 // # Observability
 //

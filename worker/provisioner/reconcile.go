@@ -73,6 +73,11 @@ func (a *attempt) run(woken bool) outcome {
 	case err == nil:
 	case errors.Is(err, domain.ErrNotFound):
 		return outcome{}
+	case errors.As(err, &held) && held.LiveAgent:
+		// The resource is that agent's work: looking again would only fight it for the row.
+		// The watcher hands it back should that agent die or leave it overdue.
+		a.log.Debug("another live agent is reconciling the resource; leaving it to that agent", "holder", held.Holder)
+		return outcome{}
 	case errors.As(err, &held):
 		a.log.Debug("another agent holds the resource's lease", "holder", held.Holder, "expires", held.ExpiresAt)
 		return outcome{retryAt: a.leaseRetry(held.ExpiresAt)}

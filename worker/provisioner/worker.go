@@ -39,7 +39,7 @@ type Locks interface {
 	Lock(ctx context.Context, id string) (unlock func(), err error)
 }
 
-// Watcher reports the ids of resources that need attention; its first event lists every one.
+// Watcher reports the ids of resources that need attention; its first events list every one.
 type Watcher interface {
 	worker.Worker
 	Changes() <-chan []string
@@ -125,6 +125,11 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// queueHighWater is how many queued resources make the loop stop taking events from the
+// watcher until the queue drains below it. The watcher coalesces what arrives meanwhile and
+// reads no further page of its backlog, so a backlog of any size is held in neither.
+const queueHighWater = 1000
 
 // bookkeepingTimeout bounds the database calls made after an attempt: recording its failure
 // and releasing its lease.
@@ -226,10 +231,14 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		}
 		w.publish(s)
 
+		changes := watcher.Changes()
+		if len(s.queue) >= queueHighWater {
+			changes = nil
+		}
 		select {
 		case <-w.catacomb.Dying():
 			return w.catacomb.ErrDying()
-		case ids, ok := <-watcher.Changes():
+		case ids, ok := <-changes:
 			if !ok {
 				return errors.New("resources watcher stopped unexpectedly")
 			}

@@ -525,6 +525,54 @@ func (s *workerSuite) TestLeaseHeldRetriedAtExpiry(c *gc.C) {
 	c.Check(s.metrics.reconcileObservations(), gc.HasLen, 1)
 }
 
+func (s *workerSuite) TestLeaseOfLiveAgentLeftToIt(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1"})
+	s.state.claimErrs = []error{&domain.LeaseHeldError{Holder: "agent-2", ExpiresAt: epoch.Add(15 * time.Second), LiveAgent: true}}
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitFor(c, "a claim", func() bool { return s.state.claims["r1"] == 1 })
+	// No retry is scheduled: the other agent reconciles it, and the watcher reports it
+	// again should that agent die or leave it overdue.
+	waitReport(c, w, "in-flight", 0)
+	c.Check(w.(interface{ Report() map[string]any }).Report()["next-retry-at"], gc.IsNil)
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
+
+	s.watcher.send(c, "r1")
+	s.state.waitRow(c, "r1", "ready", ready(1))
+	c.Check(s.state.claimCount("r1"), gc.Equals, 2)
+}
+
+// A full queue stops the loop taking events, so a backlog waits in the watcher (which
+// coalesces it) rather than in the worker's memory.
+func (s *workerSuite) TestFullQueueHoldsBackTheWatcher(c *gc.C) {
+	s.env.gateReconcile = true
+	cfg := s.config()
+	cfg.Concurrency = 1
+	ids := make([]string, provisioner.QueueHighWater+1)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("r%04d", i)
+		s.state.add(domain.Resource{ID: ids[i]})
+	}
+	w := s.start(c, cfg)
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, ids...)
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r0000")
+	waitReport(c, w, "queue-depth", provisioner.QueueHighWater)
+	select {
+	case s.watcher.changes <- []string{"more"}:
+		c.Fatalf("the worker took an event with %d resources queued", provisioner.QueueHighWater)
+	case <-time.After(shortWait):
+	}
+
+	// One starts, the queue drains below the mark, and events are taken again.
+	s.env.open(c)
+	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r0001")
+	s.watcher.send(c, "more")
+}
+
 func (s *workerSuite) TestClaimFailureRetried(c *gc.C) {
 	s.state.add(domain.Resource{ID: "r1"})
 	s.state.claimErrs = []error{errors.New("connection refused")}

@@ -63,3 +63,14 @@ func CheckLeadershipClaim(id string, session int64, ttl time.Duration) error {
 	}
 	return nil
 }
+
+// CheckOverdue checks what OverdueResources is given.
+func CheckOverdue(overdueFor time.Duration, limit int) error {
+	if overdueFor < 0 {
+		return &domain.FieldError{Field: "overdueFor", Msg: fmt.Sprintf("must not be negative, got %s: pass the agents' --agent-ttl", overdueFor)}
+	}
+	if limit < 1 {
+		return &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	return nil
+}

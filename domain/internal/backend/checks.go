@@ -102,3 +102,11 @@ func CheckSpec(provisioner, fingerprint string) error {
 	}
 	return nil
 }
+
+// CheckAttentionPage checks ResourcesNeedingAttention's page size.
+func CheckAttentionPage(limit int) error {
+	if limit < 1 {
+		return &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	return nil
+}

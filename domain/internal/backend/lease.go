@@ -27,7 +27,7 @@ func (l Lease) HeldError() error {
 	if !l.AgentDeadline.IsZero() && l.AgentDeadline.Before(expires) {
 		expires = l.AgentDeadline
 	}
-	return &domain.LeaseHeldError{Holder: l.Holder, ExpiresAt: expires}
+	return &domain.LeaseHeldError{Holder: l.Holder, ExpiresAt: expires, LiveAgent: l.Live && !l.AgentDeadline.IsZero()}
 }
 
 // ProgressError says why RecordProgress's u by holder did not apply to the row.

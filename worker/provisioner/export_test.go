@@ -1,0 +1,4 @@
+package provisioner
+
+// QueueHighWater is queueHighWater, for the tests of the package's users.
+const QueueHighWater = queueHighWater
