@@ -352,7 +352,7 @@ func (a *attempt) fail(err error) outcome {
 func (a *attempt) leaseLost(held *domain.LeaseHeldError) outcome {
 	holder := held.Holder
 	if holder == "" {
-		holder = "no holder (it was given up or voided)"
+		holder = "a later claim, since given up"
 	}
 	a.log.Warn("lease lost to "+holder+"; this attempt's writes stop", "holder", held.Holder, "claim", a.lease.Token)
 	a.holdsLease = false
