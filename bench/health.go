@@ -607,9 +607,9 @@ func (s countingSlots) ReserveSlots(ctx context.Context, req domain.SlotRequest,
 	return s.st.ReserveSlots(ctx, req, pick)
 }
 
-func (s countingSlots) ReleaseSlots(ctx context.Context, provisioner, resourceID string) error {
+func (s countingSlots) ReleaseSlots(ctx context.Context, provisioner, resourceID string, lease *domain.Lease) error {
 	s.calls.add("ReleaseSlots")
-	return s.st.ReleaseSlots(ctx, provisioner, resourceID)
+	return s.st.ReleaseSlots(ctx, provisioner, resourceID, lease)
 }
 
 func (s countingSlots) ListReservations(ctx context.Context, provisioner string) ([]domain.Reservation, error) {

@@ -10,7 +10,8 @@ var (
 	// ErrStale is returned when a progress update was made against a generation or status
 	// that has since moved on (args changed or a delete was requested); the caller re-reads.
 	ErrStale = errors.New("resource changed since it was read")
-	// ErrLeaseHeld is returned when another agent holds the resource's reconcile lease.
+	// ErrLeaseHeld is returned when another agent holds the resource's reconcile lease, and
+	// for a write whose lease is no longer the row's (a later claim fenced it).
 	ErrLeaseHeld = errors.New("resource is being reconciled by another agent")
 	// ErrNoCapacity is returned when no host can take a slot reservation.
 	ErrNoCapacity = errors.New("no capacity")

@@ -95,6 +95,10 @@ type Resource struct {
 	NextAttemptAt *time.Time // when the next retry is due; nil when none is scheduled
 	LastError     string
 
+	// LeaseToken counts the claims of the row's reconcile lease; a write under a Lease
+	// applies only while it is still the lease's token (see ReconcileStore.ClaimResource).
+	LeaseToken int64
+
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ReadyAt   *time.Time // first time the resource became ready

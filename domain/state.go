@@ -109,12 +109,20 @@ type ReconcileStore interface {
 	// are greater than afterID ("": from the start); the next page starts after its last.
 	ResourcesNeedingAttention(ctx context.Context, afterID string, limit int) ([]Attention, error)
 	// ClaimResource takes (or renews) the resource's reconcile lease for holder and returns the
-	// row. It gives ErrNotFound when the row is gone and an error wrapping ErrLeaseHeld (with
-	// LeaseHeldError's expiry) while another holder's lease is live. Claiming one's own lease
-	// again succeeds, so an agent restarted under the same identity resumes at once. A lease
-	// whose holder is a registered agent (see AgentStore) is live only while that agent is:
-	// it is void once the agent misses its heartbeats, whatever its expiry says.
-	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (Resource, error)
+	// row with the lease it now holds. It gives ErrNotFound when the row is gone and an error
+	// wrapping ErrLeaseHeld (with LeaseHeldError's expiry) while another holder's lease is
+	// live. Claiming one's own lease again succeeds, so an agent restarted under the same
+	// identity resumes at once. A lease whose holder is a registered agent (see AgentStore)
+	// is live only while that agent is: it is void once the agent misses its heartbeats,
+	// whatever its expiry says.
+	//
+	// Every successful claim, a renewal by the same holder included, bumps the row's lease
+	// token (heartbeats renew a lease without bumping it): the writes guarded by a Lease
+	// are refused once another claim was made, so an attempt that paused past its lease,
+	// or a second process of the same holder, cannot write over the attempt that took the
+	// resource on. A claim that took the lease from another holder reports it in
+	// Claim.Takeover.
+	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (Claim, error)
 	// ClaimAndStart is ClaimResource that, in the same write, also records the start of
 	// provisioning of a resource nothing has been done to since it was created (or since its
 	// args changed while it was pending): when the claimed row is pending with an empty
@@ -122,21 +130,54 @@ type ReconcileStore interface {
 	// is of one of start.Types, its status becomes provisioning with the message
 	// ProvisioningMessage(generation) and start.Provisioner is pinned; attempts and
 	// last_error are kept. That is the RecordProgress the agent makes when it starts
-	// provisioning such a row, and it is recorded the same way (history included). started
-	// says whether it was; otherwise the row is only claimed.
-	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start ProvisioningStart) (r Resource, started bool, err error)
-	// ReleaseResource gives up holder's lease (no-op when not held).
-	ReleaseResource(ctx context.Context, id, holder string) error
+	// provisioning such a row, and it is recorded the same way (history included).
+	// Claim.Started says whether it was; otherwise the row is only claimed.
+	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start ProvisioningStart) (Claim, error)
+	// ReleaseResource gives up lease (no-op when it is not the row's lease any more).
+	ReleaseResource(ctx context.Context, id string, lease Lease) error
 	// HandOverResource is ReleaseResource that, when the lease was held, also logs a change
 	// of the resource in the same write, so the other agents' watchers take it over at once:
 	// what an agent that stops mid-attempt does, since those agents found the lease held
 	// and would otherwise look again only when it would have ended.
-	HandOverResource(ctx context.Context, id, holder string) error
-	// RecordProgress applies u while holder holds the lease and returns the new row (and
-	// releases the lease when u.ReleaseLease says so).
-	RecordProgress(ctx context.Context, id, holder string, u ProgressUpdate) (Resource, error)
-	// FinalizeDelete removes a deleting resource's row once its environ has let go of it.
-	FinalizeDelete(ctx context.Context, id, holder string) error
+	HandOverResource(ctx context.Context, id string, lease Lease) error
+	// RecordProgress applies u while lease is the row's live lease and returns the new row
+	// (and releases the lease when u.ReleaseLease says so). A lease that is no longer the
+	// row's (another claim was made since) gives an error wrapping ErrLeaseHeld naming the
+	// current holder, whatever else changed.
+	RecordProgress(ctx context.Context, id string, lease Lease, u ProgressUpdate) (Resource, error)
+	// FinalizeDelete removes a deleting resource's row once its environ has let go of it,
+	// while lease is the row's live lease (else an error wrapping ErrLeaseHeld).
+	FinalizeDelete(ctx context.Context, id string, lease Lease) error
+}
+
+// Lease is a resource's reconcile lease as one claim took it: the holder, and the token the
+// row's lease_token had after that claim. The writes of an attempt carry it and apply only
+// while the row still has both, so a claim made since (by another agent taking over, or by
+// another process of the same holder) fences every write of the earlier one.
+type Lease struct {
+	Holder string
+	Token  int64
+}
+
+// Claim is what a claim of a resource's lease returns.
+type Claim struct {
+	Resource Resource // the row as claimed
+	Lease    Lease    // the lease the claim holds: what the attempt's writes carry
+	// Started says ClaimAndStart recorded the start of provisioning.
+	Started bool
+	// Takeover is set when the claim took the lease from another holder whose lease had
+	// expired or whose agent was no longer live; nil when the lease was free or the
+	// claimer's own.
+	Takeover *Takeover
+}
+
+// Takeover is a claim of a lease that another holder still named but no longer held.
+type Takeover struct {
+	PreviousHolder string
+	// Waited is how long the resource's work had waited, on the database clock: since the
+	// previous holder's last heartbeat, or since its lease expired when that came first
+	// (or it is not a registered agent).
+	Waited time.Duration
 }
 
 // ProvisioningStart says which claimed resources ClaimAndStart starts provisioning: those the
@@ -156,7 +197,9 @@ func ProvisioningMessage(generation int64) string {
 	return ProvisioningMessagePrefix + strconv.FormatInt(generation, 10)
 }
 
-// LeaseHeldError says who holds a resource's lease and until when.
+// LeaseHeldError says who holds a resource's lease and until when. It is also the error of a
+// write whose Lease is no longer the row's: Holder is then whoever holds the lease now ("" when
+// nobody does).
 type LeaseHeldError struct {
 	Holder string
 	// ExpiresAt is the earlier of the lease's expiry and, when the holder is a registered
@@ -169,6 +212,9 @@ type LeaseHeldError struct {
 }
 
 func (e *LeaseHeldError) Error() string {
+	if e.Holder == "" {
+		return "the resource's lease was given up or taken over since it was claimed; nobody holds it now"
+	}
 	return ErrLeaseHeld.Error() + " (" + e.Holder + ", lease expires " + e.ExpiresAt.UTC().Format(time.RFC3339) + ")"
 }
 
@@ -213,6 +259,9 @@ type SlotRequest struct {
 	ResourceID  string
 	Owner       string
 	Slots       int
+	// Lease is the reconcile lease the request is made under; nil for a caller that holds
+	// none (a health check's repair). See SlotStore for how it fences the write.
+	Lease *Lease
 }
 
 // Reservation is a resource's hold on slots of one host.
@@ -239,13 +288,22 @@ type PickHost func(req SlotRequest, existing *Reservation, usage []HostUsage) (s
 
 // SlotStore keeps slot reservations so that no two reconciles, in one agent or in several,
 // can ever overfill a host.
+//
+// Reservations are fenced by the resource's lease, checked in the reservation's own
+// transaction with the resource row locked against a claim: a write under a lease applies
+// only while the row still has that lease's holder and token (a row that is gone gives an
+// error wrapping ErrNotFound), and a write under none only while nobody holds a live lease
+// on the row (a row that is gone holds none, so an orphan's slots are always released). A
+// refused write gives an error wrapping ErrLeaseHeld naming the current holder, and
+// creates, moves or removes nothing.
 type SlotStore interface {
 	// ReserveSlots atomically records (or resizes) req's reservation on the host pick chooses,
 	// serialised per provisioner. When the existing reservation already has req.Slots it is
 	// returned without calling pick.
 	ReserveSlots(ctx context.Context, req SlotRequest, pick PickHost) (Reservation, error)
-	// ReleaseSlots removes the resource's reservation; a missing one is not an error.
-	ReleaseSlots(ctx context.Context, provisioner, resourceID string) error
+	// ReleaseSlots removes the resource's reservation under lease (nil: none); a missing
+	// one is not an error.
+	ReleaseSlots(ctx context.Context, provisioner, resourceID string, lease *Lease) error
 	// ListReservations returns the provisioner's reservations ordered by host, resource.
 	ListReservations(ctx context.Context, provisioner string) ([]Reservation, error)
 }

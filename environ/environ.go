@@ -27,6 +27,12 @@ type Resource struct {
 	// Notice is a remark for the resource's status message about a request the environ did
 	// not (fully) apply, e.g. a volume it will not shrink. Empty when there is none.
 	Notice string
+	// Lease is the reconcile lease the caller acts under: the provisioner's, for Reconcile
+	// and Deprovision; nil for a caller that holds none (a health check and its repair). A
+	// broker that writes to the store passes it with each write (domain.SlotRequest.Lease,
+	// ReleaseSlots), so that once another claim fenced the lease none of those writes lands.
+	// It is an input only: brokers do not copy it into the Resource they return.
+	Lease *domain.Lease
 }
 
 // ResourceOptions carries the desired state and metadata of a resource.

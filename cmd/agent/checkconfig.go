@@ -120,7 +120,7 @@ func (noSlots) ReserveSlots(context.Context, domain.SlotRequest, domain.PickHost
 	return domain.Reservation{}, errNoSlots
 }
 
-func (noSlots) ReleaseSlots(context.Context, string, string) error { return errNoSlots }
+func (noSlots) ReleaseSlots(context.Context, string, string, *domain.Lease) error { return errNoSlots }
 
 func (noSlots) ListReservations(context.Context, string) ([]domain.Reservation, error) {
 	return nil, errNoSlots

@@ -138,10 +138,11 @@ func checkKeys(t *testing.T, obj map[string]any) {
 func (c *cli) record(id string, u domain.ProgressUpdate) {
 	c.t.Helper()
 	ctx := context.Background()
-	if _, err := c.st.ClaimResource(ctx, id, "test-agent", time.Minute); err != nil {
+	claim, err := c.st.ClaimResource(ctx, id, "test-agent", time.Minute)
+	if err != nil {
 		c.t.Fatal(err)
 	}
-	if _, err := c.st.RecordProgress(ctx, id, "test-agent", u); err != nil {
+	if _, err := c.st.RecordProgress(ctx, id, claim.Lease, u); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -406,10 +407,11 @@ func TestDeleteWaitReturnsWhenTheRowIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.st.ClaimResource(ctx, id, "test-agent", time.Minute); err != nil {
+	claim, err := c.st.ClaimResource(ctx, id, "test-agent", time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.st.FinalizeDelete(ctx, id, "test-agent"); err != nil {
+	if err := c.st.FinalizeDelete(ctx, id, claim.Lease); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.clk.WaitAdvance(time.Second, waitLimit, 1); err != nil {

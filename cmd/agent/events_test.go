@@ -48,10 +48,11 @@ func TestResourceEvents(t *testing.T) {
 
 	// The history outlives the row.
 	c.mustRun("resource", "delete", id)
-	if _, err := c.st.ClaimResource(ctx, id, "test-agent", time.Minute); err != nil {
+	claim, err := c.st.ClaimResource(ctx, id, "test-agent", time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.st.FinalizeDelete(ctx, id, "test-agent"); err != nil {
+	if err := c.st.FinalizeDelete(ctx, id, claim.Lease); err != nil {
 		t.Fatal(err)
 	}
 	decodeOne(t, c.mustRun("resource", "events", id, "-o", "json"), &events)

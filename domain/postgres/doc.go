@@ -31,10 +31,12 @@
 // # Leases
 //
 // A reconcile holds a lease on the row (lease_holder, lease_expires_at, compared against the
-// database clock). ClaimResource takes a free or expired lease or renews one's own;
-// RecordProgress and FinalizeDelete apply only while the lease is live and the row is still
-// at the generation the reconcile read, so a slow or partitioned agent cannot overwrite the
-// work of the one that took over, nor resurrect a resource whose args or deletion moved on.
+// database clock, and lease_token, which every claim bumps). ClaimResource takes a free,
+// expired or void lease or renews one's own, and says whose lease it took over; RecordProgress
+// and FinalizeDelete apply only while the row still has the claim's holder and token, the
+// lease is live and the row is at the generation the reconcile read, so a slow or
+// partitioned agent cannot overwrite the work of the one that took over (nor of a later
+// process of its own id), nor resurrect a resource whose args or deletion moved on.
 // To save round trips, ClaimAndStart also records the start of provisioning of an untouched
 // row in the claim's statement (deciding on the row as locked), and a RecordProgress with
 // ReleaseLease clears the lease in the record's statement.
@@ -47,5 +49,8 @@
 // usage it shows PickHost is read from slot_host_usage and slot_owner_usage (one row per
 // host), not added up from the reservations, and the transaction takes two pipelined round
 // trips (open, lock and read; write and commit), so the lock is held briefly whatever the
-// number of reservations.
+// number of reservations. The first also locks the resource row FOR SHARE and reads its
+// lease, so a reservation made under a lease the row no longer has (or under none while
+// someone holds one) is rolled back before PickHost is asked; ReleaseSlots checks the same
+// way in its own transaction.
 package postgres

@@ -61,75 +61,78 @@ func pageStart(afterID string, limit int) (pgtype.UUID, error) {
 const claimAttempts = 3
 
 // ClaimResource takes or renews holder's lease on the resource for ttl (database clock).
-func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error) {
-	r, _, err := s.claim(ctx, id, holder, ttl, nil)
-	return r, err
+func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Claim, error) {
+	return s.claim(ctx, id, holder, ttl, nil)
 }
 
 // ClaimAndStart takes or renews holder's lease like ClaimResource and, in the same statement,
 // starts provisioning a row nothing has been done to yet (see domain.ReconcileStore). The row
 // is locked first and the start decided on the version locked, so a change committed
 // meanwhile (a delete request, new args) is what the decision sees.
-func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error) {
+func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Claim, error) {
 	if err := backend.CheckStart(id, start); err != nil {
-		return domain.Resource{}, false, err
+		return domain.Claim{}, err
 	}
 	return s.claim(ctx, id, holder, ttl, &start)
 }
 
-// claim is ClaimResource, and ClaimAndStart when start is set.
-func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Resource, bool, error) {
+// claim is ClaimResource, and ClaimAndStart when start is set. The row is locked and its
+// previous lease read in the statement that takes it, so the takeover it reports is of the
+// lease the claim replaced.
+func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Claim, error) {
 	uid, err := parseID(id)
 	if err != nil {
-		return domain.Resource{}, false, err
+		return domain.Claim{}, err
 	}
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
-		return domain.Resource{}, false, err
+		return domain.Claim{}, err
+	}
+	doStart, startWith := start != nil, domain.ProvisioningStart{}
+	if doStart {
+		startWith = *start
 	}
 	for attempt := 0; ; attempt++ {
 		var (
-			r       domain.Resource
-			started bool
+			c        domain.Claim
+			previous *string
+			waitedUS int64
 		)
-		if start == nil {
-			r, err = scanResource(s.pool.QueryRow(ctx, `
-				UPDATE resources
-				   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second'
-				 WHERE id = $1 AND `+leaseFreeSQL+`
-				RETURNING `+resourceColumns, uid, holder, ttl.Seconds()))
-		} else {
-			r, err = scanResource(rowWith{s.pool.QueryRow(ctx, `
-				WITH claimed AS (
-					SELECT id AS claimed_id,
-					       status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
-					       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start
-					  FROM resources
-					 WHERE id = $1 AND `+leaseFreeSQL+`
-					   FOR UPDATE
-				)
-				UPDATE resources
-				   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second',
-				       status = CASE WHEN start THEN 'provisioning' ELSE status END,
-				       status_message = CASE WHEN start THEN $6 || generation ELSE status_message END,
-				       provisioner = CASE WHEN start THEN $4 ELSE provisioner END
-				  FROM claimed
-				 WHERE id = claimed_id
-				RETURNING `+resourceColumns+`, start`,
-				uid, holder, ttl.Seconds(), start.Provisioner, backend.StartTypes(*start), domain.ProvisioningMessagePrefix,
-			), []any{&started}})
-		}
+		c.Resource, err = scanResource(rowWith{s.pool.QueryRow(ctx, `
+			WITH claimed AS (
+				SELECT resources.id AS claimed_id,
+				       $7 AND status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
+				       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start,
+				       lease_holder AS previous_holder,
+				       coalesce((extract(epoch FROM now() - least(coalesce(a.heartbeat_at, lease_expires_at), lease_expires_at)) * 1000000)::bigint, 0) AS waited_us
+				  FROM resources LEFT JOIN agents a ON a.id = resources.lease_holder
+				 WHERE resources.id = $1 AND `+leaseFreeSQL+`
+				   FOR UPDATE OF resources
+			)
+			UPDATE resources
+			   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second',
+			       lease_token = lease_token + 1,
+			       status = CASE WHEN start THEN 'provisioning' ELSE status END,
+			       status_message = CASE WHEN start THEN $6 || generation ELSE status_message END,
+			       provisioner = CASE WHEN start THEN $4 ELSE provisioner END
+			  FROM claimed
+			 WHERE id = claimed_id
+			RETURNING `+resourceColumns+`, start, previous_holder, waited_us`,
+			uid, holder, ttl.Seconds(), startWith.Provisioner, backend.StartTypes(startWith), domain.ProvisioningMessagePrefix, doStart,
+		), []any{&c.Started, &previous, &waitedUS}})
 		if err == nil {
-			return r, started, nil
+			c.Lease = domain.Lease{Holder: holder, Token: c.Resource.LeaseToken}
+			c.Takeover = backend.LeaseTakeover(holder, previous, time.Duration(waitedUS)*time.Microsecond)
+			return c, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return domain.Resource{}, false, fmt.Errorf("claim resource %s: %w", id, err)
+			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 		}
 		l, err := s.readLease(ctx, uid)
 		if err != nil {
-			return domain.Resource{}, false, fmt.Errorf("claim resource %s: %w", id, err)
+			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 		}
 		if (l.Live && l.Holder != holder) || attempt+1 == claimAttempts {
-			return domain.Resource{}, false, fmt.Errorf("claim resource %s: %w", id, l.HeldError())
+			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, l.HeldError())
 		}
 	}
 }
@@ -142,23 +145,23 @@ type rowWith struct {
 
 func (r rowWith) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
-// ReleaseResource clears holder's lease; it does nothing when holder does not hold it.
-func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
+// ReleaseResource clears lease; it does nothing when lease is not the row's.
+func (s *State) ReleaseResource(ctx context.Context, id string, lease domain.Lease) error {
 	uid, err := parseID(id)
 	if err != nil {
 		return err
 	}
 	_, err = s.pool.Exec(ctx, `
 		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
-		 WHERE id = $1 AND lease_holder = $2`, uid, holder)
+		 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3`, uid, lease.Holder, lease.Token)
 	if err != nil {
 		return fmt.Errorf("release lease on resource %s: %w", id, err)
 	}
 	return nil
 }
 
-// HandOverResource clears holder's lease and logs a change of the resource when it held it.
-func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
+// HandOverResource clears lease and logs a change of the resource when it was the row's.
+func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Lease) error {
 	uid, err := parseID(id)
 	if err != nil {
 		return err
@@ -167,10 +170,10 @@ func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
 		tag, err := tx.Exec(ctx, `
 			WITH released AS (
 				UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
-				 WHERE id = $1 AND lease_holder = $2
+				 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3
 				RETURNING id
 			)
-			INSERT INTO change_log (resource_id) SELECT id FROM released`, uid, holder)
+			INSERT INTO change_log (resource_id) SELECT id FROM released`, uid, lease.Holder, lease.Token)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
@@ -183,11 +186,11 @@ func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
 	return nil
 }
 
-// RecordProgress applies u while holder's lease is live, the row is at u.Generation and not
+// RecordProgress applies u while lease is the row's live lease, the row is at u.Generation and not
 // being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
 // row's provisioner is unset or already the same; a client's different choice gives ErrStale.
 // With u.ReleaseLease the same statement clears the lease.
-func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error) {
+func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Lease, u domain.ProgressUpdate) (domain.Resource, error) {
 	uid, err := parseID(id)
 	if err != nil {
 		return domain.Resource{}, err
@@ -207,14 +210,14 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 		       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
 		       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
 		 WHERE id = $1
-		   AND lease_holder = $2 AND lease_expires_at >= now()
+		   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= now()
 		   AND generation = $3
 		   AND (status <> 'deleting' OR $4 = 'deleting')
 		   AND ($6 = '' OR provisioner IN ('', $6))
 		RETURNING `+resourceColumns,
-		uid, holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
+		uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
-		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease))
+		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease, lease.Token))
 	if err == nil {
 		return r, nil
 	}
@@ -225,12 +228,12 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 	if err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}
-	return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, l.ProgressError(holder, u))
+	return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, l.ProgressError(lease, u))
 }
 
-// FinalizeDelete removes a deleting resource's row while holder holds its lease. A row already
+// FinalizeDelete removes a deleting resource's row while lease is its live lease. A row already
 // gone gives ErrNotFound (the caller's work is done); one no longer deleting gives ErrStale.
-func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
+func (s *State) FinalizeDelete(ctx context.Context, id string, lease domain.Lease) error {
 	uid, err := parseID(id)
 	if err != nil {
 		return err
@@ -243,7 +246,7 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 		tag, err := tx.Exec(ctx, `
 			DELETE FROM resources
 			 WHERE id = $1 AND status = 'deleting'
-			   AND lease_holder = $2 AND lease_expires_at >= now()`, uid, holder)
+			   AND lease_holder = $2 AND lease_token = $3 AND lease_expires_at >= now()`, uid, lease.Holder, lease.Token)
 		deleted = tag.RowsAffected()
 		return err
 	})
@@ -257,26 +260,33 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 	if err != nil {
 		return fmt.Errorf("finalize delete of resource %s: %w", id, err)
 	}
-	return fmt.Errorf("finalize delete of resource %s: %w", id, l.FinalizeError(holder))
+	return fmt.Errorf("finalize delete of resource %s: %w", id, l.FinalizeError(lease))
 }
 
 // readLease reads the row's lease and guards, and when the holder is a registered agent
 // whether that agent is live and until when; a missing row gives ErrNotFound.
 func (s *State) readLease(ctx context.Context, uid pgtype.UUID) (backend.Lease, error) {
+	return scanLease(s.pool.QueryRow(ctx, `SELECT `+leaseColumns+` `+leaseFrom, uid), uid)
+}
+
+// leaseColumns and leaseFrom select what scanLease reads of the resource row $1.
+const (
+	leaseColumns = `r.lease_holder, r.lease_token, r.lease_expires_at,
+		       coalesce(r.lease_expires_at >= now(), false) AND (a.id IS NULL OR NOT (` + agentDeadSQL + `)),
+		       a.heartbeat_at + a.ttl_ms * interval '1 millisecond',
+		       r.generation, r.status, r.provisioner`
+	leaseFrom = `FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder WHERE r.id = $1`
+)
+
+// scanLease reads a row of leaseColumns; no row gives ErrNotFound.
+func scanLease(row pgx.Row, uid pgtype.UUID) (backend.Lease, error) {
 	var (
 		l         backend.Lease
 		holder    *string
 		expiresAt *time.Time
 		deadline  *time.Time
 	)
-	err := s.pool.QueryRow(ctx, `
-		SELECT r.lease_holder, r.lease_expires_at,
-		       coalesce(r.lease_expires_at >= now(), false) AND (a.id IS NULL OR NOT (`+agentDeadSQL+`)),
-		       a.heartbeat_at + a.ttl_ms * interval '1 millisecond',
-		       r.generation, r.status, r.provisioner
-		  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
-		 WHERE r.id = $1`, uid,
-	).Scan(&holder, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
+	err := row.Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, notFound(uid.String())
 	}

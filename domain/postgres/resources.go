@@ -16,7 +16,7 @@ import (
 // resourceColumns is the select list scanResource reads, in order.
 const resourceColumns = `id::text, type, name, owner, provisioner, args, generation, observed_generation,
 	status, status_message, state, config, attempts, next_attempt_at, last_error,
-	created_at, updated_at, ready_at, unhealthy_since`
+	lease_token, created_at, updated_at, ready_at, unhealthy_since`
 
 // scanResource reads one row of resourceColumns. Its JSON columns are decoded one by one
 // after the scan, so a column Berth cannot read (written by another client) marks the row
@@ -28,7 +28,7 @@ func scanResource(row pgx.Row) (domain.Resource, error) {
 	)
 	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &args, &r.Generation,
 		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &state, &config, &r.Attempts,
-		&r.NextAttemptAt, &r.LastError, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt, &r.UnhealthySince)
+		&r.NextAttemptAt, &r.LastError, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt, &r.UnhealthySince)
 	if err != nil {
 		return r, err
 	}

@@ -19,9 +19,11 @@ import (
 // domain.ErrNoCapacity).
 //
 // It takes two round trips, so the lock is held for little more than one: the first opens
-// the transaction, takes the lock and reads the resource's reservation and the usage of the
-// provisioner's hosts (one row per host, from slot_host_usage and slot_owner_usage, which
-// the reservations' trigger keeps); the second writes the reservation and commits.
+// the transaction, takes the lock, locks the resource row against a claim (FOR SHARE) and
+// reads its lease, the resource's reservation and the usage of the provisioner's hosts (one
+// row per host, from slot_host_usage and slot_owner_usage, which the reservations' trigger
+// keeps); the second writes the reservation and commits. A lease that refuses the write
+// (see domain.SlotStore) rolls the transaction back before pick is called.
 func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
 	if err := backend.CheckSlotRequest(req); err != nil {
 		return domain.Reservation{}, err
@@ -56,10 +58,12 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 		existing domain.Reservation
 		found    bool
 		usage    []domain.HostUsage
+		fenceErr error
 	)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, req.Provisioner)
+	queueFence(b, uid, req.Lease, &fenceErr)
 	b.Queue(`
 		SELECT provisioner, resource_id::text, owner, host, slots
 		  FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, req.Provisioner, uid,
@@ -95,6 +99,9 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return domain.Reservation{}, err
+	}
+	if fenceErr != nil {
+		return domain.Reservation{}, fenceErr
 	}
 	if found && existing.Slots == req.Slots {
 		if _, err := conn.Exec(ctx, `COMMIT`); err != nil {
@@ -137,6 +144,27 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 	return out, nil
 }
 
+// queueFence queues the read, under a row lock that keeps claims off the resource until the
+// transaction ends, of the resource's lease, and sets *refused when it refuses a slot write
+// under lease (nil: none). A missing row refuses a write under a lease (ErrNotFound) and
+// allows one under none.
+func queueFence(b *pgx.Batch, uid pgtype.UUID, lease *domain.Lease, refused *error) {
+	b.Queue(`SELECT `+leaseColumns+` `+leaseFrom+` FOR SHARE OF r`, uid).QueryRow(func(row pgx.Row) error {
+		l, err := scanLease(row, uid)
+		switch {
+		case errors.Is(err, domain.ErrNotFound) && lease == nil:
+			return nil
+		case errors.Is(err, domain.ErrNotFound):
+			*refused = fmt.Errorf("lease of %s (claim %d) lost: %w", lease.Holder, lease.Token, err)
+			return nil
+		case err != nil:
+			return fmt.Errorf("read the resource's lease: %w", err)
+		}
+		*refused = l.SlotsError(lease)
+		return nil
+	})
+}
+
 // discountOwn takes the resource's own reservation out of its owner's count on its host: pick
 // is shown how many of the owner's other resources each host holds.
 func discountOwn(usage []domain.HostUsage, own domain.Reservation, owner string) {
@@ -164,13 +192,27 @@ func rollback(conn *pgx.Conn) {
 	_, _ = conn.Exec(ctx, `ROLLBACK`)
 }
 
-// ReleaseSlots removes the resource's reservation; a missing one is not an error.
-func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string) error {
+// ReleaseSlots removes the resource's reservation under lease (nil: none), in one
+// transaction that locks the resource row against a claim and checks its lease first; a
+// missing reservation is not an error.
+func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string, lease *domain.Lease) error {
 	uid, err := parseID(resourceID)
 	if err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(ctx, `DELETE FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var refused error
+		b := &pgx.Batch{}
+		queueFence(b, uid, lease, &refused)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if refused != nil {
+			return refused
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("release slots of %s for resource %s: %w", provisioner, resourceID, err)
 	}

@@ -145,7 +145,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	if err := readTable(ctx, v.tx, emit, `
 		SELECT id, type, name, owner, provisioner, args, generation, observed_generation,
 		       status, status_message, state, config, attempts, next_attempt_at, last_error,
-		       lease_holder, lease_expires_at, created_at, updated_at, ready_at, unhealthy_since
+		       lease_holder, lease_expires_at, lease_token, created_at, updated_at, ready_at, unhealthy_since
 		  FROM resources ORDER BY id`,
 		func(rows *sql.Rows) (r storecopy.Resource, err error) {
 			var (
@@ -155,7 +155,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 			)
 			if err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
 				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
-				&next, &r.LastError, &lease, &leaseExpires, &created, &updated, &ready, &unhealthy); err != nil {
+				&next, &r.LastError, &lease, &leaseExpires, &r.LeaseToken, &created, &updated, &ready, &unhealthy); err != nil {
 				return r, err
 			}
 			if lease.Valid {

@@ -43,44 +43,57 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 }
 
 // ClaimResource takes or renews holder's lease on the resource for ttl (database clock).
-func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error) {
-	r, _, err := s.claim(ctx, id, holder, ttl, nil)
-	return r, err
+func (s *State) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Claim, error) {
+	return s.claim(ctx, id, holder, ttl, nil)
 }
 
 // ClaimAndStart takes or renews holder's lease like ClaimResource and, in the same
 // transaction, starts provisioning a row nothing has been done to yet (see
 // domain.ReconcileStore).
-func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error) {
+func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Claim, error) {
 	if err := backend.CheckStart(id, start); err != nil {
-		return domain.Resource{}, false, err
+		return domain.Claim{}, err
 	}
 	return s.claim(ctx, id, holder, ttl, &start)
 }
 
-// claim is ClaimResource, and ClaimAndStart when start is set.
-func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Resource, bool, error) {
+// claim is ClaimResource, and ClaimAndStart when start is set. The transaction holds the
+// write lock, so the previous lease it reads first is the one its claim replaces.
+func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Claim, error) {
 	uid, err := parseID(id)
 	if err != nil {
-		return domain.Resource{}, false, err
+		return domain.Claim{}, err
 	}
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
-		return domain.Resource{}, false, err
+		return domain.Claim{}, err
 	}
 	var types []byte
 	if start != nil {
 		if types, err = json.Marshal(backend.StartTypes(*start)); err != nil {
-			return domain.Resource{}, false, err
+			return domain.Claim{}, err
 		}
 	}
-	var (
-		r       domain.Resource
-		started bool
-	)
+	var c domain.Claim
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var (
+			previous sql.NullString
+			waitedMS int64
+		)
+		err := tx.QueryRowContext(ctx, `
+			SELECT r.lease_holder,
+			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0)
+			  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
+			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound(uid)
+		}
+		if err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources
-			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3)
+			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3),
+			       lease_token = lease_token + 1
 			 WHERE id = $1 AND `+leaseFreeSQL("$2"),
 			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()))
 		if err != nil {
@@ -111,33 +124,41 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			if err != nil {
 				return err
 			}
-			started = n == 1
+			c.Started = n == 1
 		}
-		r, err = readResource(ctx, tx, uid)
-		return err
+		if c.Resource, err = readResource(ctx, tx, uid); err != nil {
+			return err
+		}
+		c.Lease = domain.Lease{Holder: holder, Token: c.Resource.LeaseToken}
+		var prev *string
+		if previous.Valid {
+			prev = &previous.String
+		}
+		c.Takeover = backend.LeaseTakeover(holder, prev, time.Duration(waitedMS)*time.Millisecond)
+		return nil
 	})
 	if err != nil {
-		return domain.Resource{}, false, fmt.Errorf("claim resource %s: %w", id, err)
+		return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 	}
-	return r, started, nil
+	return c, nil
 }
 
-// ReleaseResource clears holder's lease; it does nothing when holder does not hold it.
-func (s *State) ReleaseResource(ctx context.Context, id, holder string) error {
+// ReleaseResource clears lease; it does nothing when lease is not the row's.
+func (s *State) ReleaseResource(ctx context.Context, id string, lease domain.Lease) error {
 	uid, err := parseID(id)
 	if err != nil {
 		return err
 	}
 	if _, err := s.exec(ctx, `
 		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
-		 WHERE id = $1 AND lease_holder = $2`, uid, holder); err != nil {
+		 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3`, uid, lease.Holder, lease.Token); err != nil {
 		return fmt.Errorf("release lease on resource %s: %w", id, err)
 	}
 	return nil
 }
 
-// HandOverResource clears holder's lease and logs a change of the resource when it held it.
-func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
+// HandOverResource clears lease and logs a change of the resource when it was the row's.
+func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Lease) error {
 	uid, err := parseID(id)
 	if err != nil {
 		return err
@@ -145,7 +166,7 @@ func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
-			 WHERE id = $1 AND lease_holder = $2`, uid, holder)
+			 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3`, uid, lease.Holder, lease.Token)
 		if err != nil {
 			return err
 		}
@@ -161,11 +182,11 @@ func (s *State) HandOverResource(ctx context.Context, id, holder string) error {
 	return nil
 }
 
-// RecordProgress applies u while holder's lease is live, the row is at u.Generation and not
+// RecordProgress applies u while lease is the row's live lease, the row is at u.Generation and not
 // being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
 // row's provisioner is unset or already the same; a client's different choice gives ErrStale.
 // With u.ReleaseLease the same statement clears the lease.
-func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error) {
+func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Lease, u domain.ProgressUpdate) (domain.Resource, error) {
 	uid, err := parseID(id)
 	if err != nil {
 		return domain.Resource{}, err
@@ -195,13 +216,13 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 			       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
 			       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
 			 WHERE id = $1
-			   AND lease_holder = $2 AND lease_expires_at >= `+nowSQL+`
+			   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= `+nowSQL+`
 			   AND generation = $3
 			   AND (status <> 'deleting' OR $4 = 'deleting')
 			   AND ($6 = '' OR provisioner IN ('', $6))`,
-			uid, holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
+			uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 			state, config, u.ObservedGeneration,
-			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError, u.ReleaseLease)
+			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError, u.ReleaseLease, lease.Token)
 		if err != nil {
 			return describeDBError(err)
 		}
@@ -213,7 +234,7 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 			if err != nil {
 				return err
 			}
-			return l.ProgressError(holder, u)
+			return l.ProgressError(lease, u)
 		}
 		r, err = readResource(ctx, tx, uid)
 		return err
@@ -224,9 +245,9 @@ func (s *State) RecordProgress(ctx context.Context, id, holder string, u domain.
 	return r, nil
 }
 
-// FinalizeDelete removes a deleting resource's row while holder holds its lease. A row already
+// FinalizeDelete removes a deleting resource's row while lease is its live lease. A row already
 // gone gives ErrNotFound (the caller's work is done); one no longer deleting gives ErrStale.
-func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
+func (s *State) FinalizeDelete(ctx context.Context, id string, lease domain.Lease) error {
 	uid, err := parseID(id)
 	if err != nil {
 		return err
@@ -240,7 +261,7 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 		res, err := tx.ExecContext(ctx, `
 			DELETE FROM resources
 			 WHERE id = $1 AND status = 'deleting'
-			   AND lease_holder = $2 AND lease_expires_at >= `+nowSQL, uid, holder)
+			   AND lease_holder = $2 AND lease_token = $3 AND lease_expires_at >= `+nowSQL, uid, lease.Holder, lease.Token)
 		if err != nil {
 			return err
 		}
@@ -251,7 +272,7 @@ func (s *State) FinalizeDelete(ctx context.Context, id, holder string) error {
 		if err != nil {
 			return err
 		}
-		return l.FinalizeError(holder)
+		return l.FinalizeError(lease)
 	})
 	if err != nil {
 		return fmt.Errorf("finalize delete of resource %s: %w", id, err)
@@ -269,13 +290,13 @@ func readLease(ctx context.Context, tx *sql.Tx, id string) (backend.Lease, error
 		deadline  sql.NullString
 	)
 	err := tx.QueryRowContext(ctx, `
-		SELECT r.lease_holder, r.lease_expires_at,
+		SELECT r.lease_holder, r.lease_token, r.lease_expires_at,
 		       coalesce(r.lease_expires_at >= `+nowSQL+`, 0) AND (a.id IS NULL OR NOT (`+agentDeadSQL+`)),
 		       CASE WHEN a.id IS NOT NULL THEN `+agentDeadlineSQL+` END,
 		       r.generation, r.status, r.provisioner
 		  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
 		 WHERE r.id = $1`, id,
-	).Scan(&holder, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
+	).Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return l, notFound(id)
 	}

@@ -15,7 +15,7 @@ import (
 // resourceColumns is the select list scanResource reads, in order.
 const resourceColumns = `id, type, name, owner, provisioner, args, generation, observed_generation,
 	status, status_message, state, config, attempts, next_attempt_at, last_error,
-	created_at, updated_at, ready_at, unhealthy_since`
+	lease_token, created_at, updated_at, ready_at, unhealthy_since`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface {
@@ -51,7 +51,7 @@ func scanResource(row rowScanner) (domain.Resource, error) {
 	)
 	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &args, &r.Generation,
 		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &state, &config, &r.Attempts,
-		&next, &r.LastError, &created, &updated, &ready, &unhealthy)
+		&next, &r.LastError, &r.LeaseToken, &created, &updated, &ready, &unhealthy)
 	if err != nil {
 		return r, err
 	}

@@ -13,7 +13,8 @@ import (
 // ReserveSlots records or resizes req's reservation on the host pick chooses. The transaction
 // holds the database's write lock from its start, so reservations (of every provisioner, by
 // this process and any other) are serialised and pick always sees every committed
-// reservation. Errors from pick are returned wrapped (errors.Is still sees
+// reservation, and no claim changes the resource's lease while its fence is checked (see
+// domain.SlotStore). Errors from pick are returned wrapped (errors.Is still sees
 // domain.ErrNoCapacity).
 func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
 	if err := backend.CheckSlotRequest(req); err != nil {
@@ -25,6 +26,9 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 	}
 	var out domain.Reservation
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := checkSlotsFence(ctx, tx, uid, req.Lease); err != nil {
+			return err
+		}
 		existing, err := scanReservation(tx.QueryRowContext(ctx, `
 			SELECT provisioner, resource_id, owner, host, slots
 			  FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, req.Provisioner, uid))
@@ -112,16 +116,40 @@ const rebuildSlotUsage = `
 	INSERT INTO slot_owner_usage (provisioner, owner, host, resources)
 	SELECT provisioner, owner, host, count(*) FROM slot_reservations GROUP BY provisioner, owner, host;`
 
-// ReleaseSlots removes the resource's reservation; a missing one is not an error.
-func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string) error {
+// ReleaseSlots removes the resource's reservation under lease (nil: none), in one
+// transaction that checks the resource's lease first; a missing reservation is not an error.
+func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string, lease *domain.Lease) error {
 	uid, err := parseID(resourceID)
 	if err != nil {
 		return err
 	}
-	if _, err := s.exec(ctx, `DELETE FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid); err != nil {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := checkSlotsFence(ctx, tx, uid, lease); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("release slots of %s for resource %s: %w", provisioner, resourceID, err)
 	}
 	return nil
+}
+
+// checkSlotsFence reads the resource's lease inside tx and says whether it refuses a slot
+// write under lease (nil: none). A missing row refuses a write under a lease (ErrNotFound)
+// and allows one under none.
+func checkSlotsFence(ctx context.Context, tx *sql.Tx, id string, lease *domain.Lease) error {
+	l, err := readLease(ctx, tx, id)
+	switch {
+	case errors.Is(err, domain.ErrNotFound) && lease == nil:
+		return nil
+	case errors.Is(err, domain.ErrNotFound):
+		return fmt.Errorf("lease of %s (claim %d) lost: %w", lease.Holder, lease.Token, err)
+	case err != nil:
+		return fmt.Errorf("read the resource's lease: %w", err)
+	}
+	return l.SlotsError(lease)
 }
 
 // ListReservations returns the provisioner's reservations ordered by host, then resource.

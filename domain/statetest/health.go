@@ -145,12 +145,10 @@ func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
 func testEventsRecordEveryStatusChange(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))
-	if _, err := b.ClaimResource(ctx, r.ID, "agent", ttl); err != nil {
-		t.Fatal(err)
-	}
+	lease := mustClaim(t, b, r.ID, "agent")
 	record := func(u domain.ProgressUpdate) {
 		t.Helper()
-		if _, err := b.RecordProgress(ctx, r.ID, "agent", u); err != nil {
+		if _, err := b.RecordProgress(ctx, r.ID, lease, u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,10 +160,7 @@ func testEventsRecordEveryStatusChange(t *testing.T, b *Backend) {
 	if _, err := b.RequestDelete(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ClaimResource(ctx, r.ID, "agent", ttl); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.FinalizeDelete(ctx, r.ID, "agent"); err != nil {
+	if err := b.FinalizeDelete(ctx, r.ID, mustClaim(t, b, r.ID, "agent")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -280,9 +275,7 @@ func testListCheckableSkipsOthersLeases(t *testing.T, b *Backend) {
 	if _, err := b.ClaimResource(ctx, mine.ID, "agent-a", ttl); err != nil {
 		t.Fatalf("claim by a: %v", err)
 	}
-	if _, err := other.ClaimResource(ctx, theirs.ID, "agent-b", ttl); err != nil {
-		t.Fatalf("claim by b: %v", err)
-	}
+	theirsLease := mustClaim(t, other, theirs.ID, "agent-b")
 	if _, err := other.ClaimResource(ctx, expired.ID, "agent-b", ttl); err != nil {
 		t.Fatalf("claim by b: %v", err)
 	}
@@ -311,7 +304,7 @@ func testListCheckableSkipsOthersLeases(t *testing.T, b *Backend) {
 		t.Errorf("agent-b lists %v, want %v (all but the one agent-a is reconciling)", got, want)
 	}
 	// Once the lease is given up the resource is checkable again, by anyone.
-	if err := other.ReleaseResource(ctx, theirs.ID, "agent-b"); err != nil {
+	if err := other.ReleaseResource(ctx, theirs.ID, theirsLease); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := list(b, "agent-a"), sorted(none.ID, mine.ID, theirs.ID, expired.ID); !slices.Equal(got, want) {

@@ -80,9 +80,9 @@ func testDeadAgentsLeasesAreVoid(t *testing.T, b *Backend) {
 	if a := mustListAgents(t, b)["dead"]; a.LeasesHeld != 0 {
 		t.Errorf("the dead agent holds %d leases; want none (they are void)", a.LeasesHeld)
 	}
-	r, started, err := other.ClaimAndStart(ctx, pending.ID, "other", ttl, domain.ProvisioningStart{Provisioner: "local", Types: []domain.ResourceType{domain.ResourceTypeRuntime}})
-	if err != nil || !started || r.Status != domain.StatusProvisioning {
-		t.Fatalf("claim and start of a dead agent's resource = %s, %v, %v; want it started", r.Status, started, err)
+	c, err := other.ClaimAndStart(ctx, pending.ID, "other", ttl, domain.ProvisioningStart{Provisioner: "local", Types: []domain.ResourceType{domain.ResourceTypeRuntime}})
+	if err != nil || !c.Started || c.Resource.Status != domain.StatusProvisioning {
+		t.Fatalf("claim and start of a dead agent's resource = %s, %v, %v; want it started", c.Resource.Status, c.Started, err)
 	}
 	if _, err := other.ClaimResource(ctx, ready.ID, "other", ttl); err != nil {
 		t.Fatalf("claim of a dead agent's resource: %v", err)
@@ -96,9 +96,7 @@ func testHeartbeatRenewsTheAgentsLeases(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	session := registerWith(t, b, "live", 15*time.Second, time.Hour)
 	r := mustCreate(t, b, runtime("rollout"))
-	if _, err := b.ClaimResource(ctx, r.ID, "live", ttl); err != nil {
-		t.Fatal(err)
-	}
+	lease := mustClaim(t, b, r.ID, "live")
 	// The claim's ttl passed during a long rollout; the agent kept heartbeating.
 	mustExec(t, b, `UPDATE resources SET lease_expires_at = $1 WHERE id = $2`, time.Now().Add(-time.Second), r.ID)
 	if err := b.HeartbeatAgent(ctx, "live", session); err != nil {
@@ -111,7 +109,7 @@ func testHeartbeatRenewsTheAgentsLeases(t *testing.T, b *Backend) {
 	if !errors.As(err, &held) || held.ExpiresAt.After(time.Now().Add(30*time.Second)) {
 		t.Errorf("lease held until %v; want the agent's liveness deadline, well before the renewed hour", held.ExpiresAt)
 	}
-	if _, err := b.RecordProgress(ctx, r.ID, "live", domain.ProgressUpdate{
+	if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{
 		Generation: r.Generation, Status: domain.StatusProvisioning, StatusMessage: "rolling out",
 	}); err != nil {
 		t.Errorf("record progress by the heartbeating holder: %v", err)
@@ -167,17 +165,15 @@ func testResignLogsAChangePerLease(t *testing.T, b *Backend) {
 func testHandOverLogsAChange(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("handed"))
-	if _, err := b.ClaimResource(ctx, r.ID, "stopping", ttl); err != nil {
-		t.Fatal(err)
-	}
+	lease := mustClaim(t, b, r.ID, "stopping")
 	seq := latestSeq(t, b)
-	if err := b.HandOverResource(ctx, r.ID, "other"); err != nil {
+	if err := b.HandOverResource(ctx, r.ID, domain.Lease{Holder: "other", Token: lease.Token}); err != nil {
 		t.Fatalf("hand over by a holder that does not hold it: %v", err)
 	}
 	if got := changesSince(t, b, seq); len(got) != 0 || leaseHolder(t, b, r.ID) != "stopping" {
 		t.Errorf("a hand-over by another holder logged %v and left the lease to %q; want nothing done", got, leaseHolder(t, b, r.ID))
 	}
-	if err := b.HandOverResource(ctx, r.ID, "stopping"); err != nil {
+	if err := b.HandOverResource(ctx, r.ID, lease); err != nil {
 		t.Fatalf("hand over: %v", err)
 	}
 	if got := changesSince(t, b, seq); len(got) != 1 || got[0] != r.ID {

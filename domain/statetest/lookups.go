@@ -22,10 +22,7 @@ func testMissingResources(t *testing.T, b *Backend) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.ClaimResource(ctx, gone.ID, "agent-a", ttl); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.FinalizeDelete(ctx, gone.ID, "agent-a"); err != nil {
+	if err := b.FinalizeDelete(ctx, gone.ID, mustClaim(t, b, gone.ID, "agent-a")); err != nil {
 		t.Fatal(err)
 	}
 

@@ -80,7 +80,7 @@ func testLeaseContentionAndExpiry(t *testing.T, b *Backend) {
 	seq := latestSeq(t, b)
 
 	claimed, err := b.ClaimResource(ctx, r.ID, "agent-a", ttl)
-	if err != nil || claimed.ID != r.ID {
+	if err != nil || claimed.Resource.ID != r.ID {
 		t.Fatalf("claim by a = %+v, %v", claimed, err)
 	}
 	_, err = b.ClaimResource(ctx, r.ID, "agent-b", ttl)
@@ -95,18 +95,19 @@ func testLeaseContentionAndExpiry(t *testing.T, b *Backend) {
 	}
 
 	mustExec(t, b, `UPDATE resources SET lease_expires_at = $2 WHERE id = $1`, r.ID, time.Now().Add(-time.Second))
-	if _, err := b.ClaimResource(ctx, r.ID, "agent-b", ttl); err != nil {
+	leaseB, err := b.ClaimResource(ctx, r.ID, "agent-b", ttl)
+	if err != nil {
 		t.Fatalf("claim by b after a's lease expired: %v", err)
 	}
 	_, err = b.ClaimResource(ctx, r.ID, "agent-a", ttl)
 	expectLeaseHeld(t, err, "agent-b")
 
-	if err := b.ReleaseResource(ctx, r.ID, "agent-a"); err != nil {
+	if err := b.ReleaseResource(ctx, r.ID, domain.Lease{Holder: "agent-a"}); err != nil {
 		t.Fatalf("release by a non-holder: %v", err)
 	}
 	_, err = b.ClaimResource(ctx, r.ID, "agent-a", ttl)
 	expectLeaseHeld(t, err, "agent-b")
-	if err := b.ReleaseResource(ctx, r.ID, "agent-b"); err != nil {
+	if err := b.ReleaseResource(ctx, r.ID, leaseB.Lease); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.ClaimResource(ctx, r.ID, "agent-a", ttl); err != nil {
@@ -151,7 +152,8 @@ func testClaimAndStartRecordsWhatRecordProgressWould(t *testing.T, b *Backend) {
 	seq := latestSeq(t, b)
 
 	for _, r := range []domain.Resource{fast, pinned, changed} {
-		got, started, err := b.ClaimAndStart(ctx, r.ID, "agent-a", ttl, runtimePool)
+		c, err := b.ClaimAndStart(ctx, r.ID, "agent-a", ttl, runtimePool)
+		got, started := c.Resource, c.Started
 		if err != nil || !started {
 			t.Fatalf("claim and start %s = %v, %v; want started", r.Name, started, err)
 		}
@@ -167,10 +169,8 @@ func testClaimAndStartRecordsWhatRecordProgressWould(t *testing.T, b *Backend) {
 		t.Fatalf("started after an args change: message %q, want it to name generation 2", got.StatusMessage)
 	}
 
-	if _, err := b.ClaimResource(ctx, slow.ID, "agent-a", ttl); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.RecordProgress(ctx, slow.ID, "agent-a", domain.ProgressUpdate{
+	slowLease := mustClaim(t, b, slow.ID, "agent-a")
+	if _, err := b.RecordProgress(ctx, slow.ID, slowLease, domain.ProgressUpdate{
 		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: domain.ProvisioningMessage(1), Provisioner: "pool",
 	}); err != nil {
 		t.Fatal(err)
@@ -228,7 +228,8 @@ func testClaimAndStartLeavesOtherRowsClaimedOnly(t *testing.T, b *Backend) {
 
 	for name, r := range rows {
 		before := mustGet(t, b, r.ID)
-		got, started, err := b.ClaimAndStart(ctx, r.ID, "agent-a", ttl, runtimePool)
+		c, err := b.ClaimAndStart(ctx, r.ID, "agent-a", ttl, runtimePool)
+		got, started := c.Resource, c.Started
 		if name == "held" {
 			expectLeaseHeld(t, err, "agent-b")
 		} else if err != nil || started {
@@ -243,10 +244,10 @@ func testClaimAndStartLeavesOtherRowsClaimedOnly(t *testing.T, b *Backend) {
 	_, err := b.ClaimResource(ctx, rows["other"].ID, "agent-b", ttl)
 	expectLeaseHeld(t, err, "agent-a")
 
-	if _, _, err := b.ClaimAndStart(ctx, missingID, "agent-a", ttl, runtimePool); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.ClaimAndStart(ctx, missingID, "agent-a", ttl, runtimePool); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("claim and start a missing resource: err = %v, want ErrNotFound", err)
 	}
-	if _, _, err := b.ClaimAndStart(ctx, rows["ready"].ID, "agent-a", ttl, domain.ProvisioningStart{Types: runtimePool.Types}); err == nil {
+	if _, err := b.ClaimAndStart(ctx, rows["ready"].ID, "agent-a", ttl, domain.ProvisioningStart{Types: runtimePool.Types}); err == nil {
 		t.Fatal("claim and start without a provisioner succeeded")
 	}
 }
@@ -254,12 +255,10 @@ func testClaimAndStartLeavesOtherRowsClaimedOnly(t *testing.T, b *Backend) {
 func testRecordProgress(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))
-	if _, err := b.ClaimResource(ctx, r.ID, "agent-a", ttl); err != nil {
-		t.Fatal(err)
-	}
+	leaseA := mustClaim(t, b, r.ID, "agent-a")
 	seq := latestSeq(t, b)
 
-	provisioning, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{
+	provisioning, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
 		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "placing",
 		Provisioner: "static", State: map[string]any{"host": "h1"},
 	})
@@ -270,14 +269,14 @@ func testRecordProgress(t *testing.T, b *Backend) {
 		t.Fatalf("after provisioning progress: %+v", provisioning)
 	}
 	retry := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	failing, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{
+	failing, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
 		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "retrying", Attempts: 2, NextAttemptAt: &retry, LastError: "timeout",
 	})
 	if err != nil || failing.Attempts != 2 || failing.NextAttemptAt == nil || !failing.NextAttemptAt.Equal(retry) || failing.LastError != "timeout" {
 		t.Fatalf("after a failed attempt: %+v, %v; want the retry bookkeeping recorded", failing, err)
 	}
 	observed := int64(1)
-	ready, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{
+	ready, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
 		Generation: 1, Status: domain.StatusReady, Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed,
 	})
 	if err != nil {
@@ -287,7 +286,7 @@ func testRecordProgress(t *testing.T, b *Backend) {
 		ready.Attempts != 0 || ready.NextAttemptAt != nil {
 		t.Fatalf("after ready progress: %+v, want up to date with state, config and provisioner kept", ready)
 	}
-	again, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady})
+	again, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady})
 	if err != nil || again.ReadyAt == nil || !again.ReadyAt.Equal(*ready.ReadyAt) || again.ObservedGeneration != 1 {
 		t.Fatalf("second ready = %+v, %v; want ready_at and observed generation kept", again, err)
 	}
@@ -295,43 +294,41 @@ func testRecordProgress(t *testing.T, b *Backend) {
 		t.Fatalf("progress writes logged %v, want nothing", ids)
 	}
 
-	if _, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Provisioner: "other"}); !errors.Is(err, domain.ErrStale) {
+	if _, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Provisioner: "other"}); !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("pinning a different provisioner: err = %v, want ErrStale", err)
 	}
-	if _, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{Generation: 1, Status: "bogus"}); err == nil {
+	if _, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: "bogus"}); err == nil {
 		t.Fatal("an unknown status was recorded")
 	}
 
 	if _, err := b.UpdateResourceArgs(ctx, r.ID, map[string]any{"slots": 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady}); !errors.Is(err, domain.ErrStale) {
+	if _, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady}); !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("progress on an old generation: err = %v, want ErrStale", err)
 	}
 
 	mustExec(t, b, `UPDATE resources SET lease_expires_at = $2 WHERE id = $1`, r.ID, time.Now().Add(-time.Second))
-	_, err = b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{Generation: 2, Status: domain.StatusProvisioning})
+	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 2, Status: domain.StatusProvisioning})
 	expectLeaseHeld(t, err, "agent-a")
-	if _, err := b.ClaimResource(ctx, r.ID, "agent-b", ttl); err != nil {
-		t.Fatal(err)
-	}
-	_, err = b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{Generation: 2, Status: domain.StatusProvisioning})
+	leaseB := mustClaim(t, b, r.ID, "agent-b")
+	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 2, Status: domain.StatusProvisioning})
 	expectLeaseHeld(t, err, "agent-b")
 
 	if _, err := b.RequestDelete(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.RecordProgress(ctx, r.ID, "agent-b", domain.ProgressUpdate{Generation: 2, Status: domain.StatusReady}); !errors.Is(err, domain.ErrStale) {
+	if _, err := b.RecordProgress(ctx, r.ID, leaseB, domain.ProgressUpdate{Generation: 2, Status: domain.StatusReady}); !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("progress on a deleting resource: err = %v, want ErrStale", err)
 	}
-	deleting, err := b.RecordProgress(ctx, r.ID, "agent-b", domain.ProgressUpdate{
+	deleting, err := b.RecordProgress(ctx, r.ID, leaseB, domain.ProgressUpdate{
 		Generation: 2, Status: domain.StatusDeleting, StatusMessage: "freeing", Attempts: 1, LastError: "busy",
 	})
 	if err != nil || deleting.Status != domain.StatusDeleting || deleting.Attempts != 1 || deleting.LastError != "busy" {
 		t.Fatalf("deleting progress = %+v, %v", deleting, err)
 	}
 
-	if _, err := b.RecordProgress(ctx, missingID, "agent-b", domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady}); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.RecordProgress(ctx, missingID, leaseB, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("progress on a missing resource: err = %v, want ErrNotFound", err)
 	}
 }
@@ -341,12 +338,10 @@ func testRecordProgress(t *testing.T, b *Backend) {
 func testRecordProgressReleasesTheLease(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))
-	if _, err := b.ClaimResource(ctx, r.ID, "agent-a", ttl); err != nil {
-		t.Fatal(err)
-	}
+	leaseA := mustClaim(t, b, r.ID, "agent-a")
 	seq := latestSeq(t, b)
 
-	_, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{
+	_, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
 		Generation: 2, Status: domain.StatusReady, ReleaseLease: true,
 	})
 	if !errors.Is(err, domain.ErrStale) {
@@ -356,14 +351,14 @@ func testRecordProgressReleasesTheLease(t *testing.T, b *Backend) {
 	expectLeaseHeld(t, err, "agent-a")
 
 	observed := int64(1)
-	ready, err := b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{
+	ready, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
 		Generation: 1, Status: domain.StatusReady, StatusMessage: "ready at generation 1",
 		Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed, ReleaseLease: true,
 	})
 	if err != nil || !ready.UpToDate() || ready.ReadyAt == nil || ready.Config["host"] != "h1" {
 		t.Fatalf("releasing ready record = %+v, %v; want the update applied", ready, err)
 	}
-	_, err = b.RecordProgress(ctx, r.ID, "agent-a", domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady})
+	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady})
 	if !errors.Is(err, domain.ErrLeaseHeld) {
 		t.Fatalf("a record after the lease was released: err = %v, want the lease reported lost", err)
 	}
@@ -381,22 +376,20 @@ func testRecordProgressReleasesTheLease(t *testing.T, b *Backend) {
 func testFinalizeDelete(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))
-	if _, err := b.ClaimResource(ctx, r.ID, "agent-a", ttl); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.FinalizeDelete(ctx, r.ID, "agent-a"); !errors.Is(err, domain.ErrStale) {
+	leaseA := mustClaim(t, b, r.ID, "agent-a")
+	if err := b.FinalizeDelete(ctx, r.ID, leaseA); !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("finalize a resource not deleting: err = %v, want ErrStale", err)
 	}
 	if _, err := b.RequestDelete(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	expectLeaseHeld(t, b.FinalizeDelete(ctx, r.ID, "agent-b"), "agent-a")
+	expectLeaseHeld(t, b.FinalizeDelete(ctx, r.ID, domain.Lease{Holder: "agent-b"}), "agent-a")
 	if _, err := b.GetResource(ctx, r.ID); err != nil {
 		t.Fatalf("a refused finalize removed the row: %v", err)
 	}
 
 	seq := latestSeq(t, b)
-	if err := b.FinalizeDelete(ctx, r.ID, "agent-a"); err != nil {
+	if err := b.FinalizeDelete(ctx, r.ID, leaseA); err != nil {
 		t.Fatalf("finalize: %v", err)
 	}
 	if _, err := b.GetResource(ctx, r.ID); !errors.Is(err, domain.ErrNotFound) {
@@ -405,17 +398,15 @@ func testFinalizeDelete(t *testing.T, b *Backend) {
 	if ids := changesSince(t, b, seq); len(ids) != 1 || ids[0] != r.ID {
 		t.Fatalf("changes logged by finalize = %v, want [%s]", ids, r.ID)
 	}
-	if err := b.FinalizeDelete(ctx, r.ID, "agent-a"); !errors.Is(err, domain.ErrNotFound) {
+	if err := b.FinalizeDelete(ctx, r.ID, leaseA); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("finalize again: err = %v, want ErrNotFound", err)
 	}
 
 	// A refused finalize leaves no way to remove the row behind: a direct delete is still
 	// a delete request.
 	kept := mustCreate(t, b, runtime("kept"))
-	if _, err := b.ClaimResource(ctx, kept.ID, "agent-a", ttl); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.FinalizeDelete(ctx, kept.ID, "agent-a"); !errors.Is(err, domain.ErrStale) {
+	keptLease := mustClaim(t, b, kept.ID, "agent-a")
+	if err := b.FinalizeDelete(ctx, kept.ID, keptLease); !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("finalize a resource not deleting: err = %v, want ErrStale", err)
 	}
 	mustExec(t, b, `DELETE FROM resources WHERE id = $1`, kept.ID)

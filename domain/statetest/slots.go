@@ -186,7 +186,7 @@ func testReserveSlotsResizesAndReportsUsage(t *testing.T, b *Backend) {
 	}
 
 	for range 2 {
-		if err := b.ReleaseSlots(ctx, "static", mine); err != nil {
+		if err := b.ReleaseSlots(ctx, "static", mine, nil); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 	}
@@ -294,7 +294,7 @@ func testSlotUsageFollowsEveryWriter(t *testing.T, b *Backend) {
 	expectUsage(t, b, "after an SQL change of provisioner", "pool", owners...)
 	expectUsage(t, b, "after an SQL change of provisioner", "other", owners...)
 
-	if err := b.ReleaseSlots(ctx, "pool", a); err != nil {
+	if err := b.ReleaseSlots(ctx, "pool", a, nil); err != nil {
 		t.Fatal(err)
 	}
 	expectUsage(t, b, "after a release", "pool", owners...)
@@ -337,7 +337,7 @@ func testSlotUsageStaysRightUnderContention(t *testing.T, b *Backend) {
 					errs <- err
 				}
 				if round%2 == 1 {
-					if err := st.ReleaseSlots(ctx, "static", id); err != nil {
+					if err := st.ReleaseSlots(ctx, "static", id, nil); err != nil {
 						errs <- err
 					}
 				}

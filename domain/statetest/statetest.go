@@ -114,6 +114,10 @@ var tests = []struct {
 	{"UnregisteredHoldersLeasesExpireAsBefore", testUnregisteredHoldersLeasesExpireAsBefore},
 	{"ResignLogsAChangePerLease", testResignLogsAChangePerLease},
 	{"HandOverLogsAChange", testHandOverLogsAChange},
+	{"WritesUnderAFencedLeaseAreRefused", testWritesUnderAFencedLeaseAreRefused},
+	{"SameHolderReclaimFencesTheEarlierClaim", testSameHolderReclaimFencesTheEarlierClaim},
+	{"LeaselessSlotWritesYieldToALiveLease", testLeaselessSlotWritesYieldToALiveLease},
+	{"ClaimReportsTakeovers", testClaimReportsTakeovers},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.
@@ -143,6 +147,16 @@ func mustCreate(t *testing.T, st domain.ResourceStore, nr domain.NewResource) do
 		t.Fatalf("create %q: %v", nr.Name, err)
 	}
 	return r
+}
+
+// mustClaim claims the resource's lease for holder and returns the lease the claim holds.
+func mustClaim(t *testing.T, st domain.ReconcileStore, id, holder string) domain.Lease {
+	t.Helper()
+	c, err := st.ClaimResource(testContext(t), id, holder, ttl)
+	if err != nil {
+		t.Fatalf("claim %s for %s: %v", id, holder, err)
+	}
+	return c.Lease
 }
 
 func mustGet(t *testing.T, b *Backend, id string) domain.Resource {

@@ -100,12 +100,13 @@ func testUnreadableRowsAreReadOneByOne(t *testing.T, b *Backend) {
 		t.Fatalf("changes after marking = %v, %v; want one of bad-config, for the provisioner to take it over", changes, err)
 	}
 
-	claimed, err := b.ClaimResource(ctx, badState.ID, "agent-a", ttl)
+	claim, err := b.ClaimResource(ctx, badState.ID, "agent-a", ttl)
 	if err != nil {
 		t.Fatalf("claim an unreadable row: %v", err)
 	}
+	claimed := claim.Resource
 	retry := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
-	recorded, err := b.RecordProgress(ctx, badState.ID, "agent-a", domain.ProgressUpdate{
+	recorded, err := b.RecordProgress(ctx, badState.ID, claim.Lease, domain.ProgressUpdate{
 		Generation: claimed.Generation, Status: domain.StatusError, StatusMessage: claimed.UnreadableReason(),
 		Attempts: 1, NextAttemptAt: &retry, LastError: claimed.UnreadableReason(), ReleaseLease: true,
 	})
@@ -121,10 +122,11 @@ func testUnreadableRowsAreReadOneByOne(t *testing.T, b *Backend) {
 		if _, err := b.RequestDelete(ctx, r.ID); err != nil {
 			t.Fatalf("delete unreadable %s: %v", r.Name, err)
 		}
-		if _, err := b.ClaimResource(ctx, r.ID, "agent-a", ttl); err != nil {
+		c, err := b.ClaimResource(ctx, r.ID, "agent-a", ttl)
+		if err != nil {
 			t.Fatalf("claim unreadable %s to delete it: %v", r.Name, err)
 		}
-		if err := b.FinalizeDelete(ctx, r.ID, "agent-a"); err != nil {
+		if err := b.FinalizeDelete(ctx, r.ID, c.Lease); err != nil {
 			t.Fatalf("finalize the delete of unreadable %s: %v", r.Name, err)
 		}
 	}

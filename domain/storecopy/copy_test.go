@@ -129,14 +129,16 @@ func populate(t *testing.T, b *backend) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	leases := map[string]domain.Lease{}
 	progress := func(name string, u domain.ProgressUpdate) {
 		t.Helper()
-		_, err := b.ClaimResource(ctx, ids[name], holder, time.Hour)
+		c, err := b.ClaimResource(ctx, ids[name], holder, time.Hour)
 		must("claim "+name, err)
+		leases[name] = c.Lease
 		if u.Generation == 0 {
 			u.Generation = 1
 		}
-		_, err = b.RecordProgress(ctx, ids[name], holder, u)
+		_, err = b.RecordProgress(ctx, ids[name], c.Lease, u)
 		must("progress of "+name, err)
 	}
 	observed := int64(1)
@@ -145,7 +147,7 @@ func populate(t *testing.T, b *backend) {
 		progress(name, domain.ProgressUpdate{Status: domain.StatusReady, StatusMessage: "ready at generation 1", Provisioner: "pool",
 			State: map[string]any{"host": host, "port": 9000}, Config: map[string]any{"url": "http://" + host + ":9000"},
 			ObservedGeneration: &observed})
-		must("release "+name, b.ReleaseResource(ctx, ids[name], holder))
+		must("release "+name, b.ReleaseResource(ctx, ids[name], leases[name]))
 		_, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: ids[name], Owner: "alice", Slots: 2},
 			func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return host, nil })
 		must("reserve for "+name, err)
@@ -153,7 +155,7 @@ func populate(t *testing.T, b *backend) {
 	next := at.Add(time.Minute)
 	progress("retrying", domain.ProgressUpdate{Status: domain.StatusPending, StatusMessage: "attempt 2 failed: host busy",
 		Provisioner: "pool", Attempts: 2, NextAttemptAt: &next, LastError: "host busy"})
-	must("release retrying", b.ReleaseResource(ctx, ids["retrying"], holder))
+	must("release retrying", b.ReleaseResource(ctx, ids["retrying"], leases["retrying"]))
 	// Left with its lease live, as an agent stopped mid-reconcile leaves it.
 	progress("provisioning", domain.ProgressUpdate{Status: domain.StatusProvisioning, StatusMessage: "provisioning on host-a",
 		Provisioner: "pool", State: map[string]any{"host": "host-a"}})
@@ -167,7 +169,7 @@ func populate(t *testing.T, b *backend) {
 	must("record health", err)
 	progress("failed", domain.ProgressUpdate{Status: domain.StatusError, StatusMessage: "args.slots: must be at most 8",
 		Provisioner: "pool", Attempts: 1, LastError: "args.slots: must be at most 8"})
-	must("release failed", b.ReleaseResource(ctx, ids["failed"], holder))
+	must("release failed", b.ReleaseResource(ctx, ids["failed"], leases["failed"]))
 	provisioned("deleting", "host-a")
 	_, err = b.RequestDelete(ctx, ids["deleting"])
 	must("request delete", err)
@@ -176,9 +178,9 @@ func populate(t *testing.T, b *backend) {
 	must("create gone", err)
 	_, err = b.RequestDelete(ctx, gone.ID)
 	must("delete gone", err)
-	_, err = b.ClaimResource(ctx, gone.ID, holder, time.Hour)
+	goneClaim, err := b.ClaimResource(ctx, gone.ID, holder, time.Hour)
 	must("claim gone", err)
-	must("finalize gone", b.FinalizeDelete(ctx, gone.ID, holder))
+	must("finalize gone", b.FinalizeDelete(ctx, gone.ID, goneClaim.Lease))
 
 	// JSON a client wrote by hand: spacing, key order, a number beyond float64, a 1.50.
 	b.exec(t, `INSERT INTO resources (type, name, owner, args)

@@ -109,6 +109,7 @@ type Resource struct {
 	LastError          string
 	LeaseHolder        *string
 	LeaseExpiresAt     *time.Time
+	LeaseToken         int64
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 	ReadyAt            *time.Time
@@ -209,7 +210,7 @@ func (t Table) Columns() []string { return columns[t] }
 var columns = map[Table][]string{
 	Resources: {"id", "type", "name", "owner", "provisioner", "args", "generation", "observed_generation",
 		"status", "status_message", "state", "config", "attempts", "next_attempt_at", "last_error",
-		"lease_holder", "lease_expires_at", "created_at", "updated_at", "ready_at", "unhealthy_since"},
+		"lease_holder", "lease_expires_at", "lease_token", "created_at", "updated_at", "ready_at", "unhealthy_since"},
 	Reservations:     {"provisioner", "resource_id", "owner", "host", "slots", "created_at", "updated_at"},
 	Events:           {"seq", "resource_id", "at", "kind", "status", "message"},
 	Changes:          {"seq", "resource_id", "created_at"},
@@ -228,7 +229,7 @@ func (b Batch) Values() [][]any {
 	for _, r := range b.Resources {
 		out = append(out, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
 			r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, r.NextAttemptAt, r.LastError,
-			r.LeaseHolder, r.LeaseExpiresAt, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince})
+			r.LeaseHolder, r.LeaseExpiresAt, r.LeaseToken, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince})
 	}
 	for _, r := range b.Reservations {
 		out = append(out, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, r.CreatedAt, r.UpdatedAt})

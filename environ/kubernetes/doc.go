@@ -58,6 +58,19 @@
 // gone. Check lists the provisioner's objects (which proves the API answers) and deletes
 // those whose resource no longer exists.
 //
+// # Fencing
+//
+// The database fences the writes of an agent whose lease was taken over (see
+// domain.ReconcileStore): its progress records, slot reservations and finalize are refused.
+// The cluster cannot be fenced that way, so the environ relies on names instead: every
+// object is named by the resource id and applied with server-side apply, so an agent that
+// resumes after a pause and re-applies a resource another agent took over re-applies the
+// same objects (at worst with the args it read before, which the new holder's next apply
+// puts right), and never creates a second set; objects it re-creates for a resource that was
+// deleted meanwhile are orphans, which Check's sweep deletes. A stale Deprovision deletes
+// what the resource's delete request asked to delete anyway. The provisioner's next record after
+// Reconcile or Deprovision is fenced, so such an attempt stops there and reports nothing.
+//
 // With slot_quota set, runtimes share that many slots (a reconcile beyond it waits for
 // capacity) and Capacity reports slots; otherwise Capacity reports the allocatable CPU of
 // the nodes runtimes can be scheduled on and the CPU requests of the provisioner's pods.

@@ -245,7 +245,7 @@ func TestCheckResourceReportsRepairs(t *testing.T) {
 	if err != nil || len(got.Repairs) != 0 {
 		t.Fatalf("CheckResource of an intact runtime = %+v, %v; want no repairs", got, err)
 	}
-	if err := store.ReleaseSlots(ctx, "pool", "r1"); err != nil {
+	if err := store.ReleaseSlots(ctx, "pool", "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err = env.CheckResource(ctx, &environ.Resource{ID: "r1", Type: domain.ResourceTypeRuntime, State: map[string]any{"host": hostA, "slots": 2}}, withSlots("alice", 2))

@@ -53,10 +53,11 @@ func TestCheckSweepsOrphansOnRealStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.ClaimResource(ctx, gone, "agent", time.Minute); err != nil {
+	claim, err := st.ClaimResource(ctx, gone, "agent", time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.FinalizeDelete(ctx, gone, "agent"); err != nil {
+	if err := st.FinalizeDelete(ctx, gone, claim.Lease); err != nil {
 		t.Fatal(err)
 	}
 

@@ -134,7 +134,7 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	}
 	placement := e.place.withDown(e.health.notUp(hosts))
 	placement.unserved = len(r.Config) == 0
-	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots}
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Lease: r.Lease}
 	place := placement.pick
 	var (
 		old    domain.Reservation
@@ -178,9 +178,11 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 // the old reservation is put back and the runtime keeps its slots (and its clients their
 // host) until room frees up. An agent that dies between release and reservation leaves the
 // runtime without one: its generation is still unobserved, so the next reconcile reserves
-// again. Nothing is ever held twice: a resource has one reservation.
+// again. Nothing is ever held twice: a resource has one reservation. Every slot write of the
+// move carries req.Lease, so a move whose lease was fenced meanwhile stops at its first
+// refused write.
 func (e *staticEnviron) move(ctx context.Context, req domain.SlotRequest, old domain.Reservation, pick domain.PickHost, why string) (domain.Reservation, error) {
-	if err := e.slots.ReleaseSlots(ctx, e.name, req.ResourceID); err != nil {
+	if err := e.slots.ReleaseSlots(ctx, e.name, req.ResourceID, req.Lease); err != nil {
 		return domain.Reservation{}, fmt.Errorf("release the reservation on %s, which %s: %w", old.Host, why, err)
 	}
 	res, err := e.slots.ReserveSlots(ctx, req, pick)
@@ -213,9 +215,9 @@ func (e *staticEnviron) AwaitReady(ctx context.Context, r *environ.Resource) err
 	return err
 }
 
-// Deprovision implements environ.Environ: it releases the runtime's slots.
+// Deprovision implements environ.Environ: it releases the runtime's slots under r.Lease.
 func (e *staticEnviron) Deprovision(ctx context.Context, r *environ.Resource) error {
-	if err := e.slots.ReleaseSlots(ctx, e.name, r.ID); err != nil {
+	if err := e.slots.ReleaseSlots(ctx, e.name, r.ID, r.Lease); err != nil {
 		return fmt.Errorf("deprovision runtime: %w", err)
 	}
 	return nil
@@ -330,7 +332,8 @@ func (e *staticEnviron) probeHost(ctx context.Context, out *environ.Resource) (*
 // sweepOrphans releases reservations whose resource row no longer exists (a reservation made
 // by a check racing the resource's deletion, or by an agent that died between reserving and
 // recording) and returns the rest. A resource being deleted keeps its reservation: its
-// deprovision releases it.
+// deprovision releases it. The sweep holds no lease: the store lets a release under none
+// through for a row that is gone.
 func (e *staticEnviron) sweepOrphans(ctx context.Context, reservations []domain.Reservation) ([]domain.Reservation, error) {
 	if e.resources == nil {
 		return reservations, nil
@@ -345,7 +348,7 @@ func (e *staticEnviron) sweepOrphans(ctx context.Context, reservations []domain.
 			kept = append(kept, res)
 			continue
 		}
-		if err := e.slots.ReleaseSlots(ctx, e.name, res.ResourceID); err != nil {
+		if err := e.slots.ReleaseSlots(ctx, e.name, res.ResourceID, nil); err != nil {
 			return nil, fmt.Errorf("release orphaned reservation of resource %s: %w", res.ResourceID, err)
 		}
 		e.logger.Info("released the slots of a resource that no longer exists",

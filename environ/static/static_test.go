@@ -24,6 +24,8 @@ type fakeSlots struct {
 	mu    sync.Mutex
 	res   map[[2]string]domain.Reservation // by provisioner, resource ID
 	picks int
+	// leases lists the lease of every reserve and release, in call order.
+	leases []*domain.Lease
 }
 
 func newFakeSlots() *fakeSlots {
@@ -33,6 +35,7 @@ func newFakeSlots() *fakeSlots {
 func (f *fakeSlots) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.leases = append(f.leases, req.Lease)
 	key := [2]string{req.Provisioner, req.ResourceID}
 	var existing *domain.Reservation
 	if r, ok := f.res[key]; ok {
@@ -65,9 +68,10 @@ func (f *fakeSlots) ReserveSlots(ctx context.Context, req domain.SlotRequest, pi
 	return r, nil
 }
 
-func (f *fakeSlots) ReleaseSlots(ctx context.Context, provisioner, resourceID string) error {
+func (f *fakeSlots) ReleaseSlots(ctx context.Context, provisioner, resourceID string, lease *domain.Lease) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.leases = append(f.leases, lease)
 	delete(f.res, [2]string{provisioner, resourceID})
 	return nil
 }
@@ -361,6 +365,38 @@ func newStaticRegistry() *environ.Registry {
 	return r
 }
 
+// TestEverySlotWriteCarriesTheLease: Reconcile (a move's release and reservations
+// included) and Deprovision pass the caller's lease with every slot write, so the store can
+// refuse them all once the lease is fenced.
+func TestEverySlotWriteCarriesTheLease(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	store.put(domain.Reservation{Provisioner: "pool", ResourceID: "r1", Owner: "alice", Host: "http://old:9091", Slots: 2})
+	env := newTestEnviron(t, "pool", twoHosts, store)
+	lease := &domain.Lease{Holder: "agent-a", Token: 7}
+	r := &environ.Resource{ID: "r1", Type: domain.ResourceTypeRuntime, Lease: lease}
+
+	got, err := env.Reconcile(ctx, r, withSlots("alice", 2))
+	if err != nil || got.Notice == "" {
+		t.Fatalf("Reconcile = %+v, %v; want a move off the removed host", got, err)
+	}
+	if got.Lease != nil {
+		t.Errorf("Reconcile returned the lease %+v; want it left out of the resource it returns", got.Lease)
+	}
+	if err := env.Deprovision(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	// reserve (handed back), release, reserve elsewhere, release.
+	if len(store.leases) != 4 {
+		t.Fatalf("%d slot writes; want 4", len(store.leases))
+	}
+	for i, l := range store.leases {
+		if l != lease {
+			t.Errorf("slot write %d carried %+v; want the caller's lease", i+1, l)
+		}
+	}
+}
+
 func TestDeprovision(t *testing.T) {
 	ctx := context.Background()
 	store := newFakeSlots()
@@ -467,7 +503,7 @@ func TestCheckResource(t *testing.T) {
 	wantResource(t, got, "r1", hostA, "http://aud-a:8081", 2)
 
 	// A lost reservation is made again.
-	if err := store.ReleaseSlots(ctx, "pool", "r1"); err != nil {
+	if err := store.ReleaseSlots(ctx, "pool", "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.Reconcile(ctx, runtime("r2"), withSlots("bob", 2)); err != nil {
@@ -488,7 +524,7 @@ func TestCheckResource(t *testing.T) {
 	}
 
 	// With no room left the repair says so and waits for room.
-	if err := store.ReleaseSlots(ctx, "pool", "r1"); err != nil {
+	if err := store.ReleaseSlots(ctx, "pool", "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.Reconcile(ctx, runtime("r3"), withSlots("carol", 2)); err != nil {

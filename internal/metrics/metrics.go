@@ -54,6 +54,7 @@ type Metrics struct {
 	workerStarts      *prometheus.CounterVec
 	agentsLive        prometheus.Gauge
 	agentLeader       prometheus.Gauge
+	leaseTakeovers    *prometheus.CounterVec
 
 	capacity  *capacityCollector
 	resources *resourcesCollector
@@ -109,6 +110,10 @@ func New() *Metrics {
 			Name: "berth_agent_leader",
 			Help: "1 while this agent holds the leadership lease and runs what runs once (environ checks, capacity, pruning), 0 otherwise.",
 		}),
+		leaseTakeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_lease_takeovers_total",
+			Help: "Claims by this agent of a resource lease whose previous holder was no longer live or whose lease had expired, by provisioner.",
+		}, []string{"provisioner"}),
 		capacity:  newCapacityCollector(),
 		resources: newResourcesCollector(resourcesTimeout),
 	}
@@ -116,7 +121,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconciles, m.reconcileDuration, m.queueDepth, m.inFlight, m.createToReady,
-		m.capacityWarning, m.healthChecks, m.environFailures, m.workerStarts, m.agentsLive, m.agentLeader,
+		m.capacityWarning, m.healthChecks, m.environFailures, m.workerStarts, m.agentsLive, m.agentLeader, m.leaseTakeovers,
 		m.capacity, m.resources,
 	)
 	return m
@@ -143,6 +148,13 @@ func (m *Metrics) ObserveQueue(depth, inFlight int) {
 // ObserveCreateToReady records how long a resource took from creation to its first ready.
 func (m *Metrics) ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration) {
 	m.createToReady.WithLabelValues(provisioner, typeLabel(t)).Observe(d.Seconds())
+}
+
+// ObserveLeaseTakeover counts a claim that took a resource's lease over from a holder that
+// was no longer live. The provisioner is a name of the provisioner set, or Unknown, as for
+// ObserveReconcile; the holders are left out, so the series stay few.
+func (m *Metrics) ObserveLeaseTakeover(provisioner string) {
+	m.leaseTakeovers.WithLabelValues(provisioner).Inc()
 }
 
 // typeLabel is t when Berth knows the type, else Unknown.

@@ -170,6 +170,9 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 	m.ObserveEnvironCheck("k8s", nil)
 	m.ObserveAgentsLive(3)
 	m.ObserveLeader(true)
+	m.ObserveLeaseTakeover("pool")
+	m.ObserveLeaseTakeover("pool")
+	m.ObserveLeaseTakeover(metrics.Unknown)
 	m.RecordStart("database")
 	m.RecordStart("database")
 	m.RecordStart("provisioner")
@@ -227,6 +230,10 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 	})
 	checkSeries(t, families, "berth_agents_live", map[string]float64{"": 3})
 	checkSeries(t, families, "berth_agent_leader", map[string]float64{"": 1})
+	checkSeries(t, families, "berth_lease_takeovers_total", map[string]float64{
+		"provisioner=pool":    2,
+		"provisioner=unknown": 1,
+	})
 	checkSeries(t, families, "berth_engine_worker_starts_total", map[string]float64{
 		"worker=database":    2,
 		"worker=provisioner": 1,

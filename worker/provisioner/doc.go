@@ -76,6 +76,21 @@
 // write (ProgressUpdate.ReleaseLease); only an attempt that ends without such a record (a
 // retry not due yet, nothing to do, a record that failed) releases it on its own.
 //
+// # Fenced writes
+//
+// A claim returns the lease it took, the holder and the row's lease token, which every claim
+// bumps (a renewal by this agent included; heartbeats renew a lease without bumping it). The
+// attempt carries that lease in every write: its progress records, FinalizeDelete, the
+// release, and, through environ.Resource.Lease, the broker's own writes (the static pool's
+// slot reservations). The store applies each only while the row still has that lease, so an
+// attempt that paused past its agent's liveness and resumed after another agent (or another
+// process of this agent's id) claimed the resource writes nothing more: the first refused
+// write ends it with one warning, "lease lost to <holder>; this attempt's writes stop", and
+// it records no failure and releases nothing (the lease is not its own any more); the
+// resource is looked at again when the current holder's lease would end. A claim that takes
+// over the lease of a holder that is no longer live (or whose lease expired) is logged,
+// "took over resource from <holder> after <waited>", and counted (ObserveLeaseTakeover).
+//
 // # Health checks
 //
 // The health checker may repair a resource (re-apply its objects, reserve its slots again),

@@ -23,7 +23,8 @@ const (
 )
 
 // fakeState is an in-memory ResourceState that keeps the domain contract: leases with
-// expiry, ErrStale when the generation moved on or a delete was requested, FinalizeDelete
+// expiry and a token every claim bumps, writes refused with a LeaseHeldError once the lease
+// they carry is not the row's, takeovers of expired leases reported, ErrStale when the generation moved on or a delete was requested, FinalizeDelete
 // only of deleting rows. Tests wait on it with waitFor rather than sleeping.
 type fakeState struct {
 	clock clock.Clock
@@ -38,12 +39,15 @@ type fakeState struct {
 	handOvers    map[string]int               // HandOverResource calls
 	starts       map[string][]domain.Resource // rows as ClaimAndStart started them
 	updates      map[string][]domain.ProgressUpdate
-	claimErrs    []error // returned by the next claims, in order
+	claimErrs    []error          // returned by the next claims, in order
+	tokens       map[string]int64 // the lease token of each row, bumped by every claim
+	refused      map[string]int   // writes refused because their lease was not the row's
 }
 
 type lease struct {
 	holder  string
 	expires time.Time
+	token   int64
 }
 
 func newFakeState(clk clock.Clock) *fakeState {
@@ -58,6 +62,8 @@ func newFakeState(clk clock.Clock) *fakeState {
 		handOvers:    make(map[string]int),
 		starts:       make(map[string][]domain.Resource),
 		updates:      make(map[string][]domain.ProgressUpdate),
+		tokens:       make(map[string]int64),
+		refused:      make(map[string]int),
 	}
 }
 
@@ -67,7 +73,7 @@ func (s *fakeState) notify() {
 	s.changed = make(chan struct{})
 }
 
-func (s *fakeState) ClaimResource(_ context.Context, id, holder string, ttl time.Duration) (domain.Resource, error) {
+func (s *fakeState) ClaimResource(_ context.Context, id, holder string, ttl time.Duration) (domain.Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
@@ -75,25 +81,35 @@ func (s *fakeState) ClaimResource(_ context.Context, id, holder string, ttl time
 	if len(s.claimErrs) > 0 {
 		err := s.claimErrs[0]
 		s.claimErrs = s.claimErrs[1:]
-		return domain.Resource{}, err
+		return domain.Claim{}, err
 	}
 	row, ok := s.rows[id]
 	if !ok {
-		return domain.Resource{}, domain.ErrNotFound
+		return domain.Claim{}, domain.ErrNotFound
 	}
 	now := s.clock.Now()
-	if l, ok := s.leases[id]; ok && l.holder != holder && l.expires.After(now) {
-		return domain.Resource{}, &domain.LeaseHeldError{Holder: l.holder, ExpiresAt: l.expires}
+	var takeover *domain.Takeover
+	if l, ok := s.leases[id]; ok && l.holder != holder {
+		if l.expires.After(now) {
+			return domain.Claim{}, &domain.LeaseHeldError{Holder: l.holder, ExpiresAt: l.expires}
+		}
+		takeover = &domain.Takeover{PreviousHolder: l.holder, Waited: now.Sub(l.expires)}
 	}
-	s.leases[id] = lease{holder: holder, expires: now.Add(ttl)}
-	return copyResource(*row), nil
+	s.tokens[id]++
+	s.leases[id] = lease{holder: holder, expires: now.Add(ttl), token: s.tokens[id]}
+	row.LeaseToken = s.tokens[id]
+	return domain.Claim{
+		Resource: copyResource(*row),
+		Lease:    domain.Lease{Holder: holder, Token: s.tokens[id]},
+		Takeover: takeover,
+	}, nil
 }
 
 // ClaimAndStart claims like ClaimResource and starts an untouched row as the stores do.
-func (s *fakeState) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error) {
-	r, err := s.ClaimResource(ctx, id, holder, ttl)
+func (s *fakeState) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Claim, error) {
+	c, err := s.ClaimResource(ctx, id, holder, ttl)
 	if err != nil {
-		return r, false, err
+		return c, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,33 +117,34 @@ func (s *fakeState) ClaimAndStart(ctx context.Context, id, holder string, ttl ti
 	row := s.rows[id]
 	if row.Status != domain.StatusPending || row.StatusMessage != "" || row.NextAttemptAt != nil ||
 		(row.Provisioner != "" && row.Provisioner != start.Provisioner) || !slices.Contains(start.Types, row.Type) {
-		return r, false, nil
+		return c, nil
 	}
 	row.Status = domain.StatusProvisioning
 	row.StatusMessage = domain.ProvisioningMessage(row.Generation)
 	row.Provisioner = start.Provisioner
 	s.starts[id] = append(s.starts[id], copyResource(*row))
-	return copyResource(*row), true, nil
+	c.Resource, c.Started = copyResource(*row), true
+	return c, nil
 }
 
-func (s *fakeState) ReleaseResource(_ context.Context, id, holder string) error {
+func (s *fakeState) ReleaseResource(_ context.Context, id string, held domain.Lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
 	s.releaseCalls[id]++
-	if l, ok := s.leases[id]; ok && l.holder == holder {
+	if l, ok := s.leases[id]; ok && l.holder == held.Holder && l.token == held.Token {
 		delete(s.leases, id)
 		s.releases[id]++
 	}
 	return nil
 }
 
-func (s *fakeState) HandOverResource(_ context.Context, id, holder string) error {
+func (s *fakeState) HandOverResource(_ context.Context, id string, held domain.Lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
 	s.handOvers[id]++
-	if l, ok := s.leases[id]; ok && l.holder == holder {
+	if l, ok := s.leases[id]; ok && l.holder == held.Holder && l.token == held.Token {
 		delete(s.leases, id)
 		s.releases[id]++
 	}
@@ -141,16 +158,35 @@ func (s *fakeState) handOverCount(id string) int {
 	return s.handOvers[id]
 }
 
-// holds checks holder's lease of id; the caller holds mu.
-func (s *fakeState) holds(id, holder string) error {
+// holds checks that held is id's live lease, as the stores do: otherwise the error names the
+// current holder ("" when none). The caller holds mu.
+func (s *fakeState) holds(id string, held domain.Lease) error {
 	l, ok := s.leases[id]
-	if !ok || l.holder != holder || !l.expires.After(s.clock.Now()) {
-		return fmt.Errorf("%s does not hold the lease of %s", holder, id)
+	if !ok || l.holder != held.Holder || l.token != held.Token || !l.expires.After(s.clock.Now()) {
+		s.refused[id]++
+		return fmt.Errorf("lease of %s (claim %d) lost: %w", held.Holder, held.Token, &domain.LeaseHeldError{Holder: l.holder, ExpiresAt: l.expires})
 	}
 	return nil
 }
 
-func (s *fakeState) RecordProgress(_ context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error) {
+// fence takes id's lease over for holder, as another agent's claim would: every write under
+// the lease held so far is refused from now on.
+func (s *fakeState) fence(id, holder string, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	s.tokens[id]++
+	s.leases[id] = lease{holder: holder, expires: s.clock.Now().Add(ttl), token: s.tokens[id]}
+}
+
+// refusedCount is how many writes for id were refused because their lease was not the row's.
+func (s *fakeState) refusedCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[id]
+}
+
+func (s *fakeState) RecordProgress(_ context.Context, id string, held domain.Lease, u domain.ProgressUpdate) (domain.Resource, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
@@ -158,7 +194,7 @@ func (s *fakeState) RecordProgress(_ context.Context, id, holder string, u domai
 	if !ok {
 		return domain.Resource{}, domain.ErrNotFound
 	}
-	if err := s.holds(id, holder); err != nil {
+	if err := s.holds(id, held); err != nil {
 		return domain.Resource{}, err
 	}
 	if u.Generation != row.Generation || (row.Status == domain.StatusDeleting && u.Status != domain.StatusDeleting) {
@@ -197,7 +233,7 @@ func (s *fakeState) RecordProgress(_ context.Context, id, holder string, u domai
 	return copyResource(*row), nil
 }
 
-func (s *fakeState) FinalizeDelete(_ context.Context, id, holder string) error {
+func (s *fakeState) FinalizeDelete(_ context.Context, id string, held domain.Lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
@@ -205,7 +241,7 @@ func (s *fakeState) FinalizeDelete(_ context.Context, id, holder string) error {
 	if !ok {
 		return domain.ErrNotFound
 	}
-	if err := s.holds(id, holder); err != nil {
+	if err := s.holds(id, held); err != nil {
 		return err
 	}
 	if row.Status != domain.StatusDeleting {
@@ -270,7 +306,8 @@ func (s *fakeState) edit(id string, f func(r *domain.Resource)) {
 func (s *fakeState) setLease(id, holder string, expires time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leases[id] = lease{holder: holder, expires: expires}
+	s.tokens[id]++
+	s.leases[id] = lease{holder: holder, expires: expires, token: s.tokens[id]}
 }
 
 func (s *fakeState) get(id string) (domain.Resource, bool) {
@@ -623,6 +660,7 @@ type queueObservation struct{ depth, inFlight int }
 type fakeMetrics struct {
 	mu            sync.Mutex
 	changed       chan struct{} // closed and replaced on every observation
+	takeovers     []string      // the provisioner of each ObserveLeaseTakeover
 	reconciles    []reconcileObservation
 	queues        []queueObservation
 	createToReady []reconcileObservation // without an outcome
@@ -642,6 +680,19 @@ func (m *fakeMetrics) ObserveReconcile(provisioner string, t domain.ResourceType
 	defer m.mu.Unlock()
 	defer m.notify()
 	m.reconciles = append(m.reconciles, reconcileObservation{provisioner, t, outcome, d})
+}
+
+func (m *fakeMetrics) ObserveLeaseTakeover(provisioner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer m.notify()
+	m.takeovers = append(m.takeovers, provisioner)
+}
+
+func (m *fakeMetrics) takeoverObservations() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.takeovers...)
 }
 
 func (m *fakeMetrics) ObserveQueue(depth, inFlight int) {

@@ -151,7 +151,7 @@ func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
 	c.Assert(waitingRows, gc.HasLen, 1)
 	c.Check(waitingRows[0].ID, gc.Equals, waiter.ID)
 
-	c.Assert(s.state.ReleaseSlots(s.ctx, "pool", occupant.ID), gc.IsNil)
+	c.Assert(s.state.ReleaseSlots(s.ctx, "pool", occupant.ID, nil), gc.IsNil)
 	s.advanceToRetry(c, waiter.ID)
 	c.Check(metrics.waitOutcomes(c, retries+2)[retries+1], gc.Equals, provisioner.OutcomeReady)
 	c.Check(s.events(c, waiter.ID), gc.DeepEquals, append(history,

@@ -61,13 +61,14 @@ type attempt struct {
 	attemptCtx  context.Context // ctx bounded by ReconcileTimeout
 	log         *slog.Logger
 	holdsLease  bool
+	lease       domain.Lease    // the claim's: every write of the attempt carries it
 	started     bool            // the claim recorded the start of provisioning
 	r           domain.Resource // the row as last read or written
 	provisioner string          // the canonical provisioner name, once resolved
 }
 
 func (a *attempt) run(woken bool) outcome {
-	r, started, err := a.claim()
+	c, err := a.claim()
 	var held *domain.LeaseHeldError
 	switch {
 	case err == nil:
@@ -89,9 +90,17 @@ func (a *attempt) run(woken bool) outcome {
 		return outcome{retryAt: a.w.now().Add(delay), result: OutcomeRetry}
 	}
 	a.holdsLease = true
-	a.started = started
-	a.r = r
+	a.lease = c.Lease
+	a.started = c.Started
+	a.r = c.Resource
+	r := c.Resource
 	a.resolved(r.Provisioner)
+	if t := c.Takeover; t != nil {
+		// The previous holder stopped (or paused) mid-attempt: its later writes are fenced.
+		a.log.Info(fmt.Sprintf("took over resource from %s after %s", t.PreviousHolder, t.Waited.Round(time.Millisecond)),
+			"previous-holder", t.PreviousHolder, "waited", t.Waited)
+		a.w.config.Metrics.ObserveLeaseTakeover(a.metricsProvisioner())
+	}
 
 	wokenForCapacity := woken && r.Status == domain.StatusPending
 	if next := r.NextAttemptAt; next != nil && next.After(a.w.now()) && !wokenForCapacity {
@@ -121,13 +130,12 @@ func (a *attempt) run(woken bool) outcome {
 // claim takes the resource's lease. When the agent has a default provisioner, the claim also
 // records the start of provisioning of a row nothing has been done to yet that the default
 // provisioner provisions (pending, no status message, no retry scheduled): the record
-// provision would make first, made in the same write. started says it was made.
-func (a *attempt) claim() (r domain.Resource, started bool, err error) {
+// provision would make first, made in the same write. Claim.Started says it was made.
+func (a *attempt) claim() (domain.Claim, error) {
 	cfg := a.w.config
 	env, name, err := cfg.Environs.Get("")
 	if err != nil {
-		r, err = cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL)
-		return r, false, err
+		return cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL)
 	}
 	start := domain.ProvisioningStart{Provisioner: name}
 	for _, t := range domain.ResourceTypes {
@@ -177,7 +185,7 @@ func (a *attempt) provision() outcome {
 	}
 
 	res, err := env.Reconcile(a.attemptCtx,
-		&environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config},
+		&environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config, Lease: &a.lease},
 		&environ.ResourceOptions{Name: a.r.Name, Owner: a.r.Owner, Args: a.r.Args, Generation: gen})
 	if err != nil {
 		return a.fail(fmt.Errorf("reconcile: %w", err))
@@ -231,7 +239,7 @@ func (a *attempt) deprovision() outcome {
 	}
 	a.resolved(name)
 	a.log.Info("deprovisioning")
-	err = env.Deprovision(a.attemptCtx, &environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config})
+	err = env.Deprovision(a.attemptCtx, &environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config, Lease: &a.lease})
 	if err != nil {
 		return a.fail(fmt.Errorf("deprovision: %w", err))
 	}
@@ -240,7 +248,7 @@ func (a *attempt) deprovision() outcome {
 
 func (a *attempt) finalize(freed string) outcome {
 	cfg := a.w.config
-	err := cfg.State.FinalizeDelete(a.attemptCtx, a.r.ID, cfg.Holder)
+	err := cfg.State.FinalizeDelete(a.attemptCtx, a.r.ID, a.lease)
 	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return a.fail(fmt.Errorf("remove deprovisioned resource: %w", err))
 	}
@@ -265,9 +273,7 @@ func (a *attempt) fail(err error) outcome {
 		// The worker is stopping: the next agent (or this one, restarted) carries on.
 		return outcome{}
 	case errors.As(err, &held):
-		a.log.Warn("lost the resource's lease to another agent", "holder", held.Holder)
-		a.holdsLease = false
-		return outcome{retryAt: a.leaseRetry(held.ExpiresAt), result: OutcomeRetry}
+		return a.leaseLost(held)
 	}
 	if a.attemptCtx.Err() != nil {
 		err = fmt.Errorf("%w (%v)", err, context.Cause(a.attemptCtx))
@@ -335,9 +341,27 @@ func (a *attempt) fail(err error) outcome {
 		if errors.Is(rerr, domain.ErrStale) {
 			return outcome{requeue: true, result: OutcomeStale}
 		}
+		if errors.As(rerr, &held) {
+			return a.leaseLost(held)
+		}
 		a.log.Warn("cannot record failed attempt; retrying anyway", "error", rerr)
 	}
 	return o
+}
+
+// leaseLost ends an attempt one of whose writes the store refused because its lease is no
+// longer the row's: another agent took the resource over (or another process of this agent's
+// id claimed it) while the attempt paused. Nothing more is written, not even the failure, and
+// the lease is not released (it is not this attempt's); the resource is looked at again when
+// the current holder's lease would end.
+func (a *attempt) leaseLost(held *domain.LeaseHeldError) outcome {
+	holder := held.Holder
+	if holder == "" {
+		holder = "a later claim, since given up"
+	}
+	a.log.Warn("lease lost to "+holder+"; this attempt's writes stop", "holder", held.Holder, "claim", a.lease.Token)
+	a.holdsLease = false
+	return outcome{retryAt: a.leaseRetry(held.ExpiresAt), result: OutcomeRetry}
 }
 
 // unreadableError is why a row with a column Berth cannot decode is not provisioned.
@@ -370,7 +394,7 @@ func (a *attempt) resolved(provisioner string) {
 // record applies u to the resource's row and remembers the row it returns.
 func (a *attempt) record(ctx context.Context, u domain.ProgressUpdate) error {
 	cfg := a.w.config
-	r, err := cfg.State.RecordProgress(ctx, a.r.ID, cfg.Holder, u)
+	r, err := cfg.State.RecordProgress(ctx, a.r.ID, a.lease, u)
 	if err != nil {
 		return fmt.Errorf("record progress: %w", err)
 	}
@@ -392,7 +416,7 @@ func (a *attempt) release() {
 	if a.ctx.Err() != nil {
 		release = cfg.State.HandOverResource
 	}
-	if err := release(ctx, a.r.ID, cfg.Holder); err != nil && !errors.Is(err, domain.ErrNotFound) {
+	if err := release(ctx, a.r.ID, a.lease); err != nil && !errors.Is(err, domain.ErrNotFound) {
 		a.log.Warn("cannot release the resource's lease; it will expire", "error", err)
 	}
 }

@@ -18,12 +18,12 @@ import (
 
 // ResourceState is the part of domain.State the worker uses.
 type ResourceState interface {
-	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Resource, error)
-	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Resource, bool, error)
-	ReleaseResource(ctx context.Context, id, holder string) error
-	HandOverResource(ctx context.Context, id, holder string) error
-	RecordProgress(ctx context.Context, id, holder string, u domain.ProgressUpdate) (domain.Resource, error)
-	FinalizeDelete(ctx context.Context, id, holder string) error
+	ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Claim, error)
+	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Claim, error)
+	ReleaseResource(ctx context.Context, id string, lease domain.Lease) error
+	HandOverResource(ctx context.Context, id string, lease domain.Lease) error
+	RecordProgress(ctx context.Context, id string, lease domain.Lease, u domain.ProgressUpdate) (domain.Resource, error)
+	FinalizeDelete(ctx context.Context, id string, lease domain.Lease) error
 }
 
 // Environs resolves a provisioner name ("" = the default) to its broker and canonical name
@@ -55,6 +55,9 @@ type Metrics interface {
 	// ObserveCreateToReady records a resource's time from creation to its first ready, as
 	// the database's timestamps say.
 	ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration)
+	// ObserveLeaseTakeover counts a claim that took a resource's lease over from another
+	// holder whose agent was no longer live or whose lease had expired.
+	ObserveLeaseTakeover(provisioner string)
 }
 
 // Outcomes of a reconcile attempt, as reported to Metrics. Attempts that find nothing to

@@ -298,7 +298,9 @@ func (checkOnly) ReserveSlots(context.Context, domain.SlotRequest, domain.PickHo
 	return domain.Reservation{}, errCheckOnly
 }
 
-func (checkOnly) ReleaseSlots(context.Context, string, string) error { return errCheckOnly }
+func (checkOnly) ReleaseSlots(context.Context, string, string, *domain.Lease) error {
+	return errCheckOnly
+}
 
 func (checkOnly) ListReservations(context.Context, string) ([]domain.Reservation, error) {
 	return nil, errCheckOnly

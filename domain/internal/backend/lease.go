@@ -11,6 +11,7 @@ import (
 // no row.
 type Lease struct {
 	Holder    string
+	Token     int64
 	ExpiresAt time.Time
 	Live      bool // the lease has not expired by the database's clock, nor its agent died
 	// AgentDeadline is when the holder's agent stops being live unless it heartbeats again;
@@ -30,11 +31,21 @@ func (l Lease) HeldError() error {
 	return &domain.LeaseHeldError{Holder: l.Holder, ExpiresAt: expires, LiveAgent: l.Live && !l.AgentDeadline.IsZero()}
 }
 
-// ProgressError says why RecordProgress's u by holder did not apply to the row.
-func (l Lease) ProgressError(holder string, u domain.ProgressUpdate) error {
+// Holds reports whether lease is the row's lease and live.
+func (l Lease) Holds(lease domain.Lease) bool {
+	return l.Live && l.Holder == lease.Holder && l.Token == lease.Token
+}
+
+// LostError is the error of a write under lease that is no longer the row's live lease.
+func (l Lease) LostError(lease domain.Lease) error {
+	return fmt.Errorf("lease of %s (claim %d) lost: %w", lease.Holder, lease.Token, l.HeldError())
+}
+
+// ProgressError says why RecordProgress's u under lease did not apply to the row.
+func (l Lease) ProgressError(lease domain.Lease, u domain.ProgressUpdate) error {
 	switch {
-	case !l.Live || l.Holder != holder:
-		return fmt.Errorf("lease of %s lost: %w", holder, l.HeldError())
+	case !l.Holds(lease):
+		return l.LostError(lease)
 	case l.Generation != u.Generation:
 		return fmt.Errorf("args changed (generation %d, worked on %d): %w", l.Generation, u.Generation, domain.ErrStale)
 	case l.Status == domain.StatusDeleting:
@@ -44,12 +55,34 @@ func (l Lease) ProgressError(holder string, u domain.ProgressUpdate) error {
 	}
 }
 
-// FinalizeError says why FinalizeDelete by holder did not remove the row.
-func (l Lease) FinalizeError(holder string) error {
-	if l.Status != domain.StatusDeleting {
+// FinalizeError says why FinalizeDelete under lease did not remove the row.
+func (l Lease) FinalizeError(lease domain.Lease) error {
+	if l.Status != domain.StatusDeleting && l.Holds(lease) {
 		return fmt.Errorf("it is %s, not deleting: %w", l.Status, domain.ErrStale)
 	}
-	return fmt.Errorf("lease of %s lost: %w", holder, l.HeldError())
+	return l.LostError(lease)
+}
+
+// SlotsError is the error of a slot write under lease (nil: none) that the row's lease l
+// refuses, or nil when it allows it: one under a lease needs the row to still have that
+// lease's holder and token, one under none needs the row's lease not to be live.
+func (l Lease) SlotsError(lease *domain.Lease) error {
+	switch {
+	case lease != nil && (l.Holder != lease.Holder || l.Token != lease.Token):
+		return l.LostError(*lease)
+	case lease == nil && l.Live && l.Holder != "":
+		return fmt.Errorf("the resource is being reconciled: %w", l.HeldError())
+	}
+	return nil
+}
+
+// LeaseTakeover is the domain.Takeover of a claim by holder of a row whose lease previous
+// held (nil, or holder itself: none); waited is how long its work had waited.
+func LeaseTakeover(holder string, previous *string, waited time.Duration) *domain.Takeover {
+	if previous == nil || *previous == "" || *previous == holder {
+		return nil
+	}
+	return &domain.Takeover{PreviousHolder: *previous, Waited: max(waited, 0)}
 }
 
 // HealthMovedOn is RecordHealth's error when the row checked at generation is now cur.
