@@ -201,10 +201,11 @@ func mustOverdue(t *testing.T, st domain.AgentStore, overdueFor time.Duration, l
 func scheduleRetry(t *testing.T, b *Backend, r domain.Resource, holder string, at time.Time, keepLease bool) {
 	t.Helper()
 	ctx := testContext(t)
-	if _, err := b.ClaimResource(ctx, r.ID, holder, ttl); err != nil {
+	claim, err := b.ClaimResource(ctx, r.ID, holder, ttl)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.RecordProgress(ctx, r.ID, holder, domain.ProgressUpdate{
+	_, err = b.RecordProgress(ctx, r.ID, claim.Lease, domain.ProgressUpdate{
 		Generation: r.Generation, Status: domain.StatusProvisioning, StatusMessage: "attempt 1 failed",
 		Attempts: 1, LastError: "boom", NextAttemptAt: &at, ReleaseLease: !keepLease,
 	})
@@ -224,10 +225,11 @@ func testOverdueResources(t *testing.T, b *Backend) {
 	future := mustCreate(t, b, runtime("future"))
 	scheduleRetry(t, b, future, "a", now.Add(time.Hour), false)
 	failed := mustCreate(t, b, runtime("failed-for-good"))
-	if _, err := b.ClaimResource(testContext(t), failed.ID, "a", ttl); err != nil {
+	claim, err := b.ClaimResource(testContext(t), failed.ID, "a", ttl)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.RecordProgress(testContext(t), failed.ID, "a", domain.ProgressUpdate{
+	if _, err := b.RecordProgress(testContext(t), failed.ID, claim.Lease, domain.ProgressUpdate{
 		Generation: 1, Status: domain.StatusError, StatusMessage: "bad args", Attempts: 1, LastError: "bad args", ReleaseLease: true,
 	}); err != nil {
 		t.Fatal(err)
