@@ -250,3 +250,43 @@ func (s *workerSuite) TestCannotListTheAgentsChecksEveryResource(c *gc.C) {
 	c.Check(ids(env.checked(0)), gc.DeepEquals, all)
 	logs.waitCount(c, "cannot list the live agents; this round checks every resource, other agents' shares too", 1)
 }
+
+// A round that finds more of its share than it estimated paces the rest by the share it has
+// found: of the resources it has not read it expects the fraction of its share among those
+// it has read, not every one of them. Here its share is four of six resources (estimated
+// three) and the fourth turns up on the last page: it gets the whole rest of the interval,
+// a slot from 50s to 60s, instead of a third of it.
+func (s *workerSuite) TestPacesTheRestByTheShareItFound(c *gc.C) {
+	agents := []string{"agent-a", "agent-b"}
+	s.agents.setLive(agents...)
+	var candidates []string
+	for i := range 100 {
+		candidates = append(candidates, fmt.Sprintf("r%02d", i))
+	}
+	shares := sharesOf(agents, candidates)
+	mine := shares["agent-a"][:4]
+	var theirs []string
+	for _, id := range shares["agent-b"] {
+		if id > mine[3] && len(theirs) < 2 {
+			theirs = append(theirs, id)
+		}
+	}
+	for _, id := range append(slices.Clone(mine), theirs...) {
+		s.store.add(id)
+	}
+	s.config.Rand = sequence(0.5)
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	// Three checks expected: 20s slots.
+	for i, at := range []time.Duration{10 * time.Second, 30 * time.Second, 50 * time.Second} {
+		c.Assert(s.clock.WaitAdvance(at-s.clock.Now().Sub(s.t0), longWait, 1), gc.IsNil)
+		c.Check(s.env.next(c), gc.Equals, call{id: mine[i], at: s.t0.Add(at)})
+	}
+	// The next page holds the fourth check of its share and the other agent's two.
+	c.Assert(s.clock.WaitAdvance(5*time.Second-time.Millisecond, longWait, 1), gc.IsNil)
+	s.env.none(c)
+	c.Assert(s.clock.WaitAdvance(time.Millisecond, longWait, 1), gc.IsNil)
+	c.Check(s.env.next(c), gc.Equals, call{id: mine[3], at: s.t0.Add(55 * time.Second)})
+	waitReport(c, w.(reporter), map[string]any{"round-resources": 4, "round-share": 4, "round-checked": 4})
+}
