@@ -290,3 +290,17 @@ func (s *workerSuite) TestPacesTheRestByTheShareItFound(c *gc.C) {
 	c.Check(s.env.next(c), gc.Equals, call{id: mine[3], at: s.t0.Add(55 * time.Second)})
 	waitReport(c, w.(reporter), map[string]any{"round-resources": 4, "round-share": 4, "round-checked": 4})
 }
+
+// Without Agents the worker is alone on its store and checks every resource.
+func (s *workerSuite) TestWithoutAgentsChecksEveryResource(c *gc.C) {
+	all := s.addResources(20)
+	s.config.Agents, s.config.AgentID, s.config.AgentTTL = nil, "", 0
+	env := &recordingEnviron{clock: s.clock}
+	s.environs.envs["pool"] = env
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+	waitReport(c, w.(reporter), map[string]any{"round-agents": 1, "round-share": len(all), "round-checked": len(all)})
+	c.Check(ids(env.checked(0)), gc.DeepEquals, all)
+}

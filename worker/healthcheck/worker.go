@@ -77,9 +77,11 @@ type Config struct {
 	Holder string
 	// Agents lists the agents sharing the store: each round checks only the resources whose
 	// rendezvous owner among the live agents is AgentID, this agent's id in the agents table.
+	// Without Agents the worker is alone on its store and checks every resource; the agent's
+	// wiring (Manifold) always passes the store.
 	Agents   AgentLister
-	AgentID  string
-	AgentTTL time.Duration // an agent is live while its last heartbeat is younger
+	AgentID  string        // required with Agents
+	AgentTTL time.Duration // required with Agents: an agent is live while its last heartbeat is younger
 
 	Interval     time.Duration // how often every resource is checked
 	Concurrency  int           // most resource checks in flight at once
@@ -106,12 +108,10 @@ func (c Config) Validate() error {
 		return errors.New("health checker: Locks is required: pass the lock set the provisioner shares")
 	case c.Holder == "":
 		return errors.New("health checker: Holder is required: pass the provisioner's Holder, this agent's lease identity")
-	case c.Agents == nil:
-		return errors.New("health checker: Agents is required: pass the store, which lists the agents sharing it")
-	case c.AgentID == "":
-		return errors.New("health checker: AgentID is required: pass this agent's --agent-id")
-	case c.AgentTTL <= 0:
-		return fmt.Errorf("health checker: AgentTTL must be positive (the agents' --agent-ttl), got %s", c.AgentTTL)
+	case c.Agents != nil && c.AgentID == "":
+		return errors.New("health checker: AgentID is required with Agents: pass this agent's --agent-id")
+	case c.Agents != nil && c.AgentTTL <= 0:
+		return fmt.Errorf("health checker: AgentTTL must be positive with Agents (the agents' --agent-ttl), got %s", c.AgentTTL)
 	case c.Interval <= 0:
 		return fmt.Errorf("health checker: Interval must be positive, got %s", c.Interval)
 	case c.Concurrency < 1:
@@ -427,9 +427,12 @@ func (w *Worker) startRound(ctx context.Context, seq int, now time.Time, previou
 // even when its row is not listed live (it has just started, or its heartbeat is late), so
 // that its share is checked by someone: at worst by it and by another agent for a round.
 // When the agents cannot be listed it returns this agent alone, so that the round checks
-// every resource rather than none.
+// every resource rather than none. Without Agents it is alone.
 func (w *Worker) liveAgents(ctx context.Context) []string {
 	self := w.config.AgentID
+	if w.config.Agents == nil {
+		return []string{self}
+	}
 	listed, err := w.config.Agents.ListAgents(ctx, w.config.AgentTTL)
 	if err != nil {
 		if ctx.Err() == nil {
