@@ -27,6 +27,10 @@
 // leadership.Gate. When leadership moves the flag worker restarts, and the engine starts or
 // stops the gated workers with it.
 //
+// The health checker runs on every agent; each checks the resources whose rendezvous owner
+// among the live agents it is (see worker/healthcheck), so every resource is checked once
+// per interval whatever the number of agents.
+//
 // The provisioner and the health checker share one set of resource locks
 // (internal/resourcelock), made here, so that a resource is never health-checked while this
 // agent reconciles it.
@@ -278,6 +282,8 @@ func Manifolds(config Config) dependency.Manifolds {
 			Metrics:      config.Metrics,
 			Locks:        locks,
 			Holder:       config.Provisioner.Holder,
+			AgentID:      config.Provisioner.Holder,
+			AgentTTL:     config.Membership.AgentTTL,
 			NewWorker:    healthcheck.NewWorker,
 		}),
 

@@ -1,20 +1,22 @@
 // Package healthcheck is the worker that health-checks every provisioned resource, moving
-// resources between ready and unhealthy and back. It runs on every agent; the checks of the
-// environs themselves (and their orphan sweeps) run once, on the leader, in
-// worker/environcheck.
+// resources between ready and unhealthy and back. It runs on every agent, and the agents
+// sharing a store share the resources' checks (see Shares); the checks of the environs
+// themselves (and their orphan sweeps) run once, on the leader, in worker/environcheck.
 //
 // # Rounds
 //
-// Every Interval a round of resource checks starts. It checks every resource that is
-// provisioned at its generation (ready or unhealthy), not being reconciled by another agent
-// (see Reconciles) and created before the round started, read in pages of PageSize by id.
+// Every Interval a round of resource checks starts. It checks every resource of this agent's
+// share (see Shares) that is provisioned at its generation (ready or unhealthy), not being
+// reconciled by another agent (see Reconciles) and created before the round started, read in
+// pages of PageSize by id.
 // Resources created during the round are left for the next one (counted as round-deferred
 // in the report), so a round does not grow while it runs. The row's created_at (the
 // database's clock) is compared with the round's start (the agent's): a database clock
 // ahead of the agent's by S only leaves a new resource out for S longer.
 //
-// A round is paced to end within its interval. With N resources (counted when the round
-// starts) the k-th check is due at
+// A round is paced to end within its interval. With N resources in its share (estimated
+// when the round starts as the checkable resources over the agents, rounded up) the k-th
+// check is due at
 //
 //	start + (k + rand) * Interval / N        rand uniform in [0, 1)
 //
@@ -22,16 +24,44 @@
 // instead of arriving in a burst. Each slot is the time left until the round's end shared
 // among the checks still expected, so when more resources turn up than were counted (ones
 // that became ready during the round), the round counts again, shares what is left of the
-// interval among the rest, and checks them at a faster pace; no check is due after the
+// interval among the rest, and checks them at a faster pace (of the resources it has not read
+// yet it then expects the fraction of its share among those it has read); no check is due
+// after the
 // round's end. At most Concurrency checks run at once; a check due while all are busy waits
 // for one to end. Only then can a round overrun its interval (checks too slow for the
 // concurrency): it ends when its last page is read, logging a warning when that was late by
 // more than a tenth of the interval, and the next round starts at once.
 //
-// The report shows the round in progress (round-started, round-ends, round-resources,
-// round-checked, round-skipped, round-deferred, round-unhealthy) and the one before it
-// (last-round); each check counts in the round that started it, also when it ends in the
-// next.
+// The report shows the round in progress (round-seq, round-started, round-ends,
+// round-agents, round-share, round-resources, round-checked, round-skipped, round-deferred,
+// round-unhealthy) and the one before it (last-round); each check counts in the round that
+// started it, also when it ends in the next. round-agents is the live agents the round is
+// shared among, round-share the resources of this agent's share read so far (its whole
+// share once the round has read every page) and round-resources the checks it expects.
+//
+// # Shares
+//
+// At the start of each round the worker lists the agents sharing the store (on the database
+// clock: an agent is live while its last heartbeat is younger than AgentTTL) and checks only
+// the resources whose rendezvous owner (internal/rendezvous: the live agent of the highest
+// weight for the resource's id) it is. Every agent computes the same owners from the same
+// set, so each resource is checked by one agent once per interval however many agents there
+// are, and when an agent joins or leaves only the resources that agent wins or held change
+// hands. On SQLite the one agent owns every resource.
+//
+// A round keeps the agents it started with; a change is seen by the next round, and logged.
+// This agent counts itself in even when its row is not listed live (it has just started,
+// or its heartbeat is late), so that its share is checked, at worst twice for a round. When
+// the agents cannot be listed the round checks every resource, other agents' shares too
+// (logged as a warning and shown as last-agents-error): a check made twice is harmless, one
+// never made is not.
+//
+// An agent that stops gracefully resigns and leaves the listing at once: the others' next
+// rounds take its share. One that dies is listed live until its last heartbeat is AgentTTL
+// old; the first round another agent starts after that checks its resources. They are
+// checked again within about AgentTTL plus two intervals of the dead agent's last heartbeat
+// (one interval for a round in progress to end, one for the next to reach them), instead
+// of once per interval.
 //
 // An environ that can prepare many checks at once (environ.CheckPreparer) is handed each page's
 // resources of its own when the page is read, and those resources are checked through what it

@@ -357,3 +357,44 @@ func (m *fakeMetrics) wait(c *gc.C, kind string, n int) []observation {
 		}
 	}
 }
+
+// fakeAgents lists the agents a test sets, each live unless set otherwise, or fails with err;
+// it keeps the ttl of every call.
+type fakeAgents struct {
+	mu     sync.Mutex
+	agents []domain.Agent
+	err    error
+	ttls   []time.Duration
+}
+
+func newFakeAgents(live ...string) *fakeAgents {
+	f := &fakeAgents{}
+	f.setLive(live...)
+	return f
+}
+
+// setLive makes the listing the given agents, all live.
+func (f *fakeAgents) setLive(ids ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.agents = nil
+	for _, id := range ids {
+		f.agents = append(f.agents, domain.Agent{ID: id, Live: true})
+	}
+}
+
+func (f *fakeAgents) set(fn func(f *fakeAgents)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeAgents) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ttls = append(f.ttls, ttl)
+	if f.err != nil {
+		return nil, f.err
+	}
+	return slices.Clone(f.agents), nil
+}

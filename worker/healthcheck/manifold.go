@@ -16,8 +16,11 @@ import (
 // ManifoldConfig names the manifold's inputs and carries the worker's settings.
 type ManifoldConfig struct {
 	ClockName    string // a clock.Clock
-	DatabaseName string // a domain.State
+	DatabaseName string // a domain.State, which also lists the agents sharing it
 	EnvironsName string // an *environ.Set
+
+	AgentID  string        // this agent's id in the agents table
+	AgentTTL time.Duration // an agent is live while its last heartbeat is younger
 
 	Interval     time.Duration
 	Concurrency  int
@@ -51,6 +54,10 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("health checker manifold: Locks is required: pass the lock set the provisioner shares")
 	case c.Holder == "":
 		return errors.New("health checker manifold: Holder is required: pass the provisioner's Holder, this agent's lease identity")
+	case c.AgentID == "":
+		return errors.New("health checker manifold: AgentID is required: pass this agent's --agent-id")
+	case c.AgentTTL <= 0:
+		return fmt.Errorf("health checker manifold: AgentTTL must be positive (the agents' --agent-ttl), got %s", c.AgentTTL)
 	case c.NewWorker == nil:
 		return errors.New("health checker manifold: NewWorker is required")
 	}
@@ -61,7 +68,8 @@ func (c ManifoldConfig) inputNames() environinputs.Names {
 	return environinputs.Names{Clock: c.ClockName, Database: c.DatabaseName, Environs: c.EnvironsName}
 }
 
-// Manifold runs the health checker on the agent's clock, database and provisioner set.
+// Manifold runs the health checker on the agent's clock, database and provisioner set; the
+// database also lists the agents the checks are shared among.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
 		Inputs: config.inputNames().Inputs(),
@@ -82,6 +90,9 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Metrics:      config.Metrics,
 				Locks:        config.Locks,
 				Holder:       config.Holder,
+				Agents:       in.State,
+				AgentID:      config.AgentID,
+				AgentTTL:     config.AgentTTL,
 				Interval:     config.Interval,
 				Concurrency:  config.Concurrency,
 				PageSize:     config.PageSize,

@@ -55,6 +55,8 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 		Metrics:      s.metrics,
 		Locks:        s.locks,
 		Holder:       "agent-a",
+		AgentID:      "agent-a",
+		AgentTTL:     15 * time.Second,
 		NewWorker: func(config healthcheck.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -87,6 +89,8 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Locks = nil }, ".*Locks is required: .*"},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.Holder = "" }, ".*Holder is required: .*"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.AgentID = "" }, ".*AgentID is required: .*"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.AgentTTL = 0 }, `.*AgentTTL must be positive \(the agents' --agent-ttl\), got 0s`},
 		{func(cfg *healthcheck.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
 	} {
 		config := s.config
@@ -120,6 +124,9 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Metrics, gc.Equals, healthcheck.Metrics(s.metrics))
 	c.Check(config.Locks, gc.Equals, healthcheck.Locks(s.locks))
 	c.Check(config.Holder, gc.Equals, "agent-a")
+	c.Check(config.Agents, gc.Equals, healthcheck.AgentLister(s.state))
+	c.Check(config.AgentID, gc.Equals, "agent-a")
+	c.Check(config.AgentTTL, gc.Equals, 15*time.Second)
 	c.Check(config.Interval, gc.Equals, time.Minute)
 	c.Check(config.Concurrency, gc.Equals, 8)
 	c.Check(config.PageSize, gc.Equals, 500)

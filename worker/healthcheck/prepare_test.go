@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -41,6 +42,20 @@ func (e *preparingEnviron) seen() (pages [][]string, at []time.Time, prepared []
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.pages, e.preparedAt, e.prepared
+}
+
+// waitPages waits until n pages were prepared.
+func (e *preparingEnviron) waitPages(c *gc.C, n int) {
+	deadline := time.Now().Add(longWait)
+	for {
+		if pages, _, _ := e.seen(); len(pages) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.Fatalf("%d pages were never prepared", n)
+		}
+		runtime.Gosched()
+	}
 }
 
 type preparedChecks struct{ e *preparingEnviron }
@@ -92,6 +107,9 @@ func (s *workerSuite) TestChecksGoThroughTheirPagesPreparedChecks(c *gc.C) {
 	c.Check(pool.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(12 * time.Second)})
 	c.Assert(s.clock.WaitAdvance(12*time.Second, longWait, 1), gc.IsNil)
 	c.Check(other.next(c), gc.Equals, call{id: "r3", at: s.t0.Add(24 * time.Second)})
+	// The next page is read and prepared before the clock moves on: r3's check holds a
+	// timeout timer for a moment, which WaitAdvance would otherwise take for the loop's.
+	pool.waitPages(c, 2)
 	c.Assert(s.clock.WaitAdvance(12*time.Second, longWait, 1), gc.IsNil)
 	c.Check(pool.next(c), gc.Equals, call{id: "r4", at: s.t0.Add(36 * time.Second)})
 	c.Assert(s.clock.WaitAdvance(12*time.Second, longWait, 1), gc.IsNil)

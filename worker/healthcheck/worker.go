@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/internal/rendezvous"
 )
 
 // Store is the part of domain.State the worker uses.
@@ -24,6 +26,12 @@ type Store interface {
 	CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error)
 	ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error)
 	RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error)
+}
+
+// AgentLister lists the agents sharing the store (domain.AgentStore is one); an agent is
+// live while its last heartbeat, on the database clock, is younger than ttl.
+type AgentLister interface {
+	ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error)
 }
 
 // Environs resolves a provisioner name to its broker (*environ.Set is one).
@@ -67,6 +75,13 @@ type Config struct {
 	// Holder is this agent's identity on reconcile leases (the provisioner's); resources
 	// another holder's live lease is on are not checked.
 	Holder string
+	// Agents lists the agents sharing the store: each round checks only the resources whose
+	// rendezvous owner among the live agents is AgentID, this agent's id in the agents table.
+	// Without Agents the worker is alone on its store and checks every resource; the agent's
+	// wiring (Manifold) always passes the store.
+	Agents   AgentLister
+	AgentID  string        // required with Agents
+	AgentTTL time.Duration // required with Agents: an agent is live while its last heartbeat is younger
 
 	Interval     time.Duration // how often every resource is checked
 	Concurrency  int           // most resource checks in flight at once
@@ -93,6 +108,10 @@ func (c Config) Validate() error {
 		return errors.New("health checker: Locks is required: pass the lock set the provisioner shares")
 	case c.Holder == "":
 		return errors.New("health checker: Holder is required: pass the provisioner's Holder, this agent's lease identity")
+	case c.Agents != nil && c.AgentID == "":
+		return errors.New("health checker: AgentID is required with Agents: pass this agent's --agent-id")
+	case c.Agents != nil && c.AgentTTL <= 0:
+		return fmt.Errorf("health checker: AgentTTL must be positive with Agents (the agents' --agent-ttl), got %s", c.AgentTTL)
 	case c.Interval <= 0:
 		return fmt.Errorf("health checker: Interval must be positive, got %s", c.Interval)
 	case c.Concurrency < 1:
@@ -118,6 +137,7 @@ type Worker struct {
 	lastRound       roundStats // the round before it
 	lastRecordError string
 	lastListError   string
+	lastAgentsError string
 }
 
 // roundStats describe one round for the report. Checks are counted in the round that
@@ -126,15 +146,20 @@ type roundStats struct {
 	seq       int
 	started   time.Time
 	ends      time.Time // when the round's interval ends
-	resources int       // expected: counted at the start, raised when more turn up
+	agents    int       // the live agents the round's resources are shared among
+	resources int       // checks expected: estimated at the start, raised when more turn up
+	share     int       // resources of this agent's share read so far
 	checked   int
 	skipped   int // due while their resource was being reconciled
-	deferred  int // created after the round started: left for the next round
+	deferred  int // of its share, created after the round started: left for the next round
 	unhealthy int // checks that failed
 }
 
 func (s roundStats) report() map[string]any {
 	return map[string]any{
+		"seq":       s.seq,
+		"agents":    s.agents,
+		"share":     s.share,
 		"started":   s.started,
 		"ends":      s.ends,
 		"resources": s.resources,
@@ -185,6 +210,9 @@ func (w *Worker) Report() map[string]any {
 	if w.lastListError != "" {
 		report["last-list-error"] = w.lastListError
 	}
+	if w.lastAgentsError != "" {
+		report["last-agents-error"] = w.lastAgentsError
+	}
 	return report
 }
 
@@ -202,6 +230,7 @@ type round struct {
 	seq       int
 	start     time.Time
 	end       time.Time            // start + Interval: no check of the round is due later
+	agents    []string             // the live agents, sorted, this one among them
 	expected  int                  // checks the round expects to make, for pacing
 	index     int                  // checks dispatched so far
 	slotStart time.Time            // where the next check's slot begins
@@ -212,7 +241,17 @@ type round struct {
 	after     string    // the last id read
 	headDue   time.Time // when page[pos] is due; zero until drawn
 	deferred  int       // resources read that were created after the round started
-	exhausted bool      // every page read
+	read      int       // resources read that were created before: of every agent's share
+	own       int       // of those, the ones in this agent's share
+	// ownDeferred are the deferred resources of this agent's share, for the report.
+	ownDeferred int
+	exhausted   bool // every page read
+}
+
+// mine reports whether the resource id is in the share of self, the agent running the
+// round: whether it is id's rendezvous owner among the round's agents.
+func (r *round) mine(self, id string) bool {
+	return len(r.agents) == 1 || rendezvous.Owner(r.agents, id) == self
 }
 
 // drawHeadDue places page[pos] at a random point of its slot. The time left until the round
@@ -264,11 +303,11 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	for {
 		now := w.config.Clock.Now()
 		if r == nil || (r.exhausted && !now.Before(r.end)) {
-			seq := 1
+			seq, previous := 1, []string(nil)
 			if r != nil {
-				seq = r.seq + 1
+				seq, previous = r.seq+1, r.agents
 			}
-			r = w.startRound(ctx, seq, now)
+			r = w.startRound(ctx, seq, now, previous)
 		}
 
 		var wake time.Time
@@ -360,21 +399,58 @@ func (w *Worker) checked(done checkDone) {
 	}
 }
 
-// startRound counts the checkable resources and returns the new round's cursor.
-func (w *Worker) startRound(ctx context.Context, seq int, now time.Time) *round {
-	n, err := w.countCheckable(ctx)
-	if err != nil {
+// startRound reads the live agents, counts the checkable resources and returns the new
+// round's cursor. Until its pages say otherwise the round expects an even share of the
+// resources: rendezvous owners are spread evenly.
+func (w *Worker) startRound(ctx context.Context, seq int, now time.Time, previous []string) *round {
+	agents := w.liveAgents(ctx)
+	if previous != nil && !slices.Equal(agents, previous) {
+		w.config.Logger.Info("health checks are now shared among these agents", "agents", agents, "previous", previous)
+	}
+	expected := w.config.PageSize
+	if n, err := w.countCheckable(ctx); err != nil {
 		if ctx.Err() == nil {
 			w.config.Logger.Warn("cannot count resources; pacing this round's checks by page size", "error", err)
 		}
-		n = w.config.PageSize
+	} else {
+		expected = (n + len(agents) - 1) / len(agents)
 	}
-	r := &round{seq: seq, start: now, end: now.Add(w.config.Interval), expected: n, slotStart: now}
+	r := &round{seq: seq, start: now, end: now.Add(w.config.Interval), agents: agents, expected: expected, slotStart: now}
 	w.mu.Lock()
 	w.lastRound = w.round
-	w.round = roundStats{seq: seq, started: now, ends: r.end, resources: n}
+	w.round = roundStats{seq: seq, started: now, ends: r.end, agents: len(agents), resources: expected}
 	w.mu.Unlock()
 	return r
+}
+
+// liveAgents returns the ids of the live agents, sorted. This agent's own id is among them
+// even when its row is not listed live (it has just started, or its heartbeat is late), so
+// that its share is checked by someone: at worst by it and by another agent for a round.
+// When the agents cannot be listed it returns this agent alone, so that the round checks
+// every resource rather than none. Without Agents it is alone.
+func (w *Worker) liveAgents(ctx context.Context) []string {
+	self := w.config.AgentID
+	if w.config.Agents == nil {
+		return []string{self}
+	}
+	listed, err := w.config.Agents.ListAgents(ctx, w.config.AgentTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.config.Logger.Warn("cannot list the live agents; this round checks every resource, other agents' shares too", "error", err)
+			w.mu.Lock()
+			w.lastAgentsError = err.Error()
+			w.mu.Unlock()
+		}
+		return []string{self}
+	}
+	agents := []string{self}
+	for _, a := range listed {
+		if a.Live && a.ID != self {
+			agents = append(agents, a.ID)
+		}
+	}
+	slices.Sort(agents)
+	return agents
 }
 
 // countCheckable counts the resources that are ready or unhealthy.
@@ -386,10 +462,10 @@ func (w *Worker) countCheckable(ctx context.Context) (int, error) {
 	return counts[domain.StatusReady] + counts[domain.StatusUnhealthy], nil
 }
 
-// nextPage reads the page after r.after, leaving out the resources created after the round
-// started (the next round checks them); an empty page, or an error, ends the round's checks.
-// A page that takes the round past the checks it expected counts the resources again, so that
-// the round's pace adapts.
+// nextPage reads the page after r.after and keeps the resources of this agent's share,
+// leaving out those created after the round started (the next round checks them); an empty
+// page, or an error, ends the round's checks. A page that takes the round past the checks it
+// expected counts the resources again, so that the round's pace adapts.
 func (w *Worker) nextPage(ctx context.Context, r *round) {
 	page, err := w.config.Store.ListCheckable(ctx, r.after, w.config.PageSize, w.config.Holder)
 	if err != nil {
@@ -409,28 +485,40 @@ func (w *Worker) nextPage(ctx context.Context, r *round) {
 	r.after = page[len(page)-1].ID
 	eligible := page[:0]
 	for _, res := range page {
+		mine := r.mine(w.config.AgentID, res.ID)
 		if res.CreatedAt.After(r.start) {
 			r.deferred++
+			if mine {
+				r.ownDeferred++
+			}
 			continue
 		}
-		eligible = append(eligible, res)
+		r.read++
+		if mine {
+			r.own++
+			eligible = append(eligible, res)
+		}
 	}
 	r.page, r.pos = eligible, 0
 	if r.index+len(eligible) > r.expected {
 		w.recount(ctx, r)
 	}
 	w.mu.Lock()
-	w.round.deferred = r.deferred
+	w.round.deferred = r.ownDeferred
+	w.round.share = r.own
 	w.round.resources = r.expected
 	w.mu.Unlock()
 	r.prepared = w.prepare(ctx, eligible)
 }
 
-// recount raises the checks r expects to the resources checkable now, less those it has
-// already left for the next round. Resources created since the round started but not read
-// yet are counted too, so the estimate errs on the side of a faster pace: the round ends
-// early rather than late. The slots handed out so far were shared among too few checks, so
-// what is left of them after the last check's due time is shared again.
+// recount raises the checks r expects to those of its share read so far plus its share of
+// the resources checkable now that it has not read yet, less those it has already left for
+// the next round. The share of those not read is taken to be the share of those read (all
+// of them for one agent). Resources created since the round started but not read yet are
+// counted too, so the estimate errs on the side of a faster pace: the round ends early
+// rather than late. The slots handed out so far were shared among too few checks, so what
+// is left of them after the last check's due time is shared again. It is called with
+// resources read (r.read > 0).
 func (w *Worker) recount(ctx context.Context, r *round) {
 	n, err := w.countCheckable(ctx)
 	if err != nil {
@@ -439,10 +527,12 @@ func (w *Worker) recount(ctx context.Context, r *round) {
 		}
 		return
 	}
-	if n-r.deferred <= r.expected {
+	unread := max(n-r.deferred-r.read, 0)
+	expected := r.own + (unread*r.own+r.read-1)/r.read
+	if expected <= r.expected {
 		return
 	}
-	r.expected = n - r.deferred
+	r.expected = expected
 	if !r.lastDue.IsZero() {
 		r.slotStart = r.lastDue
 	}

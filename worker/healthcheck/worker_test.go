@@ -25,6 +25,7 @@ type workerSuite struct {
 	environs *fakeEnvirons
 	metrics  *fakeMetrics
 	locks    *resourcelock.Set
+	agents   *fakeAgents
 	config   healthcheck.Config
 }
 
@@ -38,6 +39,7 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.environs = &fakeEnvirons{envs: map[string]environ.Environ{"pool": s.env}}
 	s.metrics = newFakeMetrics()
 	s.locks = new(resourcelock.Set)
+	s.agents = newFakeAgents("agent-a")
 	s.config = healthcheck.Config{
 		Store:        s.store,
 		Environs:     s.environs,
@@ -47,6 +49,9 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 		Metrics:      s.metrics,
 		Locks:        s.locks,
 		Holder:       "agent-a",
+		Agents:       s.agents,
+		AgentID:      "agent-a",
+		AgentTTL:     15 * time.Second,
 		Interval:     time.Minute,
 		Concurrency:  10,
 		PageSize:     3,
@@ -73,6 +78,8 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *healthcheck.Config) { cfg.Metrics = nil }, ".*Metrics is required"},
 		{func(cfg *healthcheck.Config) { cfg.Locks = nil }, ".*Locks is required: .*"},
 		{func(cfg *healthcheck.Config) { cfg.Holder = "" }, ".*Holder is required: .*"},
+		{func(cfg *healthcheck.Config) { cfg.AgentID = "" }, ".*AgentID is required with Agents: .*"},
+		{func(cfg *healthcheck.Config) { cfg.AgentTTL = 0 }, `.*AgentTTL must be positive with Agents \(the agents' --agent-ttl\), got 0s`},
 		{func(cfg *healthcheck.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
 		{func(cfg *healthcheck.Config) { cfg.Concurrency = 0 }, ".*Concurrency must be at least 1, got 0"},
 		{func(cfg *healthcheck.Config) { cfg.PageSize = 0 }, ".*PageSize must be at least 1, got 0"},
