@@ -71,9 +71,7 @@ func waitQueued(t *testing.T, s *State, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s.group.mu.Lock()
-		queued := len(s.group.queue)
-		s.group.mu.Unlock()
+		queued := s.group.Queued()
 		if queued >= n {
 			return
 		}

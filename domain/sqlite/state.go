@@ -26,7 +26,7 @@ type State struct {
 	write *sql.DB     // one connection: this process's writes queue on it
 	read  *sql.DB
 	wake  *broadcaster
-	group groupCommit // shares commits between this process's concurrent writes
+	group *groupCommit // shares commits between this process's concurrent writes
 }
 
 var _ domain.State = (*State)(nil)
@@ -68,7 +68,7 @@ func Open(ctx context.Context, path string) (*State, error) {
 		write.Close()
 		return nil, fmt.Errorf("database file %s: %w", abs, err)
 	}
-	return &State{path: abs, file: info, write: write, read: read, wake: newBroadcaster()}, nil
+	return &State{path: abs, file: info, write: write, read: read, wake: newBroadcaster(), group: newGroupCommit(write)}, nil
 }
 
 // createPrivate creates the database file, if there is none, readable and writable by its
@@ -150,8 +150,12 @@ func (s *State) DB() *sql.DB { return s.write }
 // commits (groupCommit), each in its own savepoint: to f it is a transaction of its own. f
 // must use tx only: the State has one writing connection and tx holds it.
 func (s *State) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	if err := s.group.run(ctx, s.write, f); err != nil {
+	w := &groupWrite{f: f}
+	if err := s.group.Do(ctx, w); err != nil {
 		return err
+	}
+	if w.err != nil {
+		return w.err
 	}
 	s.wake.broadcast()
 	return nil
