@@ -78,7 +78,8 @@ func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.D
 
 // claim is ClaimResource, and ClaimAndStart when start is set. The row is locked and its
 // previous lease read in the statement that takes it, so the takeover it reports is of the
-// lease the claim replaced.
+// lease the claim replaced. The statement runs in a group with the claims of concurrent
+// reconciles (claimCall); one that took no row is decided alone, as before groups.
 func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Claim, error) {
 	uid, err := parseID(id)
 	if err != nil {
@@ -87,47 +88,35 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
 		return domain.Claim{}, err
 	}
-	doStart, startWith := start != nil, domain.ProvisioningStart{}
-	if doStart {
-		startWith = *start
+	call := &claimCall{uid: uid, args: claimArgs(uid, holder, ttl, start)}
+	if err := s.claims.Do(ctx, call); err != nil {
+		return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 	}
+	switch {
+	case call.claimed:
+		return call.claim, nil
+	case call.lostRow:
+		return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, notFound(id))
+	case call.leaseRead && call.lease.Live && call.lease.Holder != holder:
+		return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, call.lease.HeldError())
+	}
+	return s.claimAlone(ctx, call, id, holder, call.leaseRead || !call.ran)
+}
+
+// claimAlone decides a claim whose statement took no row (or did not run, when tryFirst):
+// the lease is held, or the row is gone, or another claim had it locked and freed it since.
+func (s *State) claimAlone(ctx context.Context, call *claimCall, id, holder string, tryFirst bool) (domain.Claim, error) {
 	for attempt := 0; ; attempt++ {
-		var (
-			c        domain.Claim
-			previous *string
-			waitedUS int64
-		)
-		c.Resource, err = scanResource(rowWith{s.pool.QueryRow(ctx, `
-			WITH claimed AS (
-				SELECT resources.id AS claimed_id,
-				       $7 AND status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
-				       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start,
-				       lease_holder AS previous_holder,
-				       coalesce((extract(epoch FROM now() - least(coalesce(a.heartbeat_at, lease_expires_at), lease_expires_at)) * 1000000)::bigint, 0) AS waited_us
-				  FROM resources LEFT JOIN agents a ON a.id = resources.lease_holder
-				 WHERE resources.id = $1 AND `+leaseFreeSQL+`
-				   FOR UPDATE OF resources
-			)
-			UPDATE resources
-			   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second',
-			       lease_token = lease_token + 1,
-			       status = CASE WHEN start THEN 'provisioning' ELSE status END,
-			       status_message = CASE WHEN start THEN $6 || generation ELSE status_message END,
-			       provisioner = CASE WHEN start THEN $4 ELSE provisioner END
-			  FROM claimed
-			 WHERE id = claimed_id
-			RETURNING `+resourceColumns+`, start, previous_holder, waited_us`,
-			uid, holder, ttl.Seconds(), startWith.Provisioner, backend.StartTypes(startWith), domain.ProvisioningMessagePrefix, doStart,
-		), []any{&c.Started, &previous, &waitedUS}})
-		if err == nil {
-			c.Lease = domain.Lease{Holder: holder, Token: c.Resource.LeaseToken}
-			c.Takeover = backend.LeaseTakeover(holder, previous, time.Duration(waitedUS)*time.Microsecond)
-			return c, nil
+		if tryFirst || attempt > 0 {
+			err := scanClaim(s.pool.QueryRow(ctx, claimSQL, call.args...), call)
+			if err == nil {
+				return call.claim, nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
+			}
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
-		}
-		l, err := s.readLease(ctx, uid)
+		l, err := s.readLease(ctx, call.uid)
 		if err != nil {
 			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 		}
@@ -135,6 +124,58 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, l.HeldError())
 		}
 	}
+}
+
+// claimSQL takes the lease of row $1 for holder $2 for $3 seconds when it is free, and
+// starts provisioning it when $7 says to and it is untouched (of the types $5, with the
+// provisioner $4 or none; the message is $6 and the generation).
+const claimSQL = `
+	WITH claimed AS (
+		SELECT resources.id AS claimed_id,
+		       $7 AND status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
+		       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start,
+		       lease_holder AS previous_holder,
+		       coalesce((extract(epoch FROM now() - least(coalesce(a.heartbeat_at, lease_expires_at), lease_expires_at)) * 1000000)::bigint, 0) AS waited_us
+		  FROM resources LEFT JOIN agents a ON a.id = resources.lease_holder
+		 WHERE resources.id = $1 AND ` + leaseFreeSQL + `
+		   FOR UPDATE OF resources
+	)
+	UPDATE resources
+	   SET lease_holder = $2, lease_expires_at = now() + $3::float8 * interval '1 second',
+	       lease_token = lease_token + 1,
+	       status = CASE WHEN start THEN 'provisioning' ELSE status END,
+	       status_message = CASE WHEN start THEN $6 || generation ELSE status_message END,
+	       provisioner = CASE WHEN start THEN $4 ELSE provisioner END
+	  FROM claimed
+	 WHERE id = claimed_id
+	RETURNING ` + resourceColumns + `, start, previous_holder, waited_us`
+
+// claimArgs are claimSQL's arguments.
+func claimArgs(uid pgtype.UUID, holder string, ttl time.Duration, start *domain.ProvisioningStart) []any {
+	doStart, startWith := start != nil, domain.ProvisioningStart{}
+	if doStart {
+		startWith = *start
+	}
+	return []any{uid, holder, ttl.Seconds(), startWith.Provisioner, backend.StartTypes(startWith), domain.ProvisioningMessagePrefix, doStart}
+}
+
+// scanClaim reads the row claimSQL returns into call's claim.
+func scanClaim(row pgx.Row, call *claimCall) error {
+	var (
+		c        domain.Claim
+		previous *string
+		waitedUS int64
+		err      error
+	)
+	c.Resource, err = scanResource(rowWith{row, []any{&c.Started, &previous, &waitedUS}})
+	if err != nil {
+		return err
+	}
+	holder := call.args[1].(string)
+	c.Lease = domain.Lease{Holder: holder, Token: c.Resource.LeaseToken}
+	c.Takeover = backend.LeaseTakeover(holder, previous, time.Duration(waitedUS)*time.Microsecond)
+	call.claim, call.claimed = c, true
+	return nil
 }
 
 // rowWith is a row whose last columns, after those its scanner reads, go into extra.
@@ -189,46 +230,59 @@ func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Le
 // RecordProgress applies u while lease is the row's live lease, the row is at u.Generation and not
 // being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
 // row's provisioner is unset or already the same; a client's different choice gives ErrStale.
-// With u.ReleaseLease the same statement clears the lease.
+// With u.ReleaseLease the same statement clears the lease. The statement runs in a group
+// with the records of concurrent reconciles (progressCall).
 func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Lease, u domain.ProgressUpdate) (domain.Resource, error) {
 	uid, err := parseID(id)
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	r, err := scanResource(s.pool.QueryRow(ctx, `
-		UPDATE resources
-		   SET status = $4,
-		       status_message = $5,
-		       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,
-		       state = coalesce($7, state),
-		       config = coalesce($8, config),
-		       observed_generation = coalesce($9, observed_generation),
-		       attempts = $10,
-		       next_attempt_at = $11,
-		       last_error = $12,
-		       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, now()) ELSE ready_at END,
-		       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
-		       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
-		 WHERE id = $1
-		   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= now()
-		   AND generation = $3
-		   AND (status <> 'deleting' OR $4 = 'deleting')
-		   AND ($6 = '' OR provisioner IN ('', $6))
-		RETURNING `+resourceColumns,
-		uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
-		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
-		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease, lease.Token))
-	if err == nil {
-		return r, nil
+	call := &progressCall{uid: uid, args: progressArgs(uid, lease, u)}
+	if err := s.progress.Do(ctx, call); err != nil {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, describeDBError(err))
+	if !call.ran {
+		call.row, call.err = scanResource(s.pool.QueryRow(ctx, progressSQL, call.args...))
+	}
+	if call.err == nil {
+		return call.row, nil
+	}
+	if !errors.Is(call.err, pgx.ErrNoRows) {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, describeDBError(call.err))
 	}
 	l, err := s.readLease(ctx, uid)
 	if err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}
 	return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, l.ProgressError(lease, u))
+}
+
+// progressSQL is RecordProgress's statement; progressArgs are its arguments.
+const progressSQL = `
+	UPDATE resources
+	   SET status = $4,
+	       status_message = $5,
+	       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,
+	       state = coalesce($7, state),
+	       config = coalesce($8, config),
+	       observed_generation = coalesce($9, observed_generation),
+	       attempts = $10,
+	       next_attempt_at = $11,
+	       last_error = $12,
+	       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, now()) ELSE ready_at END,
+	       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
+	       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
+	 WHERE id = $1
+	   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= now()
+	   AND generation = $3
+	   AND (status <> 'deleting' OR $4 = 'deleting')
+	   AND ($6 = '' OR provisioner IN ('', $6))
+	RETURNING ` + resourceColumns
+
+func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate) []any {
+	return []any{uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
+		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
+		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease, lease.Token}
 }
 
 // FinalizeDelete removes a deleting resource's row while lease is its live lease. A row already

@@ -24,6 +24,11 @@ import (
 // row per host, from slot_host_usage and slot_owner_usage, which the reservations' trigger
 // keeps); the second writes the reservation and commits. A lease that refuses the write
 // (see domain.SlotStore) rolls the transaction back before pick is called.
+//
+// Concurrent reservations of one provisioner share that transaction and that hold of the
+// lock (runReservations): under load the lock is held for two round trips per group, not
+// per reservation, which is what bounds a pool's provisioning rate. A group that fails as a
+// whole runs each reservation alone, as described above.
 func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
 	if err := backend.CheckSlotRequest(req); err != nil {
 		return domain.Reservation{}, err
@@ -32,11 +37,18 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 	if err != nil {
 		return domain.Reservation{}, err
 	}
-	out, err := s.reserveSlots(ctx, req, uid, pick)
+	call := &reserveCall{req: req, uid: uid, pick: pick}
+	err = s.reservations(req.Provisioner).Do(ctx, call)
+	if err == nil && !call.ran {
+		call.out, call.err = s.reserveSlots(ctx, req, uid, pick)
+	}
+	if err == nil {
+		err = call.err
+	}
 	if err != nil {
 		return domain.Reservation{}, fmt.Errorf("reserve %d slots of %s for resource %s: %w", req.Slots, req.Provisioner, req.ResourceID, err)
 	}
-	return out, nil
+	return call.out, nil
 }
 
 func (s *State) reserveSlots(ctx context.Context, req domain.SlotRequest, uid pgtype.UUID, pick domain.PickHost) (domain.Reservation, error) {
@@ -123,14 +135,7 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 	}
 	var out domain.Reservation
 	b = &pgx.Batch{}
-	b.Queue(`
-		INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (provisioner, resource_id) DO UPDATE
-		   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
-		RETURNING provisioner, resource_id::text, owner, host, slots`,
-		req.Provisioner, uid, req.Owner, host, req.Slots,
-	).QueryRow(func(row pgx.Row) error {
+	b.Queue(upsertReservationSQL, req.Provisioner, uid, req.Owner, host, req.Slots).QueryRow(func(row pgx.Row) error {
 		var err error
 		if out, err = scanReservation(row); err != nil {
 			return fmt.Errorf("record the reservation on %s: %w", host, describeDBError(err))
@@ -143,6 +148,15 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 	}
 	return out, nil
 }
+
+// upsertReservationSQL records reservation ($1 provisioner, $2 resource, $3 owner, $4 host,
+// $5 slots), or moves or resizes the resource's one, and returns it.
+const upsertReservationSQL = `
+	INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
+	VALUES ($1, $2, $3, $4, $5)
+	ON CONFLICT (provisioner, resource_id) DO UPDATE
+	   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
+	RETURNING provisioner, resource_id::text, owner, host, slots`
 
 // queueFence queues the read, under a row lock that keeps claims off the resource until the
 // transaction ends, of the resource's lease, and sets *refused when it refuses a slot write

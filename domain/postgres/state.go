@@ -5,17 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 	"github.com/berth-dev/berth/domain/internal/dburl"
 )
 
 // State is domain.State on a PostgreSQL connection pool.
 type State struct {
 	pool *pgxpool.Pool
+	// claims and progress run the claims and progress records of concurrent reconciles
+	// together: one round trip and one commit for all queued meanwhile (see groups.go).
+	claims   *backend.Group[*claimCall]
+	progress *backend.Group[*progressCall]
+	// reserve holds a group per provisioner: its reservations share one hold of its lock.
+	reserveMu sync.Mutex
+	reserve   map[string]*backend.Group[*reserveCall]
 }
 
 var _ domain.State = (*State)(nil)
@@ -53,7 +62,15 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 		pool.Close()
 		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
 	}
-	return &State{pool: pool}, nil
+	return newState(pool), nil
+}
+
+// newState is the State on pool.
+func newState(pool *pgxpool.Pool) *State {
+	s := &State{pool: pool, reserve: make(map[string]*backend.Group[*reserveCall])}
+	s.claims = backend.NewGroup(maxGroup, s.runClaims)
+	s.progress = backend.NewGroup(maxGroup, s.runProgress)
+	return s
 }
 
 // parseConfigMessage is what pgx says is wrong with a connection string, without the string:

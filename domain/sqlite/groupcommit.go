@@ -28,14 +28,14 @@ type groupWrite struct {
 }
 
 func newGroupCommit(db *sql.DB) *groupCommit {
-	return backend.NewGroup(maxGroup, func(batch []*groupWrite) { commitGroup(db, batch) })
+	return backend.NewGroup(maxGroup, func(ctx context.Context, batch []*groupWrite) { commitGroup(ctx, db, batch) })
 }
 
-// commitGroup runs batch's writes in one transaction and tells each its outcome. The
-// transaction is not bound to any caller's context, so a caller that stops waiting cannot
-// roll back the others' writes.
-func commitGroup(db *sql.DB, batch []*groupWrite) {
-	tx, err := db.BeginTx(context.Background(), nil)
+// commitGroup runs batch's writes in one transaction and tells each its outcome. ctx ends
+// only once every caller of the batch gave up, so one caller that stops waiting cannot roll
+// back the others' writes.
+func commitGroup(ctx context.Context, db *sql.DB, batch []*groupWrite) {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		for _, w := range batch {
 			w.err = err

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Group runs the calls of concurrent callers together, as a group commit does: the caller
@@ -12,7 +13,7 @@ import (
 // of its own.
 type Group[C any] struct {
 	max int
-	run func(calls []C)
+	run func(ctx context.Context, calls []C)
 
 	mu      sync.Mutex
 	queue   []*member[C]
@@ -37,8 +38,10 @@ const (
 )
 
 // NewGroup returns a Group whose groups hold at most max calls, each group run by run. run
-// must record every call's outcome in the call itself (C is usually a pointer).
-func NewGroup[C any](max int, run func(calls []C)) *Group[C] {
+// must record every call's outcome in the call itself (C is usually a pointer). Its ctx ends
+// once the context of every caller in the group has ended: the group is then wanted by
+// none, so it stops as one caller's call would.
+func NewGroup[C any](max int, run func(ctx context.Context, calls []C)) *Group[C] {
 	return &Group[C]{max: max, run: run}
 }
 
@@ -100,14 +103,7 @@ func (g *Group[C]) runNext() {
 	}
 	g.mu.Unlock()
 	if len(taken) > 0 {
-		calls := make([]C, len(taken))
-		for i, m := range taken {
-			calls[i] = m.call
-		}
-		g.run(calls)
-		for _, m := range taken {
-			close(m.done)
-		}
+		g.runTaken(taken)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -119,6 +115,29 @@ func (g *Group[C]) runNext() {
 		g.pop()
 	}
 	g.leading = false
+}
+
+// runTaken runs the calls of taken, on a context that ends once every one of their callers'
+// contexts has.
+func (g *Group[C]) runTaken(taken []*member[C]) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(taken[0].ctx))
+	defer cancel()
+	var wanted atomic.Int64
+	wanted.Store(int64(len(taken)))
+	calls := make([]C, len(taken))
+	for i, m := range taken {
+		calls[i] = m.call
+		stop := context.AfterFunc(m.ctx, func() {
+			if wanted.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	g.run(ctx, calls)
+	for _, m := range taken {
+		close(m.done)
+	}
 }
 
 // pop takes the head of the queue; the caller holds mu.

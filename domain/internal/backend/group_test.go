@@ -24,7 +24,7 @@ func gatedGroup(max int) (g *backend.Group[*call], groups func() [][]int, entere
 		once sync.Once
 	)
 	gate, in := make(chan struct{}), make(chan struct{})
-	g = backend.NewGroup(max, func(calls []*call) {
+	g = backend.NewGroup(max, func(_ context.Context, calls []*call) {
 		once.Do(func() {
 			close(in)
 			<-gate
