@@ -103,8 +103,9 @@ func TestGroupCommitKeepsEachWriteOnItsOwn(t *testing.T) {
 					return failure
 				}
 				if i == 4 {
-					// A write that breaks a constraint is refused alone.
-					return insertName("w0")(tx)
+					// A write that breaks a constraint (the leader's row, committed before
+					// this group) is refused alone.
+					return insertName("leader")(tx)
 				}
 				return nil
 			})
