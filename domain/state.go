@@ -133,6 +133,11 @@ type ReconcileStore interface {
 	// provisioning such a row, and it is recorded the same way (history included).
 	// Claim.Started says whether it was; otherwise the row is only claimed.
 	ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start ProvisioningStart) (Claim, error)
+	// UnclaimedResources returns those of ids (ids that are not UUIDs name none) that need
+	// attention (see ResourcesNeedingAttention), are due (no retry scheduled for later) and
+	// whose lease no live holder has, in the order given: of the resources another agent was
+	// left to reconcile first, those it has not taken up.
+	UnclaimedResources(ctx context.Context, ids []string) ([]string, error)
 	// ReleaseResource gives up lease (no-op when it is not the row's lease any more).
 	ReleaseResource(ctx context.Context, id string, lease Lease) error
 	// HandOverResource is ReleaseResource that, when the lease was held, also logs a change

@@ -251,6 +251,8 @@ func Manifolds(config Config) dependency.Manifolds {
 			BackoffBase:      config.Provisioner.BackoffBase,
 			BackoffMax:       config.Provisioner.BackoffMax,
 			CapacityRetry:    config.Provisioner.CapacityRetry,
+			AgentTTL:         config.Membership.AgentTTL,
+			ShareGrace:       config.Membership.HeartbeatInterval,
 			Logger:           logger.With("worker", ProvisionerName),
 			Rand:             config.Rand,
 			Metrics:          config.Metrics,

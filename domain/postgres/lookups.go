@@ -21,6 +21,36 @@ const missingChunk = 100000
 // lookup, so the size only bounds the parameter.
 const reservationChunk = 10000
 
+// UnclaimedResources returns those of ids that need attention, are due and whose lease is
+// free, expired or void, in the order given, in one statement.
+func (s *State) UnclaimedResources(ctx context.Context, ids []string) ([]string, error) {
+	uids := make([]pgtype.UUID, 0, len(ids))
+	for _, id := range ids {
+		if uid, err := parseID(id); err == nil {
+			uids = append(uids, uid)
+		}
+	}
+	if len(uids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT resources.id::text FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n)
+		  JOIN resources ON resources.id = t.id
+		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		   AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+		   AND (lease_holder IS NULL OR lease_expires_at < now()
+		        OR EXISTS (SELECT 1 FROM agents a WHERE a.id = resources.lease_holder AND `+agentDeadSQL+`))
+		 ORDER BY t.n`, uids)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d resources left unclaimed: %w", len(uids), err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("look up %d resources left unclaimed: %w", len(uids), err)
+	}
+	return out, nil
+}
+
 // MissingResources returns the ids among ids that name no resource row, as given and in the
 // order given: one statement per missingChunk ids, answering with the positions of the
 // missing ones only.

@@ -18,6 +18,45 @@ const (
 	reservationChunk = 10000
 )
 
+// UnclaimedResources returns those of ids that need attention, are due and whose lease is
+// free, expired or void, in the order given, in one statement that gets the ids as one
+// JSON array.
+func (s *State) UnclaimedResources(ctx context.Context, ids []string) ([]string, error) {
+	stored := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if u, err := uuidString(id); err == nil {
+			stored = append(stored, u)
+		}
+	}
+	if len(stored) == 0 {
+		return nil, nil
+	}
+	what := fmt.Sprintf("look up %d resources left unclaimed", len(stored))
+	rows, err := s.queryIDs(ctx, what, `
+		SELECT resources.id FROM json_each($1) AS t JOIN resources ON resources.id = t.value
+		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		   AND (next_attempt_at IS NULL OR next_attempt_at <= `+nowSQL+`)
+		   AND (lease_holder IS NULL OR lease_expires_at < `+nowSQL+`
+		        OR EXISTS (SELECT 1 FROM agents a WHERE a.id = resources.lease_holder AND `+agentDeadSQL+`))
+		 ORDER BY t.key`, stored)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 // MissingResources returns the ids among ids that name no resource row, as given and in the
 // order given: one statement per missingChunk ids, which get the ids as one JSON array and
 // answer with the positions of the missing ones only.

@@ -266,3 +266,37 @@ func testOverdueResources(t *testing.T, b *Backend) {
 		}
 	}
 }
+
+func testUnclaimedResources(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	now := time.Now()
+	mustRegister(t, b, "live")
+	registerWith(t, b, "dead", 15*time.Second, time.Hour)
+	fresh := mustCreate(t, b, runtime("fresh"))
+	leased := mustCreate(t, b, runtime("leased"))
+	if _, err := b.ClaimResource(ctx, leased.ID, "live", ttl); err != nil {
+		t.Fatal(err)
+	}
+	orphaned := mustCreate(t, b, runtime("orphaned"))
+	if _, err := b.ClaimResource(ctx, orphaned.ID, "dead", ttl); err != nil {
+		t.Fatal(err)
+	}
+	setHeartbeatAgo(t, b, "dead", time.Minute)
+	done := provisioned(t, b, "done")
+	later := mustCreate(t, b, runtime("later"))
+	scheduleRetry(t, b, later, "live", now.Add(time.Hour), false)
+	due := mustCreate(t, b, runtime("due"))
+	scheduleRetry(t, b, due, "live", now.Add(-time.Minute), false)
+
+	ids := []string{due.ID, "not-a-uuid", fresh.ID, leased.ID, done.ID, "00000000-0000-4000-8000-000000000000", later.ID, orphaned.ID}
+	got, err := b.UnclaimedResources(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{due.ID, fresh.ID, orphaned.ID}; !slices.Equal(got, want) {
+		t.Errorf("unclaimed %v; want %v (in the order given: due, fresh and the dead agent's)", got, want)
+	}
+	if got, err := b.UnclaimedResources(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("unclaimed of none: %v, %v", got, err)
+	}
+}

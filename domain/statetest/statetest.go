@@ -106,6 +106,7 @@ var tests = []struct {
 	{"AgentInputsAreChecked", testAgentInputsAreChecked},
 	{"DeadAgentsLeasesAreVoid", testDeadAgentsLeasesAreVoid},
 	{"OverdueResources", testOverdueResources},
+	{"UnclaimedResources", testUnclaimedResources},
 	{"HeartbeatRenewsTheAgentsLeases", testHeartbeatRenewsTheAgentsLeases},
 	{"LeadershipIsClaimedRenewedAndResigned", testLeadershipIsClaimedRenewedAndResigned},
 	{"LeadershipOfADeadOrExpiredHolderIsTaken", testLeadershipOfADeadOrExpiredHolderIsTaken},

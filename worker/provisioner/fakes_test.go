@@ -39,9 +39,11 @@ type fakeState struct {
 	handOvers    map[string]int               // HandOverResource calls
 	starts       map[string][]domain.Resource // rows as ClaimAndStart started them
 	updates      map[string][]domain.ProgressUpdate
-	claimErrs    []error          // returned by the next claims, in order
-	tokens       map[string]int64 // the lease token of each row, bumped by every claim
-	refused      map[string]int   // writes refused because their lease was not the row's
+	// unclaimedAsked are the ids UnclaimedResources was asked about, in order.
+	unclaimedAsked []string
+	claimErrs      []error          // returned by the next claims, in order
+	tokens         map[string]int64 // the lease token of each row, bumped by every claim
+	refused        map[string]int   // writes refused because their lease was not the row's
 }
 
 type lease struct {
@@ -231,6 +233,26 @@ func (s *fakeState) RecordProgress(_ context.Context, id string, held domain.Lea
 		s.releases[id]++
 	}
 	return copyResource(*row), nil
+}
+
+// UnclaimedResources returns those of ids that exist, are not up to date and whose lease is
+// free or expired, and records the ids it was asked about.
+func (s *fakeState) UnclaimedResources(_ context.Context, ids []string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unclaimedAsked = append(s.unclaimedAsked, ids...)
+	var out []string
+	for _, id := range ids {
+		row, ok := s.rows[id]
+		if !ok || row.UpToDate() {
+			continue
+		}
+		if l, ok := s.leases[id]; ok && l.expires.After(s.clock.Now()) {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 func (s *fakeState) FinalizeDelete(_ context.Context, id string, held domain.Lease) error {

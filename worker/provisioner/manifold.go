@@ -28,6 +28,8 @@ type ManifoldConfig struct {
 	BackoffBase      time.Duration
 	BackoffMax       time.Duration
 	CapacityRetry    time.Duration
+	AgentTTL         time.Duration // the agents' --agent-ttl
+	ShareGrace       time.Duration // how long a changed resource is left to its owner (see Config)
 
 	Logger     *slog.Logger
 	Rand       func() float64
@@ -61,6 +63,10 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("provisioner manifold: BackoffMax is required")
 	case c.CapacityRetry <= 0:
 		return errors.New("provisioner manifold: CapacityRetry is required")
+	case c.AgentTTL <= 0:
+		return errors.New("provisioner manifold: AgentTTL is required: pass the agents' --agent-ttl")
+	case c.ShareGrace <= 0:
+		return errors.New("provisioner manifold: ShareGrace is required: pass the agents' --heartbeat-interval")
 	case c.Logger == nil:
 		return errors.New("provisioner manifold: Logger is required")
 	case c.Rand == nil:
@@ -111,6 +117,9 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				BackoffBase:      config.BackoffBase,
 				BackoffMax:       config.BackoffMax,
 				CapacityRetry:    config.CapacityRetry,
+				Agents:           in.State,
+				AgentTTL:         config.AgentTTL,
+				ShareGrace:       config.ShareGrace,
 			})
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
@@ -40,8 +41,11 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.locks = new(resourcelock.Set)
 }
 
-// stubState stands in for the database's output; the manifold only passes it on.
+// stubState stands in for the database's output; the manifold only passes it on, and the
+// worker it starts lists the agents once: none but itself.
 type stubState struct{ domain.State }
+
+func (stubState) ListAgents(context.Context, time.Duration) ([]domain.Agent, error) { return nil, nil }
 
 func (s *manifoldSuite) config() provisioner.ManifoldConfig {
 	return provisioner.ManifoldConfig{
@@ -55,6 +59,8 @@ func (s *manifoldSuite) config() provisioner.ManifoldConfig {
 		BackoffBase:      backoffBase,
 		BackoffMax:       backoffMax,
 		CapacityRetry:    capacityRetry,
+		AgentTTL:         15 * time.Second,
+		ShareGrace:       2 * time.Second,
 		Logger:           s.logger,
 		Rand:             func() float64 { return 0.25 },
 		Metrics:          s.metrics,
@@ -99,6 +105,8 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(m *provisioner.ManifoldConfig) { m.BackoffBase = 0 }, "provisioner manifold: BackoffBase is required"},
 		{func(m *provisioner.ManifoldConfig) { m.BackoffMax = 0 }, "provisioner manifold: BackoffMax is required"},
 		{func(m *provisioner.ManifoldConfig) { m.CapacityRetry = 0 }, "provisioner manifold: CapacityRetry is required"},
+		{func(m *provisioner.ManifoldConfig) { m.AgentTTL = 0 }, "provisioner manifold: AgentTTL is required.*"},
+		{func(m *provisioner.ManifoldConfig) { m.ShareGrace = 0 }, "provisioner manifold: ShareGrace is required.*"},
 		{func(m *provisioner.ManifoldConfig) { m.Logger = nil }, "provisioner manifold: Logger is required"},
 		{func(m *provisioner.ManifoldConfig) { m.Rand = nil }, "provisioner manifold: Rand is required"},
 		{func(m *provisioner.ManifoldConfig) { m.Metrics = nil }, "provisioner manifold: Metrics is required"},
@@ -160,6 +168,9 @@ func (s *manifoldSuite) TestStart(c *gc.C) {
 	c.Check(got.BackoffBase, gc.Equals, backoffBase)
 	c.Check(got.BackoffMax, gc.Equals, backoffMax)
 	c.Check(got.CapacityRetry, gc.Equals, capacityRetry)
+	c.Check(got.Agents, gc.Equals, s.state)
+	c.Check(got.AgentTTL, gc.Equals, 15*time.Second)
+	c.Check(got.ShareGrace, gc.Equals, 2*time.Second)
 	c.Check(got.Validate(), gc.IsNil)
 
 	// The watcher is started by the worker, on the manifold's inputs.

@@ -24,6 +24,7 @@ type ResourceState interface {
 	HandOverResource(ctx context.Context, id string, lease domain.Lease) error
 	RecordProgress(ctx context.Context, id string, lease domain.Lease, u domain.ProgressUpdate) (domain.Resource, error)
 	FinalizeDelete(ctx context.Context, id string, lease domain.Lease) error
+	UnclaimedResources(ctx context.Context, ids []string) ([]string, error)
 }
 
 // Environs resolves a provisioner name ("" = the default) to its broker and canonical name
@@ -90,6 +91,14 @@ type Config struct {
 	BackoffBase      time.Duration // first retry delay (see backoff)
 	BackoffMax       time.Duration // retry delays never exceed it
 	CapacityRetry    time.Duration // longest wait between retries of a resource waiting for capacity
+
+	// Agents lists the agents sharing the store: a changed resource whose rendezvous owner
+	// among the live agents is another agent is left to that agent for ShareGrace, then
+	// reconciled here only if it still needs attention and no live agent holds it. Without
+	// Agents the worker is alone and reconciles every changed resource at once.
+	Agents     AgentLister
+	AgentTTL   time.Duration // required with Agents: an agent is live while its last heartbeat is younger
+	ShareGrace time.Duration // required with Agents; also how old the list of live agents may get
 }
 
 // Validate reports the first missing or inconsistent field and how to fix it.
@@ -125,6 +134,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("provisioner: BackoffMax (%s) must be at least BackoffBase (%s)", c.BackoffMax, c.BackoffBase)
 	case c.CapacityRetry <= 0:
 		return fmt.Errorf("provisioner: CapacityRetry must be positive, got %s", c.CapacityRetry)
+	case c.Agents != nil && c.AgentTTL <= 0:
+		return fmt.Errorf("provisioner: AgentTTL must be positive with Agents (the agents' --agent-ttl), got %s", c.AgentTTL)
+	case c.Agents != nil && c.ShareGrace <= 0:
+		return fmt.Errorf("provisioner: ShareGrace must be positive with Agents (e.g. the --heartbeat-interval), got %s", c.ShareGrace)
 	}
 	return nil
 }
@@ -198,6 +211,8 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	// even after the loop has stopped reading.
 	done := make(chan outcome, w.config.Concurrency)
 	s := newSchedule()
+	sh := &sharing{isLeft: make(map[string]bool)}
+	w.refreshAgents(ctx, sh, w.config.Clock.Now())
 	var timer clock.Timer
 	var timerAt time.Time
 	defer func() {
@@ -207,6 +222,9 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	}()
 	for {
 		s.due(w.config.Clock.Now())
+		if at, ok := sh.nextLeft(); ok && !at.After(w.config.Clock.Now()) {
+			w.takeUp(ctx, s, sh)
+		}
 		for {
 			id, woken, ok := s.start(w.config.Concurrency)
 			if !ok {
@@ -218,9 +236,9 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 				done <- w.reconcile(ctx, id, woken)
 			}()
 		}
-		// One timer, for the earliest retry.
+		// One timer, for the earliest retry or look at what was left to other agents.
 		var timerC <-chan time.Time
-		if at, ok := s.nextRetry(); ok {
+		if at, ok := earliest(s.nextRetry, sh.nextLeft); ok {
 			if timer == nil || !at.Equal(timerAt) {
 				if timer != nil {
 					timer.Stop()
@@ -232,7 +250,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			timer.Stop()
 			timer = nil
 		}
-		w.publish(s)
+		w.publish(s, sh)
 
 		changes := watcher.Changes()
 		if len(s.queue) >= queueHighWater {
@@ -245,9 +263,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			if !ok {
 				return errors.New("resources watcher stopped unexpectedly")
 			}
-			for _, id := range ids {
-				s.enqueue(id)
-			}
+			w.route(ctx, s, sh, ids)
 		case o := <-done:
 			s.finish(o)
 		case <-timerC:
@@ -256,12 +272,14 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	}
 }
 
-func (w *Worker) publish(s *schedule) {
+func (w *Worker) publish(s *schedule, sh *sharing) {
 	report := map[string]any{
 		"queue-depth":          len(s.queue),
 		"in-flight":            len(s.running),
 		"waiting-for-capacity": len(s.capacity),
 		"scheduled-retries":    len(s.retries),
+		"left-to-owners":       len(sh.left),
+		"sharing-with":         len(sh.agents) - 1,
 	}
 	if at, ok := s.nextRetry(); ok {
 		report["next-retry-at"] = at.UTC().Format(time.RFC3339)
@@ -270,6 +288,20 @@ func (w *Worker) publish(s *schedule) {
 	w.report = report
 	w.mu.Unlock()
 	w.config.Metrics.ObserveQueue(len(s.queue), len(s.running))
+}
+
+// earliest returns the earlier of two optional times.
+func earliest(a, b func() (time.Time, bool)) (time.Time, bool) {
+	ta, okA := a()
+	tb, okB := b()
+	switch {
+	case okA && okB && tb.Before(ta):
+		return tb, true
+	case okA:
+		return ta, true
+	default:
+		return tb, okB
+	}
 }
 
 // withTimeout returns a context that ends with parent or after d on the worker's clock.

@@ -1,0 +1,119 @@
+package provisioner
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/rendezvous"
+)
+
+// AgentLister lists the agents sharing the store (domain.State is one).
+type AgentLister interface {
+	ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error)
+}
+
+// maxUnclaimedCheck bounds the resources one look at those left to other agents takes.
+const maxUnclaimedCheck = 1000
+
+// sharing is the loop's view of the agents it shares the work with: every agent's watcher
+// reports every change, and each resource is first the work of its rendezvous owner among
+// the live agents. The others leave it to the owner for ShareGrace, then take up what the
+// owner has not (UnclaimedResources): the owner was busy, or stopped. Only the loop
+// goroutine touches it.
+type sharing struct {
+	agents   []string // the live agents, sorted, this one included; one: alone
+	listedAt time.Time
+	left     []leftResource // left to their owners, in the order they are due
+	isLeft   map[string]bool
+}
+
+// leftResource is a resource left to its owner until at.
+type leftResource struct {
+	id string
+	at time.Time
+}
+
+// refreshAgents lists the live agents when the list is older than ShareGrace. A failed
+// list keeps the one before; none at all means alone, so that nothing is left undone.
+func (w *Worker) refreshAgents(ctx context.Context, sh *sharing, now time.Time) {
+	if w.config.Agents == nil || (sh.agents != nil && now.Sub(sh.listedAt) < w.config.ShareGrace) {
+		return
+	}
+	ctx, cancel := w.withTimeout(ctx, bookkeepingTimeout)
+	defer cancel()
+	listed, err := w.config.Agents.ListAgents(ctx, w.config.AgentTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.config.Logger.Warn("cannot list the live agents; reconciling every changed resource here", "error", err)
+		}
+		if sh.agents == nil {
+			sh.agents = []string{w.config.Holder}
+		}
+		sh.listedAt = now
+		return
+	}
+	agents := []string{w.config.Holder}
+	for _, a := range listed {
+		if a.Live && a.ID != w.config.Holder {
+			agents = append(agents, a.ID)
+		}
+	}
+	slices.Sort(agents)
+	sh.agents, sh.listedAt = agents, now
+}
+
+// route queues the ids of a watcher event: at once those this agent owns (and those it has
+// in flight or queued already), the others once their owner had ShareGrace to take them.
+func (w *Worker) route(ctx context.Context, s *schedule, sh *sharing, ids []string) {
+	now := w.config.Clock.Now()
+	w.refreshAgents(ctx, sh, now)
+	for _, id := range ids {
+		if len(sh.agents) <= 1 || s.running[id] || s.queued[id] || rendezvous.Owner(sh.agents, id) == w.config.Holder {
+			s.enqueue(id)
+			continue
+		}
+		if !sh.isLeft[id] {
+			sh.isLeft[id] = true
+			sh.left = append(sh.left, leftResource{id: id, at: now.Add(w.config.ShareGrace)})
+		}
+	}
+}
+
+// nextLeft returns when the first resource left to its owner is due to be looked at.
+func (sh *sharing) nextLeft() (time.Time, bool) {
+	if len(sh.left) == 0 {
+		return time.Time{}, false
+	}
+	return sh.left[0].at, true
+}
+
+// takeUp looks at the resources left to their owners that are due, and queues those still
+// unclaimed. When the store cannot say, it queues them all: a claim decides each then.
+func (w *Worker) takeUp(ctx context.Context, s *schedule, sh *sharing) {
+	now := w.config.Clock.Now()
+	var due []string
+	for len(sh.left) > 0 && !sh.left[0].at.After(now) && len(due) < maxUnclaimedCheck {
+		id := sh.left[0].id
+		sh.left[0] = leftResource{}
+		sh.left = sh.left[1:]
+		delete(sh.isLeft, id)
+		due = append(due, id)
+	}
+	if len(due) == 0 {
+		return
+	}
+	ctx, cancel := w.withTimeout(ctx, bookkeepingTimeout)
+	defer cancel()
+	unclaimed, err := w.config.State.UnclaimedResources(ctx, due)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.config.Logger.Warn("cannot tell which resources other agents left unclaimed; trying each", "count", len(due), "error", err)
+		}
+		unclaimed = due
+	}
+	for _, id := range unclaimed {
+		s.enqueue(id)
+	}
+}
