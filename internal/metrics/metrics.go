@@ -171,6 +171,14 @@ func (m *Metrics) ObserveCapacity(provisioner string, c environ.Capacity) {
 	m.capacity.set(provisioner, c)
 }
 
+// ForgetCapacity drops every capacity figure and warning state observed: the worker that
+// sampled them stopped (its agent no longer leads), so they would only go stale while the
+// leader exports the current ones.
+func (m *Metrics) ForgetCapacity() {
+	m.capacity.reset()
+	m.capacityWarning.Reset()
+}
+
 // ObserveCapacityWarning records whether provisioner's capacity warning of kind is active.
 func (m *Metrics) ObserveCapacityWarning(provisioner, kind string, active bool) {
 	v := 0.0
@@ -262,6 +270,12 @@ func (c *capacityCollector) set(provisioner string, capacity environ.Capacity) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byEnv[provisioner] = capacity
+}
+
+func (c *capacityCollector) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byEnv = make(map[string]environ.Capacity)
 }
 
 func (c *capacityCollector) Describe(ch chan<- *prometheus.Desc) {

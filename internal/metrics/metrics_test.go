@@ -360,3 +360,18 @@ func TestUnknownTypesShareOneSeries(t *testing.T) {
 	})
 	checkSeries(t, families, "berth_create_to_ready_seconds", map[string]float64{"provisioner=pool,type=unknown": 30})
 }
+
+func TestForgetCapacityDropsItsSeries(t *testing.T) {
+	m := metrics.New()
+	m.ObserveCapacity("pool", environ.Capacity{Unit: "slots", Total: 12, Used: 5})
+	m.ObserveCapacityWarning("pool", "total", true)
+	m.ObserveHealthCheck("pool", healthcheck.ResultHealthy)
+	m.ForgetCapacity()
+	families := scrape(t, m)
+	for _, name := range []string{"berth_capacity_total", "berth_capacity_used", "berth_capacity_warning"} {
+		if f, ok := families[name]; ok && len(f.GetMetric()) > 0 {
+			t.Errorf("%s still has %d series after ForgetCapacity", name, len(f.GetMetric()))
+		}
+	}
+	checkSeries(t, families, "berth_health_checks_total", map[string]float64{"provisioner=pool,result=healthy": 1})
+}

@@ -30,10 +30,13 @@ type Environs interface {
 }
 
 // Observer sees every capacity sample and, with every sample, the current state of each of
-// the provisioner's warnings (e.g. to export them as metrics).
+// the provisioner's warnings (e.g. to export them as metrics). ForgetCapacity is called when
+// the worker stops: the agent that runs it next samples afresh, and what this one showed
+// would only go stale.
 type Observer interface {
 	ObserveCapacity(provisioner string, c environ.Capacity)
 	ObserveCapacityWarning(provisioner, kind string, active bool)
+	ForgetCapacity()
 }
 
 // Config holds what the worker needs.
@@ -119,6 +122,7 @@ func (w *Worker) Report() map[string]any {
 // loop samples at start and then every Interval after the first sample; a sample that
 // overruns its interval is followed by the next at once.
 func (w *Worker) loop() error {
+	defer w.config.Observer.ForgetCapacity()
 	ctx := w.catacomb.Context(context.Background())
 	next := w.config.Clock.Now()
 	for {

@@ -114,6 +114,7 @@ type observer struct {
 	capacities []string
 	warnings   map[string]bool
 	observed   int
+	forgotten  bool // ForgetCapacity was called
 	changed    chan struct{}
 }
 
@@ -125,6 +126,12 @@ func (o *observer) ObserveCapacity(provisioner string, c environ.Capacity) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.capacities = append(o.capacities, fmt.Sprintf("%s %d/%d", provisioner, c.Used, c.Total))
+}
+
+func (o *observer) ForgetCapacity() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.capacities, o.warnings, o.forgotten = nil, make(map[string]bool), true
 }
 
 func (o *observer) ObserveCapacityWarning(provisioner, kind string, active bool) {
@@ -250,6 +257,19 @@ func (s *workerSuite) TestRecordsSamples(c *gc.C) {
 	report := w.(worker.Reporter).Report()
 	c.Check(report["pool"].(map[string]any)["free"], gc.Equals, int64(16))
 	c.Check(report["plain"], gc.IsNil)
+}
+
+// A worker that stops (its agent no longer leads) drops what it exported: the new leader's
+// figures are the current ones.
+func (s *workerSuite) TestStoppingForgetsTheFiguresShown(c *gc.C) {
+	s.pool.set(twoHosts(3, 1, true), nil)
+	w := s.start(c)
+	s.observer.waitObserved(c, 3)
+	workertest.CleanKill(c, w)
+	s.observer.mu.Lock()
+	defer s.observer.mu.Unlock()
+	c.Check(s.observer.forgotten, gc.Equals, true)
+	c.Check(s.observer.capacities, gc.HasLen, 0)
 }
 
 func (s *workerSuite) TestWarningsRaiseAndClearOncePerCrossing(c *gc.C) {
