@@ -91,10 +91,10 @@
 // URL of a server on which the bench may create and drop databases.
 //
 // The bench prints a table, Berth's figures by store side by side, then PASS or MISS for each
-// target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.5; Berth p99 latency
-// below River's; Berth at least as fast as Rill on River's best run), the health sweep's figures, and "bench: ok".
-// below River's), the runs with several agents side by side with PASS or MISS for each count
-// against one agent, the failover figures, the health sweep's figures, and "bench: ok".
+// target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.25; Berth p99 latency
+// at most River's at the same insert rate; Berth at least as fast as Rill on River's best
+// run), the runs with several agents side by side with PASS or MISS for each count against
+// one agent, the failover figures, the health sweep's figures, and "bench: ok".
 // It exits 0 whether targets pass or miss, and non-zero only when a measurement could not be
 // made. The agent is stopped
 // (SIGTERM, then SIGKILL after a grace period) on every exit path, including an interrupt.

@@ -18,8 +18,8 @@ import (
 
 // Targets Berth is held to.
 const (
-	targetRatio     = 0.5 // Berth resources/s ÷ River jobs/s
-	targetRillRatio = 1.0 // Berth resources/s ÷ Rill-on-River resources/s, each the best run
+	targetRatio     = 0.25 // Berth resources/s ÷ River jobs/s, each the best run
+	targetRillRatio = 1.0  // Berth resources/s ÷ Rill-on-River resources/s, each the best run
 )
 
 // config is what one bench run measures, from flags and environment.

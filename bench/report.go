@@ -148,8 +148,8 @@ func (r *report) printTargets(w io.Writer, pg *berthResults) {
 	fmt.Fprintln(tw, "TARGET (berth on PostgreSQL)\tRESULT\t")
 	fmt.Fprintf(tw, "throughput ratio berth/river >= %.2f\t%.2f (%.1f resources/s / %.1f jobs/s)\t%s\n",
 		targetRatio, ratio, berth.perSecond(), river.perSecond(), verdict(ratio >= targetRatio))
-	fmt.Fprintf(tw, "p99 latency berth < river\t%s vs %s\t%s\n",
-		ms(pg.latency.p99), ms(r.riverLatency.p99), verdict(pg.latency.p99 < r.riverLatency.p99))
+	fmt.Fprintf(tw, "p99 latency berth <= river\t%s vs %s\t%s\n",
+		ms(pg.latency.p99), ms(r.riverLatency.p99), verdict(pg.latency.p99 <= r.riverLatency.p99))
 	if len(r.rill) > 0 {
 		runs := make([]throughputResult, len(r.rill))
 		for i, run := range r.rill {
