@@ -142,8 +142,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// queueHighWater is how many queued resources make the loop stop taking events from the
-// watcher until the queue drains below it. The watcher coalesces what arrives meanwhile and
+// queueHighWater is how many queued resources (and resources left to other agents) make
+// the loop stop taking events from the watcher until they drain below it. The watcher coalesces what arrives meanwhile and
 // reads no further page of its backlog, so a backlog of any size is held in neither.
 const queueHighWater = 1000
 
@@ -253,7 +253,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		w.publish(s, sh)
 
 		changes := watcher.Changes()
-		if len(s.queue) >= queueHighWater {
+		if len(s.queue)+len(sh.left) >= queueHighWater {
 			changes = nil
 		}
 		select {
