@@ -101,13 +101,15 @@ func ExposedFiles(path string) []string {
 }
 
 // openPool opens a pool of at most conns connections on the file and connects one, which
-// creates the file and applies the pragmas.
+// creates the file and applies the pragmas. Its connections keep their statements prepared
+// (cachingConnector).
 func openPool(ctx context.Context, path, params string, conns int) (*sql.DB, error) {
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + params
-	db, err := sql.Open("sqlite", dsn)
+	connector, err := sqlite3.NewConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database file %s: %w", path, err)
 	}
+	db := sql.OpenDB(cachingConnector{connector})
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	if err := db.PingContext(ctx); err != nil {
