@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -35,14 +36,66 @@ type backlogResult struct {
 	n           int
 	concurrency int
 
-	burst    time.Duration // the burst, from its insert to its last resource ready
-	burstRSS int64         // the burst agent's VmHWM once the burst was ready
+	burst        time.Duration // the burst, from its insert to its last resource ready
+	burstRSS     int64         // the burst agent's VmHWM once the burst was ready
+	burstSamples []rssSample   // the burst agent's VmRSS as the burst drained
 
 	// From the restarted agent's process start, on the database clock:
 	firstChange time.Duration // to the backlog's first status change, its first reconcile
 	firstReady  time.Duration // to the backlog's first resource ready
 	drained     time.Duration // to the backlog's last resource ready
 	restartRSS  int64         // the restarted agent's VmHWM once the backlog was ready
+
+	restartSamples []rssSample // the restarted agent's VmRSS as the backlog drained
+}
+
+// rssSample is an agent's RSS when ready resources of its drain were ready.
+type rssSample struct {
+	ready int
+	rss   int64
+}
+
+// rssQuarters is the RSS of the first sample at or past each quarter of n ready: 0%, 25%,
+// 50%, 75% and 100%; a quarter no sample reached is 0. samples are in the order taken.
+func rssQuarters(samples []rssSample, n int) [5]int64 {
+	var out [5]int64
+	for q := range out {
+		for _, s := range samples {
+			if 4*s.ready >= q*n {
+				out[q] = s.rss
+				break
+			}
+		}
+	}
+	return out
+}
+
+// sampleRSS returns a waitReady hook that appends agent a's RSS and the ready count to into.
+func sampleRSS(a *agent, into *[]rssSample) func(ready int) error {
+	return func(ready int) error {
+		rss, err := a.rss()
+		if err != nil {
+			return err
+		}
+		*into = append(*into, rssSample{ready: ready, rss: rss})
+		return nil
+	}
+}
+
+// drainRSS waits for n resources named prefix-* to be ready, sampling the run's one agent's
+// RSS at each count and once more when all are ready, and returns the samples and its peak.
+func (r *berthRun) drainRSS(ctx context.Context, cfg config, prefix string, n int) (samples []rssSample, peak int64, err error) {
+	a := r.agents[0]
+	r.polled = sampleRSS(a, &samples)
+	defer func() { r.polled = nil }()
+	if err := r.waitReady(ctx, cfg, prefix, n); err != nil {
+		return nil, 0, err
+	}
+	if err := sampleRSS(a, &samples)(n); err != nil {
+		return nil, 0, err
+	}
+	peak, err = a.peakRSS()
+	return samples, peak, err
 }
 
 func (b backlogResult) burstPerSecond() float64 { return float64(b.n) / b.burst.Seconds() }
@@ -91,10 +144,7 @@ func backlog(ctx context.Context, cfg config, concurrency int) (res backlogResul
 	if err := r.insert(ctx, scaleBurstPrefix, res.n); err != nil {
 		return res, err
 	}
-	if err := r.waitReady(ctx, cfg, scaleBurstPrefix, res.n); err != nil {
-		return res, err
-	}
-	if res.burstRSS, err = r.peakRSS(); err != nil {
+	if res.burstSamples, res.burstRSS, err = r.drainRSS(ctx, cfg, scaleBurstPrefix, res.n); err != nil {
 		return res, err
 	}
 	if res.burst, err = r.burstSpan(ctx, scaleBurstPrefix); err != nil {
@@ -119,10 +169,7 @@ func backlog(ctx context.Context, cfg config, concurrency int) (res backlogResul
 		return res, err
 	}
 	r.agents = []*agent{a}
-	if err := r.waitReady(ctx, cfg, scaleBacklogPrefix, res.n); err != nil {
-		return res, err
-	}
-	if res.restartRSS, err = r.peakRSS(); err != nil {
+	if res.restartSamples, res.restartRSS, err = r.drainRSS(ctx, cfg, scaleBacklogPrefix, res.n); err != nil {
 		return res, err
 	}
 	if err := r.backlogTimes(ctx, scaleBacklogPrefix, startedAt, &res); err != nil {
@@ -184,12 +231,15 @@ func printBacklog(w io.Writer, b backlogResult) {
 	fmt.Fprintln(tw, "MEASUREMENT\tRESULT")
 	fmt.Fprintf(tw, "burst, insert -> all ready\t%.3f s, %.1f resources/s\n", b.burst.Seconds(), b.burstPerSecond())
 	fmt.Fprintf(tw, "burst, agent peak RSS\t%s\n", mib(b.burstRSS))
+	fmt.Fprintf(tw, "burst, agent RSS at 0/25/50/75/100%% ready\t%s\n", quarters(b.burstSamples, b.n))
 	fmt.Fprintf(tw, "restart, process start -> first reconcile\t%.3f s (first ready at %.3f s)\n", b.firstChange.Seconds(), b.firstReady.Seconds())
 	fmt.Fprintf(tw, "restart, process start -> backlog ready\t%.3f s, %.1f resources/s\n", b.drained.Seconds(), b.drainPerSecond())
 	fmt.Fprintf(tw, "restart, agent peak RSS\t%s\n", mib(b.restartRSS))
+	fmt.Fprintf(tw, "restart, agent RSS at 0/25/50/75/100%% ready\t%s\n", quarters(b.restartSamples, b.n))
 	tw.Flush()
 	fmt.Fprintf(w, "\nTimes are on the database clock; the restart's start is the clock read just before the process is started,\n")
-	fmt.Fprintf(w, "its first reconcile the first status event recorded for a backlog resource. Peak RSS is VmHWM, read once all were ready.\n\n")
+	fmt.Fprintf(w, "its first reconcile the first status event recorded for a backlog resource. Peak RSS is VmHWM, read once all were ready;\n")
+	fmt.Fprintf(w, "RSS as it drains is VmRSS, sampled at each count of ready resources (once a second).\n\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET (scale on PostgreSQL)\tRESULT\t")
 	fmt.Fprintf(tw, "burst: peak RSS <= %s\t%s\t%s\n", mib(targetScaleRSS), mib(b.burstRSS), verdict(b.burstRSSMet()))
@@ -198,4 +248,17 @@ func printBacklog(w io.Writer, b backlogResult) {
 	fmt.Fprintf(tw, "restart: RSS stays flat (peak <= %.2f x the burst's)\t%s vs %s (%.2f x)\t%s\n",
 		targetRestartRSSRatio, mib(b.restartRSS), mib(b.burstRSS), b.rssRatio(), verdict(b.flatRSSMet()))
 	tw.Flush()
+}
+
+// quarters is rssQuarters of the samples for people, e.g. "40 / 52 / 60 / 61 / 61 MiB".
+func quarters(samples []rssSample, n int) string {
+	if len(samples) == 0 {
+		return "not sampled"
+	}
+	q := rssQuarters(samples, n)
+	parts := make([]string, len(q))
+	for i, rss := range q {
+		parts[i] = fmt.Sprintf("%.0f", float64(rss)/(1<<20))
+	}
+	return strings.Join(parts, " / ") + " MiB"
 }

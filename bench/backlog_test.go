@@ -75,17 +75,43 @@ func TestBacklogTargets(t *testing.T) {
 	}
 }
 
+func TestRSSQuarters(t *testing.T) {
+	samples := []rssSample{{0, 10}, {10, 20}, {30, 30}, {49, 40}, {80, 50}, {100, 60}}
+	if got, want := rssQuarters(samples, 100), [5]int64{10, 30, 50, 50, 60}; got != want {
+		t.Errorf("rssQuarters = %v; want %v: the first sample at or past each quarter", got, want)
+	}
+	if got, want := rssQuarters(samples[:3], 100), [5]int64{10, 30, 0, 0, 0}; got != want {
+		t.Errorf("rssQuarters of a drain sampled to 30%% = %v; want %v", got, want)
+	}
+	if got := quarters([]rssSample{{0, 40 << 20}, {100, 61 << 20}}, 100); got != "40 / 61 / 61 / 61 / 61 MiB" {
+		t.Errorf("quarters = %q", got)
+	}
+}
+
+func TestVMRSS(t *testing.T) {
+	got, err := statusBytes([]byte("VmHWM:\t   45678 kB\nVmRSS:\t 40000 kB\n"), "VmRSS")
+	if err != nil || got != 40000<<10 {
+		t.Errorf("VmRSS = %d, %v; want %d", got, err, 40000<<10)
+	}
+	if _, err := statusBytes([]byte("VmHWM:\t   45678 kB\n"), "VmRSS"); err == nil || !strings.Contains(err.Error(), "no VmRSS line") {
+		t.Errorf("status without VmRSS: %v; want an error naming VmRSS", err)
+	}
+}
+
 func TestReportShowsScaleRun(t *testing.T) {
 	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20}}
 	rep.backlog = &backlogResult{n: 100000, concurrency: 64, burst: 125 * time.Second, burstRSS: 80 << 20,
-		firstChange: 300 * time.Millisecond, firstReady: 450 * time.Millisecond, drained: 200 * time.Second, restartRSS: 96 << 20}
+		firstChange: 300 * time.Millisecond, firstReady: 450 * time.Millisecond, drained: 200 * time.Second, restartRSS: 96 << 20,
+		restartSamples: []rssSample{{0, 30 << 20}, {30000, 60 << 20}, {60000, 90 << 20}, {100000, 95 << 20}}}
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, want := range []string{
 		"one agent at concurrency=64: a burst of 100000 runtimes inserted at once",
-		"burst, insert -> all ready                 125.000 s, 800.0 resources/s",
-		"restart, process start -> first reconcile  0.300 s (first ready at 0.450 s)",
-		"restart, process start -> backlog ready    200.000 s, 500.0 resources/s",
+		"burst, insert -> all ready                   125.000 s, 800.0 resources/s",
+		"restart, process start -> first reconcile    0.300 s (first ready at 0.450 s)",
+		"restart, process start -> backlog ready      200.000 s, 500.0 resources/s",
+		"restart, agent RSS at 0/25/50/75/100% ready  30 / 60 / 90 / 95 / 95 MiB",
+		"burst, agent RSS at 0/25/50/75/100% ready    not sampled",
 		"burst: peak RSS <= 256.0 MiB                          80.0 MiB",
 		"restart: first reconcile within 2s of start           0.300 s                        PASS",
 		"restart: RSS stays flat (peak <= 1.10 x the burst's)  96.0 MiB vs 80.0 MiB (1.20 x)  MISS",

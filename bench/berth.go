@@ -33,7 +33,8 @@ type berthRun struct {
 	sql    *sql.DB
 	state  store.DB
 	agents []*agent
-	poll   time.Duration // how often waitReady counts; 0: every 100 ms
+	poll   time.Duration         // how often waitReady counts; 0: every 100 ms
+	polled func(ready int) error // when set, called by waitReady with each count it reads
 }
 
 // fleet is the agents of one run: how many, each one's --concurrency, and further flags of
@@ -186,6 +187,11 @@ func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n i
 		}
 		if err := r.alive(); err != nil {
 			return err
+		}
+		if r.polled != nil && err == nil {
+			if err := r.polled(ready); err != nil {
+				return err
+			}
 		}
 		select {
 		case <-ctx.Done():
