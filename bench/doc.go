@@ -83,8 +83,8 @@
 //     burst agent's (a backlog held while the agent was down costs no more than one handed to
 //     a running agent). The count of ready resources is polled once a second here, since a
 //     count of 200,000 rows every 100 ms would take database time from the agent. Cost: each
-//     drain of 100,000 takes about 2 to 4 minutes on 2 cores (plus the inserts, about 10 s
-//     each); -scale-n 20000 is a fifth of that.
+//     drain of 100,000 takes 3 to 5 minutes on 2 cores (plus its insert, one statement);
+//     -scale-n 20000 takes about a fifth of that.
 //   - Health sweep (-health-n, default 100,000; 0 skips it): that many ready runtimes with
 //     their slot reservations are inserted in bulk (the table's triggers off meanwhile), 1,000
 //     to a host of a static pool whose hosts are local HTTP servers answering the default

@@ -113,7 +113,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.failoverAgents, "failover-agents", 3, "agents in the failover run (at least 2)")
 	fs.DurationVar(&cfg.failoverTTL, "failover-agent-ttl", 15*time.Second, "the failover run's agents' --agent-ttl (the agent's default)")
 	fs.DurationVar(&cfg.failoverHeartbeat, "failover-heartbeat-interval", 2*time.Second, "the failover run's agents' --heartbeat-interval (the agent's default)")
-	fs.IntVar(&cfg.scaleN, "scale-n", 100000, "runtimes of the scale run on PostgreSQL: a burst inserted at once, then as many waiting for a restarted agent (each drain about 2 minutes at 100,000 on 2 cores); 0 skips it")
+	fs.IntVar(&cfg.scaleN, "scale-n", 100000, "runtimes of the scale run on PostgreSQL: a burst inserted at once, then as many waiting for a restarted agent (each drain takes 3 to 5 minutes at 100,000 on 2 cores); 0 skips it")
 	fs.IntVar(&cfg.scaleConcurrency, "scale-concurrency", 0, "the scale run's agent --concurrency; 0 takes the fastest -berth-concurrency run's")
 	fs.IntVar(&cfg.healthN, "health-n", 100000, "ready resources in the health sweep; 0 skips it")
 	fs.IntVar(&cfg.healthConcurrency, "health-concurrency", 8, "resource checks in flight at once in the health sweep (the agent's --health-concurrency)")
