@@ -49,10 +49,23 @@ type backlogResult struct {
 	restartSamples []rssSample // the restarted agent's VmRSS as the backlog drained
 }
 
-// rssSample is an agent's RSS when ready resources of its drain were ready.
+// rssSample is an agent's RSS and peak RSS so far when ready resources of its drain were
+// ready.
 type rssSample struct {
 	ready int
-	rss   int64
+	rss   int64 // VmRSS
+	hwm   int64 // VmHWM
+}
+
+// peakReached is the ready count of the first sample by which the agent's peak RSS had
+// reached peak, and false when none had.
+func peakReached(samples []rssSample, peak int64) (int, bool) {
+	for _, s := range samples {
+		if s.hwm >= peak {
+			return s.ready, true
+		}
+	}
+	return 0, false
 }
 
 // rssQuarters is the RSS of the first sample at or past each quarter of n ready: 0%, 25%,
@@ -70,20 +83,26 @@ func rssQuarters(samples []rssSample, n int) [5]int64 {
 	return out
 }
 
-// sampleRSS returns a waitReady hook that appends agent a's RSS and the ready count to into.
+// sampleRSS returns a waitReady hook that appends agent a's RSS, its peak RSS so far and
+// the ready count to into.
 func sampleRSS(a *agent, into *[]rssSample) func(ready int) error {
 	return func(ready int) error {
 		rss, err := a.rss()
 		if err != nil {
 			return err
 		}
-		*into = append(*into, rssSample{ready: ready, rss: rss})
+		hwm, err := a.peakRSS()
+		if err != nil {
+			return err
+		}
+		*into = append(*into, rssSample{ready: ready, rss: rss, hwm: hwm})
 		return nil
 	}
 }
 
 // drainRSS waits for n resources named prefix-* to be ready, sampling the run's one agent's
-// RSS at each count and once more when all are ready, and returns the samples and its peak.
+// RSS at each count and once more when all are ready, and returns the samples and its peak
+// RSS then.
 func (r *berthRun) drainRSS(ctx context.Context, cfg config, prefix string, n int) (samples []rssSample, peak int64, err error) {
 	a := r.agents[0]
 	r.polled = sampleRSS(a, &samples)
@@ -94,8 +113,7 @@ func (r *berthRun) drainRSS(ctx context.Context, cfg config, prefix string, n in
 	if err := sampleRSS(a, &samples)(n); err != nil {
 		return nil, 0, err
 	}
-	peak, err = a.peakRSS()
-	return samples, peak, err
+	return samples, samples[len(samples)-1].hwm, nil
 }
 
 func (b backlogResult) burstPerSecond() float64 { return float64(b.n) / b.burst.Seconds() }
@@ -230,11 +248,11 @@ func printBacklog(w io.Writer, b backlogResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEASUREMENT\tRESULT")
 	fmt.Fprintf(tw, "burst, insert -> all ready\t%.3f s, %.1f resources/s\n", b.burst.Seconds(), b.burstPerSecond())
-	fmt.Fprintf(tw, "burst, agent peak RSS\t%s\n", mib(b.burstRSS))
+	fmt.Fprintf(tw, "burst, agent peak RSS\t%s%s\n", mib(b.burstRSS), reachedBy(b.burstSamples, b.burstRSS, b.n))
 	fmt.Fprintf(tw, "burst, agent RSS at 0/25/50/75/100%% ready\t%s\n", quarters(b.burstSamples, b.n))
 	fmt.Fprintf(tw, "restart, process start -> first reconcile\t%.3f s (first ready at %.3f s)\n", b.firstChange.Seconds(), b.firstReady.Seconds())
 	fmt.Fprintf(tw, "restart, process start -> backlog ready\t%.3f s, %.1f resources/s\n", b.drained.Seconds(), b.drainPerSecond())
-	fmt.Fprintf(tw, "restart, agent peak RSS\t%s\n", mib(b.restartRSS))
+	fmt.Fprintf(tw, "restart, agent peak RSS\t%s%s\n", mib(b.restartRSS), reachedBy(b.restartSamples, b.restartRSS, b.n))
 	fmt.Fprintf(tw, "restart, agent RSS at 0/25/50/75/100%% ready\t%s\n", quarters(b.restartSamples, b.n))
 	tw.Flush()
 	fmt.Fprintf(w, "\nTimes are on the database clock; the restart's start is the clock read just before the process is started,\n")
@@ -261,4 +279,14 @@ func quarters(samples []rssSample, n int) string {
 		parts[i] = fmt.Sprintf("%.0f", float64(rss)/(1<<20))
 	}
 	return strings.Join(parts, " / ") + " MiB"
+}
+
+// reachedBy says by how much of a drain of n the peak was reached, e.g. " (reached by 12%
+// ready)"; "" when the samples do not say.
+func reachedBy(samples []rssSample, peak int64, n int) string {
+	ready, ok := peakReached(samples, peak)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (reached by %d%% ready)", 100*ready/n)
 }

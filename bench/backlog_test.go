@@ -76,15 +76,31 @@ func TestBacklogTargets(t *testing.T) {
 }
 
 func TestRSSQuarters(t *testing.T) {
-	samples := []rssSample{{0, 10}, {10, 20}, {30, 30}, {49, 40}, {80, 50}, {100, 60}}
+	samples := []rssSample{{ready: 0, rss: 10}, {ready: 10, rss: 20}, {ready: 30, rss: 30}, {ready: 49, rss: 40}, {ready: 80, rss: 50}, {ready: 100, rss: 60}}
 	if got, want := rssQuarters(samples, 100), [5]int64{10, 30, 50, 50, 60}; got != want {
 		t.Errorf("rssQuarters = %v; want %v: the first sample at or past each quarter", got, want)
 	}
 	if got, want := rssQuarters(samples[:3], 100), [5]int64{10, 30, 0, 0, 0}; got != want {
 		t.Errorf("rssQuarters of a drain sampled to 30%% = %v; want %v", got, want)
 	}
-	if got := quarters([]rssSample{{0, 40 << 20}, {100, 61 << 20}}, 100); got != "40 / 61 / 61 / 61 / 61 MiB" {
+	if got := quarters([]rssSample{{ready: 0, rss: 40 << 20}, {ready: 100, rss: 61 << 20}}, 100); got != "40 / 61 / 61 / 61 / 61 MiB" {
 		t.Errorf("quarters = %q", got)
+	}
+}
+
+func TestPeakReached(t *testing.T) {
+	samples := []rssSample{{ready: 0, hwm: 40}, {ready: 10, hwm: 90}, {ready: 50, hwm: 90}, {ready: 100, hwm: 95}}
+	if got, ok := peakReached(samples, 90); !ok || got != 10 {
+		t.Errorf("peakReached(90) = %d, %v; want 10: the first sample at the peak", got, ok)
+	}
+	if _, ok := peakReached(samples, 96); ok {
+		t.Error("peakReached(96): want none, no sample reached it")
+	}
+	if got := reachedBy(samples, 90, 200); got != " (reached by 5% ready)" {
+		t.Errorf("reachedBy = %q", got)
+	}
+	if got := reachedBy(nil, 90, 200); got != "" {
+		t.Errorf("reachedBy without samples = %q; want nothing", got)
 	}
 }
 
@@ -102,7 +118,7 @@ func TestReportShowsScaleRun(t *testing.T) {
 	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20}}
 	rep.backlog = &backlogResult{n: 100000, concurrency: 64, burst: 125 * time.Second, burstRSS: 80 << 20,
 		firstChange: 300 * time.Millisecond, firstReady: 450 * time.Millisecond, drained: 200 * time.Second, restartRSS: 96 << 20,
-		restartSamples: []rssSample{{0, 30 << 20}, {30000, 60 << 20}, {60000, 90 << 20}, {100000, 95 << 20}}}
+		restartSamples: []rssSample{{0, 30 << 20, 30 << 20}, {30000, 60 << 20, 96 << 20}, {60000, 90 << 20, 96 << 20}, {100000, 95 << 20, 96 << 20}}}
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, want := range []string{
@@ -111,6 +127,7 @@ func TestReportShowsScaleRun(t *testing.T) {
 		"restart, process start -> first reconcile    0.300 s (first ready at 0.450 s)",
 		"restart, process start -> backlog ready      200.000 s, 500.0 resources/s",
 		"restart, agent RSS at 0/25/50/75/100% ready  30 / 60 / 90 / 95 / 95 MiB",
+		"restart, agent peak RSS                      96.0 MiB (reached by 30% ready)",
 		"burst, agent RSS at 0/25/50/75/100% ready    not sampled",
 		"burst: peak RSS <= 256.0 MiB                          80.0 MiB",
 		"restart: first reconcile within 2s of start           0.300 s                        PASS",

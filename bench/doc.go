@@ -75,9 +75,10 @@
 //     agent's write) of a backlog resource after that clock reading, so process start-up,
 //     registration and the first page of work count, and the bench's polling does not; the
 //     drain is from the same reading to the backlog's last ready_at, and its peak RSS is read
-//     once the backlog is ready. Each drain also samples the agent's VmRSS at each count of
-//     ready resources and shows it at 0, 25, 50, 75 and 100% ready, which says whether
-//     memory grows at the start (a backlog read whole) or along the drain. Targets: the burst agent's peak RSS at most 256 MiB; the
+//     once the backlog is ready. Each drain also samples the agent's VmRSS and VmHWM at each
+//     count of ready resources, and shows the VmRSS at 0, 25, 50, 75 and 100% ready and the
+//     share ready by which the peak was reached, which says whether memory grows at the
+//     start (a backlog read whole), along the drain, or in a short spike. Targets: the burst agent's peak RSS at most 256 MiB; the
 //     first reconcile within 2 s of the start (an agent that read or queued the whole backlog
 //     first would miss it); memory flat, the restarted agent's peak RSS at most 1.1 times the
 //     burst agent's (a backlog held while the agent was down costs no more than one handed to
