@@ -126,20 +126,32 @@ func (a *agent) stop() error {
 	return nil
 }
 
+// rss is the agent's resident set size in bytes now (VmRSS).
+func (a *agent) rss() (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read the agent's RSS (needs Linux /proc): %w", err)
+	}
+	return statusBytes(status, "VmRSS")
+}
+
 // vmHWM parses the VmHWM line of a /proc/<pid>/status file.
-func vmHWM(status []byte) (int64, error) {
+func vmHWM(status []byte) (int64, error) { return statusBytes(status, "VmHWM") }
+
+// statusBytes parses the line of field, a size in kB, of a /proc/<pid>/status file.
+func statusBytes(status []byte, field string) (int64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 3 && fields[0] == "VmHWM:" && fields[2] == "kB" {
+		if len(fields) == 3 && fields[0] == field+":" && fields[2] == "kB" {
 			kb, err := strconv.ParseInt(fields[1], 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("parse VmHWM %q: %w", fields[1], err)
+				return 0, fmt.Errorf("parse %s %q: %w", field, fields[1], err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, errors.New("no VmHWM line in the agent's /proc status")
+	return 0, fmt.Errorf("no %s line in the agent's /proc status", field)
 }
 
 // provisionerSet is the agent's provisioner-set JSON: one static pool of hosts offering

@@ -33,6 +33,8 @@ type berthRun struct {
 	sql    *sql.DB
 	state  store.DB
 	agents []*agent
+	poll   time.Duration         // how often waitReady counts; 0: every 100 ms
+	polled func(ready int) error // when set, called by waitReady with each count it reads
 }
 
 // fleet is the agents of one run: how many, each one's --concurrency, and further flags of
@@ -166,7 +168,11 @@ func (r *berthRun) insert(ctx context.Context, prefix string, n int) error {
 func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n int) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.waitTimeout)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
+	poll := r.poll
+	if poll == 0 {
+		poll = 100 * time.Millisecond
+	}
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
 		var ready int
@@ -181,6 +187,11 @@ func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n i
 		}
 		if err := r.alive(); err != nil {
 			return err
+		}
+		if r.polled != nil && err == nil {
+			if err := r.polled(ready); err != nil {
+				return err
+			}
 		}
 		select {
 		case <-ctx.Done():

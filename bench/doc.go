@@ -1,8 +1,8 @@
 // Command bench compares Berth's provisioning throughput and latency with River's job
 // throughput and latency on the same PostgreSQL server, measures Berth the same way on its
 // embedded SQLite store and with several agents on one PostgreSQL database, times a failover
-// after one of them is killed, and measures what a health-check sweep of many ready
-// resources costs.
+// after one of them is killed, measures one agent with 100,000 runtimes at once and restarted
+// on as many waiting, and measures what a health-check sweep of many ready resources costs.
 //
 // It measures, each on a fresh database that is removed afterwards (a PostgreSQL database on
 // the server, or for Berth on SQLite a file in a new temporary directory):
@@ -63,6 +63,29 @@
 //     the first and the last of those were ready again, when the whole burst was, the burst
 //     from insert to ready, and the leases still naming the killed agent (none, when the
 //     takeover worked).
+//   - Scale (-scale-n, default 100,000; 0 skips it): on a fresh PostgreSQL database one
+//     agent (--concurrency -scale-concurrency, default that of the fastest PostgreSQL
+//     throughput run), with a static pool of room for twice -scale-n, drains a burst of
+//     -scale-n runtimes inserted in one statement; the drain rate is timed as above and the
+//     agent's peak RSS (VmHWM) read once all are ready. The agent is then stopped with
+//     SIGTERM, as an upgrade stops it, -scale-n more runtimes are inserted while no agent
+//     runs, the database clock is read, and a new agent process (the same --agent-id and
+//     flags) is started on that backlog next to the ready burst. Its first reconcile is the
+//     first status event (resource_events.at, the database's clock_timestamp() at the
+//     agent's write) of a backlog resource after that clock reading, so process start-up,
+//     registration and the first page of work count, and the bench's polling does not; the
+//     drain is from the same reading to the backlog's last ready_at, and its peak RSS is read
+//     once the backlog is ready. Each drain also samples the agent's VmRSS and VmHWM at each
+//     count of ready resources, and shows the VmRSS at 0, 25, 50, 75 and 100% ready and the
+//     share ready by which the peak was reached, which says whether memory grows at the
+//     start (a backlog read whole), along the drain, or in a short spike. Targets: the burst agent's peak RSS at most 256 MiB; the
+//     first reconcile within 2 s of the start (an agent that read or queued the whole backlog
+//     first would miss it); memory flat, the restarted agent's peak RSS at most 1.1 times the
+//     burst agent's (a backlog held while the agent was down costs no more than one handed to
+//     a running agent). The count of ready resources is polled once a second here, since a
+//     count of 200,000 rows every 100 ms would take database time from the agent. Cost: each
+//     drain of 100,000 takes 3 to 5 minutes on 2 cores (plus its insert, one statement);
+//     -scale-n 20000 takes about a fifth of that.
 //   - Health sweep (-health-n, default 100,000; 0 skips it): that many ready runtimes with
 //     their slot reservations are inserted in bulk (the table's triggers off meanwhile), 1,000
 //     to a host of a static pool whose hosts are local HTTP servers answering the default
@@ -79,8 +102,8 @@
 //     sweep's sessions have closed (a session hands over its counters when it ends). The
 //     sweep fails when a check wrote a row: the figures would then not be a steady state.
 //
-// -compare=false skips every Berth and River run, those with several agents included (the
-// health sweep alone).
+// -compare=false skips every Berth and River run, those with several agents and the scale run
+// included (the health sweep alone).
 //
 // Both the agent and the River client log at warn level, so neither pays for per-item logs.
 //
@@ -94,7 +117,8 @@
 // target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.25; Berth p99 latency
 // at most River's at the same insert rate; Berth at least as fast as Rill on River's best
 // run), the runs with several agents side by side with PASS or MISS for each count against
-// one agent, the failover figures, the health sweep's figures, and "bench: ok".
+// one agent, the failover figures, the scale run's figures and targets, the health sweep's
+// figures, and "bench: ok".
 // It exits 0 whether targets pass or miss, and non-zero only when a measurement could not be
 // made. The agent is stopped
 // (SIGTERM, then SIGKILL after a grace period) on every exit path, including an interrupt.

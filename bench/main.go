@@ -49,6 +49,9 @@ type config struct {
 	failoverAgents    int           // agents in the failover run
 	failoverTTL       time.Duration // their --agent-ttl
 	failoverHeartbeat time.Duration // their --heartbeat-interval
+
+	scaleN           int // runtimes in the scale run's burst and in its restart's backlog; 0 skips it
+	scaleConcurrency int // the scale run's agent --concurrency; 0: the fastest PostgreSQL throughput run's
 }
 
 func main() {
@@ -110,6 +113,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.failoverAgents, "failover-agents", 3, "agents in the failover run (at least 2)")
 	fs.DurationVar(&cfg.failoverTTL, "failover-agent-ttl", 15*time.Second, "the failover run's agents' --agent-ttl (the agent's default)")
 	fs.DurationVar(&cfg.failoverHeartbeat, "failover-heartbeat-interval", 2*time.Second, "the failover run's agents' --heartbeat-interval (the agent's default)")
+	fs.IntVar(&cfg.scaleN, "scale-n", 100000, "runtimes of the scale run on PostgreSQL: a burst inserted at once, then as many waiting for a restarted agent (each drain takes 3 to 5 minutes at 100,000 on 2 cores); 0 skips it")
+	fs.IntVar(&cfg.scaleConcurrency, "scale-concurrency", 0, "the scale run's agent --concurrency; 0 takes the fastest -berth-concurrency run's")
 	fs.IntVar(&cfg.healthN, "health-n", 100000, "ready resources in the health sweep; 0 skips it")
 	fs.IntVar(&cfg.healthConcurrency, "health-concurrency", 8, "resource checks in flight at once in the health sweep (the agent's --health-concurrency)")
 	if err := fs.Parse(args); err != nil {
@@ -147,6 +152,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-rate must be positive, got %g", cfg.rate)
 	case cfg.waitTimeout <= 0:
 		return cfg, fmt.Errorf("-wait-timeout must be positive, got %s", cfg.waitTimeout)
+	case cfg.scaleN < 0:
+		return cfg, fmt.Errorf("-scale-n must be at least 0 (0 skips the scale run), got %d", cfg.scaleN)
+	case cfg.scaleConcurrency < 0:
+		return cfg, fmt.Errorf("-scale-concurrency must be at least 0 (0 takes the fastest -berth-concurrency run's), got %d", cfg.scaleConcurrency)
 	case cfg.healthN < 0:
 		return cfg, fmt.Errorf("-health-n must be at least 0 (0 skips the health sweep), got %d", cfg.healthN)
 	case cfg.healthConcurrency < 1:
@@ -209,6 +218,14 @@ func measure(ctx context.Context, cfg config, rep *report) error {
 		}
 		if err := scale(ctx, cfg, rep); err != nil {
 			return err
+		}
+		if cfg.scaleN > 0 {
+			c := scaleConcurrency(cfg, rep)
+			res, err := backlog(ctx, cfg, c)
+			if err != nil {
+				return fmt.Errorf("scale run of %d runtimes at concurrency %d: %w", cfg.scaleN, c, err)
+			}
+			rep.backlog = &res
 		}
 	}
 	if cfg.healthN == 0 {

@@ -18,6 +18,7 @@ type report struct {
 	riverLatency latencySummary
 	scaling      []scalingResult // in the order of cfg.agentCounts
 	failover     *failoverResult
+	backlog      *backlogResult
 	health       *healthResult
 }
 
@@ -55,6 +56,9 @@ func (r *report) print(w io.Writer) {
 		r.printScaling(w)
 		if r.failover != nil {
 			printFailover(w, *r.failover)
+		}
+		if r.backlog != nil {
+			printBacklog(w, *r.backlog)
 		}
 	}
 	if r.health != nil {
