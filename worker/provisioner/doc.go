@@ -112,7 +112,21 @@
 // is killed or after ReconcileTimeout. An id that changes while its reconcile is in flight
 // is marked dirty and queued again when that reconcile ends: one resource is never
 // reconciled twice at once. Enqueueing an id drops its scheduled retry; the reconcile
-// decides afresh.
+// decides afresh. While queueHighWater ids are queued (or left to other agents, below) the
+// loop takes no watcher event, so a backlog waits in the watcher, which coalesces it and
+// reads no further page of it.
+//
+// # Sharing with other agents
+//
+// Every agent's watcher reports every change. With Agents set, the loop routes each id of
+// an event by its rendezvous owner among the live agents (internal/rendezvous, the hashing
+// the health checks share by; the list is read again once it is ShareGrace old): ids it
+// owns, and ids it has queued or in flight already, are queued at once; the others are left
+// to their owner for ShareGrace, then looked at in one statement for many
+// (UnclaimedResources) and queued only when they still need attention, are due and no live
+// agent holds them: the owner was busy, or went away. A claim that finds another live
+// agent's lease schedules nothing either: the resource is that agent's, and the watcher
+// reports it again should that agent die or leave its retry overdue.
 //
 // # Retries
 //
