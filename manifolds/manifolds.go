@@ -96,7 +96,9 @@ type Config struct {
 	Engine   *dependency.Engine // the engine the manifolds run in, for its own report
 	Metrics  *metrics.Metrics
 	HTTPAddr string
-	Version  string // the Berth release, as the agent registers it
+	// Profiling serves Go's profiles under /debug/pprof/ on HTTPAddr.
+	Profiling bool
+	Version   string // the Berth release, as the agent registers it
 
 	DatabaseURL  string
 	OpenDatabase database.Opener
@@ -198,6 +200,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Gatherer:        config.Metrics,
 			Required:        []string{DatabaseName, EnvironsName},
 			ShutdownTimeout: 5 * time.Second,
+			Profiling:       config.Profiling,
 			Logger:          logger.With("worker", HTTPServerName),
 			NewWorker:       httpserver.NewManifoldWorker,
 		}),

@@ -44,6 +44,7 @@ type runOptions struct {
 	capacityWarnHost float64
 	shutdownTimeout  time.Duration
 	httpAddr         string
+	pprof            bool
 	heartbeatEvery   time.Duration
 	agentTTL         time.Duration
 }
@@ -124,6 +125,7 @@ nothing to reload: the environment cannot change.`,
 	f.DurationVar(&run.heartbeatEvery, "heartbeat-interval", 2*time.Second, "how often the agent records in the database that it is alive")
 	f.DurationVar(&run.agentTTL, "agent-ttl", defaultAgentTTL, "an agent is live while its last heartbeat is younger than this; at least twice --heartbeat-interval")
 	f.StringVar(&run.httpAddr, "http-addr", defaultAgentAddr, "where to serve /healthz, /readyz, /metrics and /debug/engine (read by berth status --agent-addr)")
+	f.BoolVar(&run.pprof, "debug-pprof", false, "also serve Go's profiles under /debug/pprof/ on --http-addr (e.g. go tool pprof http://127.0.0.1:9090/debug/pprof/heap); they show the agent's internals to whoever reaches the port")
 	return cmd
 }
 
@@ -233,6 +235,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		Engine:               engine,
 		Metrics:              agentMetrics,
 		HTTPAddr:             run.httpAddr,
+		Profiling:            run.pprof,
 		Version:              version,
 		DatabaseURL:          dbURL,
 		OpenDatabase:         storeOpener(logger),

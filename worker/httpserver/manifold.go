@@ -22,6 +22,7 @@ type ManifoldConfig struct {
 	Required        []string // manifolds /readyz waits for
 	ShutdownTimeout time.Duration
 	Timeouts        Timeouts // zero fields take their defaults
+	Profiling       bool     // serve /debug/pprof/ (see Config)
 	Logger          *slog.Logger
 	NewWorker       func(Config) (worker.Worker, error)
 }
@@ -74,6 +75,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Clock:           clk,
 				ShutdownTimeout: config.ShutdownTimeout,
 				Timeouts:        config.Timeouts,
+				Profiling:       config.Profiling,
 			})
 		},
 	}

@@ -41,6 +41,7 @@ func (s *manifoldSuite) config() httpserver.ManifoldConfig {
 		Gatherer:        s.registry,
 		Required:        []string{"database", "environs"},
 		ShutdownTimeout: shutdownTimeout,
+		Profiling:       true,
 		Logger:          s.logger,
 		NewWorker: func(httpserver.Config) (worker.Worker, error) {
 			return nil, errors.New("NewWorker not expected")
@@ -112,6 +113,7 @@ func (s *manifoldSuite) TestStart(c *gc.C) {
 	c.Check(got.Logger, gc.Equals, s.logger)
 	c.Check(got.Clock, gc.Equals, s.clock)
 	c.Check(got.ShutdownTimeout, gc.Equals, shutdownTimeout)
+	c.Check(got.Profiling, gc.Equals, true)
 	c.Check(got.Validate(), gc.IsNil)
 }
 

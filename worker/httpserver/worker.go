@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"strings"
 	"time"
@@ -45,6 +46,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Timeouts bound each connection; a zero field takes its default (DefaultTimeouts).
 	Timeouts Timeouts
+	// Profiling serves Go's profiles (net/http/pprof) under /debug/pprof/. Off by default:
+	// they show the program's internals to whoever reaches the port. A CPU profile or trace
+	// must be shorter than Timeouts.Handler (e.g. /debug/pprof/profile?seconds=20).
+	Profiling bool
 }
 
 // Timeouts bound what a client can make the server wait for, so that slow or idle clients
@@ -236,6 +241,13 @@ func (w *Worker) routes() http.Handler {
 	mux.HandleFunc("GET /debug/engine", func(rw http.ResponseWriter, _ *http.Request) {
 		writeJSON(rw, http.StatusOK, w.config.Reporter.Report())
 	})
+	if w.config.Profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

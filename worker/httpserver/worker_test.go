@@ -215,6 +215,25 @@ func (s *workerSuite) TestDebugEngine(c *gc.C) {
 	c.Check(got["manifolds"].(map[string]any)["database"].(map[string]any)["state"], gc.Equals, "started")
 }
 
+func (s *workerSuite) TestProfilesOnlyWhenAskedFor(c *gc.C) {
+	w := s.start(c)
+	code, _ := get(c, w, "/debug/pprof/heap")
+	c.Check(code, gc.Equals, http.StatusNotFound)
+	workertest.CleanKill(c, w)
+
+	cfg := s.config()
+	cfg.Profiling = true
+	w, err := httpserver.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	code, body := get(c, w, "/debug/pprof/")
+	c.Check(code, gc.Equals, http.StatusOK)
+	c.Check(body, gc.Matches, `(?s).*goroutine.*heap.*`)
+	code, body = get(c, w, "/debug/pprof/heap?debug=1")
+	c.Check(code, gc.Equals, http.StatusOK)
+	c.Check(body, gc.Matches, `(?s)heap profile:.*`)
+}
+
 func (s *workerSuite) TestOnlyGet(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
