@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -38,6 +39,20 @@ type Agent struct {
 	LeasesHeld int
 	// Leader says the agent holds the leadership lease (see LeadershipStore).
 	Leader bool
+}
+
+// LiveAgentIDs returns the ids of the live agents among listed, sorted, with self among them
+// even when its row is not listed live (it has just started, or its heartbeat is late): the
+// set workers share their work over, so that self's share is never nobody's.
+func LiveAgentIDs(listed []Agent, self string) []string {
+	ids := []string{self}
+	for _, a := range listed {
+		if a.Live && a.ID != self {
+			ids = append(ids, a.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // AgentStore is the membership of the agents sharing a store: each registers, heartbeats

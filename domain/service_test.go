@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -335,5 +336,15 @@ func TestWaitStopsOnErrorAndContext(t *testing.T) {
 
 	if _, err := svc.Wait(context.Background(), clk, "x", nil, 0); err == nil {
 		t.Error("Wait with a zero interval should fail")
+	}
+}
+
+func TestLiveAgentIDs(t *testing.T) {
+	listed := []domain.Agent{{ID: "c", Live: true}, {ID: "a", Live: false}, {ID: "b", Live: true}, {ID: "self", Live: false}}
+	if got, want := domain.LiveAgentIDs(listed, "self"), []string{"b", "c", "self"}; !slices.Equal(got, want) {
+		t.Errorf("LiveAgentIDs = %v, want %v: live ones and self, sorted", got, want)
+	}
+	if got := domain.LiveAgentIDs(nil, "self"); !slices.Equal(got, []string{"self"}) {
+		t.Errorf("LiveAgentIDs of none = %v, want self alone", got)
 	}
 }

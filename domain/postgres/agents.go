@@ -171,7 +171,7 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT id::text FROM resources
-		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND next_attempt_at < now() - $1 * interval '1 microsecond'
 		   AND (lease_holder IS NULL OR lease_expires_at < now())
 		 ORDER BY next_attempt_at, id

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // missingChunk bounds the ids one statement of MissingResources takes (an array parameter of
@@ -36,7 +37,7 @@ func (s *State) UnclaimedResources(ctx context.Context, ids []string) ([]string,
 	rows, err := s.pool.Query(ctx, `
 		SELECT resources.id::text FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n)
 		  JOIN resources ON resources.id = t.id
-		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 		   AND (lease_holder IS NULL OR lease_expires_at < now()
 		        OR EXISTS (SELECT 1 FROM agents a WHERE a.id = resources.lease_holder AND `+agentDeadSQL+`))

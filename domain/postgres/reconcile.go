@@ -23,7 +23,7 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT id::text, next_attempt_at FROM resources
-		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND id > $1
 		 ORDER BY id
 		 LIMIT $2`, after, limit)

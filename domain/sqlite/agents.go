@@ -216,7 +216,7 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	}
 	rows, err := s.read.QueryContext(ctx, `
 		SELECT id FROM resources
-		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND next_attempt_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)
 		   AND (lease_holder IS NULL OR lease_expires_at < `+nowSQL+`)
 		 ORDER BY next_attempt_at, id

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // missingChunk and reservationChunk bound the ids one statement of MissingResources and of
@@ -34,7 +35,7 @@ func (s *State) UnclaimedResources(ctx context.Context, ids []string) ([]string,
 	what := fmt.Sprintf("look up %d resources left unclaimed", len(stored))
 	rows, err := s.queryIDs(ctx, what, `
 		SELECT resources.id FROM json_each($1) AS t JOIN resources ON resources.id = t.value
-		 WHERE (status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)
+		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND (next_attempt_at IS NULL OR next_attempt_at <= `+nowSQL+`)
 		   AND (lease_holder IS NULL OR lease_expires_at < `+nowSQL+`
 		        OR EXISTS (SELECT 1 FROM agents a WHERE a.id = resources.lease_holder AND `+agentDeadSQL+`))

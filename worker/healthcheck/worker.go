@@ -443,14 +443,7 @@ func (w *Worker) liveAgents(ctx context.Context) []string {
 		}
 		return []string{self}
 	}
-	agents := []string{self}
-	for _, a := range listed {
-		if a.Live && a.ID != self {
-			agents = append(agents, a.ID)
-		}
-	}
-	slices.Sort(agents)
-	return agents
+	return domain.LiveAgentIDs(listed, self)
 }
 
 // countCheckable counts the resources that are ready or unhealthy.

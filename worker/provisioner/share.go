@@ -2,7 +2,6 @@ package provisioner
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/berth-dev/berth/domain"
@@ -54,14 +53,7 @@ func (w *Worker) refreshAgents(ctx context.Context, sh *sharing, now time.Time) 
 		sh.listedAt = now
 		return
 	}
-	agents := []string{w.config.Holder}
-	for _, a := range listed {
-		if a.Live && a.ID != w.config.Holder {
-			agents = append(agents, a.ID)
-		}
-	}
-	slices.Sort(agents)
-	sh.agents, sh.listedAt = agents, now
+	sh.agents, sh.listedAt = domain.LiveAgentIDs(listed, w.config.Holder), now
 }
 
 // route queues the ids of a watcher event: at once those this agent owns (and those it has
