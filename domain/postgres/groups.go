@@ -21,6 +21,7 @@ const maxGroup = 64
 // claimCall is one claim in a group: its statement's arguments, and what the statement got.
 type claimCall struct {
 	uid     pgtype.UUID
+	holder  string
 	args    []any // claimSQL's
 	ran     bool  // the statement ran in the group; else the caller runs it alone
 	claimed bool  // the statement took the row

@@ -88,7 +88,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
 		return domain.Claim{}, err
 	}
-	call := &claimCall{uid: uid, args: claimArgs(uid, holder, ttl, start)}
+	call := &claimCall{uid: uid, holder: holder, args: claimArgs(uid, holder, ttl, start)}
 	if err := s.claims.Do(ctx, call); err != nil {
 		return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 	}
@@ -171,9 +171,8 @@ func scanClaim(row pgx.Row, call *claimCall) error {
 	if err != nil {
 		return err
 	}
-	holder := call.args[1].(string)
-	c.Lease = domain.Lease{Holder: holder, Token: c.Resource.LeaseToken}
-	c.Takeover = backend.LeaseTakeover(holder, previous, time.Duration(waitedUS)*time.Microsecond)
+	c.Lease = domain.Lease{Holder: call.holder, Token: c.Resource.LeaseToken}
+	c.Takeover = backend.LeaseTakeover(call.holder, previous, time.Duration(waitedUS)*time.Microsecond)
 	call.claim, call.claimed = c, true
 	return nil
 }
