@@ -25,7 +25,8 @@ type member[C any] struct {
 	call  C
 	ctx   context.Context
 	state memberState   // guarded by Group.mu
-	done  chan struct{} // closed once run returned for the call's group
+	done  chan struct{} // closed once run returned for the call's group, or it was dropped
+	err   error         // why it was dropped: its caller's ctx ended before it was taken
 	lead  chan struct{} // closed when this caller is to lead the next group
 }
 
@@ -61,22 +62,22 @@ func (g *Group[C]) Do(ctx context.Context, call C) error {
 		g.mu.Unlock()
 		g.runNext()
 		<-m.done
-		return nil
+		return m.err
 	}
 	g.mu.Unlock()
 	select {
 	case <-m.done:
-		return nil
+		return m.err
 	case <-m.lead:
 		g.runNext()
 		<-m.done
-		return nil
+		return m.err
 	case <-ctx.Done():
 		g.mu.Lock()
 		if m.state != memberWaiting {
 			g.mu.Unlock()
 			<-m.done
-			return nil
+			return m.err
 		}
 		m.state = memberAbandoned
 		promoted := isClosed(m.lead)
@@ -90,13 +91,20 @@ func (g *Group[C]) Do(ctx context.Context, call C) error {
 }
 
 // runNext runs the calls at the head of the queue whose callers still wait, then hands the
-// lead to the first caller still waiting, or gives it up when none is.
+// lead to the first caller still waiting, or gives it up when none is. A waiting call whose
+// caller's ctx has ended is dropped, and its caller told so: it may be the very caller
+// running runNext, which waits for its own call's done.
 func (g *Group[C]) runNext() {
 	g.mu.Lock()
 	var taken []*member[C]
 	for len(g.queue) > 0 && len(taken) < g.max {
 		m := g.pop()
-		if m.state == memberWaiting && m.ctx.Err() == nil {
+		switch {
+		case m.state != memberWaiting:
+		case m.ctx.Err() != nil:
+			m.state, m.err = memberAbandoned, m.ctx.Err()
+			close(m.done)
+		default:
 			m.state = memberTaken
 			taken = append(taken, m)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,5 +116,46 @@ func TestGroupDropsACallWhoseCallerGaveUp(t *testing.T) {
 	}
 	if err := g.Do(ctx, &call{v: 3}); !errors.Is(err, context.Canceled) {
 		t.Errorf("a call with an ended context: %v, want context.Canceled", err)
+	}
+}
+
+// endedCtx ends (its Err says so) without closing its Done channel, so that a caller waiting
+// in Do sees the lead handed to it before it sees its context end.
+type endedCtx struct {
+	context.Context
+	ended atomic.Bool
+}
+
+func (c *endedCtx) Err() error {
+	if c.ended.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// A caller handed the lead after its context ended drops its own call and says so, rather
+// than waiting for a call that will never run.
+func TestGroupLeadHandedToACallerWhoseContextEnded(t *testing.T) {
+	g, groups, entered, release := gatedGroup(10)
+	var wg sync.WaitGroup
+	doAll(t, &wg, g, &call{v: 0})
+	<-entered
+	ctx := &endedCtx{Context: context.Background()}
+	result := make(chan error, 1)
+	go func() { result <- g.Do(ctx, &call{v: 1}) }()
+	waitQueued(t, g, 1)
+	ctx.ended.Store(true)
+	release()
+	select {
+	case err := <-result:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the call whose context ended: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller handed the lead after its context ended never returned")
+	}
+	wg.Wait()
+	if got := groups(); !slices.EqualFunc(got, [][]int{{0}}, slices.Equal) {
+		t.Errorf("groups %v; want [[0]]: the dropped call never runs", got)
 	}
 }
