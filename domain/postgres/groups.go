@@ -18,6 +18,15 @@ import (
 // back without end.
 const maxGroup = 64
 
+// ownersUsageSQL reads provisioner $1's usage by host of the owners $2, one index lookup per
+// owner: see reservationsByIDSQL for why not "owner = ANY ($2)". OFFSET 0 keeps the lateral
+// subquery a lookup per owner.
+const ownersUsageSQL = `
+	SELECT u.owner, u.host, u.resources
+	  FROM unnest($2::text[]) AS owners(owner),
+	       LATERAL (SELECT * FROM slot_owner_usage s
+	                 WHERE s.provisioner = $1 AND s.owner = owners.owner OFFSET 0) AS u`
+
 // claimCall is one claim in a group: its statement's arguments, and what the statement got.
 type claimCall struct {
 	uid     pgtype.UUID
@@ -184,10 +193,7 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 	for _, c := range group {
 		queueFence(b, c.uid, c.req.Lease, &c.fenceErr)
 	}
-	b.Queue(`
-		SELECT provisioner, resource_id::text, owner, host, slots
-		  FROM slot_reservations WHERE provisioner = $1 AND resource_id = ANY ($2)`, provisioner, uids,
-	).Query(func(rows pgx.Rows) error {
+	b.Queue(reservationsByIDSQL, provisioner, uids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			res, err := scanReservation(rows)
 			if err != nil {
@@ -212,10 +218,7 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 		})
 		return err
 	})
-	b.Queue(`
-		SELECT owner, host, resources FROM slot_owner_usage
-		 WHERE provisioner = $1 AND owner = ANY ($2)`, provisioner, owners,
-	).Query(func(rows pgx.Rows) error {
+	b.Queue(ownersUsageSQL, provisioner, owners).Query(func(rows pgx.Rows) error {
 		var (
 			key       ownerHost
 			resources int

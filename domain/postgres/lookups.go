@@ -22,6 +22,18 @@ const missingChunk = 100000
 // lookup, so the size only bounds the parameter.
 const reservationChunk = 10000
 
+// reservationsByIDSQL reads the reservations of provisioner $1 of the resources $2, one
+// primary-key lookup per id. A plain "resource_id = ANY ($2)" is planned, in the generic plan
+// the server caches after five runs, for the table's size when the plan was made: made while
+// a new deployment's table is nearly empty, it scans the provisioner's whole host index and
+// filters, and keeps doing so, each call reading every reservation, until the next analyze.
+// The LIMIT keeps the lateral subquery from being flattened into a join the planner may hash.
+const reservationsByIDSQL = `
+	SELECT r.provisioner, r.resource_id::text, r.owner, r.host, r.slots
+	  FROM unnest($2::uuid[]) AS ids(id),
+	       LATERAL (SELECT * FROM slot_reservations s
+	                 WHERE s.provisioner = $1 AND s.resource_id = ids.id LIMIT 1) AS r`
+
 // UnclaimedResources returns those of ids that need attention, are due and whose lease is
 // free, expired or void, in the order given, in one statement.
 func (s *State) UnclaimedResources(ctx context.Context, ids []string) ([]string, error) {
@@ -109,10 +121,7 @@ func (s *State) GetReservations(ctx context.Context, provisioner string, resourc
 	var out []domain.Reservation
 	for start := 0; start < len(uids); start += reservationChunk {
 		chunk := uids[start:min(start+reservationChunk, len(uids))]
-		rows, err := s.pool.Query(ctx, `
-			SELECT provisioner, resource_id::text, owner, host, slots
-			  FROM slot_reservations WHERE provisioner = $1 AND resource_id = ANY($2::uuid[])
-			 ORDER BY slot_reservations.resource_id`, provisioner, chunk)
+		rows, err := s.pool.Query(ctx, reservationsByIDSQL+` ORDER BY r.resource_id`, provisioner, chunk)
 		if err != nil {
 			return nil, fmt.Errorf("read the reservations of %s for %d resources: %w", provisioner, len(chunk), err)
 		}

@@ -1,0 +1,90 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/internal/pgtest"
+)
+
+// A reservation group's lookups (and GetReservations') keep reading by key when their generic
+// plan was cached while the tables were nearly empty, as on a new deployment whose tables fill
+// faster than autovacuum analyzes them: each call reads the rows it asks for, not every
+// reservation of the provisioner.
+func TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := Open(ctx, pgtest.New(t), PoolConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
+	      VALUES ('pool', '00000000-0000-0000-0000-000000000001', 'owner-1', 'host-1', 1)`)
+	exec(`SET plan_cache_mode = force_generic_plan`)
+	lookups := []struct {
+		name, table, query, args string
+	}{
+		{"reservations by id", "slot_reservations", reservationsByIDSQL,
+			`('pool', ARRAY['00000000-0000-0000-0000-000000000001', '00000000-0000-0000-0000-000000000002']::uuid[])`},
+		{"usage by owner", "slot_owner_usage", ownersUsageSQL, `('pool', ARRAY['owner-1', 'owner-2'])`},
+	}
+	for i, l := range lookups {
+		name := "lookup" + string(rune('a'+i))
+		exec(`PREPARE ` + name + ` AS ` + l.query)
+		// The first run caches the generic plan, for the nearly empty tables.
+		exec(`EXECUTE ` + name + l.args)
+	}
+	// The tables grow with no analyze in between.
+	exec(`INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
+	      SELECT 'pool', ('00000000-0000-0000-0000-' || lpad(to_hex(i), 12, '0'))::uuid,
+	             'owner-' || i % 2000, 'host-' || i % 10, 1
+	        FROM generate_series(2, 20001) AS i`)
+
+	for i, l := range lookups {
+		var out string
+		name := "lookup" + string(rune('a'+i))
+		if err := conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+name+l.args).Scan(&out); err != nil {
+			t.Fatalf("%s: %v", l.name, err)
+		}
+		var plans []struct{ Plan planNode }
+		if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("%s: unreadable plan %s: %v", l.name, out, err)
+		}
+		var read float64
+		var walk func(n planNode)
+		walk = func(n planNode) {
+			switch n.NodeType {
+			case "Seq Scan", "Bitmap Heap Scan":
+				t.Errorf("%s: the plan has a %s node; want index lookups by key", l.name, n.NodeType)
+			}
+			if n.NodeType != "Function Scan" {
+				read += n.ActualRows + n.RowsRemoved
+			}
+			for _, child := range n.Plans {
+				walk(child)
+			}
+		}
+		walk(plans[0].Plan)
+		// Two keys: each row found is counted by its scan and the nodes above it.
+		if read > 100 {
+			t.Errorf("%s: the plan's nodes handled %v rows for two keys; want a handful\n%s", l.name, read, out)
+		}
+	}
+}
