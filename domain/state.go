@@ -98,6 +98,18 @@ type ProgressUpdate struct {
 	// ReleaseLease gives up holder's lease in the same write, as ReleaseResource would after
 	// it: for the last record of an attempt. When the update is refused the lease is kept.
 	ReleaseLease bool
+
+	// Passed is a step the attempt went through without a write of its own, having nothing
+	// it had to save first (nil: none). The update adds it to the resource's history, as a
+	// status event, just before its own status event and in the same write; a refused
+	// update records neither.
+	Passed *StatusStep
+}
+
+// StatusStep is a status and message a resource went through.
+type StatusStep struct {
+	Status  Status
+	Message string
 }
 
 // ReconcileStore is the agent side of the resources table.

@@ -33,6 +33,13 @@ type Resource struct {
 	// ReleaseSlots), so that once another claim fenced the lease none of those writes lands.
 	// It is an input only: brokers do not copy it into the Resource they return.
 	Lease *domain.Lease
+	// Kept says, on the Resource Reconcile returns, that the broker keeps what it returned
+	// itself and hands it back on the next Reconcile (the static pool's reservation rows),
+	// and that AwaitReady waits briefly if at all. The caller then need not save State
+	// before AwaitReady: it records the wait with its next write instead, one write fewer.
+	// A broker whose wait can be long leaves it false, so that the wait shows in the
+	// resource's status while it lasts.
+	Kept bool
 }
 
 // ResourceOptions carries the desired state and metadata of a resource.

@@ -256,8 +256,11 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, l.ProgressError(lease, u))
 }
 
-// progressSQL is RecordProgress's statement; progressArgs are its arguments.
+// progressSQL is RecordProgress's statement; progressArgs are its arguments. The update's
+// own status event is written by the resources table's trigger, which fires at the end of
+// the statement: a passed step inserted by the statement comes before it.
 const progressSQL = `
+	WITH updated AS (
 	UPDATE resources
 	   SET status = $4,
 	       status_message = $5,
@@ -276,12 +279,22 @@ const progressSQL = `
 	   AND generation = $3
 	   AND (status <> 'deleting' OR $4 = 'deleting')
 	   AND ($6 = '' OR provisioner IN ('', $6))
-	RETURNING ` + resourceColumns
+	RETURNING ` + resourceColumns + `
+	), passed AS (
+	INSERT INTO resource_events (resource_id, kind, status, message)
+	SELECT $1, 'status', $15, $16 FROM updated WHERE $16 <> ''
+	)
+	SELECT * FROM updated`
 
 func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate) []any {
+	var passed domain.StatusStep
+	if u.Passed != nil {
+		passed = *u.Passed
+	}
 	return []any{uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
-		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease, lease.Token}
+		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease, lease.Token,
+		string(passed.Status), passed.Message}
 }
 
 // FinalizeDelete removes a deleting resource's row while lease is its live lease. A row already

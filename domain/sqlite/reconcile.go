@@ -201,6 +201,15 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	}
 	var r domain.Resource
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		// Before the update, whose trigger writes its own event: a refused update returns an
+		// error, and the transaction takes the passed step back with it.
+		if p := u.Passed; p != nil && p.Message != "" {
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO resource_events (resource_id, kind, status, message) VALUES ($1, 'status', $2, $3)`,
+				uid, string(p.Status), p.Message); err != nil {
+				return describeDBError(err)
+			}
+		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources
 			   SET status = $4,

@@ -373,6 +373,70 @@ func testRecordProgressReleasesTheLease(t *testing.T, b *Backend) {
 	}
 }
 
+// A record with a passed step leaves the row and the history as two records, the step's and
+// its own, would; a refused one records neither.
+func testRecordProgressRecordsThePassedStep(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	waiting := domain.StatusStep{Status: domain.StatusProvisioning, Message: "provisioning generation 1: waiting for it to serve"}
+	state := map[string]any{"host": "h1"}
+	observed := int64(1)
+	ready := func(passed *domain.StatusStep) domain.ProgressUpdate {
+		return domain.ProgressUpdate{
+			Generation: 1, Status: domain.StatusReady, StatusMessage: "ready at generation 1", State: state,
+			Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed, ReleaseLease: true, Passed: passed,
+		}
+	}
+	history := func(id string) []string {
+		t.Helper()
+		return describe(events(t, b, id, 0))
+	}
+
+	twice := mustCreate(t, b, runtime("twice"))
+	lease := mustClaim(t, b, twice.ID, "agent-a")
+	if _, err := b.RecordProgress(ctx, twice.ID, lease, domain.ProgressUpdate{
+		Generation: 1, Status: waiting.Status, StatusMessage: waiting.Message, State: state,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RecordProgress(ctx, twice.ID, lease, ready(nil)); err != nil {
+		t.Fatal(err)
+	}
+
+	once := mustCreate(t, b, runtime("once"))
+	lease = mustClaim(t, b, once.ID, "agent-a")
+	seq := latestSeq(t, b)
+	got, err := b.RecordProgress(ctx, once.ID, lease, ready(&waiting))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mustGet(t, b, twice.ID)
+	if got.Status != want.Status || got.StatusMessage != want.StatusMessage || !got.UpToDate() || got.ReadyAt == nil ||
+		got.State["host"] != "h1" || got.Config["host"] != "h1" {
+		t.Fatalf("after a record with a passed step: %+v; after two records: %+v", got, want)
+	}
+	if ho, ht := history(once.ID), history(twice.ID); !slices.Equal(ho, ht) || len(ho) != 3 {
+		t.Fatalf("history after a record with a passed step: %v; after two records: %v", ho, ht)
+	}
+	if ids := changesSince(t, b, seq); len(ids) != 0 {
+		t.Fatalf("the record logged %v, want nothing", ids)
+	}
+
+	refused := mustCreate(t, b, runtime("refused"))
+	lease = mustClaim(t, b, refused.ID, "agent-a")
+	before := history(refused.ID)
+	stale := ready(&waiting)
+	stale.Generation = 2
+	if _, err := b.RecordProgress(ctx, refused.ID, lease, stale); !errors.Is(err, domain.ErrStale) {
+		t.Fatalf("a record on an old generation: err = %v, want ErrStale", err)
+	}
+	if _, err := b.RecordProgress(ctx, refused.ID, domain.Lease{Holder: "agent-b", Token: lease.Token}, ready(&waiting)); !errors.Is(err, domain.ErrLeaseHeld) {
+		t.Fatalf("a record under another's lease: err = %v, want the lease reported lost", err)
+	}
+	if after := history(refused.ID); !slices.Equal(after, before) {
+		t.Fatalf("refused records changed the history from %v to %v", before, after)
+	}
+}
+
 func testFinalizeDelete(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))

@@ -74,6 +74,7 @@ var tests = []struct {
 	{"ClaimAndStartLeavesOtherRowsClaimedOnly", testClaimAndStartLeavesOtherRowsClaimedOnly},
 	{"RecordProgress", testRecordProgress},
 	{"RecordProgressReleasesTheLease", testRecordProgressReleasesTheLease},
+	{"RecordProgressRecordsThePassedStep", testRecordProgressRecordsThePassedStep},
 	{"FinalizeDelete", testFinalizeDelete},
 	{"MissingResources", testMissingResources},
 	{"ChangeLog", testChangeLog},

@@ -163,6 +163,8 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if err != nil {
 		return nil, err
 	}
+	// The reservation is the runtime's state, and AwaitReady is one probe of its host.
+	out.Kept = true
 	if found && res.Host != old.Host {
 		why := placement.leaving(old.Host)
 		out.Notice = fmt.Sprintf("moved from %s, which %s, to %s", old.Host, why, res.Host)

@@ -456,6 +456,7 @@ type fakeEnviron struct {
 	activeByID  map[string]int
 	maxByID     int
 
+	kept          bool // Reconcile returns Kept: the broker keeps its state itself
 	gateReconcile bool
 	gateAwait     bool
 	gate          chan struct{}
@@ -538,11 +539,15 @@ func (e *fakeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
+	kept := e.kept
+	e.mu.Unlock()
 	return &environ.Resource{
 		ID:     r.ID,
 		Type:   r.Type,
 		State:  map[string]any{"generation": opts.Generation},
 		Config: map[string]any{"host": "host-" + r.ID},
+		Kept:   kept,
 	}, nil
 }
 

@@ -65,6 +65,9 @@ type attempt struct {
 	started     bool            // the claim recorded the start of provisioning
 	r           domain.Resource // the row as last read or written
 	provisioner string          // the canonical provisioner name, once resolved
+	// passed is a step the attempt went through without a write of its own: the next
+	// record writes it into the resource's history first.
+	passed *domain.StatusStep
 }
 
 func (a *attempt) run(woken bool) outcome {
@@ -191,11 +194,14 @@ func (a *attempt) provision() outcome {
 		return a.fail(fmt.Errorf("reconcile: %w", err))
 	}
 	// Save the broker's state before waiting: if the agent dies now, the next attempt hands
-	// it back instead of starting from what the broker may already have replaced.
+	// it back instead of starting from what the broker may already have replaced. A broker
+	// that keeps it itself hands back the same, so the wait is recorded with the next write.
 	u.StatusMessage = fmt.Sprintf("provisioning generation %d: waiting for it to serve", gen)
 	u.Provisioner = ""
 	u.State = orEmpty(res.State)
-	if err := a.record(a.attemptCtx, u); err != nil {
+	if res.Kept {
+		a.passed = &domain.StatusStep{Status: u.Status, Message: u.StatusMessage}
+	} else if err := a.record(a.attemptCtx, u); err != nil {
 		return a.fail(err)
 	}
 
@@ -391,13 +397,16 @@ func (a *attempt) resolved(provisioner string) {
 	a.log = a.w.config.Logger.With("id", a.r.ID, "provisioner", provisioner, "type", a.r.Type, "generation", a.r.Generation)
 }
 
-// record applies u to the resource's row and remembers the row it returns.
+// record applies u, with the step the attempt passed through before it if any, to the
+// resource's row and remembers the row it returns.
 func (a *attempt) record(ctx context.Context, u domain.ProgressUpdate) error {
 	cfg := a.w.config
+	u.Passed = a.passed
 	r, err := cfg.State.RecordProgress(ctx, a.r.ID, a.lease, u)
 	if err != nil {
 		return fmt.Errorf("record progress: %w", err)
 	}
+	a.passed = nil
 	a.r = r
 	if u.ReleaseLease {
 		a.holdsLease = false

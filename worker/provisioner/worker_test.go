@@ -158,6 +158,36 @@ func (s *workerSuite) TestPendingToReady(c *gc.C) {
 	})
 }
 
+// A broker that keeps its state itself needs it saved before the wait no more: the wait is
+// recorded with the attempt's next write, the ready record or the failure, one write fewer.
+func (s *workerSuite) TestKeptStateIsRecordedWithTheNextWrite(c *gc.C) {
+	s.env.kept = true
+	s.env.script("await", errors.New("host not serving yet"))
+	s.state.add(domain.Resource{ID: "r1", Args: map[string]any{"slots": 1}})
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	s.state.waitRow(c, "r1", "retry scheduled", func(r *domain.Resource) bool { return r.Attempts == 1 })
+	s.state.waitIdle(c, "r1", 1)
+	c.Assert(s.clock.WaitAdvance(5*time.Second, longWait, 1), gc.IsNil) // rand 0.5: the first retry after 5s
+	s.state.waitRow(c, "r1", "ready", ready(1))
+
+	waiting := &domain.StatusStep{Status: domain.StatusProvisioning, Message: "provisioning generation 1: waiting for it to serve"}
+	updates := s.state.progress("r1")
+	c.Check(statuses(updates), gc.DeepEquals, []domain.Status{
+		domain.StatusProvisioning, domain.StatusProvisioning, domain.StatusReady,
+	})
+	c.Check(updates[0].StatusMessage, gc.Matches, "attempt 1 failed: await ready: host not serving yet; retrying at .*")
+	c.Check(updates[0].Passed, gc.DeepEquals, waiting)
+	c.Check(updates[1].StatusMessage, gc.Equals, "provisioning generation 1") // the retry's start
+	c.Check(updates[1].Passed, gc.IsNil)
+	c.Check(updates[2].StatusMessage, gc.Equals, "ready at generation 1")
+	c.Check(updates[2].Passed, gc.DeepEquals, waiting)
+	c.Check(updates[2].State, gc.DeepEquals, map[string]any{"generation": int64(1)})
+	c.Check(s.env.callCount("await"), gc.Equals, 2)
+}
+
 func (s *workerSuite) TestGenerationBump(c *gc.C) {
 	s.state.add(domain.Resource{ID: "r1", Args: map[string]any{"slots": 1}})
 	w := s.start(c, s.config())
