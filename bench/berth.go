@@ -33,7 +33,7 @@ type berthRun struct {
 	sql    *sql.DB
 	state  store.DB
 	agents []*agent
-	poll   time.Duration         // how often waitReady counts; 0: every 100 ms
+	poll   time.Duration         // how often waitReady counts; 0: defaultPoll
 	polled func(ready int) error // when set, called by waitReady with each count it reads
 }
 
@@ -163,6 +163,12 @@ func (r *berthRun) insert(ctx context.Context, prefix string, n int) error {
 	return nil
 }
 
+// defaultPoll is how often waitReady counts the ready resources. The count reads the whole
+// table, database time taken from the agent under test (River's and the peer's runs wait on
+// completion events instead), and counting more often would not change a figure: the times
+// are the database's timestamps of each resource, not when the bench saw the count.
+const defaultPoll = 250 * time.Millisecond
+
 // waitReady polls until n resources named prefix-* are ready, the agent dies, or the wait
 // times out; on a timeout it reports the status counts.
 func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n int) error {
@@ -170,7 +176,7 @@ func (r *berthRun) waitReady(ctx context.Context, cfg config, prefix string, n i
 	defer cancel()
 	poll := r.poll
 	if poll == 0 {
-		poll = 100 * time.Millisecond
+		poll = defaultPoll
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
