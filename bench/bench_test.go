@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
@@ -311,5 +313,72 @@ func TestReportShowsRillTarget(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The profile of a run is its database's statements, each per resource of the run. The
+// test server preloads pg_stat_statements (scripts/pg-local.sh does for a cluster it creates):
+// a server that does not makes the bench print how to get the profile, and this test fail.
+func TestStatementProfileIsTheRunDatabasesStatements(t *testing.T) {
+	ctx := context.Background()
+	server, err := pgtest.ServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := createDatabase(ctx, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.drop()
+	conn, err := pgx.Connect(ctx, db.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relpages >= $1`, 0).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(ctx)
+
+	p := readStatementProfile(ctx, server, db.name, 5)
+	if p.unavailable != "" {
+		t.Fatalf("no profile: %s", p.unavailable)
+	}
+	var found []statementCost
+	for _, s := range p.statements {
+		if s.query == "SELECT count(*) FROM pg_class WHERE relpages >= $1" {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 || found[0].calls != 2 || found[0].nested || found[0].rows != 1 {
+		t.Fatalf("the statement run 10 times for 5 resources: %+v; want one entry of 2 calls per resource, 1 row each", found)
+	}
+	if other := readStatementProfile(ctx, server, "berth_bench_no_such_database", 5); other.unavailable != "" || len(other.statements) != 0 {
+		t.Fatalf("another database's profile: %+v; want it empty", other)
+	}
+}
+
+func TestStatementProfilePrintsSharesOfTheClientsStatements(t *testing.T) {
+	p := statementProfile{resources: 1000, statements: []statementCost{
+		{query: "UPDATE resources SET status = $1", calls: 2, meanUS: 150, perResUS: 300, rows: 1},
+		{query: "INSERT INTO resource_events VALUES ($1)", nested: true, calls: 2, meanUS: 30, perResUS: 60, rows: 1},
+		{query: "SELECT 1", calls: 1, meanUS: 100, perResUS: 100, rows: 1},
+	}}
+	var out strings.Builder
+	p.print(&out, "concurrency=64")
+	for _, want := range []string{
+		"75%", "(15%)", "[trigger] INSERT INTO resource_events", "25%",
+		"400 us of database time per resource", "1000 resources",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("profile lacks %q:\n%s", want, out.String())
+		}
+	}
+	var missing strings.Builder
+	statementProfile{unavailable: "pg_stat_statements is not available"}.print(&missing, "concurrency=64")
+	if !strings.Contains(missing.String(), "not measured: pg_stat_statements is not available") {
+		t.Errorf("a missing profile prints %q", missing.String())
 	}
 }

@@ -29,6 +29,7 @@ const (
 type berthRun struct {
 	kind   string
 	url    string
+	dbName string // the PostgreSQL database's name; "" on SQLite
 	drop   func() // removes the database
 	sql    *sql.DB
 	state  store.DB
@@ -69,7 +70,7 @@ func (r *berthRun) create(ctx context.Context, cfg config) error {
 		if err != nil {
 			return err
 		}
-		r.url, r.drop = db.url, db.drop
+		r.url, r.dbName, r.drop = db.url, db.name, db.drop
 		return nil
 	}
 	dir, err := os.MkdirTemp("", "berth-bench-")
@@ -285,6 +286,8 @@ type throughputResult struct {
 	n        int           // resources or jobs
 	elapsed  time.Duration // time to make all of them ready or completed
 	peakRSS  int64         // agent's VmHWM in bytes; 0 when not measured
+	// statements is where the database time went, for a run of one agent on PostgreSQL.
+	statements *statementProfile
 }
 
 func (t throughputResult) perSecond() float64 { return float64(t.n) / t.elapsed.Seconds() }
@@ -324,6 +327,10 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 	}
 	res.elapsed, lat = readySpan(ready)
 	res.n = len(ready)
+	if kind == storePostgres && f.agents == 1 {
+		p := readStatementProfile(ctx, cfg.server, r.dbName, res.n)
+		res.statements = &p
+	}
 	res.setting, res.parallel = fmt.Sprintf("concurrency=%d", f.concurrency), f.concurrency
 	if f.agents > 1 {
 		res.setting = fmt.Sprintf("%d agents, concurrency=%d each", f.agents, f.concurrency)

@@ -94,7 +94,13 @@ func (r *report) printComparison(w io.Writer) {
 		riverFetchCooldown, riverFetchPollInterval)
 	r.printStores(w)
 	pg := r.berthResults(storePostgres)
-	if pg == nil || len(pg.throughput) == 0 || len(r.river) == 0 || pg.latency.n == 0 || r.riverLatency.n == 0 {
+	if pg == nil || len(pg.throughput) == 0 {
+		return
+	}
+	if best := fastest(pg.throughput); best.statements != nil {
+		best.statements.print(w, best.setting)
+	}
+	if len(r.river) == 0 || pg.latency.n == 0 || r.riverLatency.n == 0 {
 		return
 	}
 	r.printTargets(w, pg)

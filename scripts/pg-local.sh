@@ -54,6 +54,11 @@ full_page_writes = off
 shared_buffers = 256MB
 CONF
   fi
+  # pg_stat_statements: make bench reports where each resource's database time goes. Added to
+  # a cluster made before it was set too; a running one takes it at its next start.
+  if ! grep -q "^shared_preload_libraries" "$dir/postgresql.conf"; then
+    as_owner sh -c "printf '%s\n' \"shared_preload_libraries = 'pg_stat_statements'\" \"pg_stat_statements.track = all\" >>'$dir/postgresql.conf'"
+  fi
   if as_owner "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
     echo "$url"
     return

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// statementProfile is where a PostgreSQL throughput run's database time went, statement by
+// statement, from pg_stat_statements: every statement run in the run's database (the agent's,
+// the bench's insert and polls, the triggers'), with its cost per resource of the run.
+type statementProfile struct {
+	unavailable string // why there is no profile; empty when there is one
+	resources   int
+	statements  []statementCost // by total time, most first
+}
+
+// statementCost is one normalized statement of a run.
+type statementCost struct {
+	query    string  // whitespace collapsed, cut to a line
+	nested   bool    // run by a trigger or a function: its time is in its caller's too
+	calls    float64 // per resource
+	meanUS   float64 // execution time per call
+	perResUS float64 // execution time per resource
+	rows     float64 // rows per call
+}
+
+// profileLines bounds the statements shown: the rest are a few percent of the time together.
+const profileLines = 16
+
+// readStatementProfile reads pg_stat_statements for the database dbName once its run is
+// over, on the bench server server. The counters are the server's since its start (or last
+// reset) for that database; a database is fresh for each run, so they are the run's alone. A
+// server without the module preloaded gives a profile that says how to get one.
+func readStatementProfile(ctx context.Context, server, dbName string, resources int) statementProfile {
+	p := statementProfile{resources: resources}
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		p.unavailable = fmt.Sprintf("cannot connect to the bench server: %v", err)
+		return p
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		p.unavailable = fmt.Sprintf("pg_stat_statements is not available (%v)", err)
+		return p
+	}
+	rows, err := conn.Query(ctx, `
+		SELECT query, NOT toplevel, calls, total_exec_time, rows
+		  FROM pg_stat_statements
+		 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
+		 ORDER BY total_exec_time DESC`, dbName)
+	if err != nil {
+		p.unavailable = cannotRead(err)
+		return p
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			query     string
+			nested    bool
+			calls     int64
+			totalMS   float64
+			rowsTotal int64
+		)
+		if err := rows.Scan(&query, &nested, &calls, &totalMS, &rowsTotal); err != nil {
+			p.unavailable = cannotRead(err)
+			return p
+		}
+		if calls == 0 || resources == 0 {
+			continue
+		}
+		p.statements = append(p.statements, statementCost{
+			query:    oneLine(query),
+			nested:   nested,
+			calls:    float64(calls) / float64(resources),
+			meanUS:   totalMS * 1000 / float64(calls),
+			perResUS: totalMS * 1000 / float64(resources),
+			rows:     float64(rowsTotal) / float64(calls),
+		})
+	}
+	if err := rows.Err(); err != nil {
+		p.unavailable = cannotRead(err)
+	}
+	return p
+}
+
+// cannotRead says why pg_stat_statements could not be read, and what a server needs for it.
+func cannotRead(err error) string {
+	return fmt.Sprintf("pg_stat_statements cannot be read (%v); the server must preload it: "+
+		"shared_preload_libraries = 'pg_stat_statements' (scripts/pg-local.sh sets it; restart its cluster "+
+		"with scripts/pg-local.sh stop, then start)", err)
+}
+
+var (
+	sqlComment = regexp.MustCompile(`--[^\n]*`)
+	spaces     = regexp.MustCompile(`\s+`)
+)
+
+// oneLine is query without comments, its whitespace collapsed, cut to fit a line.
+func oneLine(query string) string {
+	q := strings.TrimSpace(spaces.ReplaceAllString(sqlComment.ReplaceAllString(query, ""), " "))
+	const width = 96
+	if len(q) > width {
+		q = q[:width-3] + "..."
+	}
+	return q
+}
+
+// topLevelPerResource is the database time per resource of the statements clients sent
+// (those of triggers are inside them).
+func (p statementProfile) topLevelPerResource() float64 {
+	var us float64
+	for _, s := range p.statements {
+		if !s.nested {
+			us += s.perResUS
+		}
+	}
+	return us
+}
+
+// print writes the profile: the statements taking the most time, each per resource.
+func (p statementProfile) print(w io.Writer, setting string) {
+	fmt.Fprintf(w, "Where a resource's database time goes on PostgreSQL (pg_stat_statements, %s):\n\n", setting)
+	if p.unavailable != "" {
+		fmt.Fprintf(w, "  not measured: %s\n\n", p.unavailable)
+		return
+	}
+	total := p.topLevelPerResource()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CALLS/RESOURCE\tUS/CALL\tUS/RESOURCE\tSHARE\tROWS/CALL\tSTATEMENT")
+	for i, s := range p.statements {
+		if i == profileLines {
+			break
+		}
+		share := fmt.Sprintf("%.0f%%", 100*s.perResUS/total)
+		query := s.query
+		if s.nested {
+			share, query = "("+share+")", "[trigger] "+query
+		}
+		fmt.Fprintf(tw, "%.3f\t%.1f\t%.1f\t%s\t%.1f\t%s\n", s.calls, s.meanUS, s.perResUS, share, s.rows, query)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%.0f us of database time per resource in the statements clients sent (%d resources; a trigger's statements are inside their caller's time, their shares in brackets).\n\n",
+		total, p.resources)
+}
