@@ -58,7 +58,9 @@ func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.D
 }
 
 // claim is ClaimResource, and ClaimAndStart when start is set. The transaction holds the
-// write lock, so the previous lease it reads first is the one its claim replaces.
+// write lock, so the previous lease it reads first is the one its claim replaces, and
+// whether the row may be started there is still so when the one UPDATE that takes the lease
+// (and starts the row) runs.
 func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Claim, error) {
 	uid, err := parseID(id)
 	if err != nil {
@@ -67,23 +69,33 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
 		return domain.Claim{}, err
 	}
-	var types []byte
+	var (
+		provisioner string
+		types       = []byte("[]") // ClaimResource: no type is started
+	)
 	if start != nil {
+		provisioner = start.Provisioner
 		if types, err = json.Marshal(backend.StartTypes(*start)); err != nil {
 			return domain.Claim{}, err
 		}
 	}
-	var c domain.Claim
+	var (
+		c   domain.Claim
+		raw rawResource
+	)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var (
 			previous sql.NullString
 			waitedMS int64
+			startRow bool
 		)
 		err := tx.QueryRowContext(ctx, `
 			SELECT r.lease_holder,
-			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0)
+			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0),
+			       r.status = 'pending' AND r.status_message = '' AND r.next_attempt_at IS NULL
+			         AND r.provisioner IN ('', $2) AND r.type IN (SELECT value FROM json_each($3))
 			  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
-			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS)
+			 WHERE r.id = $1`, uid, provisioner, string(types)).Scan(&previous, &waitedMS, &startRow)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound(uid)
 		}
@@ -93,11 +105,16 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources
 			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3),
-			       lease_token = lease_token + 1
+			       lease_token = lease_token + 1,
+			       status = CASE WHEN $4 THEN 'provisioning' ELSE status END,
+			       status_message = CASE WHEN $4 THEN $5 || generation ELSE status_message END,
+			       provisioner = CASE WHEN $4 THEN $6 ELSE provisioner END,
+			       `+touchSQL+`
 			 WHERE id = $1 AND `+leaseFreeSQL("$2"),
-			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()))
+			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()),
+			startRow, domain.ProvisioningMessagePrefix, provisioner)
 		if err != nil {
-			return err
+			return describeDBError(err)
 		}
 		if claimed, err := res.RowsAffected(); err != nil || claimed == 0 {
 			if err != nil {
@@ -109,27 +126,11 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			}
 			return l.HeldError()
 		}
-		if start != nil {
-			res, err := tx.ExecContext(ctx, `
-				UPDATE resources
-				   SET status = 'provisioning', status_message = $4 || generation, provisioner = $2
-				 WHERE id = $1
-				   AND status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
-				   AND provisioner IN ('', $2) AND type IN (SELECT value FROM json_each($3))`,
-				uid, start.Provisioner, string(types), domain.ProvisioningMessagePrefix)
-			if err != nil {
-				return describeDBError(err)
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			c.Started = n == 1
-		}
-		if c.Resource, err = readResource(ctx, tx, uid); err != nil {
+		c.Started = startRow
+		if raw, err = readRawResource(ctx, tx, uid); err != nil {
 			return err
 		}
-		c.Lease = domain.Lease{Holder: holder, Token: c.Resource.LeaseToken}
+		c.Lease = domain.Lease{Holder: holder, Token: raw.r.LeaseToken}
 		var prev *string
 		if previous.Valid {
 			prev = &previous.String
@@ -137,6 +138,9 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 		c.Takeover = backend.LeaseTakeover(holder, prev, time.Duration(waitedMS)*time.Millisecond)
 		return nil
 	})
+	if err == nil {
+		c.Resource, err = raw.decode()
+	}
 	if err != nil {
 		return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 	}
@@ -150,7 +154,7 @@ func (s *State) ReleaseResource(ctx context.Context, id string, lease domain.Lea
 		return err
 	}
 	if _, err := s.exec(ctx, `
-		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, `+touchSQL+`
 		 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3`, uid, lease.Holder, lease.Token); err != nil {
 		return fmt.Errorf("release lease on resource %s: %w", id, err)
 	}
@@ -165,7 +169,7 @@ func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Le
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
-			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, `+touchSQL+`
 			 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3`, uid, lease.Holder, lease.Token)
 		if err != nil {
 			return err
@@ -199,7 +203,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	var r domain.Resource
+	var raw rawResource
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources
@@ -214,7 +218,8 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			       last_error = $12,
 			       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, `+nowSQL+`) ELSE ready_at END,
 			       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
-			       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
+			       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END,
+			       `+touchSQL+`
 			 WHERE id = $1
 			   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= `+nowSQL+`
 			   AND generation = $3
@@ -236,9 +241,13 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			}
 			return l.ProgressError(lease, u)
 		}
-		r, err = readResource(ctx, tx, uid)
+		raw, err = readRawResource(ctx, tx, uid)
 		return err
 	})
+	var r domain.Resource
+	if err == nil {
+		r, err = raw.decode()
+	}
 	if err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}

@@ -1,0 +1,91 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/sqlite"
+)
+
+// The agent's writes on a resource's way to ready write its row once each: the claim takes
+// the lease and starts provisioning in one UPDATE, and resources_after_update finds nothing
+// left to change in any of them. Each write changes the row and adds the one history event
+// its status or message change calls for, nothing more.
+func TestAgentWritesChangeTheRowOnce(t *testing.T) {
+	ctx := testContext(t)
+	st := openState(t, filepath.Join(t.TempDir(), "berth.db"))
+	r, err := st.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// changes runs write and returns how many rows it changed, triggers included.
+	changes := func(name string, write func() error) int64 {
+		t.Helper()
+		before := totalChanges(ctx, t, st)
+		if err := write(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return totalChanges(ctx, t, st) - before
+	}
+
+	var c domain.Claim
+	n := changes("claim and start", func() (err error) {
+		c, err = st.ClaimAndStart(ctx, r.ID, "agent-a", time.Minute,
+			domain.ProvisioningStart{Provisioner: "pool", Types: []domain.ResourceType{domain.ResourceTypeRuntime}})
+		return err
+	})
+	if !c.Started || c.Resource.Status != domain.StatusProvisioning || c.Resource.Provisioner != "pool" {
+		t.Fatalf("claim: started %v, status %s, provisioner %q; want started, provisioning, pool", c.Started, c.Resource.Status, c.Resource.Provisioner)
+	}
+	if n != 2 {
+		t.Errorf("claim and start changed %d rows, want 2 (the resource once, its provisioning event)", n)
+	}
+
+	u := domain.ProgressUpdate{
+		Generation:    c.Resource.Generation,
+		Status:        domain.StatusProvisioning,
+		StatusMessage: "provisioning generation 1: waiting for it to serve",
+		State:         map[string]any{"host": "h1"},
+	}
+	if n := changes("record progress", func() error { _, err := st.RecordProgress(ctx, r.ID, c.Lease, u); return err }); n != 2 {
+		t.Errorf("recording progress changed %d rows, want 2 (the resource once, its message event)", n)
+	}
+
+	observed := c.Resource.Generation
+	u.Status, u.StatusMessage, u.ObservedGeneration, u.ReleaseLease = domain.StatusReady, "ready", &observed, true
+	var ready domain.Resource
+	if n := changes("record ready", func() (err error) { ready, err = st.RecordProgress(ctx, r.ID, c.Lease, u); return err }); n != 2 {
+		t.Errorf("recording ready changed %d rows, want 2 (the resource once, its ready event)", n)
+	}
+	if ready.Status != domain.StatusReady || ready.ReadyAt == nil {
+		t.Fatalf("after ready: status %s, ready_at %v; want ready and set", ready.Status, ready.ReadyAt)
+	}
+	if !ready.UpdatedAt.After(c.Resource.UpdatedAt) {
+		t.Errorf("updated_at %s after the ready record, want later than the claim's %s", ready.UpdatedAt, c.Resource.UpdatedAt)
+	}
+
+	// A write that leaves updated_at alone still has it moved by the trigger.
+	if _, err := st.DB().ExecContext(ctx, `UPDATE resources SET status_message = 'serving' WHERE id = $1`, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetResource(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.UpdatedAt.After(ready.UpdatedAt) {
+		t.Errorf("updated_at %s after a plain UPDATE, want later than %s", sqlite.FormatTime(got.UpdatedAt), sqlite.FormatTime(ready.UpdatedAt))
+	}
+}
+
+// totalChanges is the rows changed through the State's writing connection so far.
+func totalChanges(ctx context.Context, t *testing.T, st *sqlite.State) int64 {
+	t.Helper()
+	var n int64
+	if err := st.DB().QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
