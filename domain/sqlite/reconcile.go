@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/berth-dev/berth/domain"
@@ -69,15 +69,9 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
 		return domain.Claim{}, err
 	}
-	var (
-		provisioner string
-		types       = []byte("[]") // ClaimResource: no type is started
-	)
+	var provisioner string
 	if start != nil {
 		provisioner = start.Provisioner
-		if types, err = json.Marshal(backend.StartTypes(*start)); err != nil {
-			return domain.Claim{}, err
-		}
 	}
 	var (
 		c   domain.Claim
@@ -87,21 +81,27 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 		var (
 			previous sql.NullString
 			waitedMS int64
-			startRow bool
+			status   domain.Status
+			message  string
+			retrying bool
+			pinned   string
+			rowType  domain.ResourceType
 		)
 		err := tx.QueryRowContext(ctx, `
 			SELECT r.lease_holder,
 			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0),
-			       r.status = 'pending' AND r.status_message = '' AND r.next_attempt_at IS NULL
-			         AND r.provisioner IN ('', $2) AND r.type IN (SELECT value FROM json_each($3))
+			       r.status, r.status_message, r.next_attempt_at IS NOT NULL, r.provisioner, r.type
 			  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
-			 WHERE r.id = $1`, uid, provisioner, string(types)).Scan(&previous, &waitedMS, &startRow)
+			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS, &status, &message, &retrying, &pinned, &rowType)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound(uid)
 		}
 		if err != nil {
 			return err
 		}
+		// Nothing has been done to the row yet, and the default provisioner provisions it.
+		startRow := start != nil && status == domain.StatusPending && message == "" && !retrying &&
+			(pinned == "" || pinned == start.Provisioner) && slices.Contains(start.Types, rowType)
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources
 			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3),
