@@ -102,7 +102,9 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 		// Nothing has been done to the row yet, and the default provisioner provisions it.
 		startRow := start != nil && status == domain.StatusPending && message == "" && !retrying &&
 			(pinned == "" || pinned == start.Provisioner) && slices.Contains(start.Types, rowType)
-		res, err := tx.ExecContext(ctx, `
+		// RETURNING gives the row as written: the statement leaves resources_after_update
+		// nothing to change (see touchSQL).
+		raw, err = scanRawResource(tx.QueryRowContext(ctx, `
 			UPDATE resources
 			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3),
 			       lease_token = lease_token + 1,
@@ -110,26 +112,21 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			       status_message = CASE WHEN $4 THEN $5 || generation ELSE status_message END,
 			       provisioner = CASE WHEN $4 THEN $6 ELSE provisioner END,
 			       `+touchSQL+`
-			 WHERE id = $1 AND `+leaseFreeSQL("$2"),
+			 WHERE id = $1 AND `+leaseFreeSQL("$2")+`
+			RETURNING `+resourceColumns,
 			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()),
-			startRow, domain.ProvisioningMessagePrefix, provisioner)
-		if err != nil {
-			return describeDBError(err)
-		}
-		if claimed, err := res.RowsAffected(); err != nil || claimed == 0 {
-			if err != nil {
-				return err
-			}
+			startRow, domain.ProvisioningMessagePrefix, provisioner))
+		if errors.Is(err, sql.ErrNoRows) {
 			l, err := readLease(ctx, tx, uid)
 			if err != nil {
 				return err
 			}
 			return l.HeldError()
 		}
-		c.Started = startRow
-		if raw, err = readRawResource(ctx, tx, uid); err != nil {
-			return err
+		if err != nil {
+			return describeDBError(err)
 		}
+		c.Started = startRow
 		c.Lease = domain.Lease{Holder: holder, Token: raw.r.LeaseToken}
 		var prev *string
 		if previous.Valid {
@@ -205,7 +202,9 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	}
 	var raw rawResource
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `
+		// The statement sets what resources_after_update would (the retry bookkeeping of a
+		// delete request, unhealthy_since), so RETURNING gives the row as it ends up.
+		raw, err = scanRawResource(tx.QueryRowContext(ctx, `
 			UPDATE resources
 			   SET status = $4,
 			       status_message = $5,
@@ -213,10 +212,11 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			       state = coalesce($7, state),
 			       config = coalesce($8, config),
 			       observed_generation = coalesce($9, observed_generation),
-			       attempts = $10,
-			       next_attempt_at = $11,
-			       last_error = $12,
+			       attempts = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN 0 ELSE $10 END,
+			       next_attempt_at = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN NULL ELSE $11 END,
+			       last_error = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN '' ELSE $12 END,
 			       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, `+nowSQL+`) ELSE ready_at END,
+			       unhealthy_since = CASE WHEN $4 = 'unhealthy' THEN unhealthy_since END,
 			       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
 			       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END,
 			       `+touchSQL+`
@@ -224,25 +224,19 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= `+nowSQL+`
 			   AND generation = $3
 			   AND (status <> 'deleting' OR $4 = 'deleting')
-			   AND ($6 = '' OR provisioner IN ('', $6))`,
+			   AND ($6 = '' OR provisioner IN ('', $6))
+			RETURNING `+resourceColumns,
 			uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 			state, config, u.ObservedGeneration,
-			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError, u.ReleaseLease, lease.Token)
-		if err != nil {
-			return describeDBError(err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			if err != nil {
-				return err
-			}
+			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError, u.ReleaseLease, lease.Token))
+		if errors.Is(err, sql.ErrNoRows) {
 			l, err := readLease(ctx, tx, uid)
 			if err != nil {
 				return err
 			}
 			return l.ProgressError(lease, u)
 		}
-		raw, err = readRawResource(ctx, tx, uid)
-		return err
+		return describeDBError(err)
 	})
 	var r domain.Resource
 	if err == nil {

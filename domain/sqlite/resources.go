@@ -98,15 +98,8 @@ type queryer interface {
 
 // readResource reads the row id (in stored form); a missing row gives sql.ErrNoRows.
 func readResource(ctx context.Context, q queryer, id string) (domain.Resource, error) {
-	return scanResource(q.QueryRowContext(ctx, selectResourceSQL, id))
+	return scanResource(q.QueryRowContext(ctx, `SELECT `+resourceColumns+` FROM resources WHERE id = $1`, id))
 }
-
-// readRawResource is readResource without the decoding (see rawResource).
-func readRawResource(ctx context.Context, q queryer, id string) (rawResource, error) {
-	return scanRawResource(q.QueryRowContext(ctx, selectResourceSQL, id))
-}
-
-const selectResourceSQL = `SELECT ` + resourceColumns + ` FROM resources WHERE id = $1`
 
 // CreateResource inserts a pending resource at generation 1.
 func (s *State) CreateResource(ctx context.Context, nr domain.NewResource) (domain.Resource, error) {

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func TestAgentWritesChangeTheRowOnce(t *testing.T) {
 	if n != 2 {
 		t.Errorf("claim and start changed %d rows, want 2 (the resource once, its provisioning event)", n)
 	}
+	sameAsStored(ctx, t, st, "the claim", c.Resource)
 
 	u := domain.ProgressUpdate{
 		Generation:    c.Resource.Generation,
@@ -50,9 +52,11 @@ func TestAgentWritesChangeTheRowOnce(t *testing.T) {
 		StatusMessage: "provisioning generation 1: waiting for it to serve",
 		State:         map[string]any{"host": "h1"},
 	}
-	if n := changes("record progress", func() error { _, err := st.RecordProgress(ctx, r.ID, c.Lease, u); return err }); n != 2 {
+	var progress domain.Resource
+	if n := changes("record progress", func() (err error) { progress, err = st.RecordProgress(ctx, r.ID, c.Lease, u); return err }); n != 2 {
 		t.Errorf("recording progress changed %d rows, want 2 (the resource once, its message event)", n)
 	}
+	sameAsStored(ctx, t, st, "the progress record", progress)
 
 	observed := c.Resource.Generation
 	u.Status, u.StatusMessage, u.ObservedGeneration, u.ReleaseLease = domain.StatusReady, "ready", &observed, true
@@ -63,6 +67,7 @@ func TestAgentWritesChangeTheRowOnce(t *testing.T) {
 	if ready.Status != domain.StatusReady || ready.ReadyAt == nil {
 		t.Fatalf("after ready: status %s, ready_at %v; want ready and set", ready.Status, ready.ReadyAt)
 	}
+	sameAsStored(ctx, t, st, "the ready record", ready)
 	if !ready.UpdatedAt.After(c.Resource.UpdatedAt) {
 		t.Errorf("updated_at %s after the ready record, want later than the claim's %s", ready.UpdatedAt, c.Resource.UpdatedAt)
 	}
@@ -77,6 +82,51 @@ func TestAgentWritesChangeTheRowOnce(t *testing.T) {
 	}
 	if !got.UpdatedAt.After(ready.UpdatedAt) {
 		t.Errorf("updated_at %s after a plain UPDATE, want later than %s", sqlite.FormatTime(got.UpdatedAt), sqlite.FormatTime(ready.UpdatedAt))
+	}
+}
+
+// The row a progress record returns is the row as stored, also when the record is a delete
+// request, which resets the retry bookkeeping.
+func TestRecordProgressReturnsTheStoredRow(t *testing.T) {
+	ctx := testContext(t)
+	st := openState(t, filepath.Join(t.TempDir(), "berth.db"))
+	r, err := st.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.ClaimResource(ctx, r.ID, "agent-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := time.Now().Add(time.Hour)
+	u := domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, StatusMessage: "failed",
+		Attempts: 3, NextAttemptAt: &retry, LastError: "boom"}
+	failed, err := st.RecordProgress(ctx, r.ID, c.Lease, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameAsStored(ctx, t, st, "the failure", failed)
+	u.Status, u.StatusMessage = domain.StatusDeleting, "delete requested"
+	deleting, err := st.RecordProgress(ctx, r.ID, c.Lease, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleting.Attempts != 0 || deleting.NextAttemptAt != nil || deleting.LastError != "" {
+		t.Errorf("after a delete request: attempts %d, next attempt %v, last error %q; want them reset",
+			deleting.Attempts, deleting.NextAttemptAt, deleting.LastError)
+	}
+	sameAsStored(ctx, t, st, "the delete request", deleting)
+}
+
+// sameAsStored fails t unless got is the resource's row as stored.
+func sameAsStored(ctx context.Context, t *testing.T, st *sqlite.State, what string, got domain.Resource) {
+	t.Helper()
+	stored, err := st.GetResource(ctx, got.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, stored) {
+		t.Errorf("%s returned\n%+v\nstored\n%+v", what, got, stored)
 	}
 }
 
