@@ -71,7 +71,8 @@ func (s *State) heartbeat(ctx context.Context, id string, session int64) error {
 	}
 	if leaseTTLMillis > 0 {
 		if _, err := tx.ExecContext(ctx, `
-			UPDATE resources SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', $2 / 1000.0))
+			UPDATE resources SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', $2 / 1000.0)),
+			       `+touchSQL+`
 			 WHERE lease_holder = $1`, id, leaseTTLMillis); err != nil {
 			return err
 		}
@@ -108,7 +109,7 @@ func (s *State) resign(ctx context.Context, id string, session int64) error {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `
-			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, `+touchSQL+`
 			 WHERE lease_holder = $1`, id)
 		return err
 	})

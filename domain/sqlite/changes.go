@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -207,13 +208,17 @@ func (l *listener) drainHints() (fromFiles bool) {
 }
 
 // awaitWriters returns once the write transaction under way, if any, has ended: it takes the
-// database's write lock and lets it go.
+// database's write lock and lets it go. It does so as an empty write of this State's next
+// shared commit (whose transaction takes the lock at BEGIN), not with a transaction of its
+// own: this State's own commits change the write-ahead log too, so it is called about once
+// per commit, and a transaction of its own would hold the one writing connection between
+// every two commits.
 func (s *State) awaitWriters(ctx context.Context) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
+	w := &groupWrite{f: func(*sql.Tx) error { return nil }}
+	if err := s.group.Do(ctx, w); err != nil {
 		return err
 	}
-	return tx.Rollback()
+	return w.err
 }
 
 // isDatabaseFile reports whether name is the database file or its write-ahead log.

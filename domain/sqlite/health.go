@@ -73,7 +73,8 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 			       status_message = $4,
 			       unhealthy_since = CASE WHEN $3 = 'unhealthy' THEN coalesce(unhealthy_since, $5) END,
 			       state = coalesce($6, state),
-			       config = coalesce($7, config)
+			       config = coalesce($7, config),
+			       `+touchSQL+`
 			 WHERE id = $1 AND generation = $2 AND observed_generation = generation
 			   AND status IN ('ready', 'unhealthy')`,
 			uid, generation, string(h.Status), h.StatusMessage, since, state, config)

@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/berth-dev/berth/domain"
@@ -58,7 +58,9 @@ func (s *State) ClaimAndStart(ctx context.Context, id, holder string, ttl time.D
 }
 
 // claim is ClaimResource, and ClaimAndStart when start is set. The transaction holds the
-// write lock, so the previous lease it reads first is the one its claim replaces.
+// write lock, so the previous lease it reads first is the one its claim replaces, and
+// whether the row may be started there is still so when the one UPDATE that takes the lease
+// (and starts the row) runs.
 func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration, start *domain.ProvisioningStart) (domain.Claim, error) {
 	uid, err := parseID(id)
 	if err != nil {
@@ -67,69 +69,65 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
 		return domain.Claim{}, err
 	}
-	var types []byte
+	var provisioner string
 	if start != nil {
-		if types, err = json.Marshal(backend.StartTypes(*start)); err != nil {
-			return domain.Claim{}, err
-		}
+		provisioner = start.Provisioner
 	}
-	var c domain.Claim
+	var (
+		c   domain.Claim
+		raw rawResource
+	)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var (
 			previous sql.NullString
 			waitedMS int64
+			status   domain.Status
+			message  string
+			retrying bool
+			pinned   string
+			rowType  domain.ResourceType
 		)
 		err := tx.QueryRowContext(ctx, `
 			SELECT r.lease_holder,
-			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0)
+			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0),
+			       r.status, r.status_message, r.next_attempt_at IS NOT NULL, r.provisioner, r.type
 			  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
-			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS)
+			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS, &status, &message, &retrying, &pinned, &rowType)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound(uid)
 		}
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `
+		// Nothing has been done to the row yet, and the default provisioner provisions it.
+		startRow := start != nil && status == domain.StatusPending && message == "" && !retrying &&
+			(pinned == "" || pinned == start.Provisioner) && slices.Contains(start.Types, rowType)
+		// RETURNING gives the row as written: the statement leaves resources_after_update
+		// nothing to change (see touchSQL).
+		raw, err = scanRawResource(tx.QueryRowContext(ctx, `
 			UPDATE resources
 			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3),
-			       lease_token = lease_token + 1
-			 WHERE id = $1 AND `+leaseFreeSQL("$2"),
-			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()))
-		if err != nil {
-			return err
-		}
-		if claimed, err := res.RowsAffected(); err != nil || claimed == 0 {
-			if err != nil {
-				return err
-			}
+			       lease_token = lease_token + 1,
+			       status = CASE WHEN $4 THEN 'provisioning' ELSE status END,
+			       status_message = CASE WHEN $4 THEN $5 || generation ELSE status_message END,
+			       provisioner = CASE WHEN $4 THEN $6 ELSE provisioner END,
+			       `+touchSQL+`
+			 WHERE id = $1 AND `+leaseFreeSQL("$2")+`
+			RETURNING `+resourceColumns,
+			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()),
+			startRow, domain.ProvisioningMessagePrefix, provisioner))
+		if errors.Is(err, sql.ErrNoRows) {
 			l, err := readLease(ctx, tx, uid)
 			if err != nil {
 				return err
 			}
 			return l.HeldError()
 		}
-		if start != nil {
-			res, err := tx.ExecContext(ctx, `
-				UPDATE resources
-				   SET status = 'provisioning', status_message = $4 || generation, provisioner = $2
-				 WHERE id = $1
-				   AND status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
-				   AND provisioner IN ('', $2) AND type IN (SELECT value FROM json_each($3))`,
-				uid, start.Provisioner, string(types), domain.ProvisioningMessagePrefix)
-			if err != nil {
-				return describeDBError(err)
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			c.Started = n == 1
+		if err != nil {
+			return describeDBError(err)
 		}
-		if c.Resource, err = readResource(ctx, tx, uid); err != nil {
-			return err
-		}
-		c.Lease = domain.Lease{Holder: holder, Token: c.Resource.LeaseToken}
+		c.Started = startRow
+		c.Lease = domain.Lease{Holder: holder, Token: raw.r.LeaseToken}
 		var prev *string
 		if previous.Valid {
 			prev = &previous.String
@@ -137,6 +135,9 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 		c.Takeover = backend.LeaseTakeover(holder, prev, time.Duration(waitedMS)*time.Millisecond)
 		return nil
 	})
+	if err == nil {
+		c.Resource, err = raw.decode()
+	}
 	if err != nil {
 		return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 	}
@@ -150,7 +151,7 @@ func (s *State) ReleaseResource(ctx context.Context, id string, lease domain.Lea
 		return err
 	}
 	if _, err := s.exec(ctx, `
-		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+		UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, `+touchSQL+`
 		 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3`, uid, lease.Holder, lease.Token); err != nil {
 		return fmt.Errorf("release lease on resource %s: %w", id, err)
 	}
@@ -165,7 +166,7 @@ func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Le
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
-			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
+			UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, `+touchSQL+`
 			 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3`, uid, lease.Holder, lease.Token)
 		if err != nil {
 			return err
@@ -199,7 +200,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	var r domain.Resource
+	var raw rawResource
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// Before the update, whose trigger writes its own event: a refused update returns an
 		// error, and the transaction takes the passed step back with it.
@@ -210,7 +211,9 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 				return describeDBError(err)
 			}
 		}
-		res, err := tx.ExecContext(ctx, `
+		// The statement sets what resources_after_update would (the retry bookkeeping of a
+		// delete request, unhealthy_since), so RETURNING gives the row as it ends up.
+		raw, err = scanRawResource(tx.QueryRowContext(ctx, `
 			UPDATE resources
 			   SET status = $4,
 			       status_message = $5,
@@ -218,36 +221,36 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			       state = coalesce($7, state),
 			       config = coalesce($8, config),
 			       observed_generation = coalesce($9, observed_generation),
-			       attempts = $10,
-			       next_attempt_at = $11,
-			       last_error = $12,
+			       attempts = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN 0 ELSE $10 END,
+			       next_attempt_at = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN NULL ELSE $11 END,
+			       last_error = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN '' ELSE $12 END,
 			       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, `+nowSQL+`) ELSE ready_at END,
+			       unhealthy_since = CASE WHEN $4 = 'unhealthy' THEN unhealthy_since END,
 			       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
-			       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
+			       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END,
+			       `+touchSQL+`
 			 WHERE id = $1
 			   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= `+nowSQL+`
 			   AND generation = $3
 			   AND (status <> 'deleting' OR $4 = 'deleting')
-			   AND ($6 = '' OR provisioner IN ('', $6))`,
+			   AND ($6 = '' OR provisioner IN ('', $6))
+			RETURNING `+resourceColumns,
 			uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 			state, config, u.ObservedGeneration,
-			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError, u.ReleaseLease, lease.Token)
-		if err != nil {
-			return describeDBError(err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			if err != nil {
-				return err
-			}
+			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError, u.ReleaseLease, lease.Token))
+		if errors.Is(err, sql.ErrNoRows) {
 			l, err := readLease(ctx, tx, uid)
 			if err != nil {
 				return err
 			}
 			return l.ProgressError(lease, u)
 		}
-		r, err = readResource(ctx, tx, uid)
-		return err
+		return describeDBError(err)
 	})
+	var r domain.Resource
+	if err == nil {
+		r, err = raw.decode()
+	}
 	if err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}

@@ -43,32 +43,50 @@ func collectRows[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, 
 // so a column Berth cannot read (written by another client) marks the row unreadable
 // (domain.Resource.Unreadable) instead of failing the read.
 func scanResource(row rowScanner) (domain.Resource, error) {
-	var (
-		r                      domain.Resource
-		args, state, config    string
-		created, updated       string
-		next, ready, unhealthy sql.NullString
-	)
-	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &args, &r.Generation,
-		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &state, &config, &r.Attempts,
-		&next, &r.LastError, &r.LeaseToken, &created, &updated, &ready, &unhealthy)
+	raw, err := scanRawResource(row)
 	if err != nil {
+		return domain.Resource{}, err
+	}
+	return raw.decode()
+}
+
+// rawResource is a row of resourceColumns as read, its JSON and time columns not yet
+// decoded: a write transaction reads its row so, and decodes it once it has committed, so
+// the decoding does not hold up the writes that share its commit.
+type rawResource struct {
+	r                      domain.Resource
+	args, state, config    string
+	created, updated       string
+	next, ready, unhealthy sql.NullString
+}
+
+func scanRawResource(row rowScanner) (rawResource, error) {
+	var raw rawResource
+	r := &raw.r
+	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &raw.args, &r.Generation,
+		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &raw.state, &raw.config, &r.Attempts,
+		&raw.next, &r.LastError, &r.LeaseToken, &raw.created, &raw.updated, &raw.ready, &raw.unhealthy)
+	return raw, err
+}
+
+// decode returns the resource, its JSON columns decoded as scanResource says.
+func (raw rawResource) decode() (domain.Resource, error) {
+	r := raw.r
+	var err error
+	domain.DecodeResourceJSON(&r, []byte(raw.args), []byte(raw.state), []byte(raw.config))
+	if r.CreatedAt, err = parseTime("created_at", raw.created); err != nil {
 		return r, err
 	}
-	domain.DecodeResourceJSON(&r, []byte(args), []byte(state), []byte(config))
-	if r.CreatedAt, err = parseTime("created_at", created); err != nil {
+	if r.UpdatedAt, err = parseTime("updated_at", raw.updated); err != nil {
 		return r, err
 	}
-	if r.UpdatedAt, err = parseTime("updated_at", updated); err != nil {
+	if r.NextAttemptAt, err = parseOptionalTime("next_attempt_at", raw.next); err != nil {
 		return r, err
 	}
-	if r.NextAttemptAt, err = parseOptionalTime("next_attempt_at", next); err != nil {
+	if r.ReadyAt, err = parseOptionalTime("ready_at", raw.ready); err != nil {
 		return r, err
 	}
-	if r.ReadyAt, err = parseOptionalTime("ready_at", ready); err != nil {
-		return r, err
-	}
-	r.UnhealthySince, err = parseOptionalTime("unhealthy_since", unhealthy)
+	r.UnhealthySince, err = parseOptionalTime("unhealthy_since", raw.unhealthy)
 	return r, err
 }
 

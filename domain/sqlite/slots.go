@@ -140,6 +140,21 @@ func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string
 // write under lease (nil: none). A missing row refuses a write under a lease (ErrNotFound)
 // and allows one under none.
 func checkSlotsFence(ctx context.Context, tx *sql.Tx, id string, lease *domain.Lease) error {
+	if lease != nil {
+		// A write under a lease needs no more than the lease to be the row's (see
+		// backend.Lease.SlotsError): the one-row read of it, and readLease only to explain
+		// a refusal.
+		var held bool
+		err := tx.QueryRowContext(ctx, `
+			SELECT lease_holder IS $2 AND lease_token = $3 FROM resources WHERE id = $1`,
+			id, lease.Holder, lease.Token).Scan(&held)
+		if err == nil && held {
+			return nil
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read the resource's lease: %w", err)
+		}
+	}
 	l, err := readLease(ctx, tx, id)
 	switch {
 	case errors.Is(err, domain.ErrNotFound) && lease == nil:

@@ -180,6 +180,14 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 // nowSQL is the database clock in the stored form.
 const nowSQL = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
 
+// touchSQL is the SET item of an UPDATE of resources that moves updated_at forward as
+// resources_after_update would (to now, or a millisecond past its value when that is not
+// earlier). A write that sets it, writes times in the stored form and leaves args alone
+// leaves that trigger nothing to change, so the row is written once, not twice. ('now' is
+// one value throughout a statement, its triggers included.)
+const touchSQL = `updated_at = CASE WHEN ` + nowSQL + ` > updated_at THEN ` + nowSQL +
+	` ELSE strftime('%Y-%m-%dT%H:%M:%fZ', updated_at, '+0.001 seconds') END`
+
 // FormatTime returns t in the form the database stores times in (UTC, millisecond precision),
 // for SQL that compares with or writes a time column.
 func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }

@@ -20,7 +20,7 @@ import (
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.
 const testTimeout = 30 * time.Second
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
@@ -28,7 +28,7 @@ func testContext(t *testing.T) context.Context {
 }
 
 // openState opens and migrates the database file at path, closed when t ends.
-func openState(t *testing.T, path string) *sqlite.State {
+func openState(t testing.TB, path string) *sqlite.State {
 	t.Helper()
 	ctx := testContext(t)
 	st, err := sqlite.Open(ctx, path)

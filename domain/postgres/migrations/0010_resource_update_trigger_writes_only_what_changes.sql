@@ -1,0 +1,4 @@
+-- 0010: nothing changes in PostgreSQL. The SQLite migration of the same name makes that
+-- dialect's resources_after_update trigger write the row a second time only when it changes
+-- something (PostgreSQL's BEFORE UPDATE trigger assigns to NEW and never does); this file
+-- keeps the two dialects' migrations in step, version for version.
