@@ -38,14 +38,15 @@ func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *des
 	var newest int64
 	for _, obj := range d.objects {
 		info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
-		live, err := info.client(cs, e.spec.Namespace).get(ctx, obj.GetName())
-		if apierrors.IsNotFound(err) {
-			out = append(out, drift{kind: info.kind, name: obj.GetName(), reason: "missing (deleted out of band, or never created)"})
-			continue
-		}
+		read, err := e.live(ctx, cs, d, info, obj.GetName())
 		if err != nil {
 			return nil, 0, fmt.Errorf("get %s %s: %w", info.kind, obj.GetName(), err)
 		}
+		if read.missing {
+			out = append(out, drift{kind: info.kind, name: obj.GetName(), reason: "missing (deleted out of band, or never created)"})
+			continue
+		}
+		live := read.obj
 		if g, err := strconv.ParseInt(live.GetAnnotations()[AnnotationGeneration], 10, 64); err == nil && g > newest {
 			newest = g
 		}
@@ -66,6 +67,21 @@ func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *des
 		}
 	}
 	return out, newest, nil
+}
+
+// live reads the live object of kind info and name, unless rendering d read it already.
+func (e *kubeEnviron) live(ctx context.Context, cs kubernetes.Interface, d *desired, info kindInfo, name string) (liveObject, error) {
+	if read, ok := d.read[objectKey(info.kind, name)]; ok {
+		return read, nil
+	}
+	obj, err := info.client(cs, e.spec.Namespace).get(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return liveObject{missing: true}, nil
+	}
+	if err != nil {
+		return liveObject{}, err
+	}
+	return liveObject{obj: obj}, nil
 }
 
 // specDrift says which fields Berth sets on obj were changed on live, or "" when none were.

@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -335,7 +336,19 @@ type desired struct {
 	storageBytes int64  // the data volume's size after growth-only adjustment
 	notice       string // e.g. a volume not shrunk
 	dsn          string // clickhouse only, without the password
+	// read holds the live objects rendering already read (a claim, to keep it from
+	// shrinking), by kind and name, so that drift does not read them again.
+	read map[string]liveObject
 }
+
+// liveObject is what a read of one object found: the object, or that it is missing.
+type liveObject struct {
+	obj     metav1.Object
+	missing bool
+}
+
+// objectKey is an object's key in desired.read.
+func objectKey(kind, name string) string { return kind + "/" + name }
 
 // converge renders r's objects and applies them if any drifted; it returns the resource and
 // the drift it put right. An object being deleted is not applied to (the apply would land on
@@ -499,7 +512,7 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 		return nil, fmt.Errorf("render templates: %w", err)
 	}
 	sort.SliceStable(objects, func(i, j int) bool { return rankOf(objects[i]) < rankOf(objects[j]) })
-	d := &desired{resourceType: r.Type, data: data, objects: objects, storageBytes: data.StorageBytes}
+	d := &desired{resourceType: r.Type, data: data, objects: objects, storageBytes: data.StorageBytes, read: make(map[string]liveObject)}
 	labels := e.labels(r.ID, r.Type)
 	var notices []string
 	for _, obj := range objects {
@@ -520,10 +533,11 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 				}
 			}
 		case "PersistentVolumeClaim":
-			kept, notice, err := e.growOnly(ctx, cs, obj)
+			kept, notice, live, err := e.growOnly(ctx, cs, obj)
 			if err != nil {
 				return nil, err
 			}
+			d.read[objectKey(obj.GetKind(), obj.GetName())] = live
 			d.storageBytes = kept
 			if notice != "" {
 				notices = append(notices, notice)
@@ -570,41 +584,43 @@ func setPodAnnotation(obj *unstructured.Unstructured, key, value string) error {
 
 // growOnly keeps a PVC from shrinking: when the live claim asks for more than obj, obj is set
 // to the live size and a notice says so. A claim still pending keeps its size too, because
-// only a bound claim can change it. It returns the size obj now asks for.
-func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj *unstructured.Unstructured) (int64, string, error) {
+// only a bound claim can change it. It returns the size obj now asks for and the live claim
+// it read.
+func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj *unstructured.Unstructured) (int64, string, liveObject, error) {
 	want, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "resources", "requests", "storage")
 	wantQ, err := resource.ParseQuantity(fmt.Sprint(want))
 	if err != nil {
-		return 0, "", fmt.Errorf("persistentvolumeclaim %s: spec.resources.requests.storage %q is not a quantity", obj.GetName(), fmt.Sprint(want))
+		return 0, "", liveObject{}, fmt.Errorf("persistentvolumeclaim %s: spec.resources.requests.storage %q is not a quantity", obj.GetName(), fmt.Sprint(want))
 	}
 	live, err := cs.CoreV1().PersistentVolumeClaims(e.spec.Namespace).Get(ctx, obj.GetName(), metaGet)
 	if apierrors.IsNotFound(err) {
-		return wantQ.Value(), "", nil
+		return wantQ.Value(), "", liveObject{missing: true}, nil
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("get persistentvolumeclaim %s: %w", obj.GetName(), err)
+		return 0, "", liveObject{}, fmt.Errorf("get persistentvolumeclaim %s: %w", obj.GetName(), err)
 	}
+	read := liveObject{obj: live}
 	liveQ, ok := live.Spec.Resources.Requests[corev1.ResourceStorage]
 	if !ok || liveQ.Cmp(wantQ) == 0 {
-		return wantQ.Value(), "", nil
+		return wantQ.Value(), "", read, nil
 	}
 	if liveQ.Cmp(wantQ) < 0 {
 		if live.Status.Phase != corev1.ClaimPending {
-			return wantQ.Value(), "", nil
+			return wantQ.Value(), "", read, nil
 		}
 		// The API refuses to change the size of a claim that is not bound yet (it is bound
 		// when its first pod is scheduled). Keeping the live size lets the rest of the
 		// resource roll out; the checksum then differs from the grown one, so the first
 		// reconcile or health check after binding grows the claim.
 		if err := unstructured.SetNestedField(obj.Object, liveQ.String(), "spec", "resources", "requests", "storage"); err != nil {
-			return 0, "", err
+			return 0, "", liveObject{}, err
 		}
-		return liveQ.Value(), fmt.Sprintf("volume not grown yet: %s requested, %s kept until the claim is bound (its pod is scheduled)", wantQ.String(), liveQ.String()), nil
+		return liveQ.Value(), fmt.Sprintf("volume not grown yet: %s requested, %s kept until the claim is bound (its pod is scheduled)", wantQ.String(), liveQ.String()), read, nil
 	}
 	if err := unstructured.SetNestedField(obj.Object, liveQ.String(), "spec", "resources", "requests", "storage"); err != nil {
-		return 0, "", err
+		return 0, "", liveObject{}, err
 	}
-	return liveQ.Value(), fmt.Sprintf("volume not shrunk: %s requested, %s kept; volumes only grow", wantQ.String(), liveQ.String()), nil
+	return liveQ.Value(), fmt.Sprintf("volume not shrunk: %s requested, %s kept; volumes only grow", wantQ.String(), liveQ.String()), read, nil
 }
 
 // apply server-side applies d's objects in order, forcing Berth's ownership of the fields it

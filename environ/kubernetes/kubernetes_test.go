@@ -183,6 +183,34 @@ func TestReconcileTwiceAppliesNothing(t *testing.T) {
 	}
 }
 
+// TestReconcileReadsEachObjectOnce: a reconcile reads every object once, the claim included
+// (read to keep it from shrinking, and compared from that read), so that a hundred runtimes
+// created at once cost the API server no more requests than they need.
+func TestReconcileReadsEachObjectOnce(t *testing.T) {
+	e, cs := newTestEnviron(t, testSpec)
+	for _, round := range []string{"first", "second"} {
+		cs.ClearActions()
+		reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 1})
+		reads := map[string]int{}
+		for _, a := range cs.Actions() {
+			if g, ok := a.(k8stesting.GetAction); ok && a.GetVerb() == "get" {
+				reads[a.GetResource().Resource+"/"+g.GetName()]++
+			}
+		}
+		if len(reads) != objectsPerRuntime {
+			t.Errorf("%s reconcile read %v, want the %d objects", round, reads, objectsPerRuntime)
+		}
+		for key, n := range reads {
+			if n != 1 {
+				t.Errorf("%s reconcile read %s %d times, want once", round, key, n)
+			}
+		}
+	}
+}
+
+// objectsPerRuntime is how many objects the built-in runtime templates render.
+const objectsPerRuntime = 5
+
 func TestReconcileResizeAndUpgradeRollOut(t *testing.T) {
 	e, cs := newTestEnviron(t, testSpec)
 	name := "rt-" + testPID
