@@ -149,6 +149,7 @@ type CapacitySettings struct {
 type ProvisionerSettings struct {
 	Holder           string // this agent's lease identity
 	Concurrency      int
+	AwaitConcurrency int
 	LeaseTTL         time.Duration
 	ReconcileTimeout time.Duration
 	BackoffBase      time.Duration
@@ -249,6 +250,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			EnvironsName:     EnvironsName,
 			Holder:           config.Provisioner.Holder,
 			Concurrency:      config.Provisioner.Concurrency,
+			AwaitConcurrency: config.Provisioner.AwaitConcurrency,
 			LeaseTTL:         config.Provisioner.LeaseTTL,
 			ReconcileTimeout: config.Provisioner.ReconcileTimeout,
 			BackoffBase:      config.Provisioner.BackoffBase,

@@ -29,6 +29,7 @@ import (
 type runOptions struct {
 	agentID          string
 	concurrency      int
+	awaitConcurrency int
 	leaseTTL         time.Duration
 	reconcileTimeout time.Duration
 	backoffBase      time.Duration
@@ -107,7 +108,8 @@ nothing to reload: the environment cannot change.`,
 	hostname, _ := os.Hostname()
 	f := cmd.Flags()
 	f.StringVar(&run.agentID, "agent-id", envOr("BERTH_AGENT_ID", hostname), "this agent's identity for resource leases (env BERTH_AGENT_ID); unique per agent")
-	f.IntVar(&run.concurrency, "concurrency", 16, "how many resources are reconciled at once")
+	f.IntVar(&run.concurrency, "concurrency", 16, "how many resources are reconciled at once, those waiting for a rollout aside")
+	f.IntVar(&run.awaitConcurrency, "await-concurrency", 256, "how many reconciles may wait for their resource to serve (a Kubernetes rollout) beside --concurrency; a waiting one gives its place back")
 	f.DurationVar(&run.leaseTTL, "lease-ttl", 10*time.Minute, "how long a resource's reconcile lease lasts without a heartbeat of its agent (each heartbeat renews it); must exceed --reconcile-timeout")
 	f.DurationVar(&run.reconcileTimeout, "reconcile-timeout", 5*time.Minute, "time limit of one reconcile attempt (provision and wait for ready, or deprovision)")
 	f.DurationVar(&run.backoffBase, "backoff-base", time.Second, "first retry delay after a failed attempt; it doubles per attempt, with jitter")
@@ -135,6 +137,8 @@ func (r runOptions) validate() error {
 		return errors.New("--agent-id is empty: pass a name unique to this agent (or set BERTH_AGENT_ID)")
 	case r.concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, got %d", r.concurrency)
+	case r.awaitConcurrency < 1:
+		return fmt.Errorf("--await-concurrency must be at least 1, got %d", r.awaitConcurrency)
 	case r.reconcileTimeout <= 0:
 		return errors.New("--reconcile-timeout must be positive")
 	case r.leaseTTL <= r.reconcileTimeout:
@@ -248,6 +252,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		Provisioner: manifolds.ProvisionerSettings{
 			Holder:           run.agentID,
 			Concurrency:      run.concurrency,
+			AwaitConcurrency: run.awaitConcurrency,
 			LeaseTTL:         run.leaseTTL,
 			ReconcileTimeout: run.reconcileTimeout,
 			BackoffBase:      run.backoffBase,

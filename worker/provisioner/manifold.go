@@ -23,6 +23,7 @@ type ManifoldConfig struct {
 
 	Holder           string
 	Concurrency      int
+	AwaitConcurrency int
 	LeaseTTL         time.Duration
 	ReconcileTimeout time.Duration
 	BackoffBase      time.Duration
@@ -53,6 +54,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.New("provisioner manifold: Holder is required: set it to this agent's identity (e.g. its host name)")
 	case c.Concurrency < 1:
 		return fmt.Errorf("provisioner manifold: Concurrency must be at least 1, got %d", c.Concurrency)
+	case c.AwaitConcurrency < 1:
+		return fmt.Errorf("provisioner manifold: AwaitConcurrency must be at least 1, got %d", c.AwaitConcurrency)
 	case c.LeaseTTL <= 0:
 		return errors.New("provisioner manifold: LeaseTTL is required")
 	case c.ReconcileTimeout <= 0:
@@ -112,6 +115,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Locks:            config.Locks,
 				Holder:           config.Holder,
 				Concurrency:      config.Concurrency,
+				AwaitConcurrency: config.AwaitConcurrency,
 				LeaseTTL:         config.LeaseTTL,
 				ReconcileTimeout: config.ReconcileTimeout,
 				BackoffBase:      config.BackoffBase,

@@ -54,6 +54,7 @@ func (s *manifoldSuite) config() provisioner.ManifoldConfig {
 		EnvironsName:     "environs",
 		Holder:           holder,
 		Concurrency:      4,
+		AwaitConcurrency: 8,
 		LeaseTTL:         leaseTTL,
 		ReconcileTimeout: reconcileTimeout,
 		BackoffBase:      backoffBase,

@@ -115,6 +115,7 @@ func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
 		Locks:            new(resourcelock.Set),
 		Holder:           holder,
 		Concurrency:      2,
+		AwaitConcurrency: 2,
 		LeaseTTL:         leaseTTL,
 		ReconcileTimeout: reconcileTimeout,
 		BackoffBase:      backoffBase,

@@ -14,6 +14,7 @@ type schedule struct {
 	queue    []string
 	queued   map[string]bool
 	running  map[string]bool
+	awaiting map[string]bool // of running: waiting for the resource to serve, place given back
 	dirty    map[string]bool
 	retries  retryHeap
 	retryOf  map[string]*retry
@@ -25,6 +26,7 @@ func newSchedule() *schedule {
 	return &schedule{
 		queued:   make(map[string]bool),
 		running:  make(map[string]bool),
+		awaiting: make(map[string]bool),
 		dirty:    make(map[string]bool),
 		retryOf:  make(map[string]*retry),
 		capacity: make(map[string]string),
@@ -48,8 +50,8 @@ func (s *schedule) enqueue(id string) {
 
 // start takes the next queued id and marks it running, if fewer than limit are running.
 // woken says it was queued because capacity was freed for it.
-func (s *schedule) start(limit int) (id string, woken, ok bool) {
-	if len(s.running) >= limit || len(s.queue) == 0 {
+func (s *schedule) start(limit, awaitLimit int) (id string, woken, ok bool) {
+	if len(s.running)-len(s.awaiting) >= limit || len(s.running) >= limit+awaitLimit || len(s.queue) == 0 {
 		return "", false, false
 	}
 	id = s.queue[0]
@@ -63,9 +65,18 @@ func (s *schedule) start(limit int) (id string, woken, ok bool) {
 	return id, woken, true
 }
 
+// await notes that id's reconcile waits for its resource to serve: it gives its place back
+// while it stays in flight.
+func (s *schedule) await(id string) {
+	if s.running[id] {
+		s.awaiting[id] = true
+	}
+}
+
 // finish ends id's reconcile and applies its outcome.
 func (s *schedule) finish(o outcome) {
 	delete(s.running, o.id)
+	delete(s.awaiting, o.id)
 	dirty := s.dirty[o.id]
 	delete(s.dirty, o.id)
 	if o.waitingFor != "" {

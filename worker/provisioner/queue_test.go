@@ -16,7 +16,7 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 func drain(s *schedule) []string {
 	var ids []string
 	for {
-		id, _, ok := s.start(100)
+		id, _, ok := s.start(100, 1)
 		if !ok {
 			return ids
 		}
@@ -36,13 +36,13 @@ func (*scheduleSuite) TestLimit(c *gc.C) {
 	s := newSchedule()
 	s.enqueue("a")
 	s.enqueue("b")
-	id, _, ok := s.start(1)
+	id, _, ok := s.start(1, 1)
 	c.Check(id, gc.Equals, "a")
 	c.Check(ok, gc.Equals, true)
-	_, _, ok = s.start(1)
+	_, _, ok = s.start(1, 1)
 	c.Check(ok, gc.Equals, false)
 	s.finish(outcome{id: "a"})
-	id, _, _ = s.start(1)
+	id, _, _ = s.start(1, 1)
 	c.Check(id, gc.Equals, "b")
 }
 
@@ -109,7 +109,7 @@ func (*scheduleSuite) TestWakeCapacity(c *gc.C) {
 
 	woken := map[string]bool{}
 	for {
-		id, w, ok := s.start(100)
+		id, w, ok := s.start(100, 1)
 		if !ok {
 			break
 		}

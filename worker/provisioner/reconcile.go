@@ -21,6 +21,9 @@ type outcome struct {
 	waitingFor string    // the provisioner whose capacity the resource waits for
 	freed      string    // the provisioner on which a deprovision freed capacity
 	result     string    // Outcome* for Metrics; "" when the attempt did nothing to report
+	// awaiting says the reconcile is not over but waits for its resource to serve: it
+	// gives its place back. Nothing else of the outcome is set.
+	awaiting bool
 }
 
 // reconcile claims resource id, brings it one step closer to its desired state and releases
@@ -31,7 +34,7 @@ type outcome struct {
 // health check of this agent runs meanwhile; it waits for one in flight to end first (a
 // check is bounded by its own timeout). The wait counts against neither the attempt's
 // timeout nor its lease.
-func (w *Worker) reconcile(ctx context.Context, id string, woken bool) outcome {
+func (w *Worker) reconcile(ctx context.Context, id string, woken bool, awaiting func()) outcome {
 	unlock, err := w.config.Locks.Lock(ctx, id)
 	if err != nil {
 		// The worker is stopping: the next agent (or this one, restarted) carries on.
@@ -40,7 +43,7 @@ func (w *Worker) reconcile(ctx context.Context, id string, woken bool) outcome {
 	defer unlock()
 	started := w.config.Clock.Now()
 	attemptCtx, cancel := w.withTimeout(ctx, w.config.ReconcileTimeout)
-	a := &attempt{w: w, ctx: ctx, attemptCtx: attemptCtx, log: w.config.Logger.With("id", id)}
+	a := &attempt{w: w, ctx: ctx, attemptCtx: attemptCtx, log: w.config.Logger.With("id", id), awaiting: awaiting}
 	a.r.ID = id
 	o := a.run(woken)
 	o.id = id
@@ -68,6 +71,8 @@ type attempt struct {
 	// passed is a step the attempt went through without a write of its own: the next
 	// record writes it into the resource's history first.
 	passed *domain.StatusStep
+	// awaiting tells the worker the attempt waits for its resource to serve.
+	awaiting func()
 }
 
 func (a *attempt) run(woken bool) outcome {
@@ -201,8 +206,12 @@ func (a *attempt) provision() outcome {
 	u.State = orEmpty(res.State)
 	if res.Kept {
 		a.passed = &domain.StatusStep{Status: u.Status, Message: u.StatusMessage}
-	} else if err := a.record(a.attemptCtx, u); err != nil {
-		return a.fail(err)
+	} else {
+		if err := a.record(a.attemptCtx, u); err != nil {
+			return a.fail(err)
+		}
+		// The wait can be long (a rollout): another resource may be applied meanwhile.
+		a.awaiting()
 	}
 
 	if err := env.AwaitReady(a.attemptCtx, res); err != nil {

@@ -84,7 +84,13 @@ type Config struct {
 	Locks      Locks // held for the whole of each attempt
 
 	Holder      string // this agent's identity on reconcile leases
-	Concurrency int    // most reconciles in flight at once
+	Concurrency int    // most reconciles in flight at once, a reconcile awaiting its resource aside
+	// AwaitConcurrency is how many more reconciles may be in flight while some wait for
+	// their resource to serve (a Kubernetes rollout): a waiting reconcile gives its place
+	// back, so that a slow rollout does not keep other resources from being applied, and
+	// keeps its lease and lock until it ends. At most Concurrency + AwaitConcurrency are in
+	// flight, at most Concurrency of them not waiting.
+	AwaitConcurrency int
 
 	LeaseTTL         time.Duration // must exceed ReconcileTimeout
 	ReconcileTimeout time.Duration // per attempt: Reconcile and AwaitReady, or Deprovision
@@ -124,6 +130,8 @@ func (c Config) Validate() error {
 		return errors.New("provisioner: Holder is required: set it to this agent's identity (e.g. its host name)")
 	case c.Concurrency < 1:
 		return fmt.Errorf("provisioner: Concurrency must be at least 1, got %d", c.Concurrency)
+	case c.AwaitConcurrency < 1:
+		return fmt.Errorf("provisioner: AwaitConcurrency must be at least 1, got %d", c.AwaitConcurrency)
 	case c.ReconcileTimeout <= 0:
 		return fmt.Errorf("provisioner: ReconcileTimeout must be positive, got %s", c.ReconcileTimeout)
 	case c.LeaseTTL <= c.ReconcileTimeout:
@@ -207,9 +215,10 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		return err
 	}
 	ctx := w.catacomb.Context(context.Background())
-	// Never more than Concurrency reconciles are in flight, so their sends never block,
-	// even after the loop has stopped reading.
-	done := make(chan outcome, w.config.Concurrency)
+	// Never more than Concurrency + AwaitConcurrency reconciles are in flight, each sending
+	// at most twice (awaiting, then its outcome), so their sends never block, even after the
+	// loop has stopped reading. One channel keeps a reconcile's two sends in order.
+	done := make(chan outcome, 2*(w.config.Concurrency+w.config.AwaitConcurrency))
 	s := newSchedule()
 	sh := &sharing{isLeft: make(map[string]bool)}
 	w.refreshAgents(ctx, sh, w.config.Clock.Now())
@@ -226,14 +235,15 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			w.takeUp(ctx, s, sh)
 		}
 		for {
-			id, woken, ok := s.start(w.config.Concurrency)
+			id, woken, ok := s.start(w.config.Concurrency, w.config.AwaitConcurrency)
 			if !ok {
 				break
 			}
 			running.Add(1)
 			go func() {
 				defer running.Done()
-				done <- w.reconcile(ctx, id, woken)
+				awaiting := func() { done <- outcome{id: id, awaiting: true} }
+				done <- w.reconcile(ctx, id, woken, awaiting)
 			}()
 		}
 		// One timer, for the earliest retry or look at what was left to other agents.
@@ -265,7 +275,11 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			}
 			w.route(ctx, s, sh, ids)
 		case o := <-done:
-			s.finish(o)
+			if o.awaiting {
+				s.await(o.id)
+			} else {
+				s.finish(o)
+			}
 		case <-timerC:
 			timer = nil
 		}
@@ -276,6 +290,7 @@ func (w *Worker) publish(s *schedule, sh *sharing) {
 	report := map[string]any{
 		"queue-depth":          len(s.queue),
 		"in-flight":            len(s.running),
+		"awaiting-ready":       len(s.awaiting),
 		"waiting-for-capacity": len(s.capacity),
 		"scheduled-retries":    len(s.retries),
 		"left-to-owners":       len(sh.left),

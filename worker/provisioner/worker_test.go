@@ -87,6 +87,7 @@ func (s *workerSuite) config() provisioner.Config {
 		Locks:            s.locks,
 		Holder:           holder,
 		Concurrency:      2,
+		AwaitConcurrency: 2,
 		LeaseTTL:         leaseTTL,
 		ReconcileTimeout: reconcileTimeout,
 		BackoffBase:      backoffBase,
@@ -686,6 +687,41 @@ func (s *workerSuite) TestConcurrencyBound(c *gc.C) {
 	}
 	overall, _ := s.env.concurrency()
 	c.Check(overall, gc.Equals, 2)
+}
+
+// A reconcile waiting for its resource to serve gives its place back: the next resource is
+// applied meanwhile, and AwaitConcurrency bounds the waits beside the places.
+func (s *workerSuite) TestAwaitingGivesThePlaceBack(c *gc.C) {
+	s.env.gateAwait = true
+	ids := []string{"r1", "r2", "r3"}
+	for _, id := range ids {
+		s.state.add(domain.Resource{ID: id})
+	}
+	cfg := s.config()
+	cfg.Concurrency, cfg.AwaitConcurrency = 1, 1
+	w := s.start(c, cfg)
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, ids...)
+	c.Check(s.env.waitEntered(c), gc.Equals, "await:r1")
+	// r1 waits: its place goes to r2, which waits too. Two in flight is the one place and
+	// the one wait beside it: r3 must wait for one of them to end.
+	c.Check(s.env.waitEntered(c), gc.Equals, "await:r2")
+	s.env.checkNotEntered(c)
+	waitReport(c, w, "in-flight", 2)
+	waitReport(c, w, "awaiting-ready", 2)
+	row, _ := s.state.get("r1")
+	c.Check(row.StatusMessage, gc.Equals, "provisioning generation 1: waiting for it to serve")
+	c.Check(s.state.leased("r1"), gc.Equals, true) // the wait keeps the lease
+
+	s.env.open(c)
+	c.Check(s.env.waitEntered(c), gc.Equals, "await:r3")
+	s.env.open(c)
+	s.env.open(c)
+	for _, id := range ids {
+		s.state.waitRow(c, id, "ready", ready(1))
+	}
+	c.Check(s.env.callCount("reconcile"), gc.Equals, 3)
 }
 
 func (s *workerSuite) TestStaleRequeuedAndConverges(c *gc.C) {
