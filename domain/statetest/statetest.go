@@ -86,6 +86,8 @@ var tests = []struct {
 	{"SlotUsageStaysRightUnderContention", testSlotUsageStaysRightUnderContention},
 	{"GetReservation", testGetReservation},
 	{"GetReservations", testGetReservations},
+	{"ReservedByHost", testReservedByHost},
+	{"OrphanedReservations", testOrphanedReservations},
 	{"ApplyProvisionerSpecBumpsOnlyOnChange", testApplyProvisionerSpecBumpsOnlyOnChange},
 	{"ApplyProvisionerSpecOnceForAgentsStartingTogether", testApplyProvisionerSpecOnceForAgentsStartingTogether},
 	{"ApplyProvisionerSpecNamesMissingFields", testApplyProvisionerSpecNamesMissingFields},
