@@ -158,7 +158,7 @@ func noCapacity(format string, args ...any) error {
 }
 
 // count returns "1 slot", "2 slots" and the like.
-func count(n int, noun string) string {
+func count[N int | int64](n N, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
