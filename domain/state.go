@@ -338,9 +338,10 @@ type SlotSummary interface {
 	// holds any, ordered by host.
 	ReservedByHost(ctx context.Context, provisioner string) ([]HostReservations, error)
 	// OrphanedReservations returns up to limit (at least 1) of the provisioner's
-	// reservations whose resource row no longer exists, ordered by resource. A row being
-	// deleted still exists: its reservation is no orphan.
-	OrphanedReservations(ctx context.Context, provisioner string, limit int) ([]Reservation, error)
+	// reservations whose resource row no longer exists, ordered by resource, from the first
+	// resource id after after ("" for the first page; else the last id of the previous
+	// page). A row being deleted still exists: its reservation is no orphan.
+	OrphanedReservations(ctx context.Context, provisioner, after string, limit int) ([]Reservation, error)
 }
 
 // ProvisionerSpecStore remembers which spec each provisioner last ran with, so that a changed

@@ -218,18 +218,26 @@ func (s *State) ReservedByHost(ctx context.Context, provisioner string) ([]domai
 }
 
 // OrphanedReservations returns up to limit of the provisioner's reservations whose resource
-// row no longer exists, ordered by resource: one anti-join, which hands the agent the orphans
-// alone.
-func (s *State) OrphanedReservations(ctx context.Context, provisioner string, limit int) ([]domain.Reservation, error) {
+// row no longer exists and whose resource id sorts after after ("" for the first), ordered
+// by resource: one anti-join, which hands the agent the orphans alone.
+func (s *State) OrphanedReservations(ctx context.Context, provisioner, after string, limit int) ([]domain.Reservation, error) {
 	if limit < 1 {
 		return nil, &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	if after != "" {
+		stored, err := uuidString(after)
+		if err != nil {
+			return nil, &domain.FieldError{Field: "after", Msg: fmt.Sprintf("%q is no resource id: pass the last id of the previous page, or \"\" for the first", after)}
+		}
+		after = stored
 	}
 	rows, err := s.read.QueryContext(ctx, `
 		SELECT s.provisioner, s.resource_id, s.owner, s.host, s.slots
 		  FROM slot_reservations s
-		 WHERE s.provisioner = $1 AND NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = s.resource_id)
+		 WHERE s.provisioner = $1 AND ($2 = '' OR s.resource_id > $2)
+		   AND NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = s.resource_id)
 		 ORDER BY s.resource_id
-		 LIMIT $2`, provisioner, limit)
+		 LIMIT $3`, provisioner, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find the orphaned reservations of %s: %w", provisioner, err)
 	}

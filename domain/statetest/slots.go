@@ -461,8 +461,8 @@ func testReservedByHost(t *testing.T, b *Backend) {
 }
 
 // OrphanedReservations returns the reservations whose resource row is gone, not those of live
-// resources nor of resources being deleted, of the provisioner asked about, by resource and up
-// to the limit.
+// resources nor of resources being deleted, of the provisioner asked about, by resource, up to
+// the limit and from after the id given.
 func testOrphanedReservations(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	live := mustCreate(t, b, runtime("live"))
@@ -479,7 +479,7 @@ func testOrphanedReservations(t *testing.T, b *Backend) {
 		}
 		return res
 	}
-	if got, err := b.OrphanedReservations(ctx, "pool", 10); err != nil || len(got) != 0 {
+	if got, err := b.OrphanedReservations(ctx, "pool", "", 10); err != nil || len(got) != 0 {
 		t.Fatalf("orphans before any reservation = %+v, %v; want none", got, err)
 	}
 	reserve("pool", live.ID)
@@ -498,16 +498,23 @@ func testOrphanedReservations(t *testing.T, b *Backend) {
 	reserve("other", uuid.NewString())
 	slices.SortFunc(orphans, func(x, y domain.Reservation) int { return strings.Compare(x.ResourceID, y.ResourceID) })
 
-	got, err := b.OrphanedReservations(ctx, "pool", 10)
+	got, err := b.OrphanedReservations(ctx, "pool", "", 10)
 	if err != nil || !slices.Equal(got, orphans) {
 		t.Fatalf("orphans = %+v, %v; want %+v (a row being deleted still exists)", got, err, orphans)
 	}
-	got, err = b.OrphanedReservations(ctx, "pool", 2)
+	got, err = b.OrphanedReservations(ctx, "pool", "", 2)
 	if err != nil || !slices.Equal(got, orphans[:2]) {
 		t.Fatalf("orphans up to 2 = %+v, %v; want %+v", got, err, orphans[:2])
 	}
+	got, err = b.OrphanedReservations(ctx, "pool", strings.ToUpper(orphans[1].ResourceID), 2)
+	if err != nil || !slices.Equal(got, orphans[2:]) {
+		t.Fatalf("orphans after the second = %+v, %v; want %+v", got, err, orphans[2:])
+	}
 	var field *domain.FieldError
-	if _, err := b.OrphanedReservations(ctx, "pool", 0); !errors.As(err, &field) || field.Field != "limit" {
+	if _, err := b.OrphanedReservations(ctx, "pool", "", 0); !errors.As(err, &field) || field.Field != "limit" {
 		t.Fatalf("orphans up to 0: err = %v; want a FieldError naming limit", err)
+	}
+	if _, err := b.OrphanedReservations(ctx, "pool", "not-a-uuid", 2); !errors.As(err, &field) || field.Field != "after" {
+		t.Fatalf("orphans after a bad id: err = %v; want a FieldError naming after", err)
 	}
 }

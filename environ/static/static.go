@@ -96,7 +96,7 @@ type reservationGetter interface {
 // not grow with the pool's reservations; without it they list the reservations.
 type slotSummary interface {
 	ReservedByHost(ctx context.Context, provisioner string) ([]domain.HostReservations, error)
-	OrphanedReservations(ctx context.Context, provisioner string, limit int) ([]domain.Reservation, error)
+	OrphanedReservations(ctx context.Context, provisioner, after string, limit int) ([]domain.Reservation, error)
 }
 
 // orphanPage is how many orphaned reservations Check reads, and releases, at a time.
@@ -355,11 +355,13 @@ func (e *staticEnviron) sweptReservations(ctx context.Context) ([]domain.HostRes
 	return reserved, nil
 }
 
-// releaseOrphans releases every orphaned reservation of the pool, orphanPage at a time: each
-// page released is gone from the next.
+// releaseOrphans releases the pool's orphaned reservations, orphanPage at a time in the order
+// of their resource ids, each page after the last id of the one before: the sweep ends
+// whatever the releases do, and an orphan made behind it meanwhile is swept by the next.
 func (e *staticEnviron) releaseOrphans(ctx context.Context, summary slotSummary) error {
+	after := ""
 	for {
-		orphans, err := summary.OrphanedReservations(ctx, e.name, orphanPage)
+		orphans, err := summary.OrphanedReservations(ctx, e.name, after, orphanPage)
 		if err != nil {
 			return fmt.Errorf("find orphaned slot reservations: %w", err)
 		}
@@ -371,6 +373,7 @@ func (e *staticEnviron) releaseOrphans(ctx context.Context, summary slotSummary)
 		if len(orphans) < orphanPage {
 			return nil
 		}
+		after = orphans[len(orphans)-1].ResourceID
 	}
 }
 

@@ -145,3 +145,52 @@ func TestCheckAndCapacityReadTheStoresSummary(t *testing.T) {
 		})
 	}
 }
+
+// unreleasing is a real store whose releases count and remove nothing.
+type unreleasing struct {
+	domain.State
+	released map[string]int
+}
+
+func (s unreleasing) ReleaseSlots(_ context.Context, _, resourceID string, _ *domain.Lease) error {
+	s.released[resourceID]++
+	return nil
+}
+
+// TestOrphanSweepEndsWhateverReleasesDo: the sweep pages through the orphans by resource id,
+// so each is released once and Check returns even when the releases remove nothing.
+func TestOrphanSweepEndsWhateverReleasesDo(t *testing.T) {
+	for name, open := range realStores {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			st := open(t, ctx)
+			slots := unreleasing{State: st, released: map[string]int{}}
+			env, err := static.NewWithHTTPClient(healthyHosts{})("pool", json.RawMessage(poolOfThree), environ.Deps{Slots: slots, Resources: st})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			const orphans = 1001 // more than Check reads at a time
+			for range orphans {
+				req := domain.SlotRequest{Provisioner: "pool", ResourceID: uuid.NewString(), Owner: "alice", Slots: 1}
+				if _, err := st.ReserveSlots(ctx, req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+					return "http://a:9091", nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The reservations stay, so host a is reported overfilled: Check has returned.
+			if err := env.Check(ctx); err == nil || !strings.Contains(err.Error(), "host http://a:9091 has 1001 slots reserved") {
+				t.Fatalf("Check = %v; want it to return and report a's reservations", err)
+			}
+			if len(slots.released) != orphans {
+				t.Errorf("the sweep released %d orphans, want %d", len(slots.released), orphans)
+			}
+			for id, n := range slots.released {
+				if n != 1 {
+					t.Errorf("orphan %s released %d times, want once", id, n)
+				}
+			}
+		})
+	}
+}
