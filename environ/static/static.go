@@ -59,7 +59,7 @@ func NewWithHTTPClient(client HTTPDoer) environ.Initializer {
 		return &staticEnviron{
 			name:      name,
 			spec:      parsed,
-			place:     placement{provisioner: name, hosts: parsed.Runtimes},
+			place:     newPlacement(name, parsed.Runtimes),
 			slots:     deps.Slots,
 			resources: deps.Resources,
 			health:    newHostHealth(client, clk, parsed.HealthPath, time.Duration(parsed.HealthTimeoutSeconds)*time.Second),
