@@ -16,6 +16,7 @@ type State interface {
 	ChangeLog
 	SlotStore
 	ReservationReader
+	SlotSummary
 	HealthStore
 	EventLog
 	CapacityStore
@@ -333,6 +334,26 @@ type ReservationReader interface {
 	// GetReservations returns the reservations with the provisioner of those of resourceIDs
 	// that hold one (ids that are not UUIDs hold none), ordered by resource.
 	GetReservations(ctx context.Context, provisioner string, resourceIDs []string) ([]Reservation, error)
+}
+
+// HostReservations is what a provisioner's reservations hold on one host.
+type HostReservations struct {
+	Host      string
+	Slots     int64 // slots reserved on the host
+	Resources int64 // reservations on the host
+}
+
+// SlotSummary reads a pool's reservations whole without listing them, so that a pool's
+// checks and capacity samples cost the same at any number of reservations.
+type SlotSummary interface {
+	// ReservedByHost returns what the provisioner's reservations hold on each host that
+	// holds any, ordered by host.
+	ReservedByHost(ctx context.Context, provisioner string) ([]HostReservations, error)
+	// OrphanedReservations returns up to limit (at least 1) of the provisioner's
+	// reservations whose resource row no longer exists, ordered by resource, from the first
+	// resource id after after ("" for the first page; else the last id of the previous
+	// page). A row being deleted still exists: its reservation is no orphan.
+	OrphanedReservations(ctx context.Context, provisioner, after string, limit int) ([]Reservation, error)
 }
 
 // ProvisionerSpecStore remembers which spec each provisioner last ran with, so that a changed

@@ -207,3 +207,58 @@ func (s *State) GetReservation(ctx context.Context, provisioner, resourceID stri
 	}
 	return r, nil
 }
+
+// ReservedByHost returns what the provisioner's reservations hold on each host that holds any,
+// ordered by host: one row per host from slot_host_usage and slot_owner_usage, the sums the
+// reservations' triggers keep, however many reservations there are.
+func (s *State) ReservedByHost(ctx context.Context, provisioner string) ([]domain.HostReservations, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT h.host, h.slots, coalesce(o.resources, 0)
+		  FROM slot_host_usage h
+		  LEFT JOIN (SELECT host, sum(resources) AS resources
+		               FROM slot_owner_usage WHERE provisioner = $1 GROUP BY host) o ON o.host = h.host
+		 WHERE h.provisioner = $1
+		 ORDER BY h.host`, provisioner)
+	if err != nil {
+		return nil, fmt.Errorf("read the reservations of %s by host: %w", provisioner, err)
+	}
+	out, err := collectRows(rows, func(row rowScanner) (h domain.HostReservations, err error) {
+		err = row.Scan(&h.Host, &h.Slots, &h.Resources)
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the reservations of %s by host: %w", provisioner, err)
+	}
+	return out, nil
+}
+
+// OrphanedReservations returns up to limit of the provisioner's reservations whose resource
+// row no longer exists and whose resource id sorts after after ("" for the first), ordered
+// by resource: one anti-join, which hands the agent the orphans alone.
+func (s *State) OrphanedReservations(ctx context.Context, provisioner, after string, limit int) ([]domain.Reservation, error) {
+	if limit < 1 {
+		return nil, &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	if after != "" {
+		stored, err := uuidString(after)
+		if err != nil {
+			return nil, &domain.FieldError{Field: "after", Msg: fmt.Sprintf("%q is no resource id: pass the last id of the previous page, or \"\" for the first", after)}
+		}
+		after = stored
+	}
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT s.provisioner, s.resource_id, s.owner, s.host, s.slots
+		  FROM slot_reservations s
+		 WHERE s.provisioner = $1 AND ($2 = '' OR s.resource_id > $2)
+		   AND NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = s.resource_id)
+		 ORDER BY s.resource_id
+		 LIMIT $3`, provisioner, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find the orphaned reservations of %s: %w", provisioner, err)
+	}
+	out, err := collectRows(rows, scanReservation)
+	if err != nil {
+		return nil, fmt.Errorf("find the orphaned reservations of %s: %w", provisioner, err)
+	}
+	return out, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -379,5 +380,141 @@ func testGetReservation(t *testing.T, b *Backend) {
 	}
 	if _, err := b.GetReservation(ctx, "other", r.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("reservation of another provisioner: %v, want ErrNotFound", err)
+	}
+}
+
+// reservedByHost adds up the provisioner's reservations as ReservedByHost must return them.
+func reservedByHost(t *testing.T, st domain.SlotStore, provisioner string) []domain.HostReservations {
+	t.Helper()
+	rs, err := st.ListReservations(testContext(t), provisioner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []domain.HostReservations
+	for _, r := range rs { // ordered by host
+		if len(out) == 0 || out[len(out)-1].Host != r.Host {
+			out = append(out, domain.HostReservations{Host: r.Host})
+		}
+		out[len(out)-1].Slots += int64(r.Slots)
+		out[len(out)-1].Resources++
+	}
+	return out
+}
+
+// expectReservedByHost checks that ReservedByHost returns what the reservations add up to.
+func expectReservedByHost(t *testing.T, b *Backend, what, provisioner string) {
+	t.Helper()
+	got, err := b.ReservedByHost(testContext(t), provisioner)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if want := reservedByHost(t, b, provisioner); len(got) != len(want) || (len(want) > 0 && !slices.Equal(got, want)) {
+		t.Fatalf("%s: ReservedByHost(%s) = %+v; the reservations add up to %+v", what, provisioner, got, want)
+	}
+}
+
+// ReservedByHost follows reservations made, resized, moved and released through the store and
+// with plain SQL, per host and per provisioner, whatever the owners.
+func testReservedByHost(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	expectReservedByHost(t, b, "before any reservation", "pool")
+	reserve := func(id, owner, host string, slots int) {
+		t.Helper()
+		req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots}
+		if _, err := b.ReserveSlots(ctx, req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+			return host, nil
+		}); err != nil {
+			t.Fatalf("reserve %d slots on %s for %s: %v", slots, host, owner, err)
+		}
+	}
+	a, bb, c, d := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	reserve(a, "alice", "h1", 2)
+	reserve(bb, "bob", "h1", 3)
+	reserve(c, "alice", "h2", 1)
+	got, err := b.ReservedByHost(ctx, "pool")
+	want := []domain.HostReservations{{Host: "h1", Slots: 5, Resources: 2}, {Host: "h2", Slots: 1, Resources: 1}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("ReservedByHost after reserving = %+v, %v; want %+v", got, err, want)
+	}
+
+	reserve(a, "alice", "h1", 4) // grown in place
+	reserve(bb, "bob", "h2", 1)  // shrunk and moved
+	expectReservedByHost(t, b, "after resizing and moving", "pool")
+	mustExec(t, b, `INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots) VALUES ('pool', $1, 'carol', 'h3', 5)`, d)
+	mustExec(t, b, `UPDATE slot_reservations SET owner = 'carol' WHERE provisioner = 'pool' AND resource_id = $1`, c)
+	expectReservedByHost(t, b, "after SQL writes", "pool")
+	mustExec(t, b, `UPDATE slot_reservations SET provisioner = 'other' WHERE provisioner = 'pool' AND resource_id = $1`, d)
+	expectReservedByHost(t, b, "after an SQL change of provisioner", "pool")
+	got, err = b.ReservedByHost(ctx, "other")
+	if want := []domain.HostReservations{{Host: "h3", Slots: 5, Resources: 1}}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("ReservedByHost of the other provisioner = %+v, %v; want %+v", got, err, want)
+	}
+
+	for _, id := range []string{a, bb, c} {
+		if err := b.ReleaseSlots(ctx, "pool", id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := b.ReservedByHost(ctx, "pool"); err != nil || len(got) != 0 {
+		t.Fatalf("ReservedByHost once every reservation is released = %+v, %v; want none", got, err)
+	}
+}
+
+// OrphanedReservations returns the reservations whose resource row is gone, not those of live
+// resources nor of resources being deleted, of the provisioner asked about, by resource, up to
+// the limit and from after the id given.
+func testOrphanedReservations(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	live := mustCreate(t, b, runtime("live"))
+	deleting := mustCreate(t, b, runtime("deleting"))
+	gone := mustCreate(t, b, runtime("gone"))
+	reserve := func(provisioner, id string) domain.Reservation {
+		t.Helper()
+		req := domain.SlotRequest{Provisioner: provisioner, ResourceID: id, Owner: "alice", Slots: 1}
+		res, err := b.ReserveSlots(ctx, req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+			return "h1", nil
+		})
+		if err != nil {
+			t.Fatalf("reserve for %s: %v", id, err)
+		}
+		return res
+	}
+	if got, err := b.OrphanedReservations(ctx, "pool", "", 10); err != nil || len(got) != 0 {
+		t.Fatalf("orphans before any reservation = %+v, %v; want none", got, err)
+	}
+	reserve("pool", live.ID)
+	reserve("pool", deleting.ID)
+	for _, id := range []string{deleting.ID, gone.ID} {
+		if _, err := b.RequestDelete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.FinalizeDelete(ctx, gone.ID, mustClaim(t, b, gone.ID, "agent-a")); err != nil {
+		t.Fatal(err)
+	}
+	// Reservations made without a lease after the rows were gone, as a check racing a delete
+	// makes them.
+	orphans := []domain.Reservation{reserve("pool", gone.ID), reserve("pool", missingID), reserve("pool", uuid.NewString())}
+	reserve("other", uuid.NewString())
+	slices.SortFunc(orphans, func(x, y domain.Reservation) int { return strings.Compare(x.ResourceID, y.ResourceID) })
+
+	got, err := b.OrphanedReservations(ctx, "pool", "", 10)
+	if err != nil || !slices.Equal(got, orphans) {
+		t.Fatalf("orphans = %+v, %v; want %+v (a row being deleted still exists)", got, err, orphans)
+	}
+	got, err = b.OrphanedReservations(ctx, "pool", "", 2)
+	if err != nil || !slices.Equal(got, orphans[:2]) {
+		t.Fatalf("orphans up to 2 = %+v, %v; want %+v", got, err, orphans[:2])
+	}
+	got, err = b.OrphanedReservations(ctx, "pool", strings.ToUpper(orphans[1].ResourceID), 2)
+	if err != nil || !slices.Equal(got, orphans[2:]) {
+		t.Fatalf("orphans after the second = %+v, %v; want %+v", got, err, orphans[2:])
+	}
+	var field *domain.FieldError
+	if _, err := b.OrphanedReservations(ctx, "pool", "", 0); !errors.As(err, &field) || field.Field != "limit" {
+		t.Fatalf("orphans up to 0: err = %v; want a FieldError naming limit", err)
+	}
+	if _, err := b.OrphanedReservations(ctx, "pool", "not-a-uuid", 2); !errors.As(err, &field) || field.Field != "after" {
+		t.Fatalf("orphans after a bad id: err = %v; want a FieldError naming after", err)
 	}
 }

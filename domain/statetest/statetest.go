@@ -87,6 +87,8 @@ var tests = []struct {
 	{"SlotUsageStaysRightUnderContention", testSlotUsageStaysRightUnderContention},
 	{"GetReservation", testGetReservation},
 	{"GetReservations", testGetReservations},
+	{"ReservedByHost", testReservedByHost},
+	{"OrphanedReservations", testOrphanedReservations},
 	{"ApplyProvisionerSpecBumpsOnlyOnChange", testApplyProvisionerSpecBumpsOnlyOnChange},
 	{"ApplyProvisionerSpecOnceForAgentsStartingTogether", testApplyProvisionerSpecOnceForAgentsStartingTogether},
 	{"ApplyProvisionerSpecNamesMissingFields", testApplyProvisionerSpecNamesMissingFields},

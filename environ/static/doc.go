@@ -83,7 +83,11 @@
 // # Checks in bulk
 //
 // Check sweeps the reservations of resources whose rows no longer exist (not those being
-// deleted: their deprovision releases them) with one lookup for all of them. The health
+// deleted: their deprovision releases them). The slot store finds them with one query that
+// returns the orphans alone, a page at a time, and Check and Capacity read what each host
+// holds from the per-host sums the store keeps: neither lists the pool's reservations, so the
+// leader's memory does not grow with them (a slot store without that summary has its
+// reservations listed and their resources looked up in one go). The health
 // checker prepares a page of CheckResource calls at once (PrepareChecks): the page's
 // reservations are read in one query and answer for its checks for ten seconds, as old as
 // the page's rows the checker compares them with. A reservation that query did not find is

@@ -14,12 +14,35 @@ import (
 type placement struct {
 	provisioner string
 	hosts       []Runtime // canonical hosts, in config order
+	// index is the position of each of hosts in hosts: pick reads every host's usage for
+	// every reservation, inside the reservation's transaction, so a host spelled as
+	// configured is found without parsing it.
+	index map[string]int
 	// down are the canonical hosts not known to be up (failing their health probe, or
 	// never answered): they take nothing new.
 	down []string
 	// unserved says the runtime has not been handed to clients yet, so a down host it is
 	// on does not keep it: it is placed like a new one.
 	unserved bool
+}
+
+// newPlacement returns the pick policy over hosts, canonical and in config order.
+func newPlacement(provisioner string, hosts []Runtime) placement {
+	index := make(map[string]int, len(hosts))
+	for i, rt := range hosts {
+		index[rt.Host] = i
+	}
+	return placement{provisioner: provisioner, hosts: hosts, index: index}
+}
+
+// lookup returns the position in p.hosts of host, however spelled, and false when it is not
+// configured.
+func (p placement) lookup(host string) (int, bool) {
+	if i, ok := p.index[host]; ok {
+		return i, true
+	}
+	i, ok := p.index[canonicalOr(host)]
+	return i, ok
 }
 
 // withDown returns p with the given hosts down.
@@ -38,13 +61,14 @@ func (p placement) withDown(down []string) placement {
 // one whose host is down, is placed like a new one. Hosts no longer configured, and hosts
 // that are down, take no new slots.
 func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
-	used := make(map[string]domain.HostUsage, len(usage))
+	// The usage of each configured host, by its position in p.hosts; hosts no longer
+	// configured take nothing, so their usage is not needed.
+	used := make([]domain.HostUsage, len(p.hosts))
 	for _, u := range usage {
-		host := canonicalOr(u.Host)
-		sum := used[host]
-		sum.UsedSlots += u.UsedSlots
-		sum.OwnerResources += u.OwnerResources
-		used[host] = sum
+		if i, ok := p.lookup(u.Host); ok {
+			used[i].UsedSlots += u.UsedSlots
+			used[i].OwnerResources += u.OwnerResources
+		}
 	}
 	if existing != nil && p.leaving(existing.Host) == "" {
 		return p.resize(req, existing, used)
@@ -55,13 +79,13 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 		free, owned int
 		order       int
 	}
-	var candidates []candidate
+	candidates := make([]candidate, 0, len(p.hosts))
 	largest := candidate{free: -1}
 	for i, rt := range p.hosts {
 		if containsString(p.down, rt.Host) {
 			continue
 		}
-		u := used[rt.Host]
+		u := used[i]
 		c := candidate{host: rt.Host, free: rt.Slots - u.UsedSlots, owned: u.OwnerResources, order: i}
 		if c.free > largest.free {
 			largest = c
@@ -94,19 +118,18 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 	return candidates[0].host, nil
 }
 
-func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, used map[string]domain.HostUsage) (string, error) {
+// resize keeps existing, on a configured host, where it is when that host has room for
+// req; used is the usage of each configured host by its position in p.hosts.
+func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, used []domain.HostUsage) (string, error) {
 	if req.Slots <= existing.Slots {
 		return existing.Host, nil
 	}
-	host := canonicalOr(existing.Host)
-	var capacity int
-	for _, rt := range p.hosts {
-		if rt.Host == host {
-			capacity = rt.Slots
-		}
+	var capacity, inUse int
+	if i, ok := p.lookup(existing.Host); ok {
+		capacity, inUse = p.hosts[i].Slots, used[i].UsedSlots
 	}
 	// usage counts the resource's own slots; the resize needs only the difference.
-	free := capacity - used[host].UsedSlots
+	free := capacity - inUse
 	need := req.Slots - existing.Slots
 	if free < need {
 		return "", noCapacity("host %s has %s; resize from %d to %s needs %d",
@@ -117,13 +140,8 @@ func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, 
 
 // configured reports whether host, however spelled, is one of the pool's hosts.
 func (p placement) configured(host string) bool {
-	host = canonicalOr(host)
-	for _, rt := range p.hosts {
-		if rt.Host == host {
-			return true
-		}
-	}
-	return false
+	_, ok := p.lookup(host)
+	return ok
 }
 
 // leaving says why the runtime is placed again off host, the host it holds slots on ("is no
@@ -158,7 +176,7 @@ func noCapacity(format string, args ...any) error {
 }
 
 // count returns "1 slot", "2 slots" and the like.
-func count(n int, noun string) string {
+func count[N int | int64](n N, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}

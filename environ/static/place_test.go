@@ -2,6 +2,7 @@ package static
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/berth-dev/berth/domain"
@@ -9,7 +10,7 @@ import (
 
 func TestPick(t *testing.T) {
 	const a, b, c = "http://a:9091", "http://b:9091", "http://c:9091"
-	pool := placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 10}, {Host: b, Slots: 10}, {Host: c, Slots: 4}}}
+	pool := newPlacement("pool", []Runtime{{Host: a, Slots: 10}, {Host: b, Slots: 10}, {Host: c, Slots: 4}})
 	type usage = domain.HostUsage
 	unserved := func(p placement) placement { p.unserved = true; return p }
 	tests := []struct {
@@ -54,11 +55,11 @@ func TestPick(t *testing.T) {
 		want:   `no host of provisioner "pool" has 1 free slot (largest free: 0 on http://a:9091)`,
 		noRoom: true,
 	}, {
-		name: "hosts no longer configured take nothing new", place: placement{provisioner: "pool", hosts: []Runtime{{Host: b, Slots: 2}}}, slots: 1,
+		name: "hosts no longer configured take nothing new", place: newPlacement("pool", []Runtime{{Host: b, Slots: 2}}), slots: 1,
 		usage: []usage{{Host: "http://old:9091"}, {Host: b, UsedSlots: 1, OwnerResources: 1}},
 		want:  b,
 	}, {
-		name: "usage spelled differently still counts", place: placement{provisioner: "pool", hosts: []Runtime{{Host: b, Slots: 3}, {Host: a, Slots: 3}}}, slots: 2,
+		name: "usage spelled differently still counts", place: newPlacement("pool", []Runtime{{Host: b, Slots: 3}, {Host: a, Slots: 3}}), slots: 2,
 		usage: []usage{{Host: "HTTP://A:9091/", UsedSlots: 1}, {Host: "http://b:9091", UsedSlots: 1}, {Host: "http://b:9091/", UsedSlots: 1}},
 		want:  a,
 	}, {
@@ -132,18 +133,18 @@ func TestPick(t *testing.T) {
 		want:     `no host of provisioner "pool" has 5 free slots (largest free: 4 on http://a:9091)`,
 		noRoom:   true,
 	}, {
-		name: "a host cut below its usage keeps a shrinking runtime", place: placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}}, slots: 2,
+		name: "a host cut below its usage keeps a shrinking runtime", place: newPlacement("pool", []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}), slots: 2,
 		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 3},
 		usage:    []usage{{Host: a, UsedSlots: 5}},
 		want:     a,
 	}, {
-		name: "a host cut below its usage takes no growth", place: placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}}, slots: 4,
+		name: "a host cut below its usage takes no growth", place: newPlacement("pool", []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}), slots: 4,
 		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 3},
 		usage:    []usage{{Host: a, UsedSlots: 5}},
 		want:     "host http://a:9091 has 0 free slots; resize from 3 to 4 slots needs 1",
 		noRoom:   true,
 	}, {
-		name: "a host cut below its usage takes nothing new", place: placement{provisioner: "pool", hosts: []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}}, slots: 1,
+		name: "a host cut below its usage takes nothing new", place: newPlacement("pool", []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}), slots: 1,
 		usage: []usage{{Host: a, UsedSlots: 5}, {Host: b, UsedSlots: 9, OwnerResources: 3}},
 		want:  b,
 	}}
@@ -164,5 +165,30 @@ func TestPick(t *testing.T) {
 				t.Errorf("pick = %q, %v; want %q", host, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPickAllocatesTheSameForAnyNumberOfHosts: pick runs for every reservation, inside its
+// transaction, with the usage of every host; usage spelled as the hosts are configured is
+// read without parsing a URL per host, so what pick allocates does not grow with the pool.
+func TestPickAllocatesTheSameForAnyNumberOfHosts(t *testing.T) {
+	allocs := func(hosts int) float64 {
+		var rts []Runtime
+		var usage []domain.HostUsage
+		for i := range hosts {
+			host := fmt.Sprintf("http://host-%d:9091", i)
+			rts = append(rts, Runtime{Host: host, Slots: 10})
+			usage = append(usage, domain.HostUsage{Host: host, UsedSlots: i % 10, OwnerResources: i % 3})
+		}
+		pool := newPlacement("pool", rts)
+		req := domain.SlotRequest{Provisioner: "pool", ResourceID: "r", Owner: "o", Slots: 1}
+		return testing.AllocsPerRun(20, func() {
+			if _, err := pool.pick(req, nil, usage); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if few, many := allocs(4), allocs(200); many > few {
+		t.Errorf("pick allocates %v times over 4 hosts and %v over 200; want no more for more hosts", few, many)
 	}
 }

@@ -59,7 +59,7 @@ func NewWithHTTPClient(client HTTPDoer) environ.Initializer {
 		return &staticEnviron{
 			name:      name,
 			spec:      parsed,
-			place:     placement{provisioner: name, hosts: parsed.Runtimes},
+			place:     newPlacement(name, parsed.Runtimes),
 			slots:     deps.Slots,
 			resources: deps.Resources,
 			health:    newHostHealth(client, clk, parsed.HealthPath, time.Duration(parsed.HealthTimeoutSeconds)*time.Second),
@@ -90,6 +90,17 @@ type staticEnviron struct {
 type reservationGetter interface {
 	GetReservation(ctx context.Context, provisioner, resourceID string) (domain.Reservation, error)
 }
+
+// slotSummary is the slot store's optional summary of a pool (domain.SlotSummary): with it
+// Check and Capacity read one row per host and the orphans alone, so what they cost does
+// not grow with the pool's reservations; without it they list the reservations.
+type slotSummary interface {
+	ReservedByHost(ctx context.Context, provisioner string) ([]domain.HostReservations, error)
+	OrphanedReservations(ctx context.Context, provisioner, after string, limit int) ([]domain.Reservation, error)
+}
+
+// orphanPage is how many orphaned reservations Check reads, and releases, at a time.
+const orphanPage = 1000
 
 var (
 	_ environ.CapacityReporter     = (*staticEnviron)(nil)
@@ -232,39 +243,20 @@ func (e *staticEnviron) Deprovision(ctx context.Context, r *environ.Resource) er
 func (e *staticEnviron) Check(ctx context.Context) error {
 	hosts := e.hosts()
 	failed := e.health.probeAll(ctx, hosts)
-	reservations, err := e.slots.ListReservations(ctx, e.name)
-	if err != nil {
-		return fmt.Errorf("list slot reservations: %w", err)
-	}
-	reservations, err = e.sweepOrphans(ctx, reservations)
+	reserved, err := e.sweptReservations(ctx)
 	if err != nil {
 		return err
 	}
-	type hostUse struct{ slots, resources int }
-	use := make(map[string]*hostUse)
-	var reserved []string
-	for _, res := range reservations {
-		u, ok := use[res.Host]
-		if !ok {
-			u = &hostUse{}
-			use[res.Host] = u
-			reserved = append(reserved, res.Host)
-		}
-		u.slots += res.Slots
-		u.resources++
-	}
-	sort.Strings(reserved)
 	var problems []string
-	for _, host := range reserved {
-		u := use[host]
-		rt, ok := e.spec.runtime(host)
+	for _, u := range reserved {
+		rt, ok := e.spec.runtime(u.Host)
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("host %s is no longer configured but holds %s of %s",
-				host, count(u.slots, "slot"), count(u.resources, "runtime")))
-		case u.slots > rt.Slots:
+				u.Host, count(u.Slots, "slot"), count(u.Resources, "runtime")))
+		case u.Slots > int64(rt.Slots):
 			problems = append(problems, fmt.Sprintf("host %s has %s reserved but only %d configured",
-				host, count(u.slots, "slot"), rt.Slots))
+				u.Host, count(u.Slots, "slot"), rt.Slots))
 		}
 	}
 	var parts []string
@@ -331,11 +323,64 @@ func (e *staticEnviron) probeHost(ctx context.Context, out *environ.Resource) (*
 	return out, nil
 }
 
-// sweepOrphans releases reservations whose resource row no longer exists (a reservation made
-// by a check racing the resource's deletion, or by an agent that died between reserving and
-// recording) and returns the rest. A resource being deleted keeps its reservation: its
-// deprovision releases it. The sweep holds no lease: the store lets a release under none
-// through for a row that is gone.
+// sweptReservations releases the reservations whose resource row no longer exists (a
+// reservation made by a check racing the resource's deletion, or by an agent that died
+// between reserving and recording) and returns what the rest hold on each host, by host. A
+// resource being deleted keeps its reservation: its deprovision releases it. The sweep holds
+// no lease: the store lets a release under none through for a row that is gone. Where no
+// resource lookup is at hand nothing is swept.
+//
+// With a slot store that summarises the pool (slotSummary), the memory this takes does not
+// grow with the pool: the store hands over the orphans alone, a page at a time, and one row
+// per host.
+func (e *staticEnviron) sweptReservations(ctx context.Context) ([]domain.HostReservations, error) {
+	summary, ok := e.slots.(slotSummary)
+	if !ok {
+		reservations, err := e.slots.ListReservations(ctx, e.name)
+		if err != nil {
+			return nil, fmt.Errorf("list slot reservations: %w", err)
+		}
+		if reservations, err = e.sweepOrphans(ctx, reservations); err != nil {
+			return nil, err
+		}
+		return sumByHost(reservations), nil
+	}
+	if e.resources != nil {
+		if err := e.releaseOrphans(ctx, summary); err != nil {
+			return nil, err
+		}
+	}
+	reserved, err := summary.ReservedByHost(ctx, e.name)
+	if err != nil {
+		return nil, fmt.Errorf("read slot reservations by host: %w", err)
+	}
+	return reserved, nil
+}
+
+// releaseOrphans releases the pool's orphaned reservations, orphanPage at a time in the order
+// of their resource ids, each page after the last id of the one before: the sweep ends
+// whatever the releases do, and an orphan made behind it meanwhile is swept by the next.
+func (e *staticEnviron) releaseOrphans(ctx context.Context, summary slotSummary) error {
+	after := ""
+	for {
+		orphans, err := summary.OrphanedReservations(ctx, e.name, after, orphanPage)
+		if err != nil {
+			return fmt.Errorf("find orphaned slot reservations: %w", err)
+		}
+		for _, res := range orphans {
+			if err := e.releaseOrphan(ctx, res); err != nil {
+				return err
+			}
+		}
+		if len(orphans) < orphanPage {
+			return nil
+		}
+		after = orphans[len(orphans)-1].ResourceID
+	}
+}
+
+// sweepOrphans releases those of reservations whose resource row no longer exists and returns
+// the rest: sweptReservations for a slot store that only lists.
 func (e *staticEnviron) sweepOrphans(ctx context.Context, reservations []domain.Reservation) ([]domain.Reservation, error) {
 	if e.resources == nil {
 		return reservations, nil
@@ -350,13 +395,39 @@ func (e *staticEnviron) sweepOrphans(ctx context.Context, reservations []domain.
 			kept = append(kept, res)
 			continue
 		}
-		if err := e.slots.ReleaseSlots(ctx, e.name, res.ResourceID, nil); err != nil {
-			return nil, fmt.Errorf("release orphaned reservation of resource %s: %w", res.ResourceID, err)
+		if err := e.releaseOrphan(ctx, res); err != nil {
+			return nil, err
 		}
-		e.logger.Info("released the slots of a resource that no longer exists",
-			"resource", res.ResourceID, "host", res.Host, "slots", res.Slots)
 	}
 	return kept, nil
+}
+
+// releaseOrphan releases res, whose resource row no longer exists.
+func (e *staticEnviron) releaseOrphan(ctx context.Context, res domain.Reservation) error {
+	if err := e.slots.ReleaseSlots(ctx, e.name, res.ResourceID, nil); err != nil {
+		return fmt.Errorf("release orphaned reservation of resource %s: %w", res.ResourceID, err)
+	}
+	e.logger.Info("released the slots of a resource that no longer exists",
+		"resource", res.ResourceID, "host", res.Host, "slots", res.Slots)
+	return nil
+}
+
+// sumByHost adds up what reservations hold on each host, by host.
+func sumByHost(reservations []domain.Reservation) []domain.HostReservations {
+	byHost := make(map[string]*domain.HostReservations)
+	var out []domain.HostReservations
+	for _, res := range reservations {
+		h, ok := byHost[res.Host]
+		if !ok {
+			out = append(out, domain.HostReservations{Host: res.Host})
+			h = &out[len(out)-1]
+			byHost[res.Host] = h
+		}
+		h.Slots += int64(res.Slots)
+		h.Resources++
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
+	return out
 }
 
 // missing returns the resources of reservations whose row no longer exists: in one query
@@ -408,21 +479,21 @@ func (e *staticEnviron) stillWanted(ctx context.Context, id string) error {
 // reserved on it, down hosts marked. Hosts no longer configured that still hold reservations
 // are listed with a total of 0.
 func (e *staticEnviron) Capacity(ctx context.Context) (environ.Capacity, error) {
-	reservations, err := e.slots.ListReservations(ctx, e.name)
+	reserved, err := e.reservedByHost(ctx)
 	if err != nil {
-		return environ.Capacity{}, fmt.Errorf("list slot reservations: %w", err)
+		return environ.Capacity{}, err
 	}
 	used := make(map[string]int64)
 	var unconfigured []string
-	for _, res := range reservations {
-		host, err := canonicalURL(res.Host)
+	for _, u := range reserved {
+		host, err := canonicalURL(u.Host)
 		if err != nil {
-			host = res.Host
+			host = u.Host
 		}
 		if _, ok := e.spec.runtime(host); !ok && used[host] == 0 {
 			unconfigured = append(unconfigured, host)
 		}
-		used[host] += int64(res.Slots)
+		used[host] += u.Slots
 	}
 	down := e.health.down()
 	c := environ.Capacity{Unit: "slots"}
@@ -440,6 +511,23 @@ func (e *staticEnviron) Capacity(ctx context.Context) (environ.Capacity, error) 
 		c.Used += h.Used
 	}
 	return c, nil
+}
+
+// reservedByHost returns what the pool's reservations hold on each host, by host: one row per
+// host from a slot store that summarises the pool, else the sum of its listed reservations.
+func (e *staticEnviron) reservedByHost(ctx context.Context) ([]domain.HostReservations, error) {
+	if summary, ok := e.slots.(slotSummary); ok {
+		reserved, err := summary.ReservedByHost(ctx, e.name)
+		if err != nil {
+			return nil, fmt.Errorf("read slot reservations by host: %w", err)
+		}
+		return reserved, nil
+	}
+	reservations, err := e.slots.ListReservations(ctx, e.name)
+	if err != nil {
+		return nil, fmt.Errorf("list slot reservations: %w", err)
+	}
+	return sumByHost(reservations), nil
 }
 
 // reservation returns the resource's reservation, if it has one.
