@@ -53,9 +53,10 @@ func (s *State) HeartbeatAgent(ctx context.Context, id string, session int64) er
 		if err != nil || leaseTTLMillis == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, `
-			UPDATE resources SET lease_expires_at = now() + $2 * interval '1 millisecond'
-			 WHERE lease_holder = $1`, id, leaseTTLMillis)
+		// The rows are locked in id order, as the groups of claims and records lock theirs:
+		// locked in the index's order instead, a heartbeat and a group could each hold a row
+		// the other waits for, and one of them was aborted as a deadlock.
+		_, err = tx.Exec(ctx, heartbeatLeasesSQL, id, leaseTTLMillis)
 		return err
 	})
 	if err != nil {
@@ -63,6 +64,12 @@ func (s *State) HeartbeatAgent(ctx context.Context, id string, session int64) er
 	}
 	return nil
 }
+
+// heartbeatLeasesSQL renews the leases of agent $1 by $2 milliseconds.
+const heartbeatLeasesSQL = `
+	UPDATE resources SET lease_expires_at = now() + $2 * interval '1 millisecond'
+	 WHERE id IN (SELECT id FROM resources WHERE lease_holder = $1 ORDER BY id FOR UPDATE)
+	   AND lease_holder = $1`
 
 // ResignAgent removes the row of session and clears the id's leases in one transaction.
 func (s *State) ResignAgent(ctx context.Context, id string, session int64) error {
@@ -78,11 +85,13 @@ func (s *State) ResignAgent(ctx context.Context, id string, session int64) error
 			return backend.SessionEnded(id, session)
 		}
 		// Each cleared lease is logged as a change, so the other agents' watchers take the
-		// resource over at once rather than when something else changes it.
+		// resource over at once rather than when something else changes it. The rows are
+		// locked in id order, as by the heartbeat.
 		tag, err = tx.Exec(ctx, `
 			WITH cleared AS (
 				UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
-				 WHERE lease_holder = $1
+				 WHERE id IN (SELECT id FROM resources WHERE lease_holder = $1 ORDER BY id FOR UPDATE)
+				   AND lease_holder = $1
 				RETURNING id
 			)
 			INSERT INTO change_log (resource_id) SELECT id FROM cleared`, id)
