@@ -61,7 +61,7 @@ func (h healthResult) checks() int {
 func (h healthResult) perSecond() float64 { return float64(h.checks()) / h.elapsed.Seconds() }
 
 // statementCalls are the store calls the sweep makes that each run one statement.
-var statementCalls = []string{"CountResourcesByStatus", "ListCheckable", "GetReservation", "GetReservations", "GetResource", "MissingResources", "ListReservations"}
+var statementCalls = []string{"CountResourcesByStatus", "ListCheckable", "GetReservation", "GetReservations", "GetResource", "MissingResources", "ListReservations", "ReservedByHost", "OrphanedReservations"}
 
 // healthSweep measures one round of the health checker over cfg.healthN ready runtimes of a
 // static pool whose hosts are local HTTP servers answering the health path: the real worker,
@@ -596,11 +596,14 @@ func (s countingStore) RecordHealth(ctx context.Context, id string, generation i
 }
 
 // countingSlots is the environ's slot store, counted; it keeps the single-reservation
-// lookup the static environ prefers.
+// lookup and the summaries the static environ prefers.
 type countingSlots struct {
 	st    *postgres.State
 	calls *callCounter
 }
+
+// The sweep measures Check as the agent runs it, on the summaries.
+var _ domain.SlotSummary = countingSlots{}
 
 func (s countingSlots) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
 	s.calls.add("ReserveSlots")
@@ -627,6 +630,18 @@ func (s countingSlots) GetReservation(ctx context.Context, provisioner, resource
 func (s countingSlots) GetReservations(ctx context.Context, provisioner string, resourceIDs []string) ([]domain.Reservation, error) {
 	s.calls.add("GetReservations")
 	return s.st.GetReservations(ctx, provisioner, resourceIDs)
+}
+
+// ReservedByHost and OrphanedReservations keep the summaries with which the static environ's
+// Check reads usage and finds orphans, instead of listing every reservation.
+func (s countingSlots) ReservedByHost(ctx context.Context, provisioner string) ([]domain.HostReservations, error) {
+	s.calls.add("ReservedByHost")
+	return s.st.ReservedByHost(ctx, provisioner)
+}
+
+func (s countingSlots) OrphanedReservations(ctx context.Context, provisioner, after string, limit int) ([]domain.Reservation, error) {
+	s.calls.add("OrphanedReservations")
+	return s.st.OrphanedReservations(ctx, provisioner, after, limit)
 }
 
 // countingResources is the environ's resource lookup, counted.
