@@ -102,6 +102,73 @@
 //     sweep's sessions have closed (a session hands over its counters when it ends). The
 //     sweep fails when a check wrote a row: the figures would then not be a steady state.
 //
+// The fastest PostgreSQL throughput run also prints where its database time went, statement
+// by statement, from pg_stat_statements (scripts/pg-local.sh preloads it, with track = all so
+// that the triggers' statements show): calls, time per call and per resource, share of the
+// time of the statements clients sent, rows per call. A server without the module gets a line
+// saying how to have it.
+//
+// # Where a static runtime's time goes (PostgreSQL)
+//
+// One run on 2 cores (10,000 runtimes, concurrency 64, 1,504 runtimes/s): 720 us of database
+// time per runtime in the statements the agent and the bench sent, against about 140 us per
+// job for River (fetch and complete in one statement per batch, 3 row versions of a narrow
+// table, no triggers). A runtime's path, each statement once per runtime unless it says:
+//
+//	step                 statement                                           us   of which triggers
+//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   53   event, change-log row
+//	claim                UPDATE with a locking read of the row and its       222  event "provisioning
+//	                     holder's agent row; starts provisioning                  generation N"
+//	reservation          the lease fence, SELECT ... FOR SHARE                19
+//	                     reservations by id, owners' and hosts' usage        40   (one each per group:
+//	                                                                              12 runtimes on average)
+//	                     upsert of the reservation                           111  58: host and owner usage
+//	ready                UPDATE, the wait recorded in the same statement     241  two events
+//
+// Claims, records and a provisioner's reservations are made in groups (one round trip and one
+// commit for all the calls waiting at the time), so a runtime costs 4 round trips of its
+// group and about 0.25 commits. Each runtime writes 11 rows: 3 versions of its resources row
+// (a wide row of JSON columns whose status and lease columns are in the predicates of 3
+// partial indexes, so no update is HOT), 4 history events, a change-log row, its reservation
+// and 2 usage rows. Before the groups a runtime cost 5 round trips and 3 commits of its row;
+// until the last of these changes "waiting for it to serve" was a write of its own (a fourth
+// version of the row), which a broker that keeps its state itself (the static pool's
+// reservation) does not need: the ready record now writes that step into the history, event
+// for event as before.
+//
+// What is left is the row updates (460 us of the 720). The agent's own CPU, pgx's encoding
+// and JSON decoding, takes about as much again on the same 2 cores. River's 0.25x would be
+// about 2,800 runtimes/s here, under 360 us of database time per runtime: more than the two
+// updates cost. Reaching it would take writing the history from the agent in batches instead
+// of from the table's triggers (then a plain-SQL write would no longer be recorded like the
+// agent's), dropping the indexes the sweeps read, or folding the claim and the ready record
+// into one write for instant brokers (no lease held while the broker works): each breaks a
+// promise the issue keeps. Against the peer users run, Rill's provisioning on River, Berth is
+// 1.9x faster in the same run.
+//
+// # Cost model: 1,000,000 runtimes
+//
+// From the per-runtime figures above:
+//   - A burst of 1,000,000: 720 s of database time; 11 to 13 minutes at the 1,330 to 1,500
+//     runtimes/s measured here. 11 million rows written; about 0.25 commits per runtime, 375
+//     commits/s at 1,500/s, far below what the server commits (pgbench: 4,400/s with one
+//     client): the limit is CPU, not commits.
+//   - Storage: a resources row with its indexes takes about 0.9 KB, a history event about
+//     210 B (4 per provisioning, kept --event-retention, 7 days), a reservation about 190 B, a
+//     change-log row about 100 B (kept --change-log-retention, 24 hours): about 2 GB.
+//   - Watcher fan-out: one change-log row and one NOTIFY per client write, none for the
+//     agents' writes; each agent reads the change log in pages of 1,000, so 1,000,000 client
+//     writes cost each agent 1,000 page reads.
+//   - A restart on a backlog of 1,000,000 reads a page of 1,000 at a time and queues at most
+//     1,000: the first reconcile within a second, memory flat (measured at 20,000 and 100,000).
+//   - The health checks compete with provisioning for the same cores: the burst of 100,000
+//     drained at 723/s against 1,328/s for 20,000, while every ready runtime was checked once
+//     a minute (1,700 checks/s at 100,000 ready).
+//   - Health: every ready runtime once per --health-interval (1 minute) is 16,700 checks/s;
+//     one agent sweeps 16,700 checks/s on these 2 cores (4 statements per 1,000 checks), so
+//     one agent is at its limit; agents share the checks by rendezvous (3 agents: 5,600/s
+//     each), or --health-interval 5m needs 3,300/s.
+//
 // -compare=false skips every Berth and River run, those with several agents and the scale run
 // included (the health sweep alone).
 //

@@ -48,8 +48,9 @@ func (s *schedule) enqueue(id string) {
 	}
 }
 
-// start takes the next queued id and marks it running, if fewer than limit are running.
-// woken says it was queued because capacity was freed for it.
+// start takes the next queued id and marks it running, if fewer than limit are running
+// besides those awaiting their resource, and fewer than limit + awaitLimit in all. woken says
+// it was queued because capacity was freed for it.
 func (s *schedule) start(limit, awaitLimit int) (id string, woken, ok bool) {
 	if len(s.running)-len(s.awaiting) >= limit || len(s.running) >= limit+awaitLimit || len(s.queue) == 0 {
 		return "", false, false
