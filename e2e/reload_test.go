@@ -77,13 +77,16 @@ func TestLiveConfiguration(t *testing.T) {
 	}
 
 	// An invalid set (the file alone, no signal) is refused, and the agent keeps running.
-	e.writeRaw(t, fmt.Sprintf(`{"pool": {"type": "static", "spec": {"runtimes": [{"host": %q, "slots": 2}, {"host": %q, "slots": 0}]}}}`, b.url, c.url))
+	invalid := fmt.Sprintf(`{"pool": {"type": "static", "spec": {"runtimes": [{"host": %q, "slots": 2}, {"host": %q, "slots": 0}]}}}`, b.url, c.url)
+	e.writeRaw(t, invalid)
 	e.eventually("the invalid set is refused", 20*time.Second, func() (bool, string) {
 		return strings.Contains(agent.logs.String(), `msg="provisioner set rejected: the agent keeps running the previous set"`), "no refusal in the log yet"
 	})
 	refusal := lineWith(agent.logs.String(), "provisioner set rejected")
-	if !strings.Contains(refusal, `provisioner \"pool\" (static): runtimes[1].slots: must be at least 1`) || !strings.Contains(refusal, "level=ERROR") {
-		t.Errorf("refusal = %q, want an error naming the provisioner and the field", refusal)
+	column := strings.Index(invalid, `"slots": 0`) + len(`"slots": `) + 1
+	want := fmt.Sprintf(`provisioner \"pool\" (static), line 1, column %d: runtimes[1].slots: must be at least 1`, column)
+	if !strings.Contains(refusal, want) || !strings.Contains(refusal, "level=ERROR") {
+		t.Errorf("refusal = %q, want an error naming the provisioner, where it is and the field (%s)", refusal, want)
 	}
 	fourth := e.create("--name", "fourth", "--owner", "other", "--arg", "slots=2", "--wait")
 	if got := e.get(fourth).Config["host"]; got != c.url {

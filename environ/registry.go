@@ -117,9 +117,10 @@ func (s *Set) Close() error {
 
 // NewSet builds every provisioner of setJSON, a JSON object mapping names to Specs, and checks
 // that defaultName names one of them. An empty defaultName is allowed when the set has exactly
-// one provisioner, which becomes the default. Errors name the provisioner and the field.
+// one provisioner, which becomes the default. The JSON may carry comments (// and /* */) and
+// trailing commas. Errors name the provisioner, the field and its line and column.
 func (r *Registry) NewSet(setJSON []byte, defaultName string, deps Deps) (*Set, error) {
-	specs, err := parseSet(setJSON)
+	specs, src, err := parseSet(setJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -145,12 +146,12 @@ func (r *Registry) NewSet(setJSON []byte, defaultName string, deps Deps) (*Set, 
 		spec := specs[name]
 		if spec.Type == "" {
 			set.Close()
-			return nil, fmt.Errorf("provisioner %q: field \"type\" is missing: use one of %s", name, strings.Join(r.Types(), ", "))
+			return nil, fmt.Errorf("provisioner %q, %s: field \"type\" is missing: use one of %s", name, src.at(name), strings.Join(r.Types(), ", "))
 		}
 		init, ok := r.initializers[spec.Type]
 		if !ok {
 			set.Close()
-			return nil, fmt.Errorf("provisioner %q: type %q is unknown: use one of %s", name, spec.Type, strings.Join(r.Types(), ", "))
+			return nil, fmt.Errorf("provisioner %q, %s: type %q is unknown: use one of %s", name, src.at(name, "type"), spec.Type, strings.Join(r.Types(), ", "))
 		}
 		d := deps
 		if d.Logger == nil {
@@ -160,38 +161,44 @@ func (r *Registry) NewSet(setJSON []byte, defaultName string, deps Deps) (*Set, 
 		env, err := init(name, spec.Spec, d)
 		if err != nil {
 			set.Close()
-			return nil, fmt.Errorf("provisioner %q (%s): %w", name, spec.Type, err)
+			return nil, fmt.Errorf("provisioner %q (%s), %s: %w", name, spec.Type, src.at(specField(name, err)...), err)
 		}
 		set.Environs[name] = env
 	}
 	return set, nil
 }
 
-func parseSet(setJSON []byte) (map[string]Spec, error) {
-	if len(bytes.TrimSpace(setJSON)) == 0 {
-		return nil, fmt.Errorf("provisioner set is empty: set BERTH_PROVISIONER_SET_JSON or --provisioners FILE")
+// parseSet reads the set's text (JSON, comments and trailing commas allowed) into its specs,
+// each Spec.Spec standard JSON, and returns the source its errors point into.
+func parseSet(text []byte) (map[string]Spec, *setSource, error) {
+	if len(bytes.TrimSpace(text)) == 0 {
+		return nil, nil, fmt.Errorf("provisioner set is empty: set BERTH_PROVISIONER_SET_JSON or --provisioners FILE")
+	}
+	src, setJSON, err := parseSetSource(text)
+	if err != nil {
+		return nil, nil, err
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(setJSON, &raw); err != nil {
-		return nil, fmt.Errorf("provisioner set is not a JSON object of name -> {type, spec}: %w", err)
+		return nil, nil, fmt.Errorf("provisioner set, %s: not a JSON object of name -> {type, spec}: %w", src.at(), err)
 	}
 	if name, dup := duplicateName(setJSON); dup {
-		return nil, fmt.Errorf("provisioner set: provisioner %q is defined twice: give each provisioner its own name", name)
+		return nil, nil, fmt.Errorf("provisioner set, %s: provisioner %q is defined twice: give each provisioner its own name", src.member(name, 1), name)
 	}
 	specs := make(map[string]Spec, len(raw))
 	for name, msg := range raw {
 		if strings.TrimSpace(name) == "" {
-			return nil, fmt.Errorf("provisioner set: a provisioner has an empty name")
+			return nil, nil, fmt.Errorf("provisioner set, %s: a provisioner has an empty name", src.member(name, 0))
 		}
 		dec := json.NewDecoder(bytes.NewReader(msg))
 		dec.DisallowUnknownFields()
 		var spec Spec
 		if err := dec.Decode(&spec); err != nil {
-			return nil, fmt.Errorf("provisioner %q: want {\"type\": ..., \"spec\": {...}}: %w", name, err)
+			return nil, nil, fmt.Errorf("provisioner %q, %s: want {\"type\": ..., \"spec\": {...}}: %w", name, src.at(name), err)
 		}
 		specs[name] = spec
 	}
-	return specs, nil
+	return specs, src, nil
 }
 
 // duplicateName finds a name the set object defines more than once, which decoding into a map

@@ -156,15 +156,17 @@ func TestNewSetErrors(t *testing.T) {
 		{"null", `null`, "provisioner set is empty"},
 		{"not an object", `["pool"]`, "not a JSON object"},
 		{"name defined twice", `{"pool": {"type": "fake", "spec": {}}, "x": {"type": "fake", "spec": {}}, "pool": {"type": "static"}}`,
-			`provisioner set: provisioner "pool" is defined twice`},
+			`provisioner set, line 1, column 75: provisioner "pool" is defined twice`},
 		{"empty name", `{" ": {"type": "fake", "spec": {}}}`, "empty name"},
-		{"entry not an object", `{"pool": "static"}`, `provisioner "pool": want {"type": ..., "spec": {...}}`},
-		{"unknown entry field", `{"pool": {"type": "static", "specs": {}}}`, `provisioner "pool": want {"type": ..., "spec": {...}}: json: unknown field "specs"`},
-		{"missing type", `{"pool": {"spec": {}}}`, `provisioner "pool": field "type" is missing: use one of fake, static`},
-		{"unknown type", `{"pool": {"type": "kubernetes", "spec": {}}}`, `provisioner "pool": type "kubernetes" is unknown: use one of fake, static`},
+		{"entry not an object", `{"pool": "static"}`, `provisioner "pool", line 1, column 10: want {"type": ..., "spec": {...}}`},
+		{"unknown entry field", `{"pool": {"type": "static", "specs": {}}}`, `provisioner "pool", line 1, column 10: want {"type": ..., "spec": {...}}: json: unknown field "specs"`},
+		{"missing type", `{"pool": {"spec": {}}}`, `provisioner "pool", line 1, column 10: field "type" is missing: use one of fake, static`},
+		{"unknown type", `{"pool": {"type": "kubernetes", "spec": {}}}`, `provisioner "pool", line 1, column 19: type "kubernetes" is unknown: use one of fake, static`},
 		{"bad static spec", `{"pool": {"type": "static", "spec": {"runtimes": [{"host": "http://a:9091", "slot": 2}]}}}`,
-			`provisioner "pool" (static): runtimes[0].slot: unknown field; known: host, slots, data_dir, audience_url`},
-		{"missing static spec", `{"pool": {"type": "static"}}`, `provisioner "pool" (static): spec: is missing`},
+			`provisioner "pool" (static), line 1, column 85: runtimes[0].slot: unknown field; known: host, slots, data_dir, audience_url`},
+		{"missing static spec", `{"pool": {"type": "static"}}`, `provisioner "pool" (static), line 1, column 10: spec: is missing`},
+		{"syntax error", "{\n  \"pool\": {\"type\": \"static\",, }\n}", `provisioner set is not JSON (comments and trailing commas are allowed): line 2, column 29: invalid character ','`},
+		{"comment not closed", "{\"pool\": /* the pool {}}", `provisioner set is not JSON (comments and trailing commas are allowed): line 1, column 10:`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,7 +185,7 @@ func TestNewSetClosesWhatItBuiltOnError(t *testing.T) {
 		"a": {"type": "fake", "spec": {}},
 		"b": {"type": "fake", "spec": {}},
 		"c": {"type": "fake", "spec": {"fail": "boom"}}}`), "a", deps())
-	if err == nil || err.Error() != `provisioner "c" (fake): boom` {
+	if err == nil || err.Error() != `provisioner "c" (fake), line 4, column 33: boom` {
 		t.Fatalf("NewSet = %v, want the error of c", err)
 	}
 	for _, name := range []string{"a", "b"} {
@@ -283,6 +285,7 @@ func FuzzNewSet(f *testing.F) {
 		{`{"pool": {"type": "kubernetes", "spec": {}}}`, ""},
 		{`{"pool": {"type": "static", "specs": {}}}`, ""},
 		{`[{"pool": {}}]`, ""},
+		{"{\n  // the pool\n  \"pool\": {\"type\": \"static\", /* hosts */ \"spec\": {\"runtimes\": [{\"host\": \"http://a:1\", \"slots\": 0,},],},},\n}", ""},
 	} {
 		f.Add([]byte(seed.set), seed.defaultName)
 	}

@@ -423,6 +423,68 @@ func TestDeleteWaitReturnsWhenTheRowIsGone(t *testing.T) {
 	}
 }
 
+// The provisioner set's documented example loads exactly as written, comments and all, from
+// a file and from the environment; an error in a set with comments names its line and column.
+func TestCheckConfigLoadsTheDocumentedExampleAsWritten(t *testing.T) {
+	clearEnv(t)
+	clk := testclock.NewClock(time.Now())
+	example, err := os.ReadFile("testdata/documented-example.jsonc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	templates, err := filepath.Glob("../../environ/kubernetes/templates/*.yaml")
+	if err != nil || len(templates) == 0 {
+		t.Fatalf("the kubernetes environ's templates: %v, %v", templates, err)
+	}
+	// The example's kubernetes provisioner names its kubeconfig and templates relative to
+	// the working directory.
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "templates"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range templates {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "templates", filepath.Base(path)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+	for name, content := range map[string]string{"kubeconfig.yaml": kubeconfig, "provisioners.jsonc": string(example)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+
+	want := "is valid: 2 provisioner(s), default \"static-example\""
+	out, _, err := runBerth(clk, "check-config", "--provisioners", "provisioners.jsonc", "--default-provisioner", "static-example")
+	if err != nil || !strings.Contains(out, want) {
+		t.Fatalf("check-config of the documented example: %q, %v", out, err)
+	}
+	t.Setenv(envProvisionerSetJSON, string(example))
+	out, _, err = runBerth(clk, "check-config", "--default-provisioner", "static-example")
+	if err != nil || !strings.Contains(out, want) {
+		t.Fatalf("check-config of the documented example from the environment: %q, %v", out, err)
+	}
+
+	// The example with the slots of its static runtime misspelt: the error is where it is.
+	bad := strings.Replace(string(example), `"slots": 50,`, `"slots": "50",`, 1)
+	t.Setenv(envProvisionerSetJSON, bad)
+	_, _, err = runBerth(clk, "check-config", "--default-provisioner", "static-example")
+	if err == nil || !strings.Contains(err.Error(), `provisioner "static-example" (static), line 11, column 26: runtimes[0].slots: must be a whole number, got "50"`) {
+		t.Fatalf("check-config of a bad slots value: %v", err)
+	}
+}
+
 func TestCheckConfig(t *testing.T) {
 	clearEnv(t)
 	clk := testclock.NewClock(time.Now())
@@ -473,7 +535,7 @@ func TestCheckConfig(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--provisioners", dup}, []string{`provisioner "pool" (static): runtimes[1].host: "HTTP://H1:9091/" duplicates runtimes[0].host`}},
+		{[]string{"--provisioners", dup}, []string{`provisioner "pool" (static), line 2, column 52: runtimes[1].host: "HTTP://H1:9091/" duplicates runtimes[0].host`}},
 		{[]string{"--provisioners", two}, []string{"no default provisioner", "--default-provisioner", "a, b"}},
 		{[]string{"--provisioners", two, "--default-provisioner", "c"}, []string{`default provisioner "c" is not in the provisioner set`}},
 		{[]string{"--provisioners", filepath.Join(dir, "missing.json")}, []string{"--provisioners: cannot read the provisioner set"}},

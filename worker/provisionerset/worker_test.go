@@ -203,7 +203,7 @@ func (s *workerSuite) TestInvalidSetKeepsTheRunningOne(c *gc.C) {
 	s.awaitTimer(c)
 	s.clock.Advance(debounce)
 	line := s.logs.wait(c, `level=ERROR msg="provisioner set rejected: the agent keeps running the previous set"`)
-	c.Check(line, gc.Matches, `.*err="provisioner set from file .*provisioners.json is invalid: provisioner \\"pool\\" \(static\): runtimes\[0\]\.slots: must be at least 1.*`)
+	c.Check(line, gc.Matches, `.*err="provisioner set from file .*provisioners.json is invalid: provisioner \\"pool\\" \(static\), line 1, column 86: runtimes\[0\]\.slots: must be at least 1.*`)
 	c.Check(strings.Contains(line, "\n"), gc.Equals, false)
 	c.Check(isClosed(changed), gc.Equals, false)
 	c.Check(current(w), gc.Equals, v1)
@@ -285,7 +285,7 @@ func (s *workerSuite) TestInvalidInitialSetIsAnError(c *gc.C) {
 	config := s.config()
 	config.Initial = []byte(badSlot)
 	_, err := provisionerset.NewWorker(config)
-	c.Check(err, gc.ErrorMatches, `provisioner set from file .* is invalid: provisioner "pool" \(static\): runtimes\[0\]\.slots: must be at least 1.*`)
+	c.Check(err, gc.ErrorMatches, `provisioner set from file .* is invalid: provisioner "pool" \(static\), line 1, column 86: runtimes\[0\]\.slots: must be at least 1.*`)
 }
 
 func (s *workerSuite) TestValidate(c *gc.C) {
