@@ -163,8 +163,8 @@ func TestStoreFlags(t *testing.T) {
 	t.Setenv("BERTH_BINARY", "/bin/sh")
 	cfg, err := parseConfig(nil, io.Discard)
 	if err != nil || strings.Join(cfg.stores, ",") != "postgres,sqlite" || cfg.n != 10000 || cfg.sqliteN != 2000 ||
-		len(cfg.sqliteConcurrency) != 1 || cfg.sqliteConcurrency[0] != 16 {
-		t.Errorf("defaults %+v, %v; want both stores, 10000 on PostgreSQL and 2000 at concurrency 16 on SQLite", cfg, err)
+		!slices.Equal(cfg.sqliteConcurrency, []int{16, 64, 256}) || !slices.Equal(cfg.berthConcurrency, []int{16, 64, 256}) {
+		t.Errorf("defaults %+v, %v; want both stores, 10000 on PostgreSQL and 2000 on SQLite, each at concurrency 16, 64 and 256", cfg, err)
 	}
 	cfg, err = parseConfig([]string{"-stores", "sqlite, sqlite", "-sqlite-n", "50"}, io.Discard)
 	if err != nil || strings.Join(cfg.stores, ",") != "sqlite" || cfg.sqliteN != 50 {

@@ -18,8 +18,9 @@
 //     are ready. Throughput is n / (max(ready_at) - min(created_at)), both set by the database
 //     clock and read through the store's own API. The agent's peak RSS is VmHWM from
 //     /proc/<pid>/status, read just before it is stopped. Each -berth-concurrency value
-//     (-sqlite-concurrency on SQLite) is a separate run; PostgreSQL's best is compared with
-//     River, and each store's best is shown side by side.
+//     (-sqlite-concurrency on SQLite; both default 16, the agent's default, 64 and 256) is a
+//     separate run; PostgreSQL's best is compared with River, and each store's best is shown
+//     side by side. More reconciles in flight make bigger groups of writes, one commit each.
 //   - Berth latency, on each store: after a warm-up resource, -latency-n resources are
 //     inserted one at a time at -rate per second; latency is ready_at - created_at, both
 //     database timestamps (milliseconds on SQLite), so no clock skew between agent and bench
