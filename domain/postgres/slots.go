@@ -277,16 +277,9 @@ func (s *State) GetReservation(ctx context.Context, provisioner, resourceID stri
 }
 
 // ReservedByHost returns what the provisioner's reservations hold on each host that holds any,
-// ordered by host: one row per host from slot_host_usage and slot_owner_usage, the sums the
-// reservations' trigger keeps, however many reservations there are.
+// ordered by host (backend.ReservedByHostSQL).
 func (s *State) ReservedByHost(ctx context.Context, provisioner string) ([]domain.HostReservations, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT h.host, h.slots, coalesce(o.resources, 0)
-		  FROM slot_host_usage h
-		  LEFT JOIN (SELECT host, sum(resources)::bigint AS resources
-		               FROM slot_owner_usage WHERE provisioner = $1 GROUP BY host) o ON o.host = h.host
-		 WHERE h.provisioner = $1
-		 ORDER BY h.host`, provisioner)
+	rows, err := s.pool.Query(ctx, backend.ReservedByHostSQL, provisioner)
 	if err != nil {
 		return nil, fmt.Errorf("read the reservations of %s by host: %w", provisioner, err)
 	}
@@ -304,14 +297,14 @@ func (s *State) ReservedByHost(ctx context.Context, provisioner string) ([]domai
 // row no longer exists and whose resource id sorts after after ("" for the first), ordered
 // by resource: one anti-join, which hands the agent the orphans alone.
 func (s *State) OrphanedReservations(ctx context.Context, provisioner, after string, limit int) ([]domain.Reservation, error) {
-	if limit < 1 {
-		return nil, &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	if err := backend.CheckOrphanPage(limit); err != nil {
+		return nil, err
 	}
 	var from pgtype.UUID // NULL: from the first
 	if after != "" {
 		uid, err := parseID(after)
 		if err != nil {
-			return nil, &domain.FieldError{Field: "after", Msg: fmt.Sprintf("%q is no resource id: pass the last id of the previous page, or \"\" for the first", after)}
+			return nil, backend.OrphanPageAfterError(after)
 		}
 		from = uid
 	}

@@ -110,3 +110,16 @@ func CheckAttentionPage(limit int) error {
 	}
 	return nil
 }
+
+// CheckOrphanPage checks OrphanedReservations' page size.
+func CheckOrphanPage(limit int) error {
+	if limit < 1 {
+		return &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
+	}
+	return nil
+}
+
+// OrphanPageAfterError is OrphanedReservations' error for an after that is no resource id.
+func OrphanPageAfterError(after string) error {
+	return &domain.FieldError{Field: "after", Msg: fmt.Sprintf("%q is no resource id: pass the last id of the previous page, or \"\" for the first", after)}
+}
