@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/internal/pgtest"
 )
 
 // A heartbeat renewing an agent's leases locks their rows in id order, as the groups of claims
@@ -16,14 +15,7 @@ import (
 func TestHeartbeatLocksLeasedRowsInIDOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := Open(ctx, pgtest.New(t), PoolConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := migratedState(ctx, t)
 	session, err := st.RegisterAgent(ctx, domain.AgentInfo{ID: "agent-a", Version: "v1", LeaseTTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)

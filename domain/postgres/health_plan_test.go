@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/berth-dev/berth/internal/pgtest"
 )
 
 // planNode is the part of an EXPLAIN (FORMAT JSON) node the test reads.
@@ -27,14 +25,7 @@ type planNode struct {
 func TestListCheckableWalksTheIndex(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := Open(ctx, pgtest.New(t), PoolConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := migratedState(ctx, t)
 	// Rows as the provisioner leaves them, enough that the planner's choices are those of a
 	// big table. The triggers (history, change log) are beside the point and slow to fill.
 	const rows, limit = 100000, 500

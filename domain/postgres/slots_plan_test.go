@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/berth-dev/berth/internal/pgtest"
 )
 
 // A reservation group's lookups (and GetReservations') keep reading by key when their generic
@@ -16,14 +14,7 @@ import (
 func TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := Open(ctx, pgtest.New(t), PoolConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := migratedState(ctx, t)
 	conn, err := st.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
