@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
-	"github.com/berth-dev/berth/internal/pgtest"
 )
 
 // TestFencedLeaseMovesNoSlotsOnRealStore: once another claim fenced the lease a Reconcile or
@@ -20,14 +18,7 @@ import (
 func TestFencedLeaseMovesNoSlotsOnRealStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := postgres.Open(ctx, pgtest.New(t), postgres.PoolConfig{})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	st := openPostgres(t, ctx)
 	env, err := static.NewWithHTTPClient(healthyHosts{})("pool", json.RawMessage(poolOfThree), environ.Deps{Slots: st, Resources: st})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
-	"github.com/berth-dev/berth/internal/pgtest"
 )
 
 // TestCheckSweepsOrphansOnRealStore: the pool's Check releases the reservations of resources
@@ -21,14 +19,7 @@ import (
 func TestCheckSweepsOrphansOnRealStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := postgres.Open(ctx, pgtest.New(t), postgres.PoolConfig{})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	st := openPostgres(t, ctx)
 	env, err := static.NewWithHTTPClient(healthyHosts{})("pool", json.RawMessage(poolOfThree), environ.Deps{Slots: st, Resources: st})
 	if err != nil {
 		t.Fatalf("New: %v", err)

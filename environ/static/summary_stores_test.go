@@ -19,19 +19,23 @@ import (
 	"github.com/berth-dev/berth/internal/pgtest"
 )
 
+// openPostgres opens PostgreSQL's store on a fresh, migrated database, closed when t ends.
+func openPostgres(t *testing.T, ctx context.Context) *postgres.State {
+	t.Helper()
+	st, err := postgres.Open(ctx, pgtest.New(t), postgres.PoolConfig{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return st
+}
+
 // realStores opens each real store on a fresh, migrated database, closed when t ends.
 var realStores = map[string]func(t *testing.T, ctx context.Context) domain.State{
-	"postgres": func(t *testing.T, ctx context.Context) domain.State {
-		st, err := postgres.Open(ctx, pgtest.New(t), postgres.PoolConfig{})
-		if err != nil {
-			t.Fatalf("open: %v", err)
-		}
-		t.Cleanup(st.Close)
-		if err := st.Migrate(ctx); err != nil {
-			t.Fatalf("migrate: %v", err)
-		}
-		return st
-	},
+	"postgres": func(t *testing.T, ctx context.Context) domain.State { return openPostgres(t, ctx) },
 	"sqlite": func(t *testing.T, ctx context.Context) domain.State {
 		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "berth.db"))
 		if err != nil {
