@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/internal/pgtest"
 )
 
@@ -150,21 +149,8 @@ func TestReportShowsAgentsSideBySide(t *testing.T) {
 // resources, and the times read once all are ready.
 func TestFailoverSQL(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.New(t)
-	st, err := store.Open(ctx, url, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	db, err := openSQL(storePostgres, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	r := &berthRun{kind: storePostgres, url: url, sql: db, state: st}
+	r := migratedRun(t, storePostgres, pgtest.New(t))
+	db := r.sql
 	if err := r.insert(ctx, "bench", 6); err != nil {
 		t.Fatal(err)
 	}

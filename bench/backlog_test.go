@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/internal/pgtest"
 )
 
@@ -149,21 +148,8 @@ func TestReportShowsScaleRun(t *testing.T) {
 // the agent's start, its first reconcile being the first status event after the start.
 func TestBacklogSQL(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.New(t)
-	st, err := store.Open(ctx, url, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	db, err := openSQL(storePostgres, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	r := &berthRun{kind: storePostgres, url: url, sql: db, state: st}
+	r := migratedRun(t, storePostgres, pgtest.New(t))
+	db := r.sql
 	if err := r.insert(ctx, scaleBurstPrefix, 3); err != nil {
 		t.Fatal(err)
 	}

@@ -187,6 +187,27 @@ func TestStoreFlags(t *testing.T) {
 
 // The bench's own SQL (the bulk insert, the ready count) and its reads through the store's
 // API work on both stores.
+// migratedRun is a run of kind on the database at url, migrated, with the bench's own
+// connections to it and no agent; they are closed when t ends.
+func migratedRun(t *testing.T, kind, url string) *berthRun {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, url, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err := openSQL(kind, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return &berthRun{kind: kind, url: url, sql: db, state: st}
+}
+
 func TestBenchSQLOnBothStores(t *testing.T) {
 	for _, kind := range []string{storePostgres, storeSQLite} {
 		t.Run(kind, func(t *testing.T) {
@@ -195,20 +216,8 @@ func TestBenchSQLOnBothStores(t *testing.T) {
 			if kind == storePostgres {
 				url = pgtest.New(t)
 			}
-			st, err := store.Open(ctx, url, store.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			if err := st.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			db, err := openSQL(kind, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			r := &berthRun{kind: kind, url: url, sql: db, state: st}
+			r := migratedRun(t, kind, url)
+			db := r.sql
 			if err := r.insert(ctx, "bench", 5); err != nil {
 				t.Fatal(err)
 			}
