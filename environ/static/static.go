@@ -350,11 +350,7 @@ func (e *staticEnviron) sweptReservations(ctx context.Context) ([]domain.HostRes
 			return nil, err
 		}
 	}
-	reserved, err := summary.ReservedByHost(ctx, e.name)
-	if err != nil {
-		return nil, fmt.Errorf("read slot reservations by host: %w", err)
-	}
-	return reserved, nil
+	return e.reservedByHost(ctx)
 }
 
 // releaseOrphans releases the pool's orphaned reservations, orphanPage at a time in the order
