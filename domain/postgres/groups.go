@@ -183,7 +183,10 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 		}
 		seen[c.uid.Bytes] = true
 		group = append(group, c)
-		uids, owners = append(uids, c.uid), append(owners, c.req.Owner)
+		uids = append(uids, c.uid)
+		if !slices.Contains(owners, c.req.Owner) {
+			owners = append(owners, c.req.Owner) // each owner's usage read once
+		}
 	}
 	usage := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
 	existing := make(map[[16]byte]domain.Reservation)
