@@ -59,6 +59,9 @@ const (
 	EventRepair EventKind = "repair"
 	// EventHealth is a health check moving the resource between ready and unhealthy.
 	EventHealth EventKind = "health"
+	// EventControl is a client's control of the resource: pause, resume, hibernate, wake,
+	// retry, or a change of its labels.
+	EventControl EventKind = "control"
 )
 
 // Event is one entry of a resource's history.
@@ -78,4 +81,12 @@ type EventLog interface {
 	ListEvents(ctx context.Context, resourceID string, limit int) ([]Event, error)
 	// PruneEvents deletes events from before cutoff and returns how many.
 	PruneEvents(ctx context.Context, cutoff time.Time) (int64, error)
+	// LatestEventSeq returns the highest event sequence number (0 when there are none).
+	LatestEventSeq(ctx context.Context) (int64, error)
+	// EventsAfter returns up to limit events of every resource with Seq > after, in Seq
+	// order: the feed that watches and waits tail.
+	EventsAfter(ctx context.Context, after int64, limit int) ([]Event, error)
+	// ListenEvents opens a wake-up channel for new events. As with ListenChanges, wake-ups
+	// are hints only: they may be lost or coalesced, and the caller reads EventsAfter.
+	ListenEvents(ctx context.Context) (ChangeListener, error)
 }

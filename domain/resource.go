@@ -58,10 +58,16 @@ const (
 	StatusUnhealthy Status = "unhealthy"
 	StatusError     Status = "error"
 	StatusDeleting  Status = "deleting"
+	// StatusHibernating is a resource whose environ is being asked to stop it while keeping
+	// its data and identity (Resource.Hibernate was set).
+	StatusHibernating Status = "hibernating"
+	// StatusHibernated is a resource stopped with its data kept: it holds as little as its
+	// environ can (no slots, no running workload) until it is woken.
+	StatusHibernated Status = "hibernated"
 )
 
 // Statuses lists every status.
-var Statuses = []Status{StatusPending, StatusProvisioning, StatusReady, StatusUnhealthy, StatusError, StatusDeleting}
+var Statuses = []Status{StatusPending, StatusProvisioning, StatusReady, StatusUnhealthy, StatusError, StatusDeleting, StatusHibernating, StatusHibernated}
 
 // Valid reports whether s is a known status.
 func (s Status) Valid() bool {
@@ -105,6 +111,26 @@ type Resource struct {
 	// UnhealthySince is when the resource started failing its health check; nil unless it is
 	// unhealthy.
 	UnhealthySince *time.Time
+
+	// Labels are the client's key/value tags (see ValidateLabels); list filters select by
+	// them and the Kubernetes environ puts them on the objects it makes.
+	Labels map[string]string
+	// Paused stops the agent from doing anything to the resource (no reconcile, repair,
+	// health check or delete) until it is resumed; changes made meanwhile are applied then.
+	Paused bool
+	// Hibernate is the client's wish that the resource be hibernated (true) or running
+	// (false); Status says how far the agent got.
+	Hibernate bool
+	// RetryRequestedAt is when a client last asked for the resource to be retried at once
+	// (nil: never); asking clears its backoff and permanent failure.
+	RetryRequestedAt *time.Time
+	// StatusChangedAt is when the status last changed (the creation time until it does):
+	// the last transition time of the resource's conditions.
+	StatusChangedAt time.Time
+	// LeaseHolder is the agent holding (or last holding) the reconcile lease, "" when none
+	// was ever taken or it was released; LeaseExpiresAt is when that lease ends.
+	LeaseHolder    string
+	LeaseExpiresAt *time.Time
 
 	// Unreadable lists the JSON columns (args, state, config) the backend could not decode;
 	// each of them is nil in the fields above. Empty for every row Berth wrote itself.

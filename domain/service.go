@@ -59,6 +59,9 @@ func (s *Service) Create(ctx context.Context, r NewResource) (Resource, error) {
 	if err := ValidateArgs(r.Type, r.Args); err != nil {
 		return Resource{}, err
 	}
+	if err := ValidateLabels(r.Labels); err != nil {
+		return Resource{}, err
+	}
 	return s.store.CreateResource(ctx, r)
 }
 
@@ -143,6 +146,79 @@ func (s *Service) Delete(ctx context.Context, id string) (Resource, error) {
 	return s.store.RequestDelete(ctx, id)
 }
 
+// Pause stops the agent from reconciling, repairing or health-checking the resource until
+// Resume; changes made meanwhile are applied then.
+func (s *Service) Pause(ctx context.Context, id string) (Resource, error) {
+	id, err := checkID(id)
+	if err != nil {
+		return Resource{}, err
+	}
+	return s.store.SetPaused(ctx, id, true)
+}
+
+// Resume undoes Pause.
+func (s *Service) Resume(ctx context.Context, id string) (Resource, error) {
+	id, err := checkID(id)
+	if err != nil {
+		return Resource{}, err
+	}
+	return s.store.SetPaused(ctx, id, false)
+}
+
+// Hibernate asks for the resource to be stopped with its data kept (see StatusHibernated).
+func (s *Service) Hibernate(ctx context.Context, id string) (Resource, error) {
+	id, err := checkID(id)
+	if err != nil {
+		return Resource{}, err
+	}
+	return s.store.SetHibernate(ctx, id, true)
+}
+
+// Wake asks for a hibernated (or hibernating) resource to run again.
+func (s *Service) Wake(ctx context.Context, id string) (Resource, error) {
+	id, err := checkID(id)
+	if err != nil {
+		return Resource{}, err
+	}
+	return s.store.SetHibernate(ctx, id, false)
+}
+
+// Retry clears the resource's backoff or permanent failure so that it is reconciled at once.
+func (s *Service) Retry(ctx context.Context, id string) (Resource, error) {
+	id, err := checkID(id)
+	if err != nil {
+		return Resource{}, err
+	}
+	return s.store.RequestRetry(ctx, id)
+}
+
+// Label sets the labels in set and removes those in unset. Removing a label the resource
+// does not have is an error, since it is usually a misspelling.
+func (s *Service) Label(ctx context.Context, id string, set map[string]string, unset []string) (Resource, error) {
+	current, err := s.Get(ctx, id)
+	if err != nil {
+		return Resource{}, err
+	}
+	merged := maps.Clone(current.Labels)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	for _, key := range unset {
+		if _, both := set[key]; both {
+			return Resource{}, &FieldError{"labels", fmt.Sprintf("%q is both set and removed: give it once", key)}
+		}
+		if _, ok := merged[key]; !ok {
+			return Resource{}, &FieldError{"labels", fmt.Sprintf("the resource has no label %q (its labels: %s)", key, labelKeyList(current.Labels))}
+		}
+		delete(merged, key)
+	}
+	maps.Copy(merged, set)
+	if err := ValidateLabels(merged); err != nil {
+		return Resource{}, err
+	}
+	return s.store.SetLabels(ctx, current.ID, merged)
+}
+
 // Wait reads the resource every interval (on clk) until until says it is done or fails, or
 // ctx ends. until sees every read, including a failed one (ErrNotFound once the row is gone),
 // so callers decide what "done" means. It returns the last resource read; when ctx ends the
@@ -210,6 +286,13 @@ func joinStatuses() string {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
+}
+
+func labelKeyList(m map[string]string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }
 
 func keyList(m map[string]any) string {

@@ -80,6 +80,33 @@ func (m *memStore) RequestDelete(_ context.Context, id string) (domain.Resource,
 	return r, nil
 }
 
+// update applies change to the row with id, as the stores' controls do.
+func (m *memStore) update(id string, change func(*domain.Resource)) (domain.Resource, error) {
+	r, ok := m.rows[id]
+	if !ok {
+		return domain.Resource{}, domain.ErrNotFound
+	}
+	change(&r)
+	m.rows[id] = r
+	return r, nil
+}
+
+func (m *memStore) SetPaused(_ context.Context, id string, paused bool) (domain.Resource, error) {
+	return m.update(id, func(r *domain.Resource) { r.Paused = paused })
+}
+
+func (m *memStore) SetHibernate(_ context.Context, id string, hibernate bool) (domain.Resource, error) {
+	return m.update(id, func(r *domain.Resource) { r.Hibernate = hibernate })
+}
+
+func (m *memStore) RequestRetry(_ context.Context, id string) (domain.Resource, error) {
+	return m.update(id, func(r *domain.Resource) { r.Attempts, r.NextAttemptAt, r.LastError = 0, nil, "" })
+}
+
+func (m *memStore) SetLabels(_ context.Context, id string, labels map[string]string) (domain.Resource, error) {
+	return m.update(id, func(r *domain.Resource) { r.Labels = maps.Clone(labels) })
+}
+
 func fieldOf(t *testing.T, err error) string {
 	t.Helper()
 	var fe *domain.FieldError

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // State is the storage contract every backend (PostgreSQL, and the embedded SQLite store)
@@ -34,6 +36,7 @@ type NewResource struct {
 	Owner       string
 	Provisioner string // empty: the agent pins its default provisioner on first reconcile
 	Args        map[string]any
+	Labels      map[string]string
 }
 
 // ListFilter narrows ListResources; zero fields match everything.
@@ -42,7 +45,9 @@ type ListFilter struct {
 	Type        ResourceType
 	Provisioner string
 	Status      Status
-	Limit       int // 0: no limit
+	// Selector keeps the resources whose labels it matches (nil: all); see ParseSelector.
+	Selector labels.Selector
+	Limit    int // 0: no limit
 }
 
 // ResourceStore is the client side of the resources table: what the CLI and Go API use.
@@ -60,6 +65,23 @@ type ResourceStore interface {
 	// RequestDelete moves the resource to deleting (idempotent); the agent deprovisions it
 	// and then removes the row.
 	RequestDelete(ctx context.Context, id string) (Resource, error)
+	// SetPaused pauses (true) or resumes (false) the resource and returns it; setting what
+	// it already has changes nothing and records nothing. Either is recorded as a control
+	// event and logged as a change, so the agent resumes a resource at once.
+	SetPaused(ctx context.Context, id string, paused bool) (Resource, error)
+	// SetHibernate asks for the resource to be hibernated (true) or woken (false) and
+	// returns it, recorded and logged as SetPaused is; setting what it already has changes
+	// nothing. A change resets the retry bookkeeping. A resource being deleted gives an
+	// error wrapping ErrConflict.
+	SetHibernate(ctx context.Context, id string, hibernate bool) (Resource, error)
+	// RequestRetry clears the resource's backoff and permanent failure (attempts,
+	// next_attempt_at, last_error), stamps RetryRequestedAt, and logs a change so an agent
+	// reconciles it at once; it is recorded as a control event.
+	RequestRetry(ctx context.Context, id string) (Resource, error)
+	// SetLabels replaces the resource's labels and returns it. A change bumps the
+	// generation (the Kubernetes environ labels its objects) and is recorded as a control
+	// event; the same labels again change nothing.
+	SetLabels(ctx context.Context, id string, labels map[string]string) (Resource, error)
 }
 
 // OrphanFinder tells brokers which of the things they hold belong to resources that no longer

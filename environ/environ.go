@@ -50,6 +50,9 @@ type ResourceOptions struct {
 	Generation int64
 	// Annotations are free-form labels of the owner (e.g. for cluster objects).
 	Annotations map[string]string
+	// Labels are the resource's labels (domain.Resource.Labels); an environ that labels
+	// what it makes puts them under its own prefix.
+	Labels map[string]string
 }
 
 // Environ provisions resources of one or more types in one place (a static host pool, a
@@ -79,6 +82,17 @@ type Environ interface {
 	// Close releases the environ's clients; it is called when the set is replaced or the
 	// agent stops.
 	Close() error
+}
+
+// Hibernator is implemented by environs that can hibernate a resource: stop it while keeping
+// its data and identity, holding as little as they can meanwhile. Waking it is Reconcile:
+// the resource's State says what it kept, and Reconcile brings it back (on the host it had,
+// where the environ has a choice and room). The provisioner refuses to hibernate resources
+// of environs that do not implement it, with a clear error.
+type Hibernator interface {
+	// Hibernate stops the resource and returns it with the State to save. It is idempotent:
+	// a resource already hibernated, or never provisioned, is a success.
+	Hibernate(ctx context.Context, r *Resource, opts *ResourceOptions) (*Resource, error)
 }
 
 // CheckPreparer is implemented by environs that check many resources cheaper together than
