@@ -189,11 +189,13 @@ func secondsAgo(d time.Duration) string {
 	return fmt.Sprintf("%+.3f seconds", -d.Seconds())
 }
 
-// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not live.
+// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not live,
+// but for the paused ones: nothing is to be done to them until they are resumed, which logs
+// a change of its own.
 func (s *State) ResourcesOfDeadAgents(ctx context.Context) ([]string, error) {
 	rows, err := s.read.QueryContext(ctx, `
 		SELECT r.id FROM resources r JOIN agents a ON a.id = r.lease_holder
-		 WHERE r.lease_holder IS NOT NULL AND `+agentDeadSQL+`
+		 WHERE r.lease_holder IS NOT NULL AND NOT r.paused AND `+agentDeadSQL+`
 		 ORDER BY r.id`)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of dead agents: %w", err)

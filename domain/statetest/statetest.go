@@ -122,6 +122,9 @@ var tests = []struct {
 	{"SameHolderReclaimFencesTheEarlierClaim", testSameHolderReclaimFencesTheEarlierClaim},
 	{"LeaselessSlotWritesYieldToALiveLease", testLeaselessSlotWritesYieldToALiveLease},
 	{"ClaimReportsTakeovers", testClaimReportsTakeovers},
+	{"ControlsThroughTheStore", testControlsThroughTheStore},
+	{"ControlsThroughPlainSQL", testControlsThroughPlainSQL},
+	{"ControlsOfAResourceBeingDeleted", testControlsOfAResourceBeingDeleted},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.
