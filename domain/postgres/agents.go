@@ -180,13 +180,7 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	if err := backend.CheckOverdue(overdueFor, limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT id::text FROM resources
-		 WHERE `+backend.NeedsAttentionSQL+`
-		   AND next_attempt_at < now() - $1 * interval '1 microsecond'
-		   AND (lease_holder IS NULL OR lease_expires_at < now())
-		 ORDER BY next_attempt_at, id
-		 LIMIT $2`, overdueFor.Microseconds(), limit)
+	rows, err := s.pool.Query(ctx, overdueSQL, overdueFor.Microseconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list resources whose retry is overdue: %w", err)
 	}
@@ -196,6 +190,16 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	}
 	return out, nil
 }
+
+// overdueSQL lists up to $2 resources needing attention whose retry is more than $1
+// microseconds past while their lease is free or expired.
+const overdueSQL = `
+	SELECT id::text FROM resources
+	 WHERE ` + backend.NeedsAttentionSQL + `
+	   AND next_attempt_at < now() - $1 * interval '1 microsecond'
+	   AND (lease_holder IS NULL OR lease_expires_at < now())
+	 ORDER BY next_attempt_at, id
+	 LIMIT $2`
 
 // deadAgents lists the ids of the registered agents that are not live.
 func (s *State) deadAgents(ctx context.Context) ([]string, error) {

@@ -217,13 +217,7 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	if err := backend.CheckOverdue(overdueFor, limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `
-		SELECT id FROM resources
-		 WHERE `+backend.NeedsAttentionSQL+`
-		   AND next_attempt_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)
-		   AND (lease_holder IS NULL OR lease_expires_at < `+nowSQL+`)
-		 ORDER BY next_attempt_at, id
-		 LIMIT $2`, secondsAgo(overdueFor), limit)
+	rows, err := s.read.QueryContext(ctx, overdueSQL, secondsAgo(overdueFor), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list resources whose retry is overdue: %w", err)
 	}
@@ -236,6 +230,16 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	}
 	return out, nil
 }
+
+// overdueSQL lists up to $2 resources needing attention whose retry is before now moved by
+// the modifier $1 while their lease is free or expired.
+const overdueSQL = `
+	SELECT id FROM resources
+	 WHERE ` + backend.NeedsAttentionSQL + `
+	   AND next_attempt_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)
+	   AND (lease_holder IS NULL OR lease_expires_at < ` + nowSQL + `)
+	 ORDER BY next_attempt_at, id
+	 LIMIT $2`
 
 // agentDeadSQL is true when the agents row a is not live: its last heartbeat is older than
 // its own ttl, on the database clock.

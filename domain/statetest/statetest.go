@@ -125,6 +125,12 @@ var tests = []struct {
 	{"ControlsThroughTheStore", testControlsThroughTheStore},
 	{"ControlsThroughPlainSQL", testControlsThroughPlainSQL},
 	{"ControlsOfAResourceBeingDeleted", testControlsOfAResourceBeingDeleted},
+	{"PausedResourcesAreLeftAlone", testPausedResourcesAreLeftAlone},
+	{"HibernationNeedsAttention", testHibernationNeedsAttention},
+	{"ListResourcesBySelector", testListResourcesBySelector},
+	{"StatusChangedAtFollowsTheStatus", testStatusChangedAtFollowsTheStatus},
+	{"EventFeed", testEventFeed},
+	{"ControlsSurviveARestart", testControlsSurviveARestart},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.
