@@ -131,6 +131,7 @@ var tests = []struct {
 	{"StatusChangedAtFollowsTheStatus", testStatusChangedAtFollowsTheStatus},
 	{"EventFeed", testEventFeed},
 	{"ControlsSurviveARestart", testControlsSurviveARestart},
+	{"CheckErrorsListEveryStatusAndType", testCheckErrorsListEveryStatusAndType},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.
