@@ -89,7 +89,7 @@ func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domai
 		return nil, fmt.Errorf("list resources: %w", err)
 	}
 	defer rows.Close()
-	var out []domain.Resource
+	out := []domain.Resource{}
 	for rows.Next() {
 		r, err := scanResource(rows)
 		if err != nil {
