@@ -62,7 +62,8 @@
 // replicas and waits, for at most timeout_seconds, until its pods are gone. The volume claim
 // (and its data), the Service, the Ingresses and the ClickHouse Secret are kept as they are,
 // and so is every checksum: zero replicas is set after the checksum, so the pod template does
-// not change. The state it returns is marked hibernated. Waking is Reconcile, which always
+// not change. The state it returns is marked hibernated; a resource without a workload (never
+// provisioned) has nothing applied, only its state marked. Waking is Reconcile, which always
 // renders the resource running: the workload gets its replicas back and its pods mount the
 // same claim. A hibernated runtime's Deployment holds none of the slot quota, and pods it no
 // longer has request no CPU. CheckResource of a hibernated resource (its state says so)

@@ -259,3 +259,19 @@ func TestResourceLabelsKubernetesRefusesArePermanent(t *testing.T) {
 		t.Errorf("Reconcile with a bad label = %v, want a permanent error naming labels", err)
 	}
 }
+
+// A resource without a workload runs nothing: hibernating it creates nothing.
+func TestHibernateWithoutAWorkloadAppliesNothing(t *testing.T) {
+	e, cs := newTestEnviron(t, testSpec)
+	res, err := e.Hibernate(t.Context(), &environ.Resource{ID: testID, Type: domain.ResourceTypeRuntime, State: map[string]any{"checksum": "x"}},
+		&environ.ResourceOptions{Args: map[string]any{"slots": 1}, Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"checksum": "x", "hibernated": true}; !reflect.DeepEqual(res.State, want) {
+		t.Errorf("state %v, want %v", res.State, want)
+	}
+	if got := applies(cs); len(got) != 0 {
+		t.Errorf("hibernating a resource without a workload applied %v", got)
+	}
+}

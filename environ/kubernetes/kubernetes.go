@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/url"
 	"regexp"
 	"sort"
@@ -175,13 +176,30 @@ var _ environ.Hibernator = (*kubeEnviron)(nil)
 // is (the volume claim and its data, the Service, the ClickHouse Secret, the Ingresses), and
 // so are the objects' checksums: waking the resource (Reconcile) only gives the workload its
 // replicas back. The returned state is marked hibernated, which keeps health checks from
-// scaling it up again.
+// scaling it up again. A resource without a workload (never provisioned, or its workload
+// deleted) runs nothing: nothing is applied, and its state is only marked hibernated.
 func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	res, _, err := e.converge(ctx, r, opts, false, true)
+	if !e.Supports(r.Type) {
+		return nil, environ.Permanent(fmt.Errorf("provisioner %q cannot provision %s resources", e.name, r.Type))
+	}
+	cs, err := e.client()
 	if err != nil {
 		return nil, err
 	}
-	cs, err := e.client()
+	w := e.workloadOf(cs, r.Type)
+	running, _, err := w.list(ctx, e.selector(r.ID))
+	if err != nil {
+		return nil, fmt.Errorf("hibernate %s %s: list %ss: %w", r.Type, r.ID, w.kind, err)
+	}
+	if len(running) == 0 {
+		state := maps.Clone(r.State)
+		if state == nil {
+			state = map[string]any{}
+		}
+		state[stateHibernated] = true
+		return &environ.Resource{ID: r.ID, Type: r.Type, State: state, Config: r.Config}, nil
+	}
+	res, _, err := e.converge(ctx, r, opts, false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +211,7 @@ func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *
 		cancel(context.Canceled)
 	}()
 	// A workload scaled to zero is "ready" once no pod of it is left.
-	if why, err := e.workloadOf(cs, r.Type).await(waitCtx, e.selector(r.ID), e.closed, e.clock); err != nil {
+	if why, err := w.await(waitCtx, e.selector(r.ID), e.closed, e.clock); err != nil {
 		if context.Cause(waitCtx) == errTimeout && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s %s not scaled down within %s: %s", r.Type, r.ID, timeout, why)
 		}
