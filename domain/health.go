@@ -29,8 +29,8 @@ type HealthStore interface {
 	// lease identity, is left out: another agent is reconciling it.
 	ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]Resource, error)
 	// RecordHealth applies h to the resource while it is still at generation, provisioned at
-	// it and ready or unhealthy, and returns the new row; otherwise (args changed, a delete
-	// or a reconcile started) it gives ErrStale, and ErrNotFound when the row is gone. A
+	// it, ready or unhealthy and not paused, and returns the new row; otherwise (args
+	// changed, a delete, a pause or a reconcile started) it gives ErrStale, and ErrNotFound when the row is gone. A
 	// change of status is recorded as a health event, each repair as a repair event. An
 	// error (an unreadable row) is also logged as a change of the resource, so the agent's
 	// provisioner takes the row over and looks at it again until it is fixed.

@@ -105,7 +105,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 			       state = coalesce($6, state),
 			       config = coalesce($7, config)
 			 WHERE id = $1 AND generation = $2 AND observed_generation = generation
-			   AND status IN ('ready', 'unhealthy')
+			   AND status IN ('ready', 'unhealthy') AND NOT paused
 			RETURNING `+resourceColumns,
 			uid, generation, string(h.Status), h.StatusMessage, since, nilMap(h.State), nilMap(h.Config)))
 		if err != nil {

@@ -77,7 +77,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 			       config = coalesce($7, config),
 			       `+touchSQL+`
 			 WHERE id = $1 AND generation = $2 AND observed_generation = generation
-			   AND status IN ('ready', 'unhealthy')`,
+			   AND status IN ('ready', 'unhealthy') AND NOT paused`,
 			uid, generation, string(h.Status), h.StatusMessage, since, state, config)
 		if err != nil {
 			return describeDBError(err)

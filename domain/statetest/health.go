@@ -99,7 +99,13 @@ func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
 		t.Fatal(err)
 	}
 	pending := mustCreate(t, b, runtime("pending"))
-	for _, r := range []domain.Resource{changed, deleting, pending} {
+	// A check in flight when the resource was paused records nothing: a paused resource is
+	// left alone, health included.
+	paused := provisioned(t, b, "paused")
+	if _, err := b.SetPaused(ctx, paused.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []domain.Resource{changed, deleting, pending, paused} {
 		_, err := b.RecordHealth(ctx, r.ID, 1, unhealthy)
 		if !errors.Is(err, domain.ErrStale) {
 			t.Errorf("record health of %s: %v, want ErrStale", r.Name, err)

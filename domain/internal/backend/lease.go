@@ -87,6 +87,10 @@ func LeaseTakeover(holder string, previous *string, waited time.Duration) *domai
 
 // HealthMovedOn is RecordHealth's error when the row checked at generation is now cur.
 func HealthMovedOn(id string, cur domain.Resource, generation int64) error {
-	return fmt.Errorf("record health of resource %s: it moved on (status %s, generation %d, observed %d; checked generation %d): %w",
-		id, cur.Status, cur.Generation, cur.ObservedGeneration, generation, domain.ErrStale)
+	paused := ""
+	if cur.Paused {
+		paused = ", paused"
+	}
+	return fmt.Errorf("record health of resource %s: it moved on (status %s%s, generation %d, observed %d; checked generation %d): %w",
+		id, cur.Status, paused, cur.Generation, cur.ObservedGeneration, generation, domain.ErrStale)
 }
