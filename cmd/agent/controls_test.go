@@ -343,6 +343,7 @@ func TestControlsBadInputNamesTheFix(t *testing.T) {
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--label", "team"}, `--label: "team" is not KEY=VALUE: write e.g. --label team=data`},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--label", "a=1", "--label", "a=2"}, "--label: a is given twice"},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--label", "-x=1"}, `--label: key "-x" is not a label key`},
+		{[]string{"resource", "describe", id, "-o", "json"}, "-o/--output: describe prints text only: use `berth resource get " + id + " -o json`"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			out, _, err := c.run(tt.args...)

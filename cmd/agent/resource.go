@@ -36,6 +36,7 @@ resource's history; describe shows why a resource is where it is and when it is 
   berth resource get "$id"
   berth resource get analytics
   berth resource update "$id" --arg slots=4 --wait
+  berth resource describe "$id"
   berth resource hibernate "$id"
   berth resource delete "$id" --wait`,
 		// Runnable with no args, so that a mistyped subcommand is an error rather than help.
@@ -49,6 +50,7 @@ resource's history; describe shows why a resource is where it is and when it is 
 		newResourceUpdateCommand(opts),
 		newResourceDeleteCommand(opts),
 		newResourceEventsCommand(opts),
+		newResourceDescribeCommand(opts),
 	)
 	cmd.AddCommand(newControlCommands(opts)...)
 	return cmd
