@@ -295,6 +295,9 @@ func TestRetryAllFailedAndBySelector(t *testing.T) {
 		if r := c.get(backingOff); r.Attempts != 3 || r.RetryRequestedAt != nil {
 			t.Errorf("the selector's retry reached %s: %+v", backingOff, r)
 		}
+		// The permanent failure is still in error until an agent looks at it again; here it
+		// succeeds.
+		c.makeReady(permanent)
 		if got := retried(c.mustRun("resource", "retry", "--all-failed")); !slices.Equal(got, []string{backingOff}) {
 			t.Errorf("retry --all-failed retried %v, want only %s (the other is no longer failed)", got, backingOff)
 		}

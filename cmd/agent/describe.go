@@ -126,10 +126,10 @@ func writeDescription(w io.Writer, r domain.Resource, events []domain.Event, now
 	}
 	field("Args", orAngle(formatMap(r.Args), "none"))
 	field("Generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration))
-	field("Created", when(r.CreatedAt, now))
+	field("Created", since(r.CreatedAt, now))
 	field("Status", statusText(r))
 	field("Message", orAngle(r.StatusMessage, "none"))
-	field("Status since", when(r.StatusChangedAt, now))
+	field("Status since", since(r.StatusChangedAt, now))
 	field("Paused", yesNo(r.Paused))
 	field("Hibernate", hibernateText(r))
 	if !r.Readable() {
@@ -141,7 +141,7 @@ func writeDescription(w io.Writer, r domain.Resource, events []domain.Event, now
 	field("Lease", leaseText(r, now))
 	retry := "<never>"
 	if r.RetryRequestedAt != nil {
-		retry = when(*r.RetryRequestedAt, now)
+		retry = since(*r.RetryRequestedAt, now)
 	}
 	field("Retry requested", retry)
 	if err := tw.Flush(); err != nil {
@@ -220,12 +220,12 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 	case r.Hibernate && r.Status == domain.StatusHibernated:
 		return fmt.Sprintf("none while hibernated: `berth resource wake %s` brings it back", r.ID)
 	}
-	if since, ok := waitingForCapacitySince(r); ok {
+	if waiting, ok := waitingForCapacitySince(r); ok {
 		next := "when room frees"
 		if r.NextAttemptAt != nil {
 			next = fmt.Sprintf("tried again %s, or sooner when room frees on its provisioner", whenAt(*r.NextAttemptAt, now))
 		}
-		return fmt.Sprintf("waiting for capacity since %s: %s", when(since, now), next)
+		return fmt.Sprintf("waiting for capacity since %s: %s", since(waiting, now), next)
 	}
 	switch {
 	case r.NextAttemptAt != nil && r.NextAttemptAt.After(now):
@@ -294,6 +294,15 @@ func when(t, now time.Time) string {
 		return "<unknown>"
 	}
 	return t.UTC().Format(time.RFC3339) + " (" + relative(t, now) + ")"
+}
+
+// since is when for a time that has passed: one a little ahead of now (the database's clock
+// and the CLI's differ) is "0s ago".
+func since(t, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + age(t, now) + " ago)"
 }
 
 // whenAt is when for a time to come: "at T (in 20s)".

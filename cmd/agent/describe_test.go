@@ -132,15 +132,15 @@ func TestDescribeOnEachStore(t *testing.T) {
 		wantLines(t, out,
 			`^Name:\s+web$`, `^ID:\s+`+id+`$`, `^Type:\s+runtime$`, `^Owner:\s+acme$`, `^Provisioner:\s+pool$`,
 			`^Labels:\s+team=data$`, `^Args:\s+slots=2$`, `^Generation:\s+1 \(observed 0\)$`,
-			`^Status:\s+provisioning$`, `^Message:\s+attempt 2 failed: host refused; retrying at T$`,
+			`^Created:\s+\S+ \(\d+s ago\)$`, `^Status:\s+provisioning$`, `^Message:\s+attempt 2 failed: host refused; retrying at T$`,
 			`^Paused:\s+no$`, `^Hibernate:\s+no$`, `^Attempts:\s+2 failed`, `^Last error:\s+host refused$`,
-			`^Next attempt:\s+backoff until \S+ \(in 5m\), after 2 failed attempt\(s\)`,
+			`^Next attempt:\s+backoff until \S+ \(in (5m|4m\d+s)\), after 2 failed attempt\(s\)`,
 			`^Lease:\s+held by test-agent until \S+ \(in \d+s\)$`,
 			`^Retry requested:\s+<never>$`,
 			`^\s+Ready\s+False\s+Provisioning\s+0\s+`,
 			`^\s+Synced\s+False\s+ReconcileError\s+0\s+.*host refused$`,
 			`^\s+\S+\s+status\s+pending\s+created$`,
-			`^\s+\S+\s+status\s+provisioning\s+attempt 2 failed: host refused; retrying at T$`,
+			`^\s+\S+\s+error\s+provisioning\s+attempt 2 failed: host refused; retrying at T$`,
 		)
 
 		c.mustRun("resource", "pause", id)
