@@ -71,10 +71,10 @@ e2e-k8s: build
 	$(GO) test -tags k8s -count=1 -timeout 30m -v -run '^Test' ./e2e/k8s/
 
 # The kubernetes figures of make bench, against the same control plane: 100 runtimes from
-# insert to ready through the real agent, and objects applied per second (by the agent, and
-# straight through the environ 16 at a time, without and with awaiting each rollout), with a
-# TARGET line comparing the agent's with the environ's of the same run. See
-# e2e/k8s/bench_test.go.
+# insert to ready through the real agent, 20 hibernated runtimes from wake to ready, and
+# objects applied per second (by the agent, and straight through the environ 16 at a time,
+# without and with awaiting each rollout), with a TARGET line comparing the agent's with the
+# environ's of the same run. See e2e/k8s/bench_test.go.
 .PHONY: bench-k8s
 bench-k8s: build
 	@up="$$(scripts/k8s/up.sh)" && kc="$$(printf '%s\n' "$$up" | tail -n 1)" && \

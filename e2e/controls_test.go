@@ -1,9 +1,8 @@
 package e2e_test
 
 import (
-	"encoding/json"
-	"regexp"
-	"slices"
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,161 +10,154 @@ import (
 	"github.com/berth-dev/berth/internal/e2etest"
 )
 
-// TestLifecycleControls drives pause, resume, hibernate, wake, retry and label through the
-// CLI against a running agent and a static pool, and reads the history back with `resource
-// events` and `resource describe`.
-func TestLifecycleControls(t *testing.T) { testLifecycleControls(t, e2etest.Postgres) }
+// within bounds the waits of the controls' tests: each step is one reconcile of a static
+// runtime, which takes milliseconds; the bound leaves room for a loaded machine.
+const within = 30 * time.Second
 
-// TestLifecycleControlsSQLite is TestLifecycleControls on the embedded store.
-func TestLifecycleControlsSQLite(t *testing.T) { testLifecycleControls(t, e2etest.SQLite) }
+// TestHibernateAndWake hibernates a ready static runtime through plain SQL: it goes
+// hibernated and its slots are freed. Woken, it is ready again on the host it had, although
+// a new runtime would have gone to the other host meanwhile.
+func TestHibernateAndWake(t *testing.T) { testHibernateAndWake(t, e2etest.Postgres) }
 
-// controlled is a resource as -o json prints it, with the lifecycle fields.
-type controlled struct {
-	e2etest.Resource
-	Labels     map[string]string `json:"labels"`
-	Paused     bool              `json:"paused"`
-	Hibernate  bool              `json:"hibernate"`
-	Conditions []struct {
-		Type   string `json:"type"`
-		Status string `json:"status"`
-		Reason string `json:"reason"`
-	} `json:"conditions"`
-}
+// TestHibernateAndWakeSQLite is TestHibernateAndWake on the embedded store.
+func TestHibernateAndWakeSQLite(t *testing.T) { testHibernateAndWake(t, e2etest.SQLite) }
 
-func (e *env) getControlled(id string) controlled {
-	e.t.Helper()
-	var r controlled
-	out := e.berth("resource", "get", id, "-o", "json")
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		e.t.Fatalf("decode %q: %v", out, err)
-	}
-	return r
-}
-
-// controlEvents returns the messages of the resource's control events, oldest first.
-func (e *env) controlEvents(id string) []string {
-	e.t.Helper()
-	var events []struct {
-		Kind    string `json:"kind"`
-		Message string `json:"message"`
-	}
-	out := e.berth("resource", "events", id, "-o", "json")
-	if err := json.Unmarshal([]byte(out), &events); err != nil {
-		e.t.Fatalf("decode %q: %v", out, err)
-	}
-	msgs := []string{}
-	for _, ev := range events {
-		if ev.Kind == "control" {
-			msgs = append(msgs, ev.Message)
-		}
-	}
-	return msgs
-}
-
-func (e *env) describeHas(id string, patterns ...string) {
-	e.t.Helper()
-	out := e.berth("resource", "describe", id)
-	for _, p := range patterns {
-		if !regexp.MustCompile("(?m)" + p).MatchString(out) {
-			e.t.Errorf("describe %s lacks %s:\n%s", id, p, out)
-		}
-	}
-}
-
-func testLifecycleControls(t *testing.T, store e2etest.Store) {
+func testHibernateAndWake(t *testing.T, store e2etest.Store) {
 	e := newEnvOn(t, store, map[string]int{"a": 4, "b": 4})
 	a := e.startAgent()
-	const within = 30 * time.Second
+	ctx := context.Background()
 
-	web := e.create("--name", "web", "--owner", "demo", "--arg", "slots=2", "--label", "team=data", "--wait")
-	host := e.get(web).Config["host"]
+	x := e.create("--name", "x", "--owner", "alice", "--arg", "slots=2", "--wait")
+	host, _ := e.get(x).Config["host"].(string)
+	if host != e.hosts["a"].url {
+		t.Fatalf("x placed on %s, want a (listed first, both empty)", host)
+	}
 
-	// Paused, an args change is recorded but not applied: a resource created after it is
-	// provisioned meanwhile, and the paused one stays at its old generation.
-	if out := e.berth("resource", "pause", web); !strings.Contains(out, "paused: the agent leaves it alone until `berth resource resume "+web+"`") {
-		t.Errorf("pause printed %q", out)
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET hibernate = true WHERE id = $1`, x); err != nil {
+		t.Fatal(err)
 	}
-	e.berth("resource", "update", web, "--arg", "slots=3")
-	e.create("--name", "meanwhile", "--owner", "other", "--wait")
-	if r := e.getControlled(web); !r.Paused || r.Generation != 2 || r.ObservedGeneration != 1 || r.Status != "ready" {
-		t.Fatalf("paused resource after an args change: %+v", r)
-	}
-	if out := e.berth("resource", "list", "-l", "team=data"); !regexp.MustCompile(`(?m)^` + web + `\s.*ready \(paused\)`).MatchString(out) {
-		t.Errorf("list -l team=data should show web as ready (paused):\n%s", out)
-	}
-	e.describeHas(web, `^Paused:\s+yes$`, "^Next attempt:\\s+none while paused", `^\s+Synced\s+False\s+Paused\s`)
-
-	e.berth("resource", "resume", web)
-	r := e.WaitReady(web, within)
-	if r.ObservedGeneration != 2 || r.Config["cpu"] != float64(3) {
-		t.Fatalf("resumed resource should be ready with the args changed while paused: %+v %v", r, r.Config)
-	}
-	host = r.Config["host"]
-
-	// Hibernated, it holds no slots and is counted apart; woken, it is back on its host.
-	e.berth("resource", "hibernate", web)
-	e.WaitResource(web, "hibernated", within, func(r e2etest.Resource) bool { return r.Status == "hibernated" })
-	if n := e.queryInt("SELECT count(*) FROM slot_reservations WHERE resource_id = $1", web); n != 0 {
-		t.Errorf("a hibernated runtime still holds %d reservation(s)", n)
-	}
-	e.eventually("capacity counts the hibernated resource", within, func() (bool, string) {
-		out := e.berth("capacity")
-		return regexp.MustCompile(`(?m)^pool\s+hibernated: 1$`).MatchString(out), out
+	e.eventually("x hibernated, its slots freed", within, func() (bool, string) {
+		r := e.get(x)
+		held := e.queryInt("SELECT count(*) FROM slot_reservations WHERE resource_id = $1", x)
+		return r.Status == "hibernated" && held == 0, fmt.Sprintf("%s: %s; %d reservations", r.Status, r.StatusMessage, held)
 	})
-	e.describeHas(web, `^Status:\s+hibernated$`, `^Hibernate:\s+yes \(hibernated\)$`,
-		"^Next attempt:\\s+none while hibernated: `berth resource wake "+web+"` brings it back$",
-		`^\s+Ready\s+False\s+Hibernated\s`, `^\s+Synced\s+True\s+ReconcileSuccess\s`)
-
-	e.berth("resource", "wake", web)
-	r = e.WaitReady(web, within)
-	if r.Config["host"] != host {
-		t.Errorf("woken on %v, want the host it had, %v (which has room)", r.Config["host"], host)
+	if used := e.reservedOn(host); used != 0 {
+		t.Errorf("a holds %d slots while x is hibernated, want 0", used)
+	}
+	if r := e.get(x); r.Config["host"] != host {
+		t.Errorf("hibernated x's config %v, want it kept (host %s)", r.Config, host)
 	}
 
-	// Labels: a change is a new generation the agent brings the resource to.
-	if out := e.berth("resource", "label", web, "tier=prod"); !strings.Contains(out, "labels now team=data, tier=prod (generation 3)") {
-		t.Errorf("label printed %q", out)
-	}
-	r = e.WaitReady(web, within)
-	if r.ObservedGeneration != 3 {
-		t.Errorf("relabelled resource: %+v", r)
-	}
-	if out := e.berth("resource", "list", "-l", "tier=prod", "-o", "json"); !strings.Contains(out, web) || strings.Contains(out, `"meanwhile"`) {
-		t.Errorf("list -l tier=prod:\n%s", out)
+	// w takes a slot of a: a has 3 free, b 4, so a new runtime of 2 slots would go to b.
+	w := e.create("--name", "w", "--owner", "carol", "--arg", "slots=1", "--wait")
+	if got := e.get(w).Config["host"]; got != host {
+		t.Fatalf("w placed on %v, want a", got)
 	}
 
-	// Retry: a resource failed for good is tried again. Paused, the cleared failure is seen
-	// as it is; on resume the agent fails it again.
-	bad := e.Create("--type", "clickhouse", "--name", "events", "--owner", "demo")
-	e.WaitResource(bad, "failed for good", within, func(r e2etest.Resource) bool { return r.Status == "error" })
-	e.describeHas(bad, "^Next attempt:\\s+none: failed for good at generation 1; waiting for new args", `^\s+Synced\s+False\s+ReconcileError\s`)
-	e.berth("resource", "pause", bad)
-	if out := e.berth("resource", "retry", "--all-failed", "-l", "team!=data"); !strings.Contains(out, "resource "+bad+" ") || strings.Contains(out, web) {
-		t.Errorf("retry --all-failed printed %q, want only %s", out, bad)
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET hibernate = false WHERE id = $1`, x); err != nil {
+		t.Fatal(err)
 	}
-	e.describeHas(bad, `^Last error:\s+<none>$`, `^Attempts:\s+0 failed`, `^Retry requested:\s+\S+ \(`)
-	e.berth("resource", "resume", bad)
-	e.eventually("the retried resource fails again", within, func() (bool, string) {
-		out := e.berth("resource", "describe", bad)
-		return regexp.MustCompile(`(?m)^Last error:\s+provisioner "pool" \(static\) does not provision resources of type "clickhouse"`).MatchString(out), out
+	e.eventually("x woken", within, func() (bool, string) {
+		r := e.get(x)
+		return r.Status == "ready", r.Status + ": " + r.StatusMessage
+	})
+	if got := e.get(x).Config["host"]; got != host {
+		t.Errorf("x woken on %v, want its host before hibernating, %s", got, host)
+	}
+	if used := e.reservedOn(host); used != 3 {
+		t.Errorf("a holds %d slots once x is woken, want 3 (x's 2 and w's 1)", used)
+	}
+	if n := e.queryInt(`SELECT count(*) FROM resource_events WHERE resource_id = $1 AND kind = 'status' AND message = 'waking generation 1'`, x); n != 1 {
+		t.Errorf("%d 'waking generation 1' events of x, want 1", n)
+	}
+	e.assertNoOverfill()
+	a.stop(t)
+}
+
+// reservedOn is how many slots the pool's reservations hold on host url.
+func (e *env) reservedOn(url string) int {
+	e.t.Helper()
+	return e.queryInt(`SELECT CAST(coalesce(sum(slots), 0) AS integer) FROM slot_reservations WHERE host = $1`, url)
+}
+
+// TestPauseHoldsArgsUntilResume pauses a ready runtime through plain SQL and changes its
+// args: the agent takes the change up (it claims the row) and applies nothing until the
+// runtime is resumed, and then applies it.
+func TestPauseHoldsArgsUntilResume(t *testing.T) {
+	e := newEnv(t, map[string]int{"a": 4})
+	a := e.startAgent()
+	ctx := context.Background()
+
+	y := e.create("--name", "y", "--owner", "alice", "--arg", "slots=1", "--wait")
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET paused = true WHERE id = $1`, y); err != nil {
+		t.Fatal(err)
+	}
+	claims := e.queryInt(`SELECT lease_token FROM resources WHERE id = $1`, y)
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET args = '{"slots": 2}' WHERE id = $1`, y); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the agent looked at the paused runtime and let it go", within, func() (bool, string) {
+		token := e.queryInt(`SELECT lease_token FROM resources WHERE id = $1`, y)
+		held := e.queryInt(`SELECT count(*) FROM resources WHERE id = $1 AND lease_holder IS NOT NULL`, y)
+		return token > claims && held == 0, fmt.Sprintf("lease token %d (was %d), held %d", token, claims, held)
+	})
+	r := e.get(y)
+	if r.Status != "ready" || r.Generation != 2 || r.ObservedGeneration != 1 || r.Config["cpu"] != float64(1) {
+		t.Errorf("paused y after an args change: %+v, config %v; want ready at generation 1 of 2, one slot's config", r, r.Config)
+	}
+	if held := e.reservedOn(e.hosts["a"].url); held != 1 {
+		t.Errorf("a holds %d slots while y is paused, want its 1", held)
+	}
+
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET paused = false WHERE id = $1`, y); err != nil {
+		t.Fatal(err)
+	}
+	r = e.WaitReady(y, within)
+	if r.ObservedGeneration != 2 || r.Config["cpu"] != float64(2) || e.reservedOn(e.hosts["a"].url) != 2 {
+		t.Errorf("y after resuming: %+v, config %v; want its two slots", r, r.Config)
+	}
+	a.stop(t)
+}
+
+// TestRetryRequestReconcilesAtOnce: a runtime that failed for good (its provisioner is not
+// in the set) is not tried again at its generation; a retry requested through plain SQL
+// reconciles it at once (it fails again: a new attempt), and once the row names a
+// provisioner that exists, the next retry request brings it to ready.
+func TestRetryRequestReconcilesAtOnce(t *testing.T) {
+	e := newEnv(t, map[string]int{"a": 1})
+	a := e.startAgent()
+	ctx := context.Background()
+
+	var id string
+	if err := e.SQL.QueryRowContext(ctx,
+		`INSERT INTO resources (type, name, owner, provisioner, args) VALUES ('runtime', 'lost', 'alice', 'elsewhere', '{"slots": 1}') RETURNING CAST(id AS text)`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("a permanent error naming the provisioner", within, func() (bool, string) {
+		r := e.get(id)
+		return r.Status == "error" && strings.Contains(r.StatusMessage, "elsewhere"), r.String()
+	})
+	claims := e.queryInt(`SELECT lease_token FROM resources WHERE id = $1`, id)
+
+	// The retry clears last_error; the agent claims the row at once and fails it again.
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET retry_requested_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the retry reconciles it at once, failing again", within, func() (bool, string) {
+		token := e.queryInt(`SELECT lease_token FROM resources WHERE id = $1`, id)
+		failed := e.queryInt(`SELECT count(*) FROM resources WHERE id = $1 AND status = 'error' AND last_error <> '' AND lease_holder IS NULL`, id)
+		return token > claims && failed == 1, fmt.Sprintf("lease token %d (was %d); %s", token, claims, e.get(id))
 	})
 
-	// A control that makes no sense is refused, and changes nothing. Paused, the delete is
-	// only recorded, so the row is there to be refused.
-	e.berth("resource", "pause", web)
-	e.berth("resource", "delete", web)
-	if out, stderr, err := e.tryBerth("resource", "hibernate", web); err == nil || !strings.Contains(stderr, "being deleted") || out != "" {
-		t.Errorf("hibernate of a resource being deleted: %v, stdout %q, stderr %q; want it refused as being deleted", err, out, stderr)
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET provisioner = 'pool' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
 	}
-	e.berth("resource", "resume", web)
-	e.WaitCount("the resumed delete removes the row", within, 0, "SELECT count(*) FROM resources WHERE id = $1", web)
-
-	want := []string{"paused", "resumed", "hibernate requested", "wake requested", "labels changed: team=data, tier=prod", "paused", "resumed"}
-	if got := e.controlEvents(web); !slices.Equal(got, want) {
-		t.Errorf("control history of web = %q, want %q", got, want)
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET retry_requested_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
 	}
-	if got, want := e.controlEvents(bad), []string{"paused", "retry requested", "resumed"}; !slices.Equal(got, want) {
-		t.Errorf("control history of the retried resource = %q, want %q", got, want)
+	e.WaitReady(id, within)
+	if n := e.queryInt(`SELECT count(*) FROM resource_events WHERE resource_id = $1 AND kind = 'control' AND message = 'retry requested'`, id); n != 2 {
+		t.Errorf("%d 'retry requested' events, want 2", n)
 	}
 	a.stop(t)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,7 +22,8 @@ const resourceColumns = `id::text, type, name, owner, provisioner, args, generat
 
 // scanResource reads one row of resourceColumns. Its JSON columns are decoded one by one
 // after the scan, so a column Berth cannot read (written by another client) marks the row
-// unreadable (domain.Resource.Unreadable) instead of failing the read.
+// unreadable (domain.Resource.Unreadable) instead of failing the read. Its times are given
+// in UTC, as the SQLite store gives them.
 func scanResource(row pgx.Row) (domain.Resource, error) {
 	var (
 		r                           domain.Resource
@@ -36,6 +38,13 @@ func scanResource(row pgx.Row) (domain.Resource, error) {
 	}
 	domain.DecodeResourceJSON(&r, args, state, config)
 	backend.DecodeLabels(&r, labels)
+	r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC(), r.StatusChangedAt.UTC()
+	for _, t := range []**time.Time{&r.NextAttemptAt, &r.ReadyAt, &r.UnhealthySince, &r.RetryRequestedAt, &r.LeaseExpiresAt} {
+		if *t != nil {
+			utc := (**t).UTC()
+			*t = &utc
+		}
+	}
 	return r, nil
 }
 
@@ -89,7 +98,7 @@ func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domai
 		return nil, fmt.Errorf("list resources: %w", err)
 	}
 	defer rows.Close()
-	var out []domain.Resource
+	out := []domain.Resource{}
 	for rows.Next() {
 		r, err := scanResource(rows)
 		if err != nil {

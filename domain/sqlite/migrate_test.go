@@ -35,6 +35,8 @@ func TestLifecycleMigrationKeepsTheRows(t *testing.T) {
 		`INSERT INTO resources (id, type, name, status, status_message, created_at, updated_at) VALUES ('` + second + `', 'clickhouse', 'second', 'error', 'boom', '` + created + `', '` + updated + `')`,
 		`INSERT INTO resource_events (resource_id, kind, status, message) VALUES ('` + first + `', 'status', 'pending', 'pruned')`,
 		`DELETE FROM resource_events WHERE message = 'pruned'`,
+		// A client's own view on both tables, which must outlive their rebuilding.
+		`CREATE VIEW client_history AS SELECT r.name, e.message FROM resources r JOIN resource_events e ON e.resource_id = r.id`,
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
@@ -59,6 +61,10 @@ func TestLifecycleMigrationKeepsTheRows(t *testing.T) {
 
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
+	}
+	var viewed int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM client_history`).Scan(&viewed); err != nil || viewed != 2 {
+		t.Errorf("a client's view after the migration: %d rows, %v; want the two creation events", viewed, err)
 	}
 	if a, b := rowids(); a != firstRow || b != secondRow {
 		t.Errorf("rowids %d, %d after the migration; want %d, %d", a, b, firstRow, secondRow)

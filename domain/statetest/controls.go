@@ -742,3 +742,28 @@ func testCheckErrorsListEveryStatusAndType(t *testing.T, b *Backend) {
 		}
 	}
 }
+
+// Both stores give a resource's times in UTC, so that two reads of one row compare equal
+// whichever store made them.
+func testResourceTimesAreInUTC(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, runtime("web"))
+	lease := mustClaim(t, b, r.ID, "agent-a")
+	next := time.Now().Add(time.Hour)
+	if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning,
+		StatusMessage: "attempt 1 failed", Attempts: 1, NextAttemptAt: &next}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.RequestRetry(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = mustGet(t, b, got.ID)
+	times := map[string]time.Time{"created_at": got.CreatedAt, "updated_at": got.UpdatedAt, "status_changed_at": got.StatusChangedAt,
+		"retry_requested_at": *got.RetryRequestedAt, "lease_expires_at": *got.LeaseExpiresAt}
+	for name, at := range times {
+		if at.Location() != time.UTC {
+			t.Errorf("%s is in %v; want UTC", name, at.Location())
+		}
+	}
+}

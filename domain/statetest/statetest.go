@@ -132,6 +132,7 @@ var tests = []struct {
 	{"EventFeed", testEventFeed},
 	{"ControlsSurviveARestart", testControlsSurviveARestart},
 	{"CheckErrorsListEveryStatusAndType", testCheckErrorsListEveryStatusAndType},
+	{"ResourceTimesAreInUTC", testResourceTimesAreInUTC},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

@@ -302,3 +302,62 @@ func quiesce(b *testing.B, cs k8s.Interface) {
 		return len(terminating) == 0, fmt.Sprint("terminating: ", terminating)
 	})
 }
+
+// wakeRuntimes is how many runtimes BenchmarkWakeToReady hibernates and wakes at once.
+const wakeRuntimes = 20
+
+// BenchmarkWakeToReady provisions 20 runtimes through the real agent, hibernates them all
+// (plain SQL, as any client may), and then wakes them all in one statement: it reports the
+// time until every one is ready again, and each runtime's wake-to-ready latency, from its
+// "wake requested" event to its ready event (both on the database's clock).
+func BenchmarkWakeToReady(b *testing.B) {
+	cs := clientset(b)
+	for b.Loop() {
+		b.StopTimer()
+		quiesce(b, cs)
+		ns := namespace(b, cs)
+		e := e2etest.New(b, provisionerSet(benchSpec(b, ns)))
+		e.StartAgent("bench-k8s-agent")
+		ctx := context.Background()
+		if _, err := e.Pool.Exec(ctx, `
+			INSERT INTO resources (type, name, owner, args)
+			SELECT 'runtime', 'wake-' || i, 'owner-' || (i % 7), '{"slots": 1}'::jsonb
+			FROM generate_series(1, $1) AS i`, wakeRuntimes); err != nil {
+			b.Fatal(err)
+		}
+		e.WaitCount("all runtimes ready", 10*time.Minute, wakeRuntimes, "SELECT count(*) FROM resources WHERE status = 'ready'")
+		if _, err := e.Pool.Exec(ctx, `UPDATE resources SET hibernate = true`); err != nil {
+			b.Fatal(err)
+		}
+		e.WaitCount("all runtimes hibernated", 10*time.Minute, wakeRuntimes, "SELECT count(*) FROM resources WHERE status = 'hibernated'")
+		b.StartTimer()
+
+		woken := time.Now()
+		if _, err := e.Pool.Exec(ctx, `UPDATE resources SET hibernate = false`); err != nil {
+			b.Fatal(err)
+		}
+		e.WaitCount("all runtimes woken", 10*time.Minute, wakeRuntimes, "SELECT count(*) FROM resources WHERE status = 'ready' AND NOT hibernate")
+
+		b.StopTimer()
+		all := time.Since(woken).Seconds()
+		var p50, p95, worst float64
+		if err := e.Pool.QueryRow(ctx, `
+			WITH wakes AS (
+				SELECT w.resource_id, extract(epoch FROM min(r.at) - w.at)::float8 AS latency
+				FROM resource_events w
+				JOIN resource_events r ON r.resource_id = w.resource_id AND r.kind = 'status' AND r.status = 'ready' AND r.at >= w.at
+				WHERE w.kind = 'control' AND w.message = 'wake requested'
+				GROUP BY w.resource_id, w.at)
+			SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY latency), percentile_cont(0.95) WITHIN GROUP (ORDER BY latency),
+			       max(latency), count(*)::float8 FROM wakes
+			HAVING count(*) = $1`, wakeRuntimes).Scan(&p50, &p95, &worst, new(float64)); err != nil {
+			b.Fatalf("read each runtime's wake-to-ready latency (a wake requested event and a ready event after it for each of %d): %v", wakeRuntimes, err)
+		}
+		b.ReportMetric(all, fmt.Sprintf("s/%d-woken", wakeRuntimes))
+		b.ReportMetric(p50, "s-p50-wake-to-ready")
+		b.ReportMetric(p95, "s-p95-wake-to-ready")
+		fmt.Printf("kubernetes wake to ready: %d hibernated runtimes woken at once, all ready in %.1fs; per runtime p50 %.2fs, p95 %.2fs, max %.2fs\n",
+			wakeRuntimes, all, p50, p95, worst)
+		b.StartTimer()
+	}
+}

@@ -7,7 +7,9 @@
 // without Berth's labels are untouched. With three agents on one database it kills one with
 // SIGKILL mid-rollout and never restarts it: the others take its runtimes over once it is not
 // live, and every runtime is ready with each of its objects created once. Its benchmarks time 100 runtimes from insert to ready
-// through the agent and count the objects applied per second.
+// through the agent and count the objects applied per second, and time 20 hibernated runtimes from
+// wake to ready. TestHibernateAndWake hibernates a runtime (replicas 0, claim kept) and wakes it on
+// the same claim.
 //
 // The files carry the build tag k8s and need BERTH_KUBECONFIG (the admin kubeconfig of the
 // cluster, as scripts/k8s/up.sh prints it) and BERTH_TEST_DATABASE_URL; without them the tests

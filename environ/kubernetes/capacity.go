@@ -120,7 +120,8 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// usedSlots sums the slots of this provisioner's runtime Deployments, except resource skip's.
+// usedSlots sums the slots of this provisioner's runtime Deployments, except resource skip's
+// and those scaled to zero (hibernated).
 func (e *kubeEnviron) usedSlots(ctx context.Context, cs kubernetes.Interface, skip string) (int, error) {
 	l, err := cs.AppsV1().Deployments(e.spec.Namespace).List(ctx, metav1.ListOptions{LabelSelector: e.provisionerSelector()})
 	if err != nil {
@@ -128,8 +129,8 @@ func (e *kubeEnviron) usedSlots(ctx context.Context, cs kubernetes.Interface, sk
 	}
 	used := 0
 	for _, d := range l.Items {
-		if d.Labels[LabelResourceID] == skip || d.DeletionTimestamp != nil {
-			continue
+		if d.Labels[LabelResourceID] == skip || d.DeletionTimestamp != nil || replicas(d.Spec.Replicas) == 0 {
+			continue // a hibernated runtime (no replicas) holds no slots
 		}
 		n, err := strconv.Atoi(d.Annotations[AnnotationSlots])
 		if err != nil || n < 1 {

@@ -3,15 +3,18 @@ package kubernetes
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/berth-dev/berth/domain"
@@ -23,8 +26,10 @@ const passwordBytes = 24
 
 // ensureSecret returns the ClickHouse password kept in the resource's Secret, creating the
 // Secret with a new random password the first time. The password is never regenerated: a
-// later reconcile reads it back. It is created (not applied) so that no apply can replace it.
-func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData) (string, error) {
+// later reconcile reads it back. It is created (not applied) so that no apply can replace it;
+// it carries the resource's own labels (userLabels, under LabelPrefix) too, and a Secret whose
+// labels under LabelPrefix differ has them patched (its data is never touched).
+func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string) (string, error) {
 	secrets := cs.CoreV1().Secrets(e.spec.Namespace)
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := secrets.Get(ctx, data.SecretName, metav1.GetOptions{})
@@ -32,6 +37,11 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 			pw, ok := s.Data[data.PasswordKey]
 			if !ok || len(pw) == 0 {
 				return "", fmt.Errorf("secret %s has no %q key: delete the secret to have a new password generated", data.SecretName, data.PasswordKey)
+			}
+			if patch, changed := relabelPatch(s.Labels, userLabels); changed {
+				if _, err := secrets.Patch(ctx, data.SecretName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+					return "", fmt.Errorf("relabel secret %s: %w", data.SecretName, err)
+				}
 			}
 			return string(pw), nil
 		}
@@ -47,7 +57,7 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 			ObjectMeta: metav1.ObjectMeta{
 				Name:      data.SecretName,
 				Namespace: e.spec.Namespace,
-				Labels:    e.labels(r.ID, r.Type),
+				Labels:    merge(e.labels(r.ID, r.Type), userLabels),
 			},
 			Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{data.PasswordKey: []byte(pw)},
@@ -63,6 +73,27 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 		// Another reconcile created it first: read theirs.
 	}
 	return "", fmt.Errorf("secret %s keeps appearing and disappearing; retry", data.SecretName)
+}
+
+// relabelPatch is the JSON merge patch that makes the labels under LabelPrefix of an object
+// labelled have those of want, and whether there is anything to patch.
+func relabelPatch(have, want map[string]string) ([]byte, bool) {
+	labels := map[string]any{}
+	for k, v := range want {
+		if have[k] != v {
+			labels[k] = v
+		}
+	}
+	for k := range have {
+		if _, keep := want[k]; !keep && strings.HasPrefix(k, LabelPrefix) {
+			labels[k] = nil // removed
+		}
+	}
+	if len(labels) == 0 {
+		return nil, false
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	return patch, true
 }
 
 // clickhouseDSN is the native-protocol DSN of the first Service among objects, for the

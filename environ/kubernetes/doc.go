@@ -27,6 +27,14 @@
 // Deprovisioning and the orphan sweep find objects by these labels only: an object without
 // them is never touched.
 //
+// Each of the resource's own labels (domain.Resource.Labels, a plain key) is on every object
+// too, the ClickHouse Secret included, as label.berth.dev/<key>=<value>; not on pod
+// templates. They are left out of the checksum, so a changed set relabels the objects (those
+// no longer in it are removed: server-side apply drops what the field manager stopped
+// setting, and the Secret, which is created rather than applied, is patched) without rolling
+// the pods. A label Kubernetes refuses (a row written with SQL) fails the resource for good,
+// naming the field.
+//
 // # Apply, drift and repair
 //
 // Reconcile renders the objects and server-side applies them (field manager "berth", forced)
@@ -47,6 +55,23 @@
 // never applied, and read back on later reconciles; it is nowhere else: not in Config, State,
 // errors or logs. Config holds the DSN without a password and the Secret's namespace, name
 // and key, which clients read with credentials of their own.
+//
+// # Hibernation
+//
+// Hibernate (environ.Hibernator) applies the resource's objects with its workload at zero
+// replicas and waits, for at most timeout_seconds, until its pods are gone. The volume claim
+// (and its data), the Service, the Ingresses and the ClickHouse Secret are kept as they are,
+// and so is every checksum: zero replicas is set after the checksum, so the pod template does
+// not change. The state it returns is marked hibernated; a resource without a workload (never
+// provisioned) has nothing applied, only its state marked. Waking is Reconcile, which always
+// renders the resource running: the workload gets its replicas back and its pods mount the
+// same claim. A hibernated runtime's Deployment holds none of the slot quota, and pods it no
+// longer has request no CPU. CheckResource of a hibernated resource (its state says so)
+// repairs drift towards zero replicas, never scaling it up, and does not ask for the
+// workload to be available; the health checker does not check hibernated resources anyway.
+// Before it repairs anything a check reads the row again: one that moved on (another
+// generation, deleting, paused, asked to hibernate or wake) gets nothing repaired, and the
+// error wraps domain.ErrStale so that the check records nothing.
 //
 // # Readiness, deletion and housekeeping
 //

@@ -30,8 +30,9 @@ func (d drift) repair() string {
 
 // drift compares d's objects with the live ones. An object is drifted when it is missing or
 // being deleted, when its checksum annotation differs (the templates, the spec or the args
-// changed), or when fields Berth sets were edited out of band: a workload's replicas,
-// container images or resources, a Service's selector or ports. It also returns the newest
+// changed), when fields Berth sets were edited out of band: a workload's replicas (zero for
+// a hibernated resource), container images or resources, a Service's selector or ports, or
+// when its labels under LabelPrefix are not the resource's. It also returns the newest
 // generation recorded on a live object (0 when none is).
 func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *desired) ([]drift, int64, error) {
 	var out []drift
@@ -60,6 +61,9 @@ func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *des
 		default:
 			if reason, err = specDrift(obj, live); err != nil {
 				return nil, 0, err
+			}
+			if _, relabel := relabelPatch(live.GetLabels(), d.userLabels); reason == "" && relabel {
+				reason = "the resource's labels changed"
 			}
 		}
 		if reason != "" {

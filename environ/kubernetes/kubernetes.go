@@ -11,12 +11,14 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/juju/clock"
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +54,9 @@ const (
 	// replaced. It is not part of the checksum: a new generation that renders the same objects
 	// applies nothing.
 	AnnotationGeneration = "berth.dev/generation"
+	// LabelPrefix starts the key of each of the resource's own labels (domain.Resource
+	// Labels) on its objects: label "team" is label.berth.dev/team.
+	LabelPrefix = "label.berth.dev/"
 )
 
 // clickhousePasswordKey is the key of the password in a ClickHouse resource's Secret.
@@ -155,11 +160,74 @@ func (e *kubeEnviron) Supports(t domain.ResourceType) bool {
 }
 
 // Reconcile implements environ.Environ: it renders the resource's objects and applies them
-// unless every object exists with the same checksum and no drift.
+// unless every object exists with the same checksum and no drift. It always renders the
+// resource running, so a hibernated resource is woken: its workload gets its replicas back
+// (and its claim, Service and Secret, kept while it was hibernated, are what it runs on).
 func (e *kubeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	res, _, err := e.converge(ctx, r, opts, false)
+	res, _, err := e.converge(ctx, r, opts, false, false)
 	return res, err
 }
+
+var _ environ.Hibernator = (*kubeEnviron)(nil)
+
+// Hibernate implements environ.Hibernator: it applies the resource's objects with its
+// workload (a runtime's Deployment, a ClickHouse StatefulSet) at zero replicas and waits, for
+// at most timeout_seconds, until the workload's pods are gone. Everything else is kept as it
+// is (the volume claim and its data, the Service, the ClickHouse Secret, the Ingresses), and
+// so are the objects' checksums: waking the resource (Reconcile) only gives the workload its
+// replicas back. The returned state is marked hibernated, which keeps health checks from
+// scaling it up again. A resource without a workload (never provisioned, or its workload
+// deleted) runs nothing: nothing is applied, and its state is only marked hibernated.
+func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	if !e.Supports(r.Type) {
+		return nil, environ.Permanent(fmt.Errorf("provisioner %q cannot provision %s resources", e.name, r.Type))
+	}
+	cs, err := e.client()
+	if err != nil {
+		return nil, err
+	}
+	w := e.workloadOf(cs, r.Type)
+	running, _, err := w.list(ctx, e.selector(r.ID))
+	if err != nil {
+		return nil, fmt.Errorf("hibernate %s %s: list %ss: %w", r.Type, r.ID, w.kind, err)
+	}
+	if len(running) == 0 {
+		state := maps.Clone(r.State)
+		if state == nil {
+			state = map[string]any{}
+		}
+		state[stateHibernated] = true
+		return &environ.Resource{ID: r.ID, Type: r.Type, State: state, Config: r.Config}, nil
+	}
+	res, _, err := e.converge(ctx, r, opts, false, true)
+	if err != nil {
+		return nil, err
+	}
+	timeout := time.Duration(e.spec.TimeoutSeconds) * time.Second
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	timer := e.clock.AfterFunc(timeout, func() { cancel(errTimeout) })
+	defer func() {
+		timer.Stop()
+		cancel(context.Canceled)
+	}()
+	// A workload scaled to zero is "ready" once no pod of it is left.
+	if why, err := w.await(waitCtx, e.selector(r.ID), e.closed, e.clock); err != nil {
+		if context.Cause(waitCtx) == errTimeout && ctx.Err() == nil {
+			return nil, fmt.Errorf("%s %s not scaled down within %s: %s", r.Type, r.ID, timeout, why)
+		}
+		return nil, fmt.Errorf("hibernate %s %s: %w", r.Type, r.ID, err)
+	}
+	return res, nil
+}
+
+// hibernated reports whether state is that of a hibernated resource.
+func hibernated(state map[string]any) bool {
+	h, _ := state[stateHibernated].(bool)
+	return h
+}
+
+// stateHibernated is the key of a hibernated resource's state.
+const stateHibernated = "hibernated"
 
 // CheckResource implements environ.Environ: it repairs drift the way Reconcile does, records
 // each repair in the returned resource's Repairs, and then reports the workload's health. A
@@ -171,8 +239,12 @@ func (e *kubeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *
 // requested, while it runs. So it repairs nothing when an object already carries a newer
 // generation, and it reads the resource again just before repairing: if the resource moved
 // on (another generation, deleting, gone) the check ends with an error instead.
+//
+// A hibernated resource (its state says so) is checked as hibernated: drift is repaired
+// towards zero replicas, never scaled back up, and its workload is not asked to be available.
 func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	res, drift, err := e.converge(ctx, r, opts, true)
+	asleep := hibernated(r.State)
+	res, drift, err := e.converge(ctx, r, opts, true, asleep)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +252,7 @@ func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, op
 		res.Repairs = append(res.Repairs, d.repair())
 		e.logger.Info("repaired drift", "resource", r.ID, "repair", d.repair())
 	}
-	if len(drift) > 0 {
+	if len(drift) > 0 || asleep {
 		return res, nil
 	}
 	cs, err := e.client()
@@ -339,6 +411,10 @@ type desired struct {
 	// read holds the live objects rendering already read (a claim, to keep it from
 	// shrinking), by kind and name, so that drift does not read them again.
 	read map[string]liveObject
+	// userLabels are the resource's own labels, under LabelPrefix, on every object.
+	userLabels map[string]string
+	// asleep says the resource is rendered hibernated: its workload at zero replicas.
+	asleep bool
 }
 
 // liveObject is what a read of one object found: the object, or that it is missing.
@@ -353,8 +429,9 @@ func objectKey(kind, name string) string { return kind + "/" + name }
 // converge renders r's objects and applies them if any drifted; it returns the resource and
 // the drift it put right. An object being deleted is not applied to (the apply would land on
 // the object about to go) but waited for: converge fails until it is gone. checking is true
-// for a health check, which must not act for a generation the resource has moved on from.
-func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, checking bool) (*environ.Resource, []drift, error) {
+// for a health check, which must not act for a generation the resource has moved on from;
+// asleep renders the resource hibernated (its workload at zero replicas).
+func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, checking, asleep bool) (*environ.Resource, []drift, error) {
 	if !e.Supports(r.Type) {
 		return nil, nil, environ.Permanent(fmt.Errorf("provisioner %q is of type %s, which provisions %s and %s resources, not %s: choose a provisioner that supports %s",
 			e.name, Type, domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse, r.Type, r.Type))
@@ -366,11 +443,15 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *e
 	if err != nil {
 		return nil, nil, environ.Permanent(fmt.Errorf("%s %s: %w", r.Type, r.ID, err))
 	}
+	userLabels, err := resourceLabels(opts.Labels)
+	if err != nil {
+		return nil, nil, environ.Permanent(fmt.Errorf("%s %s: %w", r.Type, r.ID, err))
+	}
 	cs, err := e.client()
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := e.desired(ctx, cs, r, data, opts.Generation)
+	d, err := e.desired(ctx, cs, r, data, opts.Generation, userLabels, asleep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
 	}
@@ -488,22 +569,50 @@ func (e *kubeEnviron) stillCurrent(ctx context.Context, r *environ.Resource, gen
 	if err != nil {
 		return fmt.Errorf("%s %s: look it up before repairing: %w", r.Type, r.ID, err)
 	}
-	if now.Generation != gen || now.Status == domain.StatusDeleting {
-		return fmt.Errorf("%s %s moved on while checked (now %s at generation %d, checked generation %d); nothing repaired", r.Type, r.ID, now.Status, now.Generation, gen)
+	switch {
+	case now.Generation != gen || now.Status == domain.StatusDeleting:
+		return fmt.Errorf("%s %s moved on while checked (now %s at generation %d, checked generation %d); nothing repaired (%w)", r.Type, r.ID, now.Status, now.Generation, gen, domain.ErrStale)
+	case now.Paused:
+		return fmt.Errorf("%s %s was paused while checked; nothing repaired (%w)", r.Type, r.ID, domain.ErrStale)
+	case now.Hibernate != hibernated(r.State):
+		return fmt.Errorf("%s %s was asked to hibernate or wake while checked; nothing repaired (%w)", r.Type, r.ID, domain.ErrStale)
 	}
 	return nil
+}
+
+// resourceLabels returns the resource's labels as its objects carry them, under LabelPrefix.
+// The domain validates labels where clients set them; a row written with SQL may hold a key
+// or value Kubernetes refuses, and that is said here rather than by the API server.
+func resourceLabels(labels map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		key := LabelPrefix + k
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			return nil, &domain.FieldError{Field: "labels", Msg: fmt.Sprintf("key %q cannot label Kubernetes objects (%s): relabel the resource", k, strings.Join(errs, "; "))}
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, &domain.FieldError{Field: "labels", Msg: fmt.Sprintf("value %q of %q cannot label Kubernetes objects (%s): relabel the resource", v, k, strings.Join(errs, "; "))}
+		}
+		out[key] = v
+	}
+	return out, nil
 }
 
 // desired renders r's objects with data, labels them, keeps volumes from shrinking and
 // computes their checksum; gen, when set, is recorded on every object. For ClickHouse it makes
 // sure the password Secret exists.
-func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, gen int64) (*desired, error) {
+//
+// The resource's own labels (userLabels, already under LabelPrefix) and asleep (its
+// workload at zero replicas) are set after the checksum: relabelling a resource, or
+// hibernating and waking it, changes only those fields, never the pod template, so neither
+// rolls its pods. drift compares them on their own.
+func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, gen int64, userLabels map[string]string, asleep bool) (*desired, error) {
 	keys := runtimeTemplates
 	var password string
 	if r.Type == domain.ResourceTypeClickHouse {
 		keys = clickhouseTemplates
 		var err error
-		if password, err = e.ensureSecret(ctx, cs, r, data); err != nil {
+		if password, err = e.ensureSecret(ctx, cs, r, data, userLabels); err != nil {
 			return nil, err
 		}
 	}
@@ -512,7 +621,7 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 		return nil, fmt.Errorf("render templates: %w", err)
 	}
 	sort.SliceStable(objects, func(i, j int) bool { return rankOf(objects[i]) < rankOf(objects[j]) })
-	d := &desired{resourceType: r.Type, data: data, objects: objects, storageBytes: data.StorageBytes, read: make(map[string]liveObject)}
+	d := &desired{resourceType: r.Type, data: data, objects: objects, storageBytes: data.StorageBytes, read: make(map[string]liveObject), userLabels: userLabels, asleep: asleep}
 	labels := e.labels(r.ID, r.Type)
 	var notices []string
 	for _, obj := range objects {
@@ -561,10 +670,16 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 	}
 	for _, obj := range objects {
 		obj.SetAnnotations(merge(obj.GetAnnotations(), stamp))
+		obj.SetLabels(merge(withoutPrefix(obj.GetLabels(), LabelPrefix), userLabels))
 		if k := obj.GetKind(); k == "Deployment" || k == "StatefulSet" {
 			// On the pod template too, so that any change of the manifests rolls the pods.
 			if err := setPodAnnotation(obj, AnnotationChecksum, d.checksum); err != nil {
 				return nil, err
+			}
+			if asleep {
+				if err := unstructured.SetNestedField(obj.Object, int64(0), "spec", "replicas"); err != nil {
+					return nil, fmt.Errorf("scale %s %s to zero: %w", k, obj.GetName(), err)
+				}
 			}
 		}
 	}
@@ -653,6 +768,9 @@ func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *env
 // or health check, which replace the stored one when it differs.
 func (e *kubeEnviron) result(r *environ.Resource, d *desired) *environ.Resource {
 	state := map[string]any{"provision_id": d.data.ProvisionID, "checksum": d.checksum, "kind": string(d.resourceType)}
+	if d.asleep {
+		state[stateHibernated] = true
+	}
 	var cfg map[string]any
 	if d.resourceType == domain.ResourceTypeClickHouse {
 		cfg = (&domain.ClickhouseConfig{
@@ -691,6 +809,17 @@ func (e *kubeEnviron) provisionerSelector() string {
 // selector selects the objects of resource id.
 func (e *kubeEnviron) selector(id string) string {
 	return e.provisionerSelector() + "," + LabelResourceID + "=" + id
+}
+
+// withoutPrefix returns m less the keys starting with prefix.
+func withoutPrefix(m map[string]string, prefix string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if !strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func merge(base, over map[string]string) map[string]string {

@@ -21,6 +21,21 @@
 // down: see "A host that stays down"). When no host has room the error wraps
 // domain.ErrNoCapacity, and the provisioner worker waits for slots to free up.
 //
+// # Hibernation
+//
+// Hibernate (environ.Hibernator) releases the runtime's reservation under the caller's lease
+// and keeps in its state the host and slot count it had, marked hibernated; its config is
+// kept by the caller. A hibernated runtime holds no slots: Capacity and Check count nothing
+// for it, and CheckResource leaves it alone (a missing reservation is no drift for it; a
+// check that finds a runtime's reservation missing while its row is paused or hibernating
+// reserves nothing and says the row moved on, an error wrapping domain.ErrStale). Waking it
+// is Reconcile: a new reservation goes back to the host it had when that host is configured,
+// up and has room, even where a new runtime would go elsewhere, so that its clients' host
+// and its data in the host's data_dir stay where they were; otherwise it is placed like a new
+// runtime and its status message says "woken on H2: H, its host before hibernating, had no
+// room" (or is down, or is no longer configured). Deprovisioning a hibernated runtime
+// releases nothing and succeeds.
+//
 // # Spec changes
 //
 // The spec may change while runtimes hold slots (the agent reloads its provisioner set, or

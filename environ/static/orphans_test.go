@@ -123,3 +123,35 @@ func TestCheckResourceRepairsALiveResource(t *testing.T) {
 		t.Fatalf("repairs = %v, want the reservation's repair", got.Repairs)
 	}
 }
+
+// rowOf answers every lookup with one row.
+type rowOf domain.Resource
+
+func (r rowOf) GetResource(_ context.Context, id string) (domain.Resource, error) {
+	row := domain.Resource(r)
+	row.ID = id
+	return row, nil
+}
+
+// A check that finds a reservation missing of a resource paused or hibernating meanwhile
+// reserves nothing, and says the row moved on (domain.ErrStale): the check records nothing.
+func TestCheckResourceDoesNotReserveForAPausedOrHibernatingResource(t *testing.T) {
+	for _, row := range []domain.Resource{
+		{Status: domain.StatusReady, Paused: true},
+		{Status: domain.StatusReady, Hibernate: true},
+		{Status: domain.StatusHibernating, Hibernate: true},
+	} {
+		slots := newFakeSlots()
+		env, err := NewWithHTTPClient(healthyHosts{})("pool", json.RawMessage(twoHosts), environ.Deps{Slots: slots, Resources: rowOf(row)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = env.CheckResource(context.Background(), runtime("r1"), withSlots("o", 1))
+		if !errors.Is(err, domain.ErrStale) {
+			t.Errorf("row %+v: CheckResource = %v, want an error wrapping ErrStale", row, err)
+		}
+		if left, _ := slots.ListReservations(context.Background(), "pool"); len(left) != 0 {
+			t.Errorf("row %+v: a check reserved %+v", row, left)
+		}
+	}
+}

@@ -24,6 +24,9 @@ type placement struct {
 	// unserved says the runtime has not been handed to clients yet, so a down host it is
 	// on does not keep it: it is placed like a new one.
 	unserved bool
+	// preferred is the canonical host a woken runtime had before it hibernated ("" for
+	// none): a new reservation goes there when it is configured, up and has room.
+	preferred string
 }
 
 // newPlacement returns the pick policy over hosts, canonical and in config order.
@@ -72,6 +75,12 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 	}
 	if existing != nil && p.leaving(existing.Host) == "" {
 		return p.resize(req, existing, used)
+	}
+
+	if existing == nil && p.preferred != "" && p.notTaking(p.preferred) == "" {
+		if i, _ := p.lookup(p.preferred); p.hosts[i].Slots-used[i].UsedSlots >= req.Slots {
+			return p.hosts[i].Host, nil
+		}
 	}
 
 	type candidate struct {
@@ -151,6 +160,18 @@ func (p placement) leaving(host string) string {
 	case !p.configured(host):
 		return "is no longer configured"
 	case p.unserved && containsString(p.down, canonicalOr(host)):
+		return "is down"
+	}
+	return ""
+}
+
+// notTaking says why host takes no new runtime whatever its room ("is no longer
+// configured", "is down"), or "" when it is configured and up.
+func (p placement) notTaking(host string) string {
+	switch {
+	case !p.configured(host):
+		return "is no longer configured"
+	case containsString(p.down, canonicalOr(host)):
 		return "is down"
 	}
 	return ""

@@ -106,6 +106,7 @@ var (
 	_ environ.CapacityReporter     = (*staticEnviron)(nil)
 	_ environ.ResourceSpecReporter = (*staticEnviron)(nil)
 	_ environ.CheckPreparer        = (*staticEnviron)(nil)
+	_ environ.Hibernator           = (*staticEnviron)(nil)
 )
 
 // Type implements environ.Environ.
@@ -145,6 +146,12 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	}
 	placement := e.place.withDown(e.health.notUp(hosts))
 	placement.unserved = len(r.Config) == 0
+	// A woken runtime holds no reservation: it goes back to the host it had when that host
+	// takes it, so that its clients' host and its data stay where they were.
+	woken, previous := hibernatedOn(r.State)
+	if woken {
+		placement.preferred = canonicalOr(previous)
+	}
 	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Lease: r.Lease}
 	place := placement.pick
 	var (
@@ -181,7 +188,50 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 		out.Notice = fmt.Sprintf("moved from %s, which %s, to %s", old.Host, why, res.Host)
 		e.logger.Info("runtime moved off a host that "+why, "resource", r.ID, "from", old.Host, "to", res.Host)
 	}
+	if woken && previous != "" && !found && res.Host != placement.preferred {
+		why := placement.notTaking(placement.preferred)
+		if why == "" {
+			why = "had no room"
+		}
+		out.Notice = fmt.Sprintf("woken on %s: %s, its host before hibernating, %s", res.Host, previous, why)
+		e.logger.Info("woken runtime placed on another host: its host "+why, "resource", r.ID, "from", previous, "to", res.Host)
+	}
 	return out, nil
+}
+
+// Hibernate implements environ.Hibernator: it releases the runtime's slots under r.Lease and
+// keeps in its state the host (and slot count) it had, so that waking it (Reconcile)
+// places it there again when that host has room. The environ starts and stops nothing on
+// the hosts, so that is all a runtime holds. A runtime hibernated already, or never placed,
+// holds nothing to release: that is a success too.
+func (e *staticEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	if err := e.supported(r); err != nil {
+		return nil, err
+	}
+	if err := e.slots.ReleaseSlots(ctx, e.name, r.ID, r.Lease); err != nil {
+		return nil, fmt.Errorf("hibernate runtime: release its slots: %w", err)
+	}
+	state := map[string]any{stateHibernated: true}
+	for _, key := range []string{"host", "slots"} {
+		if v, ok := r.State[key]; ok {
+			state[key] = v
+		}
+	}
+	return &environ.Resource{ID: r.ID, Type: r.Type, State: state, Config: r.Config}, nil
+}
+
+// stateHibernated is the key of a hibernated runtime's state that says it holds no slots.
+const stateHibernated = "hibernated"
+
+// hibernatedOn says whether state is that of a hibernated runtime and which host it had
+// ("" when it was never placed).
+func hibernatedOn(state map[string]any) (bool, string) {
+	hibernated, _ := state[stateHibernated].(bool)
+	if !hibernated {
+		return false, ""
+	}
+	host, _ := state["host"].(string)
+	return true, host
 }
 
 // move places the runtime of reservation old, whose host it leaves (the host is no longer
@@ -281,6 +331,11 @@ func (e *staticEnviron) Check(ctx context.Context) error {
 func (e *staticEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
 	if err := e.supported(r); err != nil {
 		return nil, err
+	}
+	if hibernated, _ := hibernatedOn(r.State); hibernated {
+		// A hibernated runtime holds no reservation by design: there is nothing to check,
+		// and reserving again would undo the hibernate.
+		return &environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config}, nil
 	}
 	res, found, err := e.reservation(ctx, r.ID)
 	if err != nil {
@@ -456,7 +511,9 @@ func (e *staticEnviron) missing(ctx context.Context, reservations []domain.Reser
 	return out, nil
 }
 
-// stillWanted reports an error unless the resource exists and is not being deleted.
+// stillWanted reports an error unless the resource exists and is not being deleted, paused,
+// or hibernated (or asked to be). A resource that moved on so gives an error wrapping
+// domain.ErrStale: the check that found it so records nothing.
 func (e *staticEnviron) stillWanted(ctx context.Context, id string) error {
 	if e.resources == nil {
 		return nil
@@ -465,8 +522,13 @@ func (e *staticEnviron) stillWanted(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("slot reservation is missing and the resource cannot be read: %w", err)
 	}
-	if r.Status == domain.StatusDeleting {
+	switch {
+	case r.Status == domain.StatusDeleting:
 		return fmt.Errorf("slot reservation is missing and the resource is being deleted: not reserving again")
+	case r.Paused:
+		return fmt.Errorf("slot reservation is missing and the resource was paused: not reserving again (%w)", domain.ErrStale)
+	case r.Hibernate || r.Status == domain.StatusHibernating || r.Status == domain.StatusHibernated:
+		return fmt.Errorf("slot reservation is missing and the resource is hibernating: not reserving again (%w)", domain.ErrStale)
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func New() *Metrics {
 		registry: prometheus.NewRegistry(),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_reconcile_total",
-			Help: "Reconcile attempts by provisioner, resource type and outcome (ready, retry, capacity, permanent, deleted, stale).",
+			Help: "Reconcile attempts by provisioner, resource type and outcome (ready, retry, capacity, permanent, deleted, hibernated, stale).",
 		}, []string{"provisioner", "type", "outcome"}),
 		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "berth_reconcile_duration_seconds",
@@ -133,7 +133,7 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 }
 
 // ObserveReconcile counts one reconcile attempt and how long it took. The provisioner
-// worker names the outcomes: ready, retry, capacity, permanent, deleted or stale.
+// worker names the outcomes: ready, retry, capacity, permanent, deleted, hibernated or stale.
 func (m *Metrics) ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration) {
 	m.reconciles.WithLabelValues(provisioner, typeLabel(t), outcome).Inc()
 	m.reconcileDuration.WithLabelValues(provisioner, typeLabel(t)).Observe(d.Seconds())

@@ -245,6 +245,8 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 		"status=unhealthy":    0,
 		"status=error":        0,
 		"status=deleting":     0,
+		"status=hibernating":  0,
+		"status=hibernated":   0,
 	})
 	// The Go runtime and process collectors are registered too.
 	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total"} {
@@ -276,6 +278,7 @@ func TestResourcesCountedAtScrapeTimeWithATimeout(t *testing.T) {
 	checkSeries(t, scrape(t, m), "berth_resources", map[string]float64{
 		"status=pending": 0, "status=provisioning": 0, "status=ready": 1,
 		"status=unhealthy": 0, "status=error": 0, "status=deleting": 0,
+		"status=hibernating": 0, "status=hibernated": 0,
 	})
 	counter.mu.Lock()
 	counter.counts = map[domain.Status]int{domain.StatusReady: 2}

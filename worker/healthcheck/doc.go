@@ -82,6 +82,14 @@
 // args change, a delete request or a reconcile that started meanwhile wins; the check's
 // result is then dropped.
 //
+// Paused and hibernated resources are not checked: the pages leave paused rows out, and a
+// hibernated (or hibernating) resource is not ready. A check already running when its
+// resource is paused, hibernated, deleted or changed may find it so: an environ that reads
+// the row again before it repairs anything (both built-in environs do) then repairs nothing
+// and fails with an error wrapping domain.ErrStale, and the check records nothing, is not
+// counted in the metrics and counts as round-skipped. The environ is given the resource's
+// labels with every check (environ.ResourceOptions.Labels).
+//
 // # Reconciles
 //
 // A check may repair what it checks, so it never runs while this agent's provisioner
@@ -105,7 +113,8 @@
 // Every check that runs to its end is counted once per provisioner by its result: error (the
 // resource's provisioner is not in the set, or the outcome could not be recorded), unhealthy,
 // repaired (passed once the environ repaired it) or healthy, in that order of precedence. A
-// check whose row moved on is still counted by what it found; one cut short by the worker
+// check whose row moved on is still counted by what it found (unless its environ said so,
+// above); one cut short by the worker
 // stopping is not. A resource whose provisioner column names no provisioner of the set is
 // counted under metrics.Unknown, not under the name its row gives, so rows that clients
 // write cannot add series.

@@ -163,7 +163,8 @@ type fakeEnviron struct {
 	calls chan call
 
 	mu       sync.Mutex
-	errs     map[string]error // CheckResource errors by id
+	errs     map[string]error    // CheckResource errors by id
+	labels   []map[string]string // the labels of every CheckResource's options, in order
 	result   map[string]*environ.Resource
 	checkErr error
 	block    bool
@@ -182,6 +183,9 @@ func (e *fakeEnviron) Check(ctx context.Context) error {
 }
 
 func (e *fakeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	e.mu.Lock()
+	e.labels = append(e.labels, opts.Labels)
+	e.mu.Unlock()
 	e.calls <- call{id: r.ID, at: e.clock.Now()}
 	e.mu.Lock()
 	block, err, res := e.block, e.errs[r.ID], e.result[r.ID]
@@ -325,6 +329,13 @@ func (m *fakeMetrics) add(o observation) {
 	m.seen = append(m.seen, o)
 	close(m.changed)
 	m.changed = make(chan struct{})
+}
+
+// observations returns every observation so far.
+func (m *fakeMetrics) observations() []observation {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]observation(nil), m.seen...)
 }
 
 func (m *fakeMetrics) ObserveHealthCheck(provisioner, result string) {

@@ -625,13 +625,20 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	checkCtx, cancel := w.withTimeout(ctx, w.config.CheckTimeout)
 	res, checkErr := checker.CheckResource(checkCtx,
 		&environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config},
-		&environ.ResourceOptions{Name: r.Name, Owner: r.Owner, Args: r.Args, Generation: r.Generation})
+		&environ.ResourceOptions{Name: r.Name, Owner: r.Owner, Args: r.Args, Generation: r.Generation, Labels: r.Labels})
 	if checkErr != nil && checkCtx.Err() != nil {
 		checkErr = fmt.Errorf("%w (%v)", checkErr, context.Cause(checkCtx))
 	}
 	cancel()
 	if ctx.Err() != nil {
 		return checkDone{}
+	}
+	if errors.Is(checkErr, domain.ErrStale) {
+		// The environ read the row before a repair and found it moved on (another
+		// generation, deleting, paused, hibernating): what the check found is not the
+		// resource's any more, and nothing is recorded.
+		log.Debug("resource changed while it was checked; nothing recorded", "error", checkErr)
+		return checkDone{skipped: true}
 	}
 
 	u := w.outcome(r, res, checkErr)

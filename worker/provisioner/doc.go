@@ -32,6 +32,22 @@
 //	                                           backoff whatever the error (giving up
 //	                                           would leak what the resource holds)
 //
+//	any status but deleting
+//	     │ hibernate set
+//	     ▼
+//	hibernating ◄──┐ failure: stays hibernating, attempts+1, retried at
+//	  │   │   │    │ next_attempt_at whatever the error
+//	  │   │   └────┘
+//	  │   │ Hibernate; its state saved, the config kept
+//	  │   ▼
+//	  │ hibernated ── hibernate cleared (wake; from hibernating too) ──► provisioning
+//	  │                                    ("waking generation N") ──► ready, as above
+//	  │
+//	  └──► error: the environ cannot hibernate (permanent: wake the resource or delete it)
+//
+// Paused is not a status: a paused row keeps whatever status it has and the agent does
+// nothing to it (see below) until it is resumed.
+//
 // A permanent failure (unknown provisioner, unsupported type, an error the broker marks
 // Permanent) is not retried while the generation stays. A resource waiting for capacity is
 // retried after min(backoff, CapacityRetry), and at once when a deprovision by this agent
@@ -44,6 +60,9 @@
 //
 // One reconcile of a claimed row, in order:
 //
+//   - paused: nothing at all (logged at debug), whatever the row asks for, a delete
+//     included; no retry is scheduled. Resuming logs a change, so the row is taken up at
+//     once, and what changed meanwhile (args, a delete request) is acted on then.
 //   - next_attempt_at in the future: a retry scheduled earlier (perhaps by an agent that has
 //     since stopped) is not due; schedule it for then and stop. An args change or a delete
 //     request clears next_attempt_at, so new intent is acted on at once. A pending row with
@@ -51,9 +70,25 @@
 //     on its provisioner, the wait ends early.
 //   - deleting: Deprovision with the saved broker state, then FinalizeDelete. A row that
 //     never had a provisioner pinned nor broker state saved is removed directly.
+//   - unreadable (a JSON column Berth cannot decode): error, looked at again with backoff.
+//   - error with a last_error and no retry scheduled: a permanent failure at this
+//     generation; nothing to do. (An args change, a retry request or a change of hibernate
+//     clears last_error, so such a row is reconciled again.)
+//   - hibernate set and hibernated: nothing to do (args or labels changed meanwhile are
+//     applied on wake).
+//   - hibernate set: hibernate. A row nothing was provisioned for (no provisioner pinned, no
+//     broker state) is recorded hibernated at once. Otherwise the environ must implement
+//     environ.Hibernator, else the row fails for good with a message naming the provisioner
+//     and its type and saying to wake it (berth resource wake ID) or delete it; record
+//     "hibernating generation N", call Hibernate, and record hibernated ("hibernated at
+//     generation N") with the state it returns, the config kept, in the write that releases
+//     the lease. A failure keeps the row hibernating ("hibernate attempt N failed: why;
+//     retrying at T") and is retried with backoff whatever the error: the resource's data is
+//     at stake either way.
+//   - hibernate clear and hibernated or hibernating: wake, which is provision (below) with
+//     the status message "waking generation N": the environ's Reconcile brings back what
+//     Hibernate kept (the static pool's host, the Kubernetes workload's replicas).
 //   - ready at its generation: nothing to do (health checks belong to another worker).
-//   - error with a last_error: a permanent failure at this generation; nothing to do. (An
-//     args change clears last_error, so such a row is provisioned again.)
 //   - otherwise provision: resolve the provisioner (pinning the default on the row when it
 //     names none), check the type is supported, record "provisioning generation N" (unless
 //     the row is waiting for capacity on its pinned provisioner), call
@@ -145,11 +180,12 @@
 // # Observability
 //
 // Status messages and logs name the resource's id, provisioner, type and generation, and
-// the error; they never include args, config or broker state. (The few lines logged
+// the error; they never include args, config or broker state. The environ is given the
+// resource's labels (environ.ResourceOptions.Labels) with every Reconcile and Hibernate. (The few lines logged
 // before the row is read, about its lease, can name only the id.)
 //
 // Every attempt that does something is reported to Metrics with its outcome (ready, retry,
-// capacity, permanent, deleted, stale) and its duration on the worker's clock; the queue's
+// capacity, permanent, deleted, hibernated, stale) and its duration on the worker's clock; the queue's
 // depth and the reconciles in flight are reported whenever they may have changed; and a
 // resource's first ready reports its time from creation, from the row's own timestamps.
 package provisioner

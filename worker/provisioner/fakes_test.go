@@ -117,7 +117,7 @@ func (s *fakeState) ClaimAndStart(ctx context.Context, id, holder string, ttl ti
 	defer s.mu.Unlock()
 	defer s.notify()
 	row := s.rows[id]
-	if row.Status != domain.StatusPending || row.StatusMessage != "" || row.NextAttemptAt != nil ||
+	if row.Paused || row.Hibernate || row.Status != domain.StatusPending || row.StatusMessage != "" || row.NextAttemptAt != nil ||
 		(row.Provisioner != "" && row.Provisioner != start.Provisioner) || !slices.Contains(start.Types, row.Type) {
 		return c, nil
 	}
@@ -244,7 +244,7 @@ func (s *fakeState) UnclaimedResources(_ context.Context, ids []string) ([]strin
 	var out []string
 	for _, id := range ids {
 		row, ok := s.rows[id]
-		if !ok || row.UpToDate() {
+		if !ok || !needsAttention(row) {
 			continue
 		}
 		if l, ok := s.leases[id]; ok && l.expires.After(s.clock.Now()) {
@@ -253,6 +253,51 @@ func (s *fakeState) UnclaimedResources(_ context.Context, ids []string) ([]strin
 		out = append(out, id)
 	}
 	return out, nil
+}
+
+// needsAttention is the stores' rule for a row the agent has work to do on.
+func needsAttention(r *domain.Resource) bool {
+	if r.Paused {
+		return false
+	}
+	switch r.Status {
+	case domain.StatusPending, domain.StatusProvisioning, domain.StatusDeleting, domain.StatusError, domain.StatusHibernating:
+		return true
+	}
+	if r.Hibernate {
+		return r.Status != domain.StatusHibernated
+	}
+	return r.Status == domain.StatusHibernated || r.Generation != r.ObservedGeneration
+}
+
+// setPaused pauses or resumes the row, as SetPaused does.
+func (s *fakeState) setPaused(id string, paused bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	s.rows[id].Paused = paused
+}
+
+// setHibernate asks for the row to be hibernated or woken, as SetHibernate does: the retry
+// bookkeeping is reset.
+func (s *fakeState) setHibernate(id string, hibernate bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	row := s.rows[id]
+	row.Hibernate = hibernate
+	row.Attempts, row.NextAttemptAt, row.LastError = 0, nil, ""
+}
+
+// requestRetry clears the row's backoff and permanent failure, as RequestRetry does.
+func (s *fakeState) requestRetry(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	row := s.rows[id]
+	now := s.clock.Now()
+	row.RetryRequestedAt = &now
+	row.Attempts, row.NextAttemptAt, row.LastError = 0, nil, ""
 }
 
 func (s *fakeState) FinalizeDelete(_ context.Context, id string, held domain.Lease) error {
@@ -428,6 +473,7 @@ func copyResource(r domain.Resource) domain.Resource {
 	r.Args = maps.Clone(r.Args)
 	r.State = maps.Clone(r.State)
 	r.Config = maps.Clone(r.Config)
+	r.Labels = maps.Clone(r.Labels)
 	if r.NextAttemptAt != nil {
 		t := *r.NextAttemptAt
 		r.NextAttemptAt = &t
@@ -448,7 +494,8 @@ type fakeEnviron struct {
 	reconcileEr []error
 	awaitErr    []error
 	deprovErr   []error
-	calls       map[string]int // "reconcile", "await", "deprovision" -> count
+	hibernateEr []error
+	calls       map[string]int // "reconcile", "await", "deprovision", "hibernate" -> count
 	opts        []environ.ResourceOptions
 	inputs      []environ.Resource
 	active      int
@@ -496,6 +543,8 @@ func (e *fakeEnviron) begin(op, id string) (func(), error, bool) {
 		script, gated = &e.reconcileEr, e.gateReconcile
 	case "await":
 		script, gated = &e.awaitErr, e.gateAwait
+	case "hibernate":
+		script = &e.hibernateEr
 	default:
 		script = &e.deprovErr
 	}
@@ -571,6 +620,20 @@ func (e *fakeEnviron) Deprovision(ctx context.Context, r *environ.Resource) erro
 	return err
 }
 
+// Hibernate implements environ.Hibernator: the state it returns says what it kept.
+func (e *fakeEnviron) Hibernate(_ context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	end, err, _ := e.begin("hibernate", r.ID)
+	defer end()
+	e.mu.Lock()
+	e.opts = append(e.opts, *opts)
+	e.inputs = append(e.inputs, *r)
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return &environ.Resource{ID: r.ID, Type: r.Type, State: map[string]any{"hibernated": true, "generation": opts.Generation}}, nil
+}
+
 func (e *fakeEnviron) Check(context.Context) error { return nil }
 
 func (e *fakeEnviron) CheckResource(context.Context, *environ.Resource, *environ.ResourceOptions) (*environ.Resource, error) {
@@ -593,6 +656,8 @@ func (e *fakeEnviron) script(op string, errs ...error) {
 		e.reconcileEr = append(e.reconcileEr, errs...)
 	case "await":
 		e.awaitErr = append(e.awaitErr, errs...)
+	case "hibernate":
+		e.hibernateEr = append(e.hibernateEr, errs...)
 	default:
 		e.deprovErr = append(e.deprovErr, errs...)
 	}

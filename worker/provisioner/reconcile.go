@@ -68,6 +68,9 @@ type attempt struct {
 	started     bool            // the claim recorded the start of provisioning
 	r           domain.Resource // the row as last read or written
 	provisioner string          // the canonical provisioner name, once resolved
+	// hibernating says the attempt asks the environ to hibernate the resource: a failure
+	// keeps it hibernating and is retried.
+	hibernating bool
 	// passed is a step the attempt went through without a write of its own: the next
 	// record writes it into the resource's history first.
 	passed *domain.StatusStep
@@ -110,6 +113,12 @@ func (a *attempt) run(woken bool) outcome {
 		a.w.config.Metrics.ObserveLeaseTakeover(a.metricsProvisioner())
 	}
 
+	if r.Paused {
+		// A paused resource is left exactly as it is, delete requests included: resuming
+		// it logs a change, and the agent takes it up then.
+		a.log.Debug("resource is paused; leaving it until it is resumed", "status", r.Status)
+		return outcome{}
+	}
 	wokenForCapacity := woken && r.Status == domain.StatusPending
 	if next := r.NextAttemptAt; next != nil && next.After(a.w.now()) && !wokenForCapacity {
 		a.log.Debug("retry not due yet", "status", r.Status, "next-attempt-at", *next)
@@ -126,10 +135,16 @@ func (a *attempt) run(woken bool) outcome {
 		return a.deprovision()
 	case !r.Readable():
 		return a.fail(&unreadableError{r.UnreadableReason()})
-	case r.UpToDate():
-		return outcome{}
 	case r.Status == domain.StatusError && r.LastError != "" && r.NextAttemptAt == nil:
-		a.log.Debug("permanent failure at this generation; waiting for new args")
+		a.log.Debug("permanent failure at this generation; waiting for new args, a retry request or a wake")
+		return outcome{}
+	case r.Hibernate && r.Status == domain.StatusHibernated:
+		return outcome{}
+	case r.Hibernate:
+		return a.hibernate()
+	case r.Status == domain.StatusHibernated || r.Status == domain.StatusHibernating:
+		return a.provision()
+	case r.UpToDate():
 		return outcome{}
 	}
 	return a.provision()
@@ -167,11 +182,17 @@ func (a *attempt) provision() outcome {
 	}
 	a.resolved(name)
 	gen := a.r.Generation
+	// Waking is provisioning: the environ's Reconcile brings back what Hibernate kept.
+	waking := a.r.Status == domain.StatusHibernated || a.r.Status == domain.StatusHibernating
+	step := domain.ProvisioningMessage(gen)
+	if waking {
+		step = wakingMessage(gen)
+	}
 
 	u := domain.ProgressUpdate{
 		Generation:    gen,
 		Status:        domain.StatusProvisioning,
-		StatusMessage: domain.ProvisioningMessage(gen),
+		StatusMessage: step,
 		Attempts:      a.r.Attempts,
 		LastError:     a.r.LastError,
 	}
@@ -186,22 +207,20 @@ func (a *attempt) provision() outcome {
 		// provisioning first would flip the row, and its history, on every retry.
 		a.log.Debug("retrying a resource waiting for capacity")
 	} else {
-		a.log.Info("provisioning")
+		a.log.Info(step)
 		if err := a.record(a.attemptCtx, u); err != nil {
 			return a.fail(err)
 		}
 	}
 
-	res, err := env.Reconcile(a.attemptCtx,
-		&environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config, Lease: &a.lease},
-		&environ.ResourceOptions{Name: a.r.Name, Owner: a.r.Owner, Args: a.r.Args, Generation: gen})
+	res, err := env.Reconcile(a.attemptCtx, a.environResource(), a.options())
 	if err != nil {
 		return a.fail(fmt.Errorf("reconcile: %w", err))
 	}
 	// Save the broker's state before waiting: if the agent dies now, the next attempt hands
 	// it back instead of starting from what the broker may already have replaced. A broker
 	// that keeps it itself hands back the same, so the wait is recorded with the next write.
-	u.StatusMessage = fmt.Sprintf("provisioning generation %d: waiting for it to serve", gen)
+	u.StatusMessage = step + ": waiting for it to serve"
 	u.Provisioner = ""
 	u.State = orEmpty(res.State)
 	if res.Kept {
@@ -239,6 +258,84 @@ func (a *attempt) provision() outcome {
 		a.w.config.Metrics.ObserveCreateToReady(a.metricsProvisioner(), a.r.Type, a.r.ReadyAt.Sub(a.r.CreatedAt))
 	}
 	return outcome{result: OutcomeReady}
+}
+
+// hibernate asks the resource's environ to stop it while keeping its data and identity, and
+// records it hibernated with the state the environ returns (its config is kept for the wake).
+// A resource nothing was provisioned for (no provisioner pinned, no broker state) has
+// nothing to stop: it is recorded hibernated at once. An environ that cannot hibernate is a
+// permanent failure, whose message says how to get out of it.
+func (a *attempt) hibernate() outcome {
+	cfg := a.w.config
+	gen := a.r.Generation
+	done := domain.ProgressUpdate{
+		Generation:    gen,
+		Status:        domain.StatusHibernated,
+		StatusMessage: fmt.Sprintf("hibernated at generation %d", gen),
+		ReleaseLease:  true,
+	}
+	if a.r.Provisioner == "" && len(a.r.State) == 0 {
+		return a.hibernated(done)
+	}
+	env, name, err := cfg.Environs.Get(a.r.Provisioner)
+	if err != nil {
+		return a.fail(environ.Permanent(err))
+	}
+	a.resolved(name)
+	hibernator, ok := env.(environ.Hibernator)
+	if !ok {
+		return a.fail(environ.Permanent(fmt.Errorf(
+			"provisioner %q (%s) cannot hibernate resources: wake the resource (berth resource wake %s) or delete it", name, env.Type(), a.r.ID)))
+	}
+	a.hibernating = true
+	if a.r.Status != domain.StatusHibernating || a.r.StatusMessage != hibernatingMessage(gen) {
+		a.log.Info("hibernating")
+		err := a.record(a.attemptCtx, domain.ProgressUpdate{
+			Generation:    gen,
+			Status:        domain.StatusHibernating,
+			StatusMessage: hibernatingMessage(gen),
+			Attempts:      a.r.Attempts,
+			LastError:     a.r.LastError,
+		})
+		if err != nil {
+			return a.fail(err)
+		}
+	}
+	res, err := hibernator.Hibernate(a.attemptCtx, a.environResource(), a.options())
+	if err != nil {
+		return a.fail(fmt.Errorf("hibernate: %w", err))
+	}
+	done.State = orEmpty(res.State)
+	return a.hibernated(done)
+}
+
+// hibernated records the end of a hibernate.
+func (a *attempt) hibernated(u domain.ProgressUpdate) outcome {
+	if err := a.record(a.attemptCtx, u); err != nil {
+		return a.fail(err)
+	}
+	a.log.Info("hibernated")
+	return outcome{result: OutcomeHibernated}
+}
+
+// environResource is what the environ is shown of the resource, under the attempt's lease.
+func (a *attempt) environResource() *environ.Resource {
+	return &environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config, Lease: &a.lease}
+}
+
+// options are the resource's desired state and metadata, at the generation read.
+func (a *attempt) options() *environ.ResourceOptions {
+	return &environ.ResourceOptions{Name: a.r.Name, Owner: a.r.Owner, Args: a.r.Args, Generation: a.r.Generation, Labels: a.r.Labels}
+}
+
+// hibernatingMessage is the status message of a resource being hibernated at generation.
+func hibernatingMessage(generation int64) string {
+	return fmt.Sprintf("hibernating generation %d", generation)
+}
+
+// wakingMessage is the status message of a hibernated resource being woken at generation.
+func wakingMessage(generation int64) string {
+	return fmt.Sprintf("waking generation %d", generation)
 }
 
 // deprovision frees what the resource holds and removes its row.
@@ -311,6 +408,12 @@ func (a *attempt) fail(err error) outcome {
 		o.retryAt = now.Add(a.w.backoff(attempts))
 		u.Status = domain.StatusDeleting
 		u.StatusMessage = fmt.Sprintf("deprovision attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
+	case a.hibernating:
+		// Hibernating keeps the resource's data: it is retried whatever the error, and the
+		// resource stays hibernating meanwhile.
+		o.retryAt = now.Add(a.w.backoff(attempts))
+		u.Status = domain.StatusHibernating
+		u.StatusMessage = fmt.Sprintf("hibernate attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
 	case errors.As(err, new(*unreadableError)):
 		// Nothing can be provisioned from the row until someone fixes it; retrying with
 		// backoff notices the fix without a change event (a plain-SQL fix of state or

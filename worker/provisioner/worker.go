@@ -69,7 +69,9 @@ const (
 	OutcomeCapacity  = "capacity"  // no capacity; waits for room
 	OutcomePermanent = "permanent" // failed for good at this generation
 	OutcomeDeleted   = "deleted"   // deprovisioned and removed
-	OutcomeStale     = "stale"     // the row moved on under the attempt; reconciled again
+	// OutcomeHibernated is a resource stopped with its data kept (Resource.Hibernate).
+	OutcomeHibernated = "hibernated"
+	OutcomeStale      = "stale" // the row moved on under the attempt; reconciled again
 )
 
 // Config holds what the worker needs.

@@ -40,9 +40,10 @@ func EncodeLabels(labels map[string]string) (string, error) {
 	return string(b), nil
 }
 
-// DecodeLabels fills r.Labels from the stored JSON of its labels column. The schema keeps
-// the column an object of string values; should it hold anything else, the column is
-// recorded in r.Unreadable, as an unreadable args column is, and r.Labels is nil.
+// DecodeLabels fills r.Labels from the stored JSON of its labels column (an empty map for
+// none, as an empty args column reads). The schema keeps the column an object of string
+// values; should it hold anything else, the column is recorded in r.Unreadable, as an
+// unreadable args column is, and r.Labels is nil.
 func DecodeLabels(r *domain.Resource, raw []byte) {
 	r.Labels = nil
 	if raw == nil {
@@ -57,9 +58,10 @@ func DecodeLabels(r *domain.Resource, raw []byte) {
 		r.Unreadable = append(r.Unreadable, domain.UnreadableColumn{Column: "labels", Reason: reason})
 		return
 	}
-	if len(labels) > 0 {
-		r.Labels = labels
+	if labels == nil {
+		labels = map[string]string{}
 	}
+	r.Labels = labels
 }
 
 // conflictError is an error wrapping domain.ErrConflict whose message is its own.

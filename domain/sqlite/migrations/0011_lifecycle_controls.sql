@@ -30,6 +30,11 @@
 -- no NOTIFY: the event feed's listener is woken as the change log's is, and looks whether
 -- resource_events grew.
 
+-- As SQLite's own procedure for such a change does, the renames leave the references of other
+-- schema objects alone (a view a client made on resources names resources again once the new
+-- table has the name), instead of checking them while the table is away.
+PRAGMA legacy_alter_table = ON;
+
 DROP TRIGGER resources_provisioner_fixed;
 DROP TRIGGER resources_after_update;
 DROP TRIGGER resources_after_insert;
@@ -123,6 +128,8 @@ SELECT 'resource_events_new', max(seq) FROM (
     UNION ALL SELECT coalesce(max(seq), 0) FROM resource_events_new);
 DROP TABLE resource_events;
 ALTER TABLE resource_events_new RENAME TO resource_events;
+
+PRAGMA legacy_alter_table = OFF;
 
 CREATE INDEX resource_events_resource_idx ON resource_events (resource_id, seq);
 CREATE INDEX resource_events_at_idx ON resource_events (at);
