@@ -31,7 +31,7 @@ func (m *memStore) CreateResource(_ context.Context, r domain.NewResource) (doma
 	m.nextID++
 	row := domain.Resource{
 		ID: fmt.Sprintf("id-%d", m.nextID), Type: r.Type, Name: r.Name, Owner: r.Owner,
-		Provisioner: r.Provisioner, Args: maps.Clone(r.Args), Generation: 1, Status: domain.StatusPending,
+		Provisioner: r.Provisioner, Args: maps.Clone(r.Args), Labels: maps.Clone(r.Labels), Generation: 1, Status: domain.StatusPending,
 	}
 	m.rows[row.ID] = row
 	return row, nil
@@ -268,6 +268,84 @@ func TestUnreadableArgsAreReplacedNotMerged(t *testing.T) {
 	}
 	if want := map[string]any{"slots": 3}; !reflect.DeepEqual(r.Args, want) || r.Generation != 2 {
 		t.Errorf("replaced: args %v at generation %d, want %v at 2", r.Args, r.Generation, want)
+	}
+}
+
+func TestCreateRejectsBadLabels(t *testing.T) {
+	for _, tt := range []struct {
+		labels map[string]string
+		msg    string
+	}{
+		{map[string]string{"berth.dev/team": "data"}, `key "berth.dev/team" has a prefix`},
+		{map[string]string{"-team": "data"}, `key "-team" is not a label key`},
+		{map[string]string{"team": "data science"}, `value "data science" of "team" is not a label value`},
+	} {
+		store := newMemStore()
+		_, err := domain.NewService(store).Create(context.Background(), domain.NewResource{Type: "runtime", Name: "a", Labels: tt.labels})
+		if fieldOf(t, err) != "labels" || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("create with labels %v: %v, want a labels error saying %q", tt.labels, err, tt.msg)
+		}
+		if len(store.created) != 0 {
+			t.Error("a resource with bad labels reached the store")
+		}
+	}
+}
+
+func TestLabelMergesAndRemoves(t *testing.T) {
+	ctx := context.Background()
+	store := newMemStore()
+	svc := domain.NewService(store)
+	r, err := svc.Create(ctx, domain.NewResource{Type: "runtime", Name: "a", Labels: map[string]string{"team": "data", "tier": "dev"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = svc.Label(ctx, r.ID, map[string]string{"tier": "prod", "env": "eu"}, []string{"team"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"tier": "prod", "env": "eu"}; !maps.Equal(r.Labels, want) {
+		t.Errorf("labels = %v, want %v", r.Labels, want)
+	}
+
+	before := maps.Clone(r.Labels)
+	for _, tt := range []struct {
+		name  string
+		set   map[string]string
+		unset []string
+		msg   string
+	}{
+		{"remove a label it lacks", nil, []string{"team"}, `the resource has no label "team" (its labels: env, tier)`},
+		{"set and remove", map[string]string{"env": "us"}, []string{"env"}, `"env" is both set and removed`},
+		{"bad key", map[string]string{"a/b": "c"}, nil, `key "a/b" has a prefix`},
+		{"bad value", map[string]string{"env": "eu west"}, nil, `is not a label value`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := svc.Label(ctx, r.ID, tt.set, tt.unset)
+			if fieldOf(t, err) != "labels" || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %v, want a labels error saying %q", err, tt.msg)
+			}
+			if got := store.rows[r.ID].Labels; !maps.Equal(got, before) {
+				t.Errorf("a refused label change changed the labels to %v", got)
+			}
+		})
+	}
+	if _, err := svc.Label(ctx, "missing", map[string]string{"a": "b"}, nil); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("label of a missing resource: %v, want ErrNotFound", err)
+	}
+}
+
+func TestControlsNeedAnID(t *testing.T) {
+	svc := domain.NewService(newMemStore())
+	ctx := context.Background()
+	for name, control := range map[string]func(context.Context, string) (domain.Resource, error){
+		"pause": svc.Pause, "resume": svc.Resume, "hibernate": svc.Hibernate, "wake": svc.Wake, "retry": svc.Retry,
+	} {
+		if _, err := control(ctx, "  "); fieldOf(t, err) != "id" {
+			t.Errorf("%s without an id: %v, want an id error", name, err)
+		}
+		if _, err := control(ctx, "missing"); !errors.Is(err, domain.ErrNotFound) {
+			t.Errorf("%s of a missing resource: %v, want ErrNotFound", name, err)
+		}
 	}
 }
 

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +23,14 @@ type capacityJSON struct {
 	Since        time.Time         `json:"trend_since"`
 	Provisioners []provisionerJSON `json:"provisioners"`
 	Waiting      []waitingJSON     `json:"waiting_for_capacity"`
+	// Hibernated counts the hibernated resources of each provisioner: they hold no capacity,
+	// so none of the figures above includes them.
+	Hibernated []hibernatedJSON `json:"hibernated"`
+}
+
+type hibernatedJSON struct {
+	Provisioner string `json:"provisioner"`
+	Resources   int    `json:"resources"`
 }
 
 // provisionerJSON is one provisioner's latest capacity, warnings and trend.
@@ -88,8 +98,9 @@ func newCapacityCommand(opts *globalOptions) *cobra.Command {
 		Long: `Show the capacity the agent last sampled for every provisioner that reports it (total and per
 host: unit, total, used, free, percent used, whether the host is down), the capacity
 warnings in force, how the used capacity moved over --since (lowest and highest, and the
-oldest and newest sample of the window), and the resources waiting for capacity with how
-long each has waited (since it was created).
+oldest and newest sample of the window), the resources waiting for capacity with how
+long each has waited (since it was created), and how many resources of each provisioner are
+hibernated: they hold no capacity, so the figures leave them out, but waking them needs room.
 
 Down hosts and hosts without capacity count towards neither used nor total when the agent
 decides on a warning. The agent samples every --capacity-interval (default 1m); with no
@@ -130,7 +141,12 @@ agent running the figures are as old as their sample time says.`,
 			if err != nil {
 				return needsSchema(err)
 			}
+			hibernated, err := st.ListResources(ctx, domain.ListFilter{Status: domain.StatusHibernated})
+			if err != nil {
+				return needsSchema(err)
+			}
 			report := buildCapacityReport(now, from, latest, trends, warnings, waiting)
+			report.Hibernated = countByProvisioner(hibernated)
 			if format == outputJSON {
 				return writeJSON(cmd.OutOrStdout(), report)
 			}
@@ -195,6 +211,19 @@ func buildCapacityReport(now, from time.Time, latest []domain.CapacitySample, tr
 	return report
 }
 
+// countByProvisioner counts rs per provisioner, by provisioner name.
+func countByProvisioner(rs []domain.Resource) []hibernatedJSON {
+	counts := map[string]int{}
+	for _, r := range rs {
+		counts[r.Provisioner]++
+	}
+	out := []hibernatedJSON{}
+	for _, p := range slices.Sorted(maps.Keys(counts)) {
+		out = append(out, hibernatedJSON{Provisioner: p, Resources: counts[p]})
+	}
+	return out
+}
+
 func usedPercent(used, total int64) float64 {
 	if total <= 0 {
 		return 0
@@ -242,6 +271,13 @@ func writeCapacity(w io.Writer, report capacityJSON, since time.Duration) error 
 	for _, r := range report.Waiting {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, tableText(r.Name), tableText(dashIfEmpty(r.Owner)), tableText(dashIfEmpty(r.Provisioner)),
 			time.Duration(r.WaitingSeconds)*time.Second, tableText(r.Message))
+	}
+	fmt.Fprintln(tw, "\nHIBERNATED (holding no capacity)")
+	if len(report.Hibernated) == 0 {
+		fmt.Fprintln(tw, "none")
+	}
+	for _, h := range report.Hibernated {
+		fmt.Fprintf(tw, "%s\thibernated: %d\n", tableText(dashIfEmpty(h.Provisioner)), h.Resources)
 	}
 	return tw.Flush()
 }

@@ -25,8 +25,12 @@ type resourceJSON struct {
 	StatusMessage      string         `json:"status_message"`
 	Args               map[string]any `json:"args"`
 	Config             map[string]any `json:"config"`
+	Labels             labelsJSON     `json:"labels"`
+	Paused             bool           `json:"paused"`
+	Hibernate          bool           `json:"hibernate"`
 	Generation         int64          `json:"generation"`
 	ObservedGeneration int64          `json:"observed_generation"`
+	Conditions         conditionList  `json:"conditions"`
 	// Unreadable says which columns Berth cannot decode, and why; absent when none.
 	Unreadable string `json:"unreadable,omitempty"`
 }
@@ -42,8 +46,12 @@ func toJSON(r domain.Resource) resourceJSON {
 		StatusMessage:      r.StatusMessage,
 		Args:               nonNil(r.Args),
 		Config:             nonNil(r.Config),
+		Labels:             toLabelsJSON(r.Labels),
+		Paused:             r.Paused,
+		Hibernate:          r.Hibernate,
 		Generation:         r.Generation,
 		ObservedGeneration: r.ObservedGeneration,
+		Conditions:         toConditionsJSON(r),
 		Unreadable:         r.UnreadableReason(),
 	}
 }
@@ -74,9 +82,10 @@ func writeResourceTable(w io.Writer, r domain.Resource) error {
 		{"name", r.Name},
 		{"owner", r.Owner},
 		{"provisioner", provisioner},
-		{"status", string(r.Status)},
+		{"status", statusText(r)},
 		{"status message", r.StatusMessage},
 		{"args", formatMap(r.Args)},
+		{"labels", labelText(r.Labels)},
 		{"config", formatMap(r.Config)},
 		{"generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)},
 	}
@@ -118,7 +127,7 @@ func writeResourceList(w io.Writer, rs []domain.Resource) error {
 		if r.ObservedGeneration != r.Generation {
 			gen = fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)
 		}
-		status, args, message := string(r.Status), formatMap(r.Args), r.StatusMessage
+		status, args, message := statusText(r), formatMap(r.Args), r.StatusMessage
 		if !r.Readable() {
 			// A row another program wrote that Berth cannot decode: listed, marked, never
 			// hiding the rows after it.

@@ -26,12 +26,18 @@ database must already have Berth's schema (berth migrate). The commands on one r
 its ID or its name (with --owner and --type where several resources share the name).
 
 With -o json every command prints one JSON object (list: a JSON array of them) with exactly
-the keys id, type, name, owner, provisioner, status, status_message, args, config, generation
-and observed_generation.`,
+the keys id, type, name, owner, provisioner, status, status_message, args, config, labels,
+paused, hibernate, generation, observed_generation and conditions (Ready and Synced, each
+with type, status, reason, message, lastTransitionTime and observedGeneration).
+
+The lifecycle controls (pause, resume, hibernate, wake, retry, label) are recorded in the
+resource's history; describe shows why a resource is where it is and when it is tried next.`,
 		Example: `  id=$(berth resource create --type runtime --name analytics --arg slots=2 | tail -n1)
   berth resource get "$id"
   berth resource get analytics
   berth resource update "$id" --arg slots=4 --wait
+  berth resource describe "$id"
+  berth resource hibernate "$id"
   berth resource delete "$id" --wait`,
 		// Runnable with no args, so that a mistyped subcommand is an error rather than help.
 		Args: cobra.NoArgs,
@@ -44,19 +50,21 @@ and observed_generation.`,
 		newResourceUpdateCommand(opts),
 		newResourceDeleteCommand(opts),
 		newResourceEventsCommand(opts),
+		newResourceDescribeCommand(opts),
 	)
+	cmd.AddCommand(newControlCommands(opts)...)
 	return cmd
 }
 
 func newResourceCreateCommand(opts *globalOptions) *cobra.Command {
 	var (
 		typ, name, owner, provisioner string
-		argPairs                      []string
+		argPairs, labelPairs          []string
 		wait                          bool
 		timeout                       time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "create --type TYPE --name NAME [--owner OWNER] [--provisioner P] [--arg key=value ...]",
+		Use:   "create --type TYPE --name NAME [--owner OWNER] [--provisioner P] [--arg key=value ...] [--label key=value ...]",
 		Short: "Create a resource",
 		Long: `Create a resource; it starts pending and the agent provisions it.
 
@@ -65,7 +73,8 @@ Resource types and their args:
   clickhouse   takes no args
 
 A resource's name is unique per owner and type (ignoring case). Without --provisioner the
-agent's default provisioner takes it.
+agent's default provisioner takes it. --label tags it (see berth resource label for what
+keys and values may be); berth resource list -l selects by labels.
 
 The new resource's id is the last line of the output (with -o json, the "id" field of the one
 JSON object printed). With --wait the command returns once the resource is ready (exit 0),
@@ -73,6 +82,7 @@ printing its host and client config above the id, or fails with its status messa
 provisioning fails or after --timeout (the resource is kept and the agent keeps working on
 it).`,
 		Example: `  berth resource create --type runtime --name analytics --owner acme --arg slots=2 --arg version=1.4.0
+  berth resource create --type runtime --name scratch --label team=data --label tier=dev
   berth resource create --type clickhouse --name events --owner acme --wait --timeout 10m
   berth resource create --type runtime --name scratch -o json | jq -r .id`,
 		Args: cobra.NoArgs,
@@ -89,12 +99,16 @@ it).`,
 			if err != nil {
 				return flagError(err)
 			}
+			labels, err := parseLabelFlags(labelPairs)
+			if err != nil {
+				return err
+			}
 			if err := checkTimeout(wait, timeout); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
 			return opts.withService(ctx, func(svc *domain.Service) error {
-				r, err := svc.Create(ctx, domain.NewResource{Type: t, Name: name, Owner: owner, Provisioner: provisioner, Args: args})
+				r, err := svc.Create(ctx, domain.NewResource{Type: t, Name: name, Owner: owner, Provisioner: provisioner, Args: args, Labels: labels})
 				if errors.Is(err, domain.ErrAlreadyExists) {
 					return fmt.Errorf("--name: a %s named %q already exists for owner %q: choose another name, or update that one", t, strings.TrimSpace(name), strings.TrimSpace(owner))
 				}
@@ -118,6 +132,7 @@ it).`,
 	flags.StringVar(&owner, "owner", "", "owner the resource belongs to (resources of one owner are spread across hosts)")
 	flags.StringVar(&provisioner, "provisioner", "", "provisioner to use (default: the agent's default provisioner)")
 	flags.StringArrayVar(&argPairs, "arg", nil, "argument as key=value; repeat for more (e.g. --arg slots=2)")
+	flags.StringArrayVar(&labelPairs, "label", nil, "label as key=value; repeat for more (e.g. --label team=data)")
 	addWaitFlags(cmd, &wait, &timeout, "until the resource is ready")
 	return cmd
 }
@@ -155,15 +170,21 @@ func newResourceGetCommand(opts *globalOptions) *cobra.Command {
 
 func newResourceListCommand(opts *globalOptions) *cobra.Command {
 	var (
-		f           domain.ListFilter
-		typ, status string
+		f                     domain.ListFilter
+		typ, status, selector string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS]",
+		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS] [-l SELECTOR]",
 		Short: "List resources, oldest first",
-		Long:  "List resources, oldest first. The filters combine; without any every resource is listed.",
+		Long: `List resources, oldest first. The filters combine; without any every resource is listed.
+
+-l/--selector selects by labels in Kubernetes' syntax: key=value, key!=value, key in (a,b),
+key notin (a,b), key (has the label) and !key (has not), joined by commas, all of which
+must hold. The status column notes what a control asks for that the status does not show
+yet: "ready (paused)", "ready (hibernate requested)", "hibernated (wake requested)".`,
 		Example: `  berth resource list
   berth resource list --owner acme --type runtime
+  berth resource list -l team=data,tier!=dev
   berth resource list --status error -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -173,6 +194,9 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 			}
 			f.Type = domain.ResourceType(typ)
 			f.Status = domain.Status(status)
+			if f.Selector, err = parseSelectorFlag(selector); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			return opts.withService(ctx, func(svc *domain.Service) error {
 				rs, err := svc.List(ctx, f)
@@ -195,6 +219,7 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 	flags.StringVar(&typ, "type", "", "only resources of this type: "+typeList())
 	flags.StringVar(&status, "status", "", "only resources in this status: "+statusList())
 	flags.StringVar(&f.Provisioner, "provisioner", "", "only resources pinned to this provisioner")
+	flags.StringVarP(&selector, "selector", "l", "", "only resources whose labels match, e.g. team=data,tier!=dev")
 	flags.IntVar(&f.Limit, "limit", 0, "list at most this many (0: all)")
 	return cmd
 }
@@ -443,6 +468,8 @@ func flagError(err error) error {
 		flag = fe.Field
 	case fe.Field == "id":
 		flag = "ID"
+	case fe.Field == "labels":
+		flag = "--label"
 	default:
 		flag = "--" + fe.Field
 	}
