@@ -35,11 +35,11 @@ func (e *kubeEnviron) Capacity(ctx context.Context) (environ.Capacity, error) {
 	}
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return environ.Capacity{}, fmt.Errorf("list nodes: %w", err)
+		return environ.Capacity{}, fmt.Errorf("list nodes: %w", explainForbidden(err))
 	}
 	pods, err := cs.CoreV1().Pods(e.spec.Namespace).List(ctx, metav1.ListOptions{LabelSelector: e.provisionerSelector()})
 	if err != nil {
-		return environ.Capacity{}, fmt.Errorf("list pods: %w", err)
+		return environ.Capacity{}, fmt.Errorf("list pods: %w", explainForbidden(err))
 	}
 	usedByNode := make(map[string]int64)
 	var used int64
@@ -125,7 +125,7 @@ func nodeReady(n *corev1.Node) bool {
 func (e *kubeEnviron) usedSlots(ctx context.Context, cs kubernetes.Interface, skip string) (int, error) {
 	l, err := cs.AppsV1().Deployments(e.spec.Namespace).List(ctx, metav1.ListOptions{LabelSelector: e.provisionerSelector()})
 	if err != nil {
-		return 0, fmt.Errorf("list deployments: %w", err)
+		return 0, fmt.Errorf("list deployments: %w", explainForbidden(err))
 	}
 	used := 0
 	for _, d := range l.Items {

@@ -40,13 +40,13 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 			}
 			if patch, changed := relabelPatch(s.Labels, userLabels); changed {
 				if _, err := secrets.Patch(ctx, data.SecretName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
-					return "", fmt.Errorf("relabel secret %s: %w", data.SecretName, err)
+					return "", fmt.Errorf("relabel secret %s: %w", data.SecretName, explainForbidden(err))
 				}
 			}
 			return string(pw), nil
 		}
 		if !apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("get secret %s: %w", data.SecretName, err)
+			return "", fmt.Errorf("get secret %s: %w", data.SecretName, explainForbidden(err))
 		}
 		raw := make([]byte, passwordBytes)
 		if _, err := io.ReadFull(e.random, raw); err != nil {
@@ -68,7 +68,7 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 			return pw, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("create secret %s: %w", data.SecretName, err)
+			return "", fmt.Errorf("create secret %s: %w", data.SecretName, explainForbidden(err))
 		}
 		// Another reconcile created it first: read theirs.
 	}

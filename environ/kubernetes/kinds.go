@@ -87,12 +87,13 @@ func typed[T metav1.Object, L runtime.Object](c typedClient[T, L]) objectClient 
 	foreground := metav1.DeletePropagationForeground
 	return objectClient{
 		get: func(ctx context.Context, name string) (metav1.Object, error) {
-			return c.Get(ctx, name, metav1.GetOptions{})
+			o, err := c.Get(ctx, name, metav1.GetOptions{})
+			return o, explainForbidden(err)
 		},
 		list: func(ctx context.Context, selector string) ([]metav1.Object, error) {
 			l, err := c.List(ctx, metav1.ListOptions{LabelSelector: selector})
 			if err != nil {
-				return nil, err
+				return nil, explainForbidden(err)
 			}
 			items, err := meta.ExtractList(l)
 			if err != nil {
@@ -110,10 +111,10 @@ func typed[T metav1.Object, L runtime.Object](c typedClient[T, L]) objectClient 
 		},
 		apply: func(ctx context.Context, name string, body []byte) error {
 			_, err := c.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldManager, Force: &force})
-			return err
+			return explainForbidden(err)
 		},
 		del: func(ctx context.Context, name string) error {
-			return c.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &foreground})
+			return explainForbidden(c.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &foreground}))
 		},
 	}
 }

@@ -712,7 +712,7 @@ func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj
 		return wantQ.Value(), "", liveObject{missing: true}, nil
 	}
 	if err != nil {
-		return 0, "", liveObject{}, fmt.Errorf("get persistentvolumeclaim %s: %w", obj.GetName(), err)
+		return 0, "", liveObject{}, fmt.Errorf("get persistentvolumeclaim %s: %w", obj.GetName(), explainForbidden(err))
 	}
 	read := liveObject{obj: live}
 	liveQ, ok := live.Spec.Resources.Requests[corev1.ResourceStorage]

@@ -72,7 +72,7 @@ func (e *kubeEnviron) workloadOf(cs kubernetes.Interface, t domain.ResourceType)
 			list: func(ctx context.Context, sel string) ([]runtime.Object, string, error) {
 				l, err := c.List(ctx, metav1.ListOptions{LabelSelector: sel})
 				if err != nil {
-					return nil, "", err
+					return nil, "", explainForbidden(err)
 				}
 				objs := make([]runtime.Object, len(l.Items))
 				for i := range l.Items {
@@ -81,7 +81,8 @@ func (e *kubeEnviron) workloadOf(cs kubernetes.Interface, t domain.ResourceType)
 				return objs, l.ResourceVersion, nil
 			},
 			watch: func(ctx context.Context, sel, rv string) (watch.Interface, error) {
-				return c.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
+				w, err := c.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
+				return w, explainForbidden(err)
 			},
 			ready: func(obj runtime.Object) (bool, string) {
 				s, ok := obj.(*appsv1.StatefulSet)
@@ -98,7 +99,7 @@ func (e *kubeEnviron) workloadOf(cs kubernetes.Interface, t domain.ResourceType)
 		list: func(ctx context.Context, sel string) ([]runtime.Object, string, error) {
 			l, err := c.List(ctx, metav1.ListOptions{LabelSelector: sel})
 			if err != nil {
-				return nil, "", err
+				return nil, "", explainForbidden(err)
 			}
 			objs := make([]runtime.Object, len(l.Items))
 			for i := range l.Items {
@@ -107,7 +108,8 @@ func (e *kubeEnviron) workloadOf(cs kubernetes.Interface, t domain.ResourceType)
 			return objs, l.ResourceVersion, nil
 		},
 		watch: func(ctx context.Context, sel, rv string) (watch.Interface, error) {
-			return c.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
+			w, err := c.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
+			return w, explainForbidden(err)
 		},
 		ready: func(obj runtime.Object) (bool, string) {
 			d, ok := obj.(*appsv1.Deployment)
@@ -261,7 +263,7 @@ func (e *kubeEnviron) diagnose(ctx context.Context, cs kubernetes.Interface, r *
 	}
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		reasons = append(reasons, fmt.Sprintf("cannot list pods: %v", err))
+		reasons = append(reasons, fmt.Sprintf("cannot list pods: %v", explainForbidden(err)))
 		return strings.Join(nonEmpty(reasons), "; ")
 	}
 	items := pods.Items
