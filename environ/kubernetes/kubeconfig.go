@@ -3,24 +3,30 @@ package kubernetes
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"net/url"
+	"os"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // restConfig builds the client configuration of spec: its kubeconfig file or, without one,
-// the in-cluster configuration, with the spec's rate limits. Errors never quote the
-// kubeconfig, nor its server URL beyond scheme, host and port: both may hold credentials.
+// the pod's own service account, with the spec's rate limits. Errors never quote the
+// kubeconfig, nor its server URL beyond scheme, host and port, nor the service account's
+// token: all may hold credentials.
 func restConfig(spec *Spec) (*rest.Config, error) {
+	return restConfigWith(spec, podServiceAccount())
+}
+
+// restConfigWith is restConfig with the in-cluster configuration read from sa.
+func restConfigWith(spec *Spec, sa serviceAccount) (*rest.Config, error) {
 	var cfg *rest.Config
 	if spec.KubeconfigPath == "" {
-		c, err := rest.InClusterConfig()
+		c, err := sa.restConfig()
 		if err != nil {
-			return nil, fmt.Errorf("kubeconfig_path is empty, so the in-cluster configuration is used, but there is none (%v): set kubeconfig_path to a kubeconfig file", err)
-		}
-		if err := checkServerURL(c.Host); err != nil {
-			return nil, fmt.Errorf("the in-cluster configuration's server URL %w", err)
+			return nil, fmt.Errorf("kubeconfig_path is empty, so the pod's own service account is used, but %w", err)
 		}
 		cfg = c
 	} else {
@@ -33,6 +39,56 @@ func restConfig(spec *Spec) (*rest.Config, error) {
 	cfg.QPS = float32(spec.QPS)
 	cfg.Burst = spec.Burst
 	cfg.UserAgent = "berth"
+	return cfg, nil
+}
+
+// serviceAccount is where a pod finds its service account's credentials: the files
+// Kubernetes mounts into every pod whose service account token is automounted. The API
+// server's address is in the environment Kubernetes gives every container
+// (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT).
+type serviceAccount struct {
+	// TokenFile holds the account's token, which the kubelet rotates in place.
+	TokenFile string
+	// CAFile holds the certificate of the cluster's CA, which signs the API server's.
+	CAFile string
+}
+
+// podServiceAccount is the service account as Kubernetes mounts it.
+func podServiceAccount() serviceAccount {
+	return serviceAccount{
+		TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		CAFile:    "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+	}
+}
+
+// restConfig is the in-cluster configuration, as rest.InClusterConfig builds it from the
+// same files, except that the token is left in its file: the client reads it from there
+// and reads it again as the kubelet rotates it, and it is never in the configuration, so
+// never in what may be printed of it. Its errors continue a sentence about the service
+// account and say how to fix it.
+func (sa serviceAccount) restConfig() (*rest.Config, error) {
+	const fix = "set kubeconfig_path to a kubeconfig file, or run the agent in a pod whose service account token is mounted (automountServiceAccountToken not false)"
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, fmt.Errorf("the agent is not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set): %s", fix)
+	}
+	for _, f := range []struct{ what, path string }{{"token", sa.TokenFile}, {"CA certificate", sa.CAFile}} {
+		err := checkFile(f.path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("its %s file %s is missing: %s", f.what, f.path, fix)
+		case err != nil:
+			return nil, fmt.Errorf("its %s file %s %v: %s", f.what, f.path, err, fix)
+		}
+	}
+	cfg := &rest.Config{
+		Host:            "https://" + net.JoinHostPort(host, port),
+		BearerTokenFile: sa.TokenFile,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: sa.CAFile},
+	}
+	if err := checkServerURL(cfg.Host); err != nil {
+		return nil, fmt.Errorf("the server URL from KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT %w", err)
+	}
 	return cfg, nil
 }
 

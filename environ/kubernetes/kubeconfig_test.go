@@ -3,13 +3,20 @@ package kubernetes
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -184,5 +191,161 @@ func TestKubeconfigFilesMustBeSmallRegularFiles(t *testing.T) {
 	}
 	if _, err := New("k8s", json.RawMessage(kubeconfigSpec(filepath.Join(dir, "absent"))), environ.Deps{}); err != nil {
 		t.Errorf("New with a kubeconfig_path not there yet = %v", err)
+	}
+}
+
+// inClusterSpec is a spec without kubeconfig_path: the agent uses its pod's service account.
+const inClusterSpec = `{"host": "http://*.rt.example", "namespace": "ns", "image": "img"}`
+
+// mountServiceAccount lays out dir as Kubernetes mounts a service account into a pod (a
+// projected volume: token, ca.crt and namespace are symlinks into ..data, a timestamped
+// directory) and returns where the token and CA are.
+func mountServiceAccount(t *testing.T, dir, token string, caPEM []byte) serviceAccount {
+	t.Helper()
+	data := filepath.Join(dir, "..2026_12_01_19_00_00.1234567890")
+	files := map[string][]byte{"token": []byte(token), "ca.crt": caPEM, "namespace": []byte("berth")}
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(data, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for name := range files {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return serviceAccount{TokenFile: filepath.Join(dir, "token"), CAFile: filepath.Join(dir, "ca.crt")}
+}
+
+// TestInClusterConfig: without kubeconfig_path the environ's client is the pod's service
+// account's: the API server from KUBERNETES_SERVICE_HOST and _PORT, verified with the
+// mounted CA, and the token read from its file (so a rotated token is read again), never
+// copied into the configuration. A client built from it talks to an API server that takes
+// only that token.
+func TestInClusterConfig(t *testing.T) {
+	const token = "eyJhbGciOiJSUzI1NiJ9.pod-token-S3CRET"
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401}`)
+			return
+		}
+		io.WriteString(w, `{"major": "1", "minor": "31", "gitVersion": "v1.31.0"}`)
+	}))
+	defer srv.Close()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", host)
+	t.Setenv("KUBERNETES_SERVICE_PORT", port)
+	spec, err := ParseSpec(json.RawMessage(inClusterSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sa := mountServiceAccount(t, t.TempDir(), token, caPEM)
+	cfg, err := restConfigWith(spec, sa)
+	if err != nil {
+		t.Fatalf("restConfigWith: %v", err)
+	}
+	if want := "https://" + net.JoinHostPort(host, port); cfg.Host != want {
+		t.Errorf("Host = %q, want %q", cfg.Host, want)
+	}
+	if cfg.BearerTokenFile != sa.TokenFile || cfg.BearerToken != "" {
+		t.Errorf("BearerTokenFile = %q and BearerToken set: %v, want the token file %s only", cfg.BearerTokenFile, cfg.BearerToken != "", sa.TokenFile)
+	}
+	if cfg.TLSClientConfig.CAFile != sa.CAFile || cfg.TLSClientConfig.Insecure {
+		t.Errorf("TLSClientConfig = %+v, want CAFile %s and verification", cfg.TLSClientConfig, sa.CAFile)
+	}
+	if cfg.QPS != DefaultQPS || cfg.Burst != DefaultBurst || cfg.UserAgent != "berth" {
+		t.Errorf("QPS %v, Burst %d, UserAgent %q: want the spec's limits and berth", cfg.QPS, cfg.Burst, cfg.UserAgent)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := cs.Discovery().ServerVersion()
+	if err != nil || version.GitVersion != "v1.31.0" {
+		t.Fatalf("ServerVersion = %v, %v; want v1.31.0", version, err)
+	}
+
+	// Another account's token is refused by the server; the error does not quote it.
+	other := mountServiceAccount(t, t.TempDir(), "other-token-S3CRET", caPEM)
+	cfg, err = restConfigWith(spec, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Discovery().ServerVersion(); err == nil || strings.Contains(err.Error(), "S3CRET") {
+		t.Errorf("ServerVersion with a refused token = %v, want an error without the token", err)
+	}
+}
+
+// TestInClusterConfigErrors: without a pod around it (no API server in the environment, no
+// mounted token or CA) the in-cluster configuration is refused with what is missing and
+// the two ways to fix it, through the environ's operations too, and never with the token.
+func TestInClusterConfigErrors(t *testing.T) {
+	const token = "pod-token-S3CRET"
+	dir := t.TempDir()
+	sa := mountServiceAccount(t, dir, token, []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"))
+	absent := filepath.Join(t.TempDir(), "serviceaccount")
+	const fix = "set kubeconfig_path to a kubeconfig file, or run the agent in a pod whose service account token is mounted (automountServiceAccountToken not false)"
+	tests := []struct {
+		name       string
+		host, port string
+		sa         serviceAccount
+		want       string
+	}{
+		{"not in a pod", "", "", sa, "the agent is not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set): " + fix},
+		{"no port", "10.96.0.1", "", sa, "the agent is not running in a Kubernetes pod"},
+		{"no token", "10.96.0.1", "443", serviceAccount{TokenFile: filepath.Join(absent, "token"), CAFile: sa.CAFile},
+			"its token file " + filepath.Join(absent, "token") + " is missing: " + fix},
+		{"no CA", "10.96.0.1", "443", serviceAccount{TokenFile: sa.TokenFile, CAFile: filepath.Join(absent, "ca.crt")},
+			"its CA certificate file " + filepath.Join(absent, "ca.crt") + " is missing: " + fix},
+		{"token a directory", "10.96.0.1", "443", serviceAccount{TokenFile: dir, CAFile: sa.CAFile},
+			"its token file " + dir + " is not a regular file but a directory: " + fix},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("KUBERNETES_SERVICE_HOST", tc.host)
+			t.Setenv("KUBERNETES_SERVICE_PORT", tc.port)
+			spec, err := ParseSpec(json.RawMessage(inClusterSpec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = restConfigWith(spec, tc.sa)
+			want := "kubeconfig_path is empty, so the pod's own service account is used, but " + tc.want
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("restConfigWith = %v, want %q", err, want)
+			} else if strings.Contains(err.Error(), token) {
+				t.Errorf("the error quotes the token: %v", err)
+			}
+		})
+	}
+
+	// The environ reports it on first use, naming the provisioner.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := newEnviron("k8s", json.RawMessage(inClusterSpec), environ.Deps{Logger: logger}, nil, bytes.NewReader(make([]byte, 64)))
+	if err != nil {
+		t.Fatalf("newEnviron: %v", err)
+	}
+	defer e.Close()
+	err = e.Check(t.Context())
+	if want := `provisioner "k8s": kubeconfig_path is empty, so the pod's own service account is used, but the agent is not running in a Kubernetes pod`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Check = %v, want %q", err, want)
 	}
 }

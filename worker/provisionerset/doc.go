@@ -6,11 +6,17 @@
 // A reload is asked for by a signal (berth run passes SIGHUP) or, when the set comes from a
 // file (--provisioners FILE), by the file changing on disk. The worker watches the file's
 // directory rather than the file, so an editor's or a deployment tool's write-to-temporary
-// and rename over the file is seen as well as an in-place write; events for other names in
-// the directory are ignored. File events are debounced on the injected clock: a reload
-// happens once the file has been quiet for Debounce, so one save is one reload. A signal
-// reloads at once. A set from the environment (BERTH_PROVISIONER_SET_JSON) cannot change
-// while the agent runs; a signal then only logs that there is nothing to reload.
+// and rename over the file is seen as well as an in-place write. So is a file mounted from a
+// Kubernetes ConfigMap, a symlink FILE -> ..data/FILE that an update changes by renaming a
+// new ..data symlink (to a new timestamped directory) over the old one: after every event in
+// the directory the worker resolves FILE's symlinks again, and a file that now resolves
+// elsewhere has changed. Other events in the directory are ignored (other names, or the
+// update's other steps, after which FILE resolves where it did). File events are debounced
+// on the injected clock: a reload happens once the file has been quiet for Debounce, so one
+// save is one reload, and an update that leaves the set's digest as it was (another key of
+// the ConfigMap changed) is no reload (see below). A signal reloads at once. A set from the
+// environment (BERTH_PROVISIONER_SET_JSON) cannot change while the agent runs; a signal then
+// only logs that there is nothing to reload.
 //
 // # Accepting a set
 //

@@ -25,6 +25,8 @@ type manifoldSuite struct {
 
 var _ = gc.Suite(&manifoldSuite{})
 
+func (s *manifoldSuite) SetUpTest(*gc.C) { s.started = nil }
+
 func (s *manifoldSuite) manifold(newWorker func(provisionerset.Config) (worker.Worker, error)) dependency.Manifold {
 	s.signals = make(chan os.Signal, 1)
 	return provisionerset.Manifold(provisionerset.ManifoldConfig{

@@ -82,6 +82,10 @@ type Worker struct {
 	changed chan struct{}
 	reloads int
 	lastErr string
+
+	// target is the file config.Path last resolved to, symlinks followed; only the loop
+	// uses it.
+	target string
 }
 
 var _ Source = (*Worker)(nil)
@@ -146,6 +150,7 @@ func (w *Worker) loop() error {
 			defer watcher.Close()
 			events, watchErrs = watcher.Events, watcher.Errors
 		}
+		w.target, _ = filepath.EvalSymlinks(w.config.Path) // "" if it does not resolve yet
 		w.reload("start")
 	}
 	var debounce clock.Timer
@@ -214,12 +219,26 @@ func (w *Worker) watch() (*fsnotify.Watcher, error) {
 	return watcher, nil
 }
 
-// concerns reports whether ev may have changed the set's file.
+// concerns reports whether ev may have changed the set's file: an event for the file's own
+// name, or any event in its directory after which the file resolves to another file. The
+// second is how a Kubernetes ConfigMap volume is updated: FILE is a symlink to ..data/FILE
+// and ..data a symlink to a timestamped directory; an update writes a new timestamped
+// directory, renames a new symlink over ..data and removes the old directory, and FILE
+// itself sees no event. The other events of such an update (the new directory made, the
+// old one removed) leave the file resolving where it did, so they are not a change.
 func (w *Worker) concerns(ev fsnotify.Event) bool {
-	if filepath.Clean(ev.Name) != w.config.Path {
-		return false
+	own := filepath.Clean(ev.Name) == w.config.Path &&
+		(ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Remove))
+	target, err := filepath.EvalSymlinks(w.config.Path)
+	if err != nil {
+		// The file is gone (an event of its own says so) or was caught mid-update, resolved
+		// through ..data just before the old directory went: the update's later events
+		// resolve it again.
+		return own
 	}
-	return ev.Has(fsnotify.Write) || ev.Has(fsnotify.Create) || ev.Has(fsnotify.Rename) || ev.Has(fsnotify.Remove)
+	moved := target != w.target
+	w.target = target
+	return own || moved
 }
 
 // reload reads the set's file and publishes it if it builds and differs from the running set.

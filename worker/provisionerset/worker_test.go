@@ -1,6 +1,7 @@
 package provisionerset_test
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -342,4 +343,90 @@ func containsAll(s string, parts []string) bool {
 		}
 	}
 	return true
+}
+
+// configMapVolume lays out and updates a directory as the kubelet's AtomicWriter does for a
+// ConfigMap volume: each key is a symlink KEY -> ..data/KEY, ..data a symlink to a
+// timestamped directory holding the files. An update writes a new timestamped directory,
+// points a new symlink ..data_tmp at it, renames that over ..data and removes the old
+// directory.
+type configMapVolume struct {
+	dir     string
+	current string // the timestamped directory ..data points to
+	updates int
+}
+
+func newConfigMapVolume(c *gc.C, files map[string]string) *configMapVolume {
+	v := &configMapVolume{dir: c.MkDir()}
+	v.update(c, files)
+	for name := range files {
+		c.Assert(os.Symlink(filepath.Join("..data", name), filepath.Join(v.dir, name)), gc.IsNil)
+	}
+	return v
+}
+
+func (v *configMapVolume) path(name string) string { return filepath.Join(v.dir, name) }
+
+func (v *configMapVolume) update(c *gc.C, files map[string]string) {
+	v.updates++
+	tsDir, err := os.MkdirTemp(v.dir, fmt.Sprintf("..2026_12_01_19_00_%02d.", v.updates))
+	c.Assert(err, gc.IsNil)
+	for name, content := range files {
+		c.Assert(os.WriteFile(filepath.Join(tsDir, name), []byte(content), 0o644), gc.IsNil)
+	}
+	tmpLink := filepath.Join(v.dir, "..data_tmp")
+	c.Assert(os.Symlink(filepath.Base(tsDir), tmpLink), gc.IsNil)
+	c.Assert(os.Rename(tmpLink, filepath.Join(v.dir, "..data")), gc.IsNil)
+	if v.current != "" {
+		c.Assert(os.RemoveAll(v.current), gc.IsNil)
+	}
+	v.current = tsDir
+}
+
+// TestConfigMapUpdateReloads: a set mounted from a ConfigMap is reloaded when Kubernetes
+// swaps the volume's ..data symlink, once per update; an update that leaves the set's bytes
+// as they were (another key changed) is no reload, and one to an invalid set keeps the
+// running set and says why, as any invalid reload does.
+func (s *workerSuite) TestConfigMapUpdateReloads(c *gc.C) {
+	vol := newConfigMapVolume(c, map[string]string{"provisioners.json": v1, "notes.txt": "a"})
+	s.path = vol.path("provisioners.json")
+	w := s.start(c)
+
+	for i, set := range []string{v2, v3} {
+		_, changed := w.Current()
+		vol.update(c, map[string]string{"provisioners.json": set, "notes.txt": "a"})
+		s.awaitTimer(c)
+		s.clock.Advance(debounce)
+		waitClosed(c, changed, fmt.Sprintf("ConfigMap update %d", i+1))
+		c.Check(current(w), gc.Equals, set)
+		s.logs.wait(c, `msg="provisioner set reloaded: restarting the provisioners with it"`, `trigger="file changed"`)
+	}
+	c.Check(w.Report()["reloads"], gc.Equals, 2)
+
+	_, changed := w.Current()
+	vol.update(c, map[string]string{"provisioners.json": v3, "notes.txt": "b"})
+	s.awaitTimer(c)
+	s.clock.Advance(debounce)
+	s.logs.wait(c, `msg="provisioner set unchanged: nothing to reload"`, `trigger="file changed"`)
+	c.Check(isClosed(changed), gc.Equals, false)
+
+	vol.update(c, map[string]string{"provisioners.json": badSlot, "notes.txt": "b"})
+	s.awaitTimer(c)
+	s.clock.Advance(debounce)
+	line := s.logs.wait(c, `level=ERROR msg="provisioner set rejected: the agent keeps running the previous set"`)
+	c.Check(line, gc.Matches, `.*err="provisioner set from file .*provisioners.json is invalid: provisioner \\"pool\\" \(static\), line 1, column 86: runtimes\[0\]\.slots: must be at least 1.*`)
+	c.Check(isClosed(changed), gc.Equals, false)
+	c.Check(current(w), gc.Equals, v3)
+	c.Check(w.Report()["reloads"], gc.Equals, 2)
+	c.Check(w.Report()["last-rejected"], gc.Matches, `.*runtimes\[0\]\.slots: must be at least 1.*`)
+
+	// Each update armed the debounce timer once: the events that leave the set's file
+	// resolving where it did (a timestamped directory made or removed, ..data_tmp made)
+	// armed nothing. All of them, up to the last update's swap, were handled before its
+	// reload, so an alarm they raised would still be waiting.
+	select {
+	case <-s.clock.Alarms():
+		c.Fatal("an event that did not change the set's file armed the debounce timer")
+	default:
+	}
 }
