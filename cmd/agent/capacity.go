@@ -131,8 +131,8 @@ agent running the figures are as old as their sample time says.`,
 				return needsSchema(err)
 			}
 			report := buildCapacityReport(now, from, latest, trends, warnings, waiting)
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), report)
+			if format != outputTable {
+				return writeData(cmd.OutOrStdout(), format, report)
 			}
 			return writeCapacity(cmd.OutOrStdout(), report, since)
 		},

@@ -255,7 +255,7 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"resource", "list", "--status", "done"}, `--status: "done" is not a status: use one of pending, provisioning, ready, unhealthy, error, deleting`},
 		{[]string{"resource", "list", "--type", "vm"}, `--type: "vm" is not a resource type`},
-		{[]string{"resource", "list", "-o", "yaml"}, `-o/--output: "yaml" is not an output format: use table or json`},
+		{[]string{"resource", "list", "-o", "xml"}, `-o/--output: "xml" is not an output format: use table, json or yaml`},
 		{[]string{"resource", "get"}, "needs exactly one resource ID"},
 		{[]string{"resource", "gte", id}, `unknown command "gte" for "berth resource"`},
 		{[]string{"resource", "get", "00000000-0000-0000-0000-000000000000"}, "not found"},

@@ -27,7 +27,7 @@ its ID or its name (with --owner and --type where several resources share the na
 
 With -o json every command prints one JSON object (list: a JSON array of them) with exactly
 the keys id, type, name, owner, provisioner, status, status_message, args, config, generation
-and observed_generation.`,
+and observed_generation; -o yaml prints the same as YAML.`,
 		Example: `  id=$(berth resource create --type runtime --name analytics --arg slots=2 | tail -n1)
   berth resource get "$id"
   berth resource get analytics
@@ -105,8 +105,8 @@ it).`,
 				if wait {
 					r, waitErr = waitReady(ctx, opts, svc, r, false, timeout)
 				}
-				if format == outputJSON {
-					return errors.Join(writeJSON(cmd.OutOrStdout(), toJSON(r)), waitErr)
+				if format != outputTable {
+					return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(r)), waitErr)
 				}
 				return errors.Join(writeCreated(cmd.OutOrStdout(), r), waitErr)
 			})
@@ -179,12 +179,12 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 				if err != nil {
 					return flagError(err)
 				}
-				if format == outputJSON {
+				if format != outputTable {
 					out := make([]resourceJSON, len(rs))
 					for i, r := range rs {
 						out[i] = toJSON(r)
 					}
-					return writeJSON(cmd.OutOrStdout(), out)
+					return writeData(cmd.OutOrStdout(), format, out)
 				}
 				return writeResourceList(cmd.OutOrStdout(), rs)
 			})
@@ -314,8 +314,8 @@ it was when the delete was requested.
 				if wait {
 					waitErr = waitGone(ctx, opts, svc, r.ID, timeout)
 				}
-				if format == outputJSON {
-					return errors.Join(writeJSON(cmd.OutOrStdout(), toJSON(r)), waitErr)
+				if format != outputTable {
+					return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(r)), waitErr)
 				}
 				msg := "delete requested: the agent frees it and then removes it"
 				if wait && waitErr == nil {
@@ -393,8 +393,8 @@ func waitGone(ctx context.Context, opts *globalOptions, svc *domain.Service, id 
 }
 
 func printResource(cmd *cobra.Command, format string, r domain.Resource) error {
-	if format == outputJSON {
-		return writeJSON(cmd.OutOrStdout(), toJSON(r))
+	if format != outputTable {
+		return writeData(cmd.OutOrStdout(), format, toJSON(r))
 	}
 	return writeResourceTable(cmd.OutOrStdout(), r)
 }

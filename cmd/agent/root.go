@@ -22,6 +22,7 @@ const (
 const (
 	outputTable = "table"
 	outputJSON  = "json"
+	outputYAML  = "yaml"
 )
 
 // defaultPollInterval is how often --wait re-reads a resource.
@@ -34,7 +35,7 @@ type globalOptions struct {
 	provisionersFile   string // --provisioners FILE; else env BERTH_PROVISIONER_SET_JSON holds the JSON itself
 	defaultProvisioner string // --default-provisioner, env BERTH_DEFAULT_PROVISIONER
 	logLevel           string // --log-level debug|info|warn|error (env BERTH_LOG_LEVEL), default info
-	output             string // -o/--output: table (default) | json
+	output             string // -o/--output: table (default) | json | yaml
 
 	clock        clock.Clock   // drives --wait polling and timeouts
 	pollInterval time.Duration // how often --wait re-reads a resource
@@ -93,7 +94,7 @@ Global flags have environment variables; a flag beats its variable:
 	flags.StringVar(&opts.provisionersFile, "provisioners", "", "file holding the provisioner set JSON (else env "+envProvisionerSetJSON+" holds the JSON)")
 	flags.StringVar(&opts.defaultProvisioner, "default-provisioner", "", "provisioner for resources that name none (env "+envDefaultProvisioner+"; optional when the set has one)")
 	flags.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error (env "+envLogLevel+")")
-	flags.StringVarP(&opts.output, "output", "o", outputTable, "output format: table or json (json also makes logs JSON)")
+	flags.StringVarP(&opts.output, "output", "o", outputTable, "output format: table, json or yaml (json also makes logs JSON)")
 	// Set after the flags are defined, so that help never shows a variable's value (a
 	// database URL may carry a password) and the command line still overrides it.
 	opts.applyEnv(os.Getenv)
