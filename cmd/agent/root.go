@@ -112,6 +112,7 @@ Global flags have environment variables; a flag beats its variable:
 		newDevHostsCommand(opts),
 	)
 	addBuiltinCommands(root)
+	addCompletions(root, opts)
 	return root
 }
 
