@@ -224,11 +224,11 @@ func (s *Service) Label(ctx context.Context, id string, set map[string]string, u
 // what "done" means. It returns the last resource read; when ctx ends the error wraps
 // ctx.Err().
 //
-// The resource is read at once, then whenever the event feed records an event of it (see
-// FollowFeed: a wake-up from ListenEvents starts the read, so Wait returns as soon as the
+// The resource is read at once, then whenever the feed records an event or change of it (see
+// FollowFeed: a wake-up of its listeners starts the read, so Wait returns as soon as the
 // resource gets where until wants it), and every interval on clk regardless, which is also
-// how often until can notice a deadline of its own. A store that keeps no event feed is
-// read every interval.
+// how often until can notice a deadline of its own. A store that keeps no feed is read every
+// interval.
 func (s *Service) Wait(ctx context.Context, clk clock.Clock, id string, until func(Resource, error) (done bool, err error), every time.Duration) (Resource, error) {
 	if every <= 0 {
 		return Resource{}, fmt.Errorf("wait for resource %s: poll interval must be positive, got %v", id, every)
@@ -245,20 +245,20 @@ func (s *Service) Wait(ctx context.Context, clk clock.Clock, id string, until fu
 		}
 		return until(r, getErr)
 	}
-	feed, ok := s.store.(EventFeed)
+	feed, ok := s.store.(Feed)
 	if !ok {
 		return last, s.poll(ctx, clk, id, check, every)
 	}
 	// Taken before the first read, so that every change after that read is in the feed.
-	after, err := feed.LatestEventSeq(ctx)
+	from, err := LatestFeedPosition(ctx, feed)
 	if err != nil {
 		return Resource{}, fmt.Errorf("wait for resource %s: %w", id, err)
 	}
 	if done, err := check(); err != nil || done {
 		return last, err
 	}
-	err = FollowFeed(ctx, feed, clk, after, every, func(events []Event, recheck bool) (bool, error) {
-		if !recheck && !slices.ContainsFunc(events, func(e Event) bool { return strings.EqualFold(e.ResourceID, id) }) {
+	err = FollowFeed(ctx, feed, clk, from, every, func(ids []string, recheck bool) (bool, error) {
+		if !recheck && !slices.ContainsFunc(ids, func(other string) bool { return strings.EqualFold(other, id) }) {
 			return false, nil
 		}
 		return check()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/juju/clock"
@@ -18,31 +19,96 @@ type EventFeed interface {
 	ListenEvents(ctx context.Context) (ChangeListener, error)
 }
 
-// feedPage is how many events one read of the feed takes.
-const feedPage = 500
+// ChangeFeed is the part of ChangeLog that watches and waits tail.
+type ChangeFeed interface {
+	LatestChangeSeq(ctx context.Context) (int64, error)
+	ChangesAfter(ctx context.Context, after int64, limit int) ([]Change, error)
+	ListenChanges(ctx context.Context) (ChangeListener, error)
+}
 
-// FollowFeed calls fn with the events recorded after after, in Seq order, as they are
-// recorded, until fn says it is done, fn or a read fails, or ctx ends (the error then wraps
-// ctx.Err()). It reads the feed when ListenEvents wakes it and, since wake-ups are hints that
-// may be lost, every recheck on clk without one; fn is called on every such recheck, with the
-// events found (maybe none) and recheck true, so that a caller can look again at what it
-// waits for. A listener that cannot be opened or breaks is opened again a recheck later; the
-// rechecks carry on meanwhile.
-func FollowFeed(ctx context.Context, feed EventFeed, clk clock.Clock, after int64, recheck time.Duration,
-	fn func(events []Event, recheck bool) (done bool, err error)) error {
+// Feed is what watches and waits follow: the event feed, which records every change of a
+// resource's status (its creation and removal included) and every control, and the change
+// log, which records every change of what is wanted of it (args, labels, a delete request)
+// that records no event. Every backend keeps both.
+type Feed interface {
+	EventFeed
+	ChangeFeed
+}
+
+// FeedPosition is a place in the feed: the newest event and change-log entry read.
+type FeedPosition struct {
+	Event, Change int64
+}
+
+// LatestFeedPosition returns the feed's newest position: taken before a read of resources,
+// it is where to follow their changes from.
+func LatestFeedPosition(ctx context.Context, feed Feed) (FeedPosition, error) {
+	event, err := feed.LatestEventSeq(ctx)
+	if err != nil {
+		return FeedPosition{}, err
+	}
+	change, err := feed.LatestChangeSeq(ctx)
+	if err != nil {
+		return FeedPosition{}, err
+	}
+	return FeedPosition{Event: event, Change: change}, nil
+}
+
+// Reading the feed: how many entries one read takes, how many numbers below the start are
+// watched for transactions that commit late, and how long a missing number is waited for
+// before it is taken as rolled back (as the agent's watcher does).
+const (
+	feedPage       = 500
+	feedStartGaps  = 100
+	feedGapTimeout = time.Minute
+)
+
+// FollowFeed calls fn with the ids of the resources that have events or change-log entries
+// after from, as they are recorded, until fn says it is done, fn or a read fails, or ctx
+// ends (the error then wraps ctx.Err()). It reads the feed when a listener (ListenEvents,
+// ListenChanges) wakes it and, since wake-ups are hints that may be lost, every recheck on
+// clk without one; fn is called on every such recheck, with the ids found (maybe none) and
+// recheck true, so that a caller can look again at what it waits for. A listener that
+// cannot be opened or breaks is opened again a recheck later; the rechecks carry on
+// meanwhile.
+func FollowFeed(ctx context.Context, feed Feed, clk clock.Clock, from FeedPosition, recheck time.Duration,
+	fn func(ids []string, recheck bool) (done bool, err error)) error {
 	if recheck <= 0 {
 		return fmt.Errorf("follow the event feed: the recheck interval must be positive, got %v", recheck)
 	}
+	tails := []*feedTail{
+		{what: "the event feed", read: func(ctx context.Context, after int64) ([]feedEntry, error) {
+			events, err := feed.EventsAfter(ctx, after, feedPage)
+			out := make([]feedEntry, len(events))
+			for i, e := range events {
+				out[i] = feedEntry{seq: e.Seq, id: e.ResourceID}
+			}
+			return out, err
+		}},
+		{what: "the change log", read: func(ctx context.Context, after int64) ([]feedEntry, error) {
+			changes, err := feed.ChangesAfter(ctx, after, feedPage)
+			out := make([]feedEntry, len(changes))
+			for i, c := range changes {
+				out[i] = feedEntry{seq: c.Seq, id: c.ResourceID}
+			}
+			return out, err
+		}},
+	}
+	for i, latest := range []int64{from.Event, from.Change} {
+		if err := tails[i].start(ctx, latest, clk.Now()); err != nil {
+			return err
+		}
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	hints := make(chan struct{}, 1)
-	listening := make(chan struct{})
-	go func() {
-		defer close(listening)
-		listenFeed(ctx, feed, clk, recheck, hints)
-	}()
+	var listeners sync.WaitGroup
+	for _, listen := range []func(context.Context) (ChangeListener, error){feed.ListenEvents, feed.ListenChanges} {
+		listeners.Go(func() { listenFeed(ctx, listen, clk, recheck, hints) })
+	}
 	defer func() {
 		cancel()
-		<-listening
+		listeners.Wait()
 	}()
 	for {
 		timer := clk.NewTimer(recheck)
@@ -52,35 +118,118 @@ func FollowFeed(ctx context.Context, feed EventFeed, clk clock.Clock, after int6
 			timer.Stop()
 			return ctx.Err()
 		case <-hints:
-			timer.Stop()
+			// A recheck that came due meanwhile is not lost.
+			rechecked = !timer.Stop()
 		case <-timer.Chan():
 			rechecked = true
 		}
-		for {
-			events, err := feed.EventsAfter(ctx, after, feedPage)
+		var ids []string
+		found := map[string]bool{}
+		for _, t := range tails {
+			tailIDs, err := t.next(ctx, clk.Now())
 			if err != nil {
-				return fmt.Errorf("read the event feed after event %d: %w", after, err)
+				return err
 			}
-			if len(events) > 0 {
-				after = events[len(events)-1].Seq
-			}
-			if len(events) > 0 || rechecked {
-				if done, err := fn(events, rechecked); err != nil || done {
-					return err
+			for _, id := range tailIDs {
+				if !found[id] {
+					found[id] = true
+					ids = append(ids, id)
 				}
 			}
-			if len(events) < feedPage {
-				break
+		}
+		if len(ids) > 0 || rechecked {
+			if done, err := fn(ids, rechecked); err != nil || done {
+				return err
 			}
-			rechecked = false
 		}
 	}
 }
 
-// listenFeed sends a hint on hints for every wake-up of the feed's listener, and one each
-// time a listener opens (events may have been recorded while none was open), until ctx
-// ends. Hints that are not taken yet coalesce.
-func listenFeed(ctx context.Context, feed EventFeed, clk clock.Clock, retry time.Duration, hints chan<- struct{}) {
+// feedEntry is an entry of the event feed or the change log.
+type feedEntry struct {
+	seq int64
+	id  string
+}
+
+// feedTail follows one sequence-numbered feed. A number is taken when a transaction writes
+// and is seen when it commits, so a number below the newest one read may still show up: the
+// tail reads again from the lowest missing number until it does, or feedGapTimeout passes (a
+// rolled-back transaction burns its number for good).
+type feedTail struct {
+	what  string
+	read  func(ctx context.Context, after int64) ([]feedEntry, error) // a page after after, in order
+	after int64                                                       // every number up to after was read or given up
+	seen  map[int64]bool                                              // the numbers above after that were read
+	gaps  map[int64]time.Time                                         // the numbers above after missing, and since when
+}
+
+// start places the tail at latest, the feed's newest number when the caller read what it
+// follows. The numbers missing just below it are gaps: their transactions may commit later.
+func (t *feedTail) start(ctx context.Context, latest int64, now time.Time) error {
+	t.after = max(0, latest-feedStartGaps)
+	t.seen = map[int64]bool{}
+	t.gaps = map[int64]time.Time{}
+	entries, err := t.read(ctx, t.after)
+	if err != nil {
+		return fmt.Errorf("read %s after %d: %w", t.what, t.after, err)
+	}
+	for _, e := range entries {
+		if e.seq <= latest {
+			t.seen[e.seq] = true
+		}
+	}
+	t.settle(latest, now)
+	return nil
+}
+
+// next reads the feed from the tail and returns the resource ids of the entries not read
+// before, in order.
+func (t *feedTail) next(ctx context.Context, now time.Time) ([]string, error) {
+	var ids []string
+	high := t.after
+	for from := t.after; ; {
+		entries, err := t.read(ctx, from)
+		if err != nil {
+			return nil, fmt.Errorf("read %s after %d: %w", t.what, from, err)
+		}
+		for _, e := range entries {
+			high = max(high, e.seq)
+			if !t.seen[e.seq] {
+				t.seen[e.seq] = true
+				ids = append(ids, e.id)
+			}
+		}
+		if len(entries) < feedPage {
+			break
+		}
+		from = entries[len(entries)-1].seq
+	}
+	t.settle(high, now)
+	return ids, nil
+}
+
+// settle notes the numbers missing up to high as gaps, and moves the tail up to the lowest
+// gap younger than feedGapTimeout.
+func (t *feedTail) settle(high int64, now time.Time) {
+	for seq := t.after + 1; seq <= high; seq++ {
+		if _, known := t.gaps[seq]; !known && !t.seen[seq] {
+			t.gaps[seq] = now
+		}
+	}
+	for seq := t.after + 1; seq <= high; seq++ {
+		if since, gap := t.gaps[seq]; gap && now.Sub(since) < feedGapTimeout {
+			return
+		}
+		delete(t.seen, seq)
+		delete(t.gaps, seq)
+		t.after = seq
+	}
+}
+
+// listenFeed sends a hint on hints for every wake-up of the listener listen opens, and one
+// each time one opens (entries may have been recorded while none was open), until ctx ends.
+// Hints that are not taken yet coalesce.
+func listenFeed(ctx context.Context, listen func(context.Context) (ChangeListener, error), clk clock.Clock, retry time.Duration, hints chan<- struct{}) {
 	hint := func() {
 		select {
 		case hints <- struct{}{}:
@@ -88,7 +237,7 @@ func listenFeed(ctx context.Context, feed EventFeed, clk clock.Clock, retry time
 		}
 	}
 	for {
-		if listener, err := feed.ListenEvents(ctx); err == nil {
+		if listener, err := listen(ctx); err == nil {
 			hint()
 			for listener.Wait(ctx) == nil {
 				hint()
@@ -117,8 +266,8 @@ func (f ListFilter) Matches(r Resource) bool {
 		r.MatchesSelector(f.Selector)
 }
 
-// ResourceChange is a change a watch reports: the resource as read again after an event of
-// it, or, when Removed, as it was last seen before its row was removed.
+// ResourceChange is a change a watch reports: the resource as read again after an entry of
+// it in the feed, or, when Removed, as it was last seen before its row was removed.
 type ResourceChange struct {
 	Resource Resource
 	Removed  bool
@@ -128,17 +277,17 @@ type ResourceChange struct {
 // with every change of a resource that matches f, or matched it when last seen (so that one
 // leaving the filter is seen to leave it), as it happens, until initial or changed fails or
 // ctx ends (the error then wraps ctx.Err()). f.Limit bounds the first listing only. Changes
-// come from the event feed (FollowFeed, rechecked every recheck on clk), not from reading the
-// resources: a resource is read again when an event of it is recorded, and reported when it
-// reads differently from when it was last reported. The store must keep the event feed
-// (every backend does).
+// come from the feed (FollowFeed, rechecked every recheck on clk), not from reading the
+// resources: a resource is read again when the feed has an entry of it, and reported when it
+// reads differently from when it was last reported. The store must keep the feed (every
+// backend does).
 func (s *Service) WatchResources(ctx context.Context, clk clock.Clock, f ListFilter, recheck time.Duration,
 	initial func([]Resource) error, changed func(ResourceChange) error) error {
-	feed, err := s.eventFeed()
+	feed, err := s.feed()
 	if err != nil {
 		return err
 	}
-	after, err := feed.LatestEventSeq(ctx)
+	from, err := LatestFeedPosition(ctx, feed)
 	if err != nil {
 		return fmt.Errorf("watch resources: %w", err)
 	}
@@ -154,8 +303,8 @@ func (s *Service) WatchResources(ctx context.Context, clk clock.Clock, f ListFil
 		return err
 	}
 	w := &resourceWatch{store: s.store, seen: seen, match: f.Matches, changed: changed}
-	err = FollowFeed(ctx, feed, clk, after, recheck, func(events []Event, _ bool) (bool, error) {
-		return false, w.apply(ctx, events)
+	err = FollowFeed(ctx, feed, clk, from, recheck, func(ids []string, _ bool) (bool, error) {
+		return false, w.apply(ctx, ids)
 	})
 	return watchEnded("watch resources", ctx, err)
 }
@@ -168,11 +317,11 @@ func (s *Service) WatchResource(ctx context.Context, clk clock.Clock, id string,
 	if err != nil {
 		return err
 	}
-	feed, err := s.eventFeed()
+	feed, err := s.feed()
 	if err != nil {
 		return err
 	}
-	after, err := feed.LatestEventSeq(ctx)
+	from, err := LatestFeedPosition(ctx, feed)
 	if err != nil {
 		return fmt.Errorf("watch resource %s: %w", id, err)
 	}
@@ -189,8 +338,8 @@ func (s *Service) WatchResource(ctx context.Context, clk clock.Clock, id string,
 		match:   func(other Resource) bool { return other.ID == r.ID },
 		changed: changed,
 	}
-	err = FollowFeed(ctx, feed, clk, after, recheck, func(events []Event, _ bool) (bool, error) {
-		if err := w.apply(ctx, events); err != nil {
+	err = FollowFeed(ctx, feed, clk, from, recheck, func(ids []string, _ bool) (bool, error) {
+		if err := w.apply(ctx, ids); err != nil {
 			return false, err
 		}
 		_, present := w.seen[r.ID]
@@ -207,16 +356,10 @@ type resourceWatch struct {
 	changed func(ResourceChange) error
 }
 
-// apply reads again each resource the events are about, once per batch in the order of its
-// first event, and reports those that changed.
-func (w *resourceWatch) apply(ctx context.Context, events []Event) error {
-	done := make(map[string]bool, len(events))
-	for _, e := range events {
-		id := e.ResourceID
-		if done[id] {
-			continue
-		}
-		done[id] = true
+// apply reads again each resource of ids (those with new entries in the feed) and reports
+// those that changed.
+func (w *resourceWatch) apply(ctx context.Context, ids []string) error {
+	for _, id := range ids {
 		last, followed := w.seen[id]
 		r, err := w.store.GetResource(ctx, id)
 		switch {
@@ -248,11 +391,11 @@ func (w *resourceWatch) apply(ctx context.Context, events []Event) error {
 	return nil
 }
 
-// eventFeed returns the store's event feed, or an error when it keeps none.
-func (s *Service) eventFeed() (EventFeed, error) {
-	feed, ok := s.store.(EventFeed)
+// feed returns the store's feed, or an error when it keeps none.
+func (s *Service) feed() (Feed, error) {
+	feed, ok := s.store.(Feed)
 	if !ok {
-		return nil, errors.New("this store keeps no event feed: resources cannot be watched")
+		return nil, errors.New("this store keeps no event feed and change log: resources cannot be watched")
 	}
 	return feed, nil
 }

@@ -3,6 +3,7 @@ package domain_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,16 +15,23 @@ import (
 
 const testLimit = 10 * time.Second // how long a test waits for the code under test to get somewhere
 
-// feedStore is a ResourceStore with an event feed, safe for the waiter's goroutines: put and
-// remove record an event and wake the listeners, as the stores' triggers do.
+// feedStore is a ResourceStore with a feed, safe for the waiter's goroutines: put and remove
+// record an event and wake the listeners, as the stores' triggers do, and change records a
+// change-log entry.
 type feedStore struct {
 	*memStore
 	mu        sync.Mutex
-	events    []domain.Event
+	events    seqLog
+	changes   seqLog
+	listenErr error         // ListenEvents and ListenChanges fail with it while set
+	reads     chan struct{} // a value for every read of the event feed
+}
+
+// seqLog is a sequence-numbered log with its listeners.
+type seqLog struct {
+	entries   []domain.Event
 	listeners []chan struct{}
-	listenErr error         // ListenEvents fails with it while set
-	lossy     bool          // wake-ups are lost
-	reads     chan struct{} // a value for every read of the feed
+	afters    []int64 // the after of every read
 }
 
 func newFeedStore() *feedStore {
@@ -62,6 +70,14 @@ func (f *feedStore) put(r domain.Resource) {
 	f.record(r.ID, r.Status, "changed")
 }
 
+// change stores r and records a change-log entry of it.
+func (f *feedStore) change(r domain.Resource) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rows[r.ID] = r
+	f.append(&f.changes, domain.Event{Seq: int64(len(f.changes.entries) + 1), ResourceID: r.ID})
+}
+
 func (f *feedStore) remove(id string) {
 	f.mu.Lock()
 	r := f.rows[id]
@@ -71,43 +87,99 @@ func (f *feedStore) remove(id string) {
 }
 
 func (f *feedStore) record(id string, status domain.Status, msg string) {
+	f.recordSeq(0, id, status, msg)
+}
+
+// recordSeq records an event numbered seq (0: the next number), as a transaction that took
+// its number earlier and commits only now does.
+func (f *feedStore) recordSeq(seq int64, id string, status domain.Status, msg string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.events = append(f.events, domain.Event{Seq: int64(len(f.events) + 1), ResourceID: id, Kind: domain.EventStatus, Status: status, Message: msg})
-	if f.lossy {
-		return
+	if seq == 0 {
+		seq = int64(len(f.events.entries) + 1)
+		if n := len(f.events.entries); n > 0 {
+			seq = max(seq, f.events.entries[n-1].Seq+1)
+		}
 	}
-	for _, l := range f.listeners {
+	f.append(&f.events, domain.Event{Seq: seq, ResourceID: id, Kind: domain.EventStatus, Status: status, Message: msg})
+}
+
+func (f *feedStore) append(l *seqLog, e domain.Event) {
+	l.entries = append(l.entries, e)
+	slices.SortFunc(l.entries, func(a, b domain.Event) int { return int(a.Seq - b.Seq) })
+	for _, w := range l.listeners {
 		select {
-		case l <- struct{}{}:
+		case w <- struct{}{}:
 		default:
 		}
 	}
 }
 
-func (f *feedStore) LatestEventSeq(context.Context) (int64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return int64(len(f.events)), nil
+func (f *feedStore) after(l *seqLog, after int64, limit int) []domain.Event {
+	l.afters = append(l.afters, after)
+	var out []domain.Event
+	for _, e := range l.entries {
+		if e.Seq > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
-func (f *feedStore) EventsAfter(_ context.Context, after int64, limit int) ([]domain.Event, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads <- struct{}{}
-	out := append([]domain.Event(nil), f.events[min(int(after), len(f.events)):]...)
-	return out[:min(limit, len(out))], nil
-}
-
-func (f *feedStore) ListenEvents(context.Context) (domain.ChangeListener, error) {
+func (f *feedStore) listen(l *seqLog) (domain.ChangeListener, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.listenErr != nil {
 		return nil, f.listenErr
 	}
-	l := make(chan struct{}, 1)
-	f.listeners = append(f.listeners, l)
-	return chanListener(l), nil
+	w := make(chan struct{}, 1)
+	l.listeners = append(l.listeners, w)
+	return chanListener(w), nil
+}
+
+func (f *feedStore) latest(l *seqLog) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(l.entries) == 0 {
+		return 0
+	}
+	return l.entries[len(l.entries)-1].Seq
+}
+
+func (f *feedStore) LatestEventSeq(context.Context) (int64, error) { return f.latest(&f.events), nil }
+
+func (f *feedStore) EventsAfter(_ context.Context, after int64, limit int) ([]domain.Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads <- struct{}{}
+	return f.after(&f.events, after, limit), nil
+}
+
+func (f *feedStore) ListenEvents(context.Context) (domain.ChangeListener, error) {
+	return f.listen(&f.events)
+}
+
+func (f *feedStore) LatestChangeSeq(context.Context) (int64, error) { return f.latest(&f.changes), nil }
+
+func (f *feedStore) ChangesAfter(_ context.Context, after int64, limit int) ([]domain.Change, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []domain.Change
+	for _, e := range f.after(&f.changes, after, limit) {
+		out = append(out, domain.Change{Seq: e.Seq, ResourceID: e.ResourceID})
+	}
+	return out, nil
+}
+
+func (f *feedStore) ListenChanges(context.Context) (domain.ChangeListener, error) {
+	return f.listen(&f.changes)
+}
+
+// eventReadsFrom returns the after of every read of the event feed so far.
+func (f *feedStore) eventReadsFrom() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.events.afters)
 }
 
 type chanListener chan struct{}
@@ -185,10 +257,11 @@ func TestWaitWakesOnTheEventFeed(t *testing.T) {
 	}
 }
 
-// A lost wake-up only delays Wait until the recheck, on the clock.
-func TestWaitRechecksWhenAWakeUpIsLost(t *testing.T) {
+// Without listeners (they cannot be opened) Wait still reads the feed at every recheck on
+// the clock, and listening is tried again.
+func TestWaitRechecksWithoutListeners(t *testing.T) {
 	store := newFeedStore()
-	store.lossy = true
+	store.listenErr = errors.New("no notifications here")
 	svc := domain.NewService(store)
 	r, _ := store.CreateResource(context.Background(), domain.NewResource{Type: "runtime", Name: "a"})
 	clk := testclock.NewClock(time.Now())
@@ -196,7 +269,8 @@ func TestWaitRechecksWhenAWakeUpIsLost(t *testing.T) {
 	store.awaitRead(t)
 	r.Status = domain.StatusReady
 	store.put(r)
-	if err := clk.WaitAdvance(time.Minute, testLimit, 1); err != nil {
+	// The recheck, and the next attempt to open each listener.
+	if err := clk.WaitAdvance(time.Minute, testLimit, 3); err != nil {
 		t.Fatal(err)
 	}
 	if res := awaitResult(t, done); res.err != nil || res.r.Status != domain.StatusReady {
@@ -204,33 +278,64 @@ func TestWaitRechecksWhenAWakeUpIsLost(t *testing.T) {
 	}
 }
 
-// Without a listener (it cannot be opened) the feed is still read at every recheck, and
-// listening is tried again.
-func TestFollowFeedRechecksWithoutAListener(t *testing.T) {
+// A number skipped in the feed is read once its transaction commits; one that never shows
+// up (a rollback) is waited for feedGapTimeout, then the feed is read past it.
+func TestFollowFeedReadsLateCommitsAndGivesUpOnRollbacks(t *testing.T) {
 	store := newFeedStore()
-	store.listenErr = errors.New("no notifications here")
-	store.record("x", domain.StatusReady, "changed")
+	store.recordSeq(1, "a", domain.StatusPending, "created")
 	clk := testclock.NewClock(time.Now())
-	got := make(chan []domain.Event, 1)
+	type call struct {
+		ids     []string
+		recheck bool
+	}
+	calls := make(chan call, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- domain.FollowFeed(context.Background(), store, clk, 0, time.Minute, func(events []domain.Event, recheck bool) (bool, error) {
-			if !recheck {
-				return false, errors.New("called without a wake-up or a recheck")
-			}
-			got <- events
-			return true, nil
+		errc <- domain.FollowFeed(ctx, store, clk, domain.FeedPosition{Event: 1}, 2*time.Minute, func(ids []string, recheck bool) (bool, error) {
+			calls <- call{ids, recheck}
+			return false, nil
 		})
 	}()
-	// The recheck and the next attempt to listen.
-	if err := clk.WaitAdvance(time.Minute, testLimit, 2); err != nil {
+	next := func() call {
+		t.Helper()
+		select {
+		case c := <-calls:
+			return c
+		case <-time.After(testLimit):
+			t.Fatal("FollowFeed reported nothing")
+			return call{}
+		}
+	}
+	store.recordSeq(3, "c", domain.StatusPending, "created")
+	if c := next(); !slices.Equal(c.ids, []string{"c"}) {
+		t.Fatalf("got %+v, want c", c)
+	}
+	store.recordSeq(2, "b", domain.StatusPending, "created") // committed after 3
+	if c := next(); !slices.Equal(c.ids, []string{"b"}) {
+		t.Fatalf("got %+v, want b, committed late", c)
+	}
+	store.recordSeq(5, "e", domain.StatusPending, "created") // 4 rolled back
+	if c := next(); !slices.Equal(c.ids, []string{"e"}) {
+		t.Fatalf("got %+v, want e", c)
+	}
+	if err := clk.WaitAdvance(2*time.Minute, testLimit, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+	if c := next(); !c.recheck || len(c.ids) != 0 {
+		t.Fatalf("got %+v, want a recheck finding nothing", c)
 	}
-	if events := <-got; len(events) != 1 || events[0].ResourceID != "x" {
-		t.Errorf("FollowFeed gave %+v, want the one event", events)
+	store.recordSeq(6, "f", domain.StatusPending, "created")
+	if c := next(); !slices.Equal(c.ids, []string{"f"}) {
+		t.Fatalf("got %+v, want f", c)
+	}
+	if reads := store.eventReadsFrom(); reads[len(reads)-1] != 5 {
+		t.Errorf("the feed was last read after %d, want 5: the gap at 4 is given up (reads: %v)", reads[len(reads)-1], reads)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("FollowFeed after cancel = %v, want context.Canceled", err)
 	}
 }
 
@@ -262,7 +367,8 @@ func (w *watched) next(t *testing.T) domain.ResourceChange {
 
 // A watch of a filtered list reports the resources matching it, then each change of one:
 // new ones, changed ones, one leaving the filter (once) and a removed one as last seen;
-// changes of other resources and events that change nothing are not reported.
+// changes of other resources and events that change nothing are not reported. Changes of
+// what is wanted come from the change log.
 func TestWatchResourcesReportsTheChangesOfMatchingResources(t *testing.T) {
 	store := newFeedStore()
 	svc := domain.NewService(store)
@@ -292,6 +398,11 @@ func TestWatchResourcesReportsTheChangesOfMatchingResources(t *testing.T) {
 	store.put(a)
 	if c := w.next(t); c.Resource.ID != a.ID || c.Resource.Status != domain.StatusReady {
 		t.Fatalf("change = %+v, want a ready", c)
+	}
+	a.Args = map[string]any{"slots": 3}
+	store.change(a) // the change log has it; the event feed does not
+	if c := w.next(t); c.Resource.ID != a.ID || c.Resource.Args["slots"] != 3 {
+		t.Fatalf("change = %+v, want a's new args", c)
 	}
 	b.Owner = "moved"
 	store.put(b)
