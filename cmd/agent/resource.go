@@ -123,16 +123,22 @@ it).`,
 }
 
 func newResourceGetCommand(opts *globalOptions) *cobra.Command {
-	var ref resourceRef
+	var (
+		ref   resourceRef
+		watch bool
+	)
 	cmd := &cobra.Command{
-		Use:   "get ID|NAME [--owner OWNER] [--type TYPE]",
+		Use:   "get ID|NAME [--owner OWNER] [--type TYPE] [--watch]",
 		Short: "Show one resource",
 		Long: `Show a resource's desired args, status, client config and generations.
 
-` + refHelp,
+` + refHelp + `
+
+` + watchHelp + ` The watch ends once the resource is removed.`,
 		Example: `  berth resource get 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
   berth resource get analytics --owner acme
-  berth resource get analytics --owner acme -o json | jq .config`,
+  berth resource get analytics --owner acme -o json | jq .config
+  berth resource get analytics --owner acme --watch`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
@@ -145,11 +151,15 @@ func newResourceGetCommand(opts *globalOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if watch {
+					return watchOne(cmd, opts, svc, format, r.ID)
+				}
 				return printResource(cmd, format, r)
 			})
 		},
 	}
 	ref.addFlags(cmd)
+	addWatchFlag(cmd, &watch)
 	return cmd
 }
 
@@ -157,14 +167,20 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 	var (
 		f           domain.ListFilter
 		typ, status string
+		watch       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS]",
+		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS] [--watch]",
 		Short: "List resources, oldest first",
-		Long:  "List resources, oldest first. The filters combine; without any every resource is listed.",
+		Long: `List resources, oldest first. The filters combine; without any every resource is listed.
+
+` + watchHelp + ` It follows the resources the filters match (--limit bounds the first
+listing only), and prints a resource that stops matching them once more, as it is then.
+With -o json the watch prints one object per resource, not an array.`,
 		Example: `  berth resource list
   berth resource list --owner acme --type runtime
-  berth resource list --status error -o json`,
+  berth resource list --status error -o json
+  berth resource list --owner acme --watch`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := opts.outputFormat()
@@ -175,6 +191,9 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 			f.Status = domain.Status(status)
 			ctx := cmd.Context()
 			return opts.withService(ctx, func(svc *domain.Service) error {
+				if watch {
+					return watchList(cmd, opts, svc, format, f)
+				}
 				rs, err := svc.List(ctx, f)
 				if err != nil {
 					return flagError(err)
@@ -196,6 +215,7 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 	flags.StringVar(&status, "status", "", "only resources in this status: "+statusList())
 	flags.StringVar(&f.Provisioner, "provisioner", "", "only resources pinned to this provisioner")
 	flags.IntVar(&f.Limit, "limit", 0, "list at most this many (0: all)")
+	addWatchFlag(cmd, &watch)
 	return cmd
 }
 

@@ -25,8 +25,10 @@ const (
 	outputYAML  = "yaml"
 )
 
-// defaultPollInterval is how often --wait re-reads a resource.
-const defaultPollInterval = time.Second
+// defaultPollInterval is how often --wait and --watch read the resources' history without a
+// wake-up (which may be lost), and so how late --wait notices its --timeout at most: they
+// follow the history as it is recorded, and this is only the fallback.
+const defaultPollInterval = 5 * time.Second
 
 // globalOptions are the persistent flags every subcommand shares, with their environment
 // variables already applied.
@@ -37,8 +39,8 @@ type globalOptions struct {
 	logLevel           string // --log-level debug|info|warn|error (env BERTH_LOG_LEVEL), default info
 	output             string // -o/--output: table (default) | json | yaml
 
-	clock        clock.Clock   // drives --wait polling and timeouts
-	pollInterval time.Duration // how often --wait re-reads a resource
+	clock        clock.Clock   // drives --wait and --watch rechecks and timeouts
+	pollInterval time.Duration // see defaultPollInterval
 }
 
 func newRootCommand() *cobra.Command {
