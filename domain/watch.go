@@ -55,11 +55,14 @@ func LatestFeedPosition(ctx context.Context, feed Feed) (FeedPosition, error) {
 }
 
 // Reading the feed: how many entries one read takes, how many numbers below the start are
-// watched for transactions that commit late, and how long a missing number is waited for
-// before it is taken as rolled back (as the agent's watcher does).
+// watched for transactions that commit late, how far below the newest number read a missing
+// one can be and still be waited for (a jump of the sequence makes no million gaps), and how
+// long a missing number is waited for before it is taken as rolled back (as the agent's
+// watcher does).
 const (
 	feedPage       = 500
 	feedStartGaps  = 100
+	feedMaxGaps    = 1000
 	feedGapTimeout = time.Minute
 )
 
@@ -209,8 +212,21 @@ func (t *feedTail) next(ctx context.Context, now time.Time) ([]string, error) {
 }
 
 // settle notes the numbers missing up to high as gaps, and moves the tail up to the lowest
-// gap younger than feedGapTimeout.
+// gap younger than feedGapTimeout and at most feedMaxGaps below high.
 func (t *feedTail) settle(high int64, now time.Time) {
+	if floor := high - feedMaxGaps; t.after < floor {
+		for seq := range t.seen {
+			if seq <= floor {
+				delete(t.seen, seq)
+			}
+		}
+		for seq := range t.gaps {
+			if seq <= floor {
+				delete(t.gaps, seq)
+			}
+		}
+		t.after = floor
+	}
 	for seq := t.after + 1; seq <= high; seq++ {
 		if _, known := t.gaps[seq]; !known && !t.seen[seq] {
 			t.gaps[seq] = now

@@ -339,6 +339,36 @@ func TestFollowFeedReadsLateCommitsAndGivesUpOnRollbacks(t *testing.T) {
 	}
 }
 
+// A jump of the sequence numbers is no gap to wait for: the feed is read on from near the
+// top of the jump.
+func TestFollowFeedReadsOnAfterAJump(t *testing.T) {
+	store := newFeedStore()
+	clk := testclock.NewClock(time.Now())
+	calls := make(chan []string, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = domain.FollowFeed(ctx, store, clk, domain.FeedPosition{}, time.Minute, func(ids []string, _ bool) (bool, error) {
+			calls <- ids
+			return false, nil
+		})
+	}()
+	store.recordSeq(1_000_000, "far", domain.StatusPending, "created")
+	store.recordSeq(1_000_001, "next", domain.StatusPending, "created")
+	var got []string
+	for len(got) < 2 {
+		select {
+		case ids := <-calls:
+			got = append(got, ids...)
+		case <-time.After(testLimit):
+			t.Fatalf("FollowFeed reported %v, want far and next", got)
+		}
+	}
+	if reads := store.eventReadsFrom(); reads[len(reads)-1] < 1_000_000-1000 {
+		t.Errorf("the feed was last read after %d, want near the jump's top", reads[len(reads)-1])
+	}
+}
+
 type watched struct {
 	initial chan []domain.Resource
 	changes chan domain.ResourceChange
