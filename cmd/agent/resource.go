@@ -361,7 +361,7 @@ func (o *globalOptions) withService(ctx context.Context, fn func(*domain.Service
 	return needsSchema(fn(domain.NewService(st)))
 }
 
-// waitReady polls r until it is ready at its current generation. It fails when the resource
+// waitReady waits (Service.Wait) until r is ready at its current generation. It fails when the resource
 // reaches the error status (unless staleError: then only an error recorded after the agent
 // picked up the new args counts), is deleted, or the timeout passes on opts.clock.
 func waitReady(ctx context.Context, opts *globalOptions, svc *domain.Service, r domain.Resource, staleError bool, timeout time.Duration) (domain.Resource, error) {
@@ -394,7 +394,7 @@ func waitReady(ctx context.Context, opts *globalOptions, svc *domain.Service, r 
 	return last, err
 }
 
-// waitGone polls until the resource's row is gone or the timeout passes on opts.clock.
+// waitGone waits until the resource's row is gone or the timeout passes on opts.clock.
 func waitGone(ctx context.Context, opts *globalOptions, svc *domain.Service, id string, timeout time.Duration) error {
 	deadline := opts.clock.Now().Add(timeout)
 	_, err := svc.Wait(ctx, opts.clock, id, func(cur domain.Resource, err error) (bool, error) {
