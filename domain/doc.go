@@ -19,17 +19,39 @@
 //	 │    ready  │   │   └──────┐
 //	 │           ▼   │ args     ▼ permanent failure (invalid args,
 //	 │         ready ┘ change   error   unknown provisioner, unsupported type):
-//	 │         │   ▲            │       waits until the args change
-//	 │  health │   │ health     └─ args change ─► provisioning
+//	 │         │   ▲            │       waits until the args change or a retry
+//	 │  health │   │ health     └─ args change or retry ─► provisioning
 //	 │  check  ▼   │ check
 //	 │  fails unhealthy passes    (still provisioned; never deprovisioned for
 //	 │           │                 failing; an args change provisions it again)
 //	 │           └─ args change ─► provisioning
 //	 │
+//	 │  any status but deleting ── hibernate requested ──► hibernating ── failed attempt:
+//	 │                                                     │    │      stays, retried
+//	 │          environ cannot hibernate ─► error ◄────────┘    │      with backoff
+//	 │          (permanent: wake or delete it)                  ▼ stopped, data kept
+//	 │                                                     hibernated
+//	 │          (no health check, repair or slots)              │
+//	 │  hibernating or hibernated ── wake requested ──► provisioning ("waking
+//	 │                                                  generation N") ──► ready
+//	 │
 //	any status ── delete requested ──► deleting ── deprovisioned ──► row removed
 //
-// Every change of args bumps generation (a database trigger does it, so direct SQL writes count
-// too); a resource is up to date when observed_generation equals generation and it is ready.
+// Beside the status, a client controls the row with three more columns (plain SQL
+// included), each recorded in its history as a control event:
+//
+//	paused              the agent leaves the row as it is, in any status: no reconcile,
+//	                    no health check or repair, not even a delete; what was asked
+//	                    meanwhile (new args, a delete) is carried out on resume
+//	hibernate           the wish drawn above: true hibernates, false wakes; a row being
+//	                    deleted keeps it (changing it then is refused)
+//	retry_requested_at  a retry asked for: the backoff and a permanent failure are
+//	                    cleared (attempts, next_attempt_at, last_error) and the agent
+//	                    reconciles at once
+//
+// Every change of args or labels bumps generation (a database trigger does it, so direct SQL
+// writes count too); a resource is up to date when observed_generation equals generation and
+// it is ready.
 // A DELETE issued directly against the table is turned into a delete request by a trigger, so
 // the environ always gets to free what it holds before the row goes.
 //

@@ -155,11 +155,13 @@ func (s *State) PruneAgents(ctx context.Context, olderThan time.Duration) (int64
 	return tag.RowsAffected(), nil
 }
 
-// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not live.
+// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not live,
+// but for the paused ones: nothing is to be done to them until they are resumed, which logs
+// a change of its own.
 func (s *State) ResourcesOfDeadAgents(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT r.id::text FROM resources r JOIN agents a ON a.id = r.lease_holder
-		 WHERE r.lease_holder IS NOT NULL AND `+agentDeadSQL+`
+		 WHERE r.lease_holder IS NOT NULL AND NOT r.paused AND `+agentDeadSQL+`
 		 ORDER BY r.id`)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of dead agents: %w", err)
@@ -178,13 +180,7 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	if err := backend.CheckOverdue(overdueFor, limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT id::text FROM resources
-		 WHERE `+backend.NeedsAttentionSQL+`
-		   AND next_attempt_at < now() - $1 * interval '1 microsecond'
-		   AND (lease_holder IS NULL OR lease_expires_at < now())
-		 ORDER BY next_attempt_at, id
-		 LIMIT $2`, overdueFor.Microseconds(), limit)
+	rows, err := s.pool.Query(ctx, overdueSQL, overdueFor.Microseconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list resources whose retry is overdue: %w", err)
 	}
@@ -194,6 +190,16 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	}
 	return out, nil
 }
+
+// overdueSQL lists up to $2 resources needing attention whose retry is more than $1
+// microseconds past while their lease is free or expired.
+const overdueSQL = `
+	SELECT id::text FROM resources
+	 WHERE ` + backend.NeedsAttentionSQL + `
+	   AND next_attempt_at < now() - $1 * interval '1 microsecond'
+	   AND (lease_holder IS NULL OR lease_expires_at < now())
+	 ORDER BY next_attempt_at, id
+	 LIMIT $2`
 
 // deadAgents lists the ids of the registered agents that are not live.
 func (s *State) deadAgents(ctx context.Context) ([]string, error) {

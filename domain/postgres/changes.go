@@ -70,14 +70,20 @@ func (s *State) PruneChanges(ctx context.Context, cutoff time.Time) (int64, erro
 
 // ListenChanges takes a connection out of the pool for good and LISTENs on it.
 func (s *State) ListenChanges(ctx context.Context) (domain.ChangeListener, error) {
+	return s.listen(ctx, changesChannel, "listen for changes")
+}
+
+// listen takes a connection out of the pool for good and LISTENs on it on channel; what
+// says what for, in errors.
+func (s *State) listen(ctx context.Context, channel, what string) (domain.ChangeListener, error) {
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listen for changes: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	conn := pooled.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+changesChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		closeConn(conn)
-		return nil, fmt.Errorf("listen for changes: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return &listener{conn: conn}, nil
 }
@@ -85,8 +91,9 @@ func (s *State) ListenChanges(ctx context.Context) (domain.ChangeListener, error
 // errListenerClosed is what Wait returns once the listener is closed.
 var errListenerClosed = errors.New("change listener closed")
 
-// listener owns one connection LISTENing on changesChannel. Close may be called while a Wait
-// is in progress: it interrupts the Wait, then closes the connection.
+// listener owns one connection LISTENing on one channel (changesChannel or eventsChannel).
+// Close may be called while a Wait is in progress: it interrupts the Wait, then closes the
+// connection.
 type listener struct {
 	connMu sync.Mutex // serialises use of conn
 	conn   *pgx.Conn

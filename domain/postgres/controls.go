@@ -3,35 +3,136 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// errControlsPending stands in for the controls until their statements land.
-var errControlsPending = errors.New("resource controls are not stored yet")
+// The controls write one column each and leave the rest to the resources table's triggers
+// (migration 0011), so that they behave as the same write in plain SQL does: the control
+// event, the change log entry, the reset of the retry bookkeeping, a labels change's new
+// generation. A control that changes nothing matches no row and records nothing.
 
+// eventsChannel is the NOTIFY channel resource_events' trigger announces new events on.
+const eventsChannel = "berth_resource_events"
+
+// SetPaused pauses or resumes the resource.
 func (s *State) SetPaused(ctx context.Context, id string, paused bool) (domain.Resource, error) {
-	return domain.Resource{}, errControlsPending
+	what := "pause"
+	if !paused {
+		what = "resume"
+	}
+	return s.control(ctx, id, what, `
+		UPDATE resources SET paused = $2
+		 WHERE id = $1 AND paused <> $2
+		RETURNING `+resourceColumns, paused)
 }
 
+// SetHibernate asks for the resource to be hibernated or woken. The trigger refuses the
+// change on a row being deleted; the same value again changes nothing, deleting or not.
 func (s *State) SetHibernate(ctx context.Context, id string, hibernate bool) (domain.Resource, error) {
-	return domain.Resource{}, errControlsPending
+	what := "hibernate"
+	if !hibernate {
+		what = "wake"
+	}
+	r, err := s.control(ctx, id, what, `
+		UPDATE resources SET hibernate = $2
+		 WHERE id = $1 AND hibernate <> $2
+		RETURNING `+resourceColumns, hibernate)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.ConstraintName == "resources_hibernate_not_deleting" {
+		return domain.Resource{}, backend.HibernateWhileDeleting(id)
+	}
+	return r, err
 }
 
+// RequestRetry stamps retry_requested_at, which the trigger turns into a reset of the retry
+// bookkeeping, a change log entry and a control event. The stamp moves forward on every
+// call, even two within the clock's resolution, so every call is a request.
 func (s *State) RequestRetry(ctx context.Context, id string) (domain.Resource, error) {
-	return domain.Resource{}, errControlsPending
+	return s.control(ctx, id, "retry", `
+		UPDATE resources
+		   SET retry_requested_at = greatest(now(), retry_requested_at + interval '1 microsecond')
+		 WHERE id = $1
+		RETURNING `+resourceColumns)
 }
 
+// SetLabels replaces the resource's labels; the trigger bumps the generation when they
+// differ. A resource being deleted keeps its labels (a new generation would only hold up its
+// deprovisioning): changing them gives an error wrapping domain.ErrConflict.
 func (s *State) SetLabels(ctx context.Context, id string, labels map[string]string) (domain.Resource, error) {
-	return domain.Resource{}, errControlsPending
+	encoded, err := backend.EncodeLabels(labels)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	r, err := s.control(ctx, id, "label", `
+		UPDATE resources SET labels = $2::jsonb
+		 WHERE id = $1 AND labels <> $2::jsonb AND status <> 'deleting'
+		RETURNING `+resourceColumns, encoded)
+	if err == nil && r.Status == domain.StatusDeleting && !maps.Equal(r.Labels, labels) {
+		return domain.Resource{}, backend.LabelsWhileDeleting(id)
+	}
+	return r, err
 }
 
-func (s *State) LatestEventSeq(ctx context.Context) (int64, error) { return 0, errControlsPending }
+// control runs update, which writes row $1 (the resource) with args and returns it, or
+// matches no row when the control changes nothing; the row is then read as it is.
+func (s *State) control(ctx context.Context, id, what, update string, args ...any) (domain.Resource, error) {
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	r, err := scanResource(s.pool.QueryRow(ctx, update, append([]any{uid}, args...)...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.GetResource(ctx, id)
+	}
+	if err != nil {
+		return domain.Resource{}, fmt.Errorf("%s resource %s: %w", what, id, describeDBError(err))
+	}
+	return r, nil
+}
 
+// LatestEventSeq returns the highest event sequence number (0 when there are none).
+func (s *State) LatestEventSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM resource_events`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read latest event: %w", err)
+	}
+	return seq, nil
+}
+
+// EventsAfter returns up to limit events with Seq > after, in Seq order (limit <= 0: all).
 func (s *State) EventsAfter(ctx context.Context, after int64, limit int) ([]domain.Event, error) {
-	return nil, errControlsPending
+	var limitArg *int
+	if limit > 0 {
+		limitArg = &limit
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT seq, resource_id::text, at, kind, status, message FROM resource_events
+		 WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limitArg)
+	if err != nil {
+		return nil, fmt.Errorf("read events after %d: %w", after, err)
+	}
+	out, err := pgx.CollectRows(rows, scanEvent)
+	if err != nil {
+		return nil, fmt.Errorf("read events after %d: %w", after, err)
+	}
+	return out, nil
 }
 
+// scanEvent reads a row of seq, resource_id, at, kind, status, message.
+func scanEvent(row pgx.CollectableRow) (domain.Event, error) {
+	var e domain.Event
+	err := row.Scan(&e.Seq, &e.ResourceID, &e.At, &e.Kind, &e.Status, &e.Message)
+	return e, err
+}
+
+// ListenEvents takes a connection out of the pool for good and LISTENs on it for new events.
 func (s *State) ListenEvents(ctx context.Context) (domain.ChangeListener, error) {
-	return nil, errControlsPending
+	return s.listen(ctx, eventsChannel, "listen for events")
 }

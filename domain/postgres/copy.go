@@ -172,13 +172,14 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	if err := readTable(ctx, v.tx, emit, `
 		SELECT id::text, type, name, owner, provisioner, args::text, generation, observed_generation,
 		       status, status_message, state::text, config::text, attempts, next_attempt_at, last_error,
-		       lease_holder, lease_expires_at, lease_token, created_at, updated_at, ready_at, unhealthy_since
+		       lease_holder, lease_expires_at, lease_token, created_at, updated_at, ready_at, unhealthy_since,
+		       labels::text, paused, hibernate, retry_requested_at, status_changed_at
 		  FROM resources ORDER BY id`,
 		func(rows pgx.Rows) (r storecopy.Resource, err error) {
 			err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
 				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
 				&r.NextAttemptAt, &r.LastError, &r.LeaseHolder, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt,
-				&r.ReadyAt, &r.UnhealthySince)
+				&r.ReadyAt, &r.UnhealthySince, &r.Labels, &r.Paused, &r.Hibernate, &r.RetryRequestedAt, &r.StatusChangedAt)
 			return r, err
 		},
 		func(rows []storecopy.Resource) storecopy.Batch { return storecopy.Batch{Resources: rows} },

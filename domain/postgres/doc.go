@@ -9,11 +9,13 @@
 // Triggers carry the rules, so a client that writes the tables with plain SQL gets the same
 // behaviour as the CLI:
 //
-//   - UPDATE of args bumps generation and clears attempts, next_attempt_at and last_error;
-//     every UPDATE sets updated_at.
-//   - INSERT, DELETE, and an UPDATE that changes generation, changes a set provisioner or
-//     moves the row to deleting append an entry to change_log and NOTIFY
-//     berth_resource_changes. The agent's own writes (status, state, config, leases, and
+//   - UPDATE of args or labels bumps generation and clears attempts, next_attempt_at and
+//     last_error, as does a change of hibernate or retry_requested_at (without the bump);
+//     hibernate cannot change on a row being deleted. Every UPDATE sets updated_at, and one
+//     that changes status sets status_changed_at.
+//   - INSERT, DELETE, and an UPDATE that changes generation, changes a set provisioner,
+//     moves the row to deleting or changes paused, hibernate or retry_requested_at append an
+//     entry to change_log and NOTIFY berth_resource_changes. The agent's own writes (status, state, config, leases, and
 //     pinning a provisioner that was unset) log nothing, so the agent never wakes itself.
 //   - DELETE does not remove the row: it becomes a delete request (status deleting,
 //     "delete requested"), so the environ frees what it holds first. The agent removes the
@@ -23,7 +25,9 @@
 //     status_message append a row to resource_events (kind error for a failed attempt or
 //     the error status). RecordHealth runs SET LOCAL berth.event_kind = 'health': its
 //     status changes are health events and its message-only changes are not recorded.
-//     Events have no foreign key and outlive a deleted resource until PruneEvents.
+//     Each change of paused, hibernate, retry_requested_at or labels adds a control event.
+//     Events have no foreign key and outlive a deleted resource until PruneEvents; every
+//     statement that adds some NOTIFYs berth_resource_events (ListenEvents).
 //   - Leaving the unhealthy status, by any writer, clears unhealthy_since.
 //   - Every INSERT, UPDATE and DELETE of slot_reservations keeps slot_host_usage (slots
 //     reserved per host) and slot_owner_usage (reservations per owner and host) in step.

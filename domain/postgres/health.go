@@ -13,9 +13,9 @@ import (
 )
 
 // ListCheckable returns up to limit provisioned resources (ready or unhealthy at their
-// generation) with an id after afterID, by id, leaving out those another holder than holder
-// has a live lease on. Each page walks resources_checkable_idx from afterID and reads about
-// limit rows, wherever in the table it starts.
+// generation, not paused) with an id after afterID, by id, leaving out those another holder
+// than holder has a live lease on. Each page walks resources_checkable_idx from afterID and
+// reads about limit rows, wherever in the table it starts.
 func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error) {
 	if err := backend.CheckCheckablePage(limit, holder); err != nil {
 		return nil, err
@@ -56,7 +56,8 @@ func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, ho
 //   - the lease condition (the same as ClaimResource's, on the database clock) is a filter
 //     on the rows the walk reads; rows leased by another agent are few and brief, so a page
 //     still reads about limit rows. The agents that are not live, whose leases are void, are
-//     read first and given as $3, so the page's plan stays one walk of the index;
+//     read first and given as $3, so the page's plan stays one walk of the index. Paused
+//     rows are left out by a filter too;
 //   - observed_generation never exceeds generation (it is a generation the agent worked on,
 //     and generation only grows), so ">=" means "=". It is written so because the planner
 //     guesses that an equality of two columns keeps 0.5% of the rows, too few to be worth
@@ -64,12 +65,12 @@ func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, ho
 const (
 	checkableFirstPage = `
 		SELECT ` + resourceColumns + ` FROM resources
-		 WHERE status IN ('ready', 'unhealthy') AND observed_generation >= generation
+		 WHERE status IN ('ready', 'unhealthy') AND observed_generation >= generation AND NOT paused
 		   AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now() OR lease_holder = ANY ($3::text[]))
 		 ORDER BY resources.id LIMIT $1`
 	checkableNextPage = `
 		SELECT ` + resourceColumns + ` FROM resources
-		 WHERE status IN ('ready', 'unhealthy') AND observed_generation >= generation
+		 WHERE status IN ('ready', 'unhealthy') AND observed_generation >= generation AND NOT paused
 		   AND (lease_holder IS NULL OR lease_holder = $2 OR lease_expires_at < now() OR lease_holder = ANY ($3::text[]))
 		   AND id > $4
 		 ORDER BY resources.id LIMIT $1`
@@ -201,11 +202,7 @@ func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Event, error) {
-		var e domain.Event
-		err := row.Scan(&e.Seq, &e.ResourceID, &e.At, &e.Kind, &e.Status, &e.Message)
-		return e, err
-	})
+	out, err := pgx.CollectRows(rows, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
 	}

@@ -20,6 +20,11 @@ const migrationLockKey int64 = 0x62657274682d6d67
 // Migrate applies the embedded migrations the database lacks. It is idempotent and safe to
 // call from several processes at once.
 func (s *State) Migrate(ctx context.Context) error {
+	return s.migrateTo(ctx, 0)
+}
+
+// migrateTo applies the embedded migrations up to version (0: all) the database lacks.
+func (s *State) migrateTo(ctx context.Context, version int) error {
 	migrations, err := backend.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
@@ -34,6 +39,9 @@ func (s *State) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	for _, m := range migrations {
+		if version > 0 && m.Version > version {
+			break
+		}
 		err := s.inLockedTx(ctx, func(tx pgx.Tx) error {
 			var applied bool
 			if err := tx.QueryRow(ctx,

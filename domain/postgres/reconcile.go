@@ -128,11 +128,13 @@ func (s *State) claimAlone(ctx context.Context, call *claimCall, id, holder stri
 
 // claimSQL takes the lease of row $1 for holder $2 for $3 seconds when it is free, and
 // starts provisioning it when $7 says to and it is untouched (of the types $5, with the
-// provisioner $4 or none; the message is $6 and the generation).
+// provisioner $4 or none, neither paused nor to be hibernated; the message is $6 and the
+// generation).
 const claimSQL = `
 	WITH claimed AS (
 		SELECT resources.id AS claimed_id,
 		       $7 AND status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
+		       AND NOT paused AND NOT hibernate
 		       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start,
 		       lease_holder AS previous_holder,
 		       coalesce((extract(epoch FROM now() - least(coalesce(a.heartbeat_at, lease_expires_at), lease_expires_at)) * 1000000)::bigint, 0) AS waited_us

@@ -16,23 +16,26 @@ import (
 // resourceColumns is the select list scanResource reads, in order.
 const resourceColumns = `id::text, type, name, owner, provisioner, args, generation, observed_generation,
 	status, status_message, state, config, attempts, next_attempt_at, last_error,
-	lease_token, created_at, updated_at, ready_at, unhealthy_since`
+	lease_token, created_at, updated_at, ready_at, unhealthy_since,
+	labels, paused, hibernate, retry_requested_at, status_changed_at, coalesce(lease_holder, ''), lease_expires_at`
 
 // scanResource reads one row of resourceColumns. Its JSON columns are decoded one by one
 // after the scan, so a column Berth cannot read (written by another client) marks the row
 // unreadable (domain.Resource.Unreadable) instead of failing the read.
 func scanResource(row pgx.Row) (domain.Resource, error) {
 	var (
-		r                   domain.Resource
-		args, state, config []byte
+		r                           domain.Resource
+		args, state, config, labels []byte
 	)
 	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &args, &r.Generation,
 		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &state, &config, &r.Attempts,
-		&r.NextAttemptAt, &r.LastError, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt, &r.UnhealthySince)
+		&r.NextAttemptAt, &r.LastError, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt, &r.UnhealthySince,
+		&labels, &r.Paused, &r.Hibernate, &r.RetryRequestedAt, &r.StatusChangedAt, &r.LeaseHolder, &r.LeaseExpiresAt)
 	if err != nil {
 		return r, err
 	}
 	domain.DecodeResourceJSON(&r, args, state, config)
+	backend.DecodeLabels(&r, labels)
 	return r, nil
 }
 
@@ -42,11 +45,15 @@ func (s *State) CreateResource(ctx context.Context, nr domain.NewResource) (doma
 	if args == nil {
 		args = map[string]any{}
 	}
+	labels, err := backend.EncodeLabels(nr.Labels)
+	if err != nil {
+		return domain.Resource{}, err
+	}
 	r, err := scanResource(s.pool.QueryRow(ctx, `
-		INSERT INTO resources (type, name, owner, provisioner, args)
-		VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO resources (type, name, owner, provisioner, args, labels)
+		VALUES ($1, $2, $3, $4, $5, $6)
 		RETURNING `+resourceColumns,
-		string(nr.Type), nr.Name, nr.Owner, nr.Provisioner, args))
+		string(nr.Type), nr.Name, nr.Owner, nr.Provisioner, args, labels))
 	if err != nil {
 		if isUniqueViolation(err) {
 			return domain.Resource{}, fmt.Errorf("create resource: owner %q already has a %s resource named %q (names are case-insensitive): %w",
@@ -73,17 +80,26 @@ func (s *State) GetResource(ctx context.Context, id string) (domain.Resource, er
 	return r, nil
 }
 
-// ListResources returns the resources f matches, oldest first.
+// ListResources returns the resources f matches, oldest first. A selector is applied to
+// the rows read, before the limit (see backend.ListQuery).
 func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domain.Resource, error) {
 	query, args := backend.ListQuery(resourceColumns, f, "id")
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list resources: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Resource, error) {
-		return scanResource(row)
-	})
-	if err != nil {
+	defer rows.Close()
+	var out []domain.Resource
+	for rows.Next() {
+		r, err := scanResource(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list resources: %w", err)
+		}
+		if out = backend.AppendSelected(out, r, f); backend.ListFull(out, f) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list resources: %w", err)
 	}
 	return out, nil
@@ -155,10 +171,11 @@ func isUniqueViolation(err error) bool {
 
 // checkMessages explains each check constraint of the schema as a field error.
 var checkMessages = map[string]domain.FieldError{
-	"resources_type_check":          {Field: "type", Msg: "must be one of runtime, clickhouse"},
+	"resources_type_check":          {Field: "type", Msg: "must be one of " + backend.TypeList()},
 	"resources_name_check":          {Field: "name", Msg: "must not be blank"},
 	"resources_args_check":          {Field: "args", Msg: "must be a JSON object"},
-	"resources_status_check":        {Field: "status", Msg: "must be one of pending, provisioning, ready, unhealthy, error, deleting"},
+	"resources_status_check":        {Field: "status", Msg: "must be one of " + backend.StatusList()},
+	"resources_labels_check":        {Field: "labels", Msg: "must be a JSON object of string values"},
 	"slot_reservations_slots_check": {Field: "slots", Msg: "must be at least 1"},
 }
 

@@ -189,11 +189,13 @@ func secondsAgo(d time.Duration) string {
 	return fmt.Sprintf("%+.3f seconds", -d.Seconds())
 }
 
-// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not live.
+// ResourcesOfDeadAgents lists the resources leased by a registered agent that is not live,
+// but for the paused ones: nothing is to be done to them until they are resumed, which logs
+// a change of its own.
 func (s *State) ResourcesOfDeadAgents(ctx context.Context) ([]string, error) {
 	rows, err := s.read.QueryContext(ctx, `
 		SELECT r.id FROM resources r JOIN agents a ON a.id = r.lease_holder
-		 WHERE r.lease_holder IS NOT NULL AND `+agentDeadSQL+`
+		 WHERE r.lease_holder IS NOT NULL AND NOT r.paused AND `+agentDeadSQL+`
 		 ORDER BY r.id`)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of dead agents: %w", err)
@@ -215,13 +217,7 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	if err := backend.CheckOverdue(overdueFor, limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `
-		SELECT id FROM resources
-		 WHERE `+backend.NeedsAttentionSQL+`
-		   AND next_attempt_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)
-		   AND (lease_holder IS NULL OR lease_expires_at < `+nowSQL+`)
-		 ORDER BY next_attempt_at, id
-		 LIMIT $2`, secondsAgo(overdueFor), limit)
+	rows, err := s.read.QueryContext(ctx, overdueSQL, secondsAgo(overdueFor), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list resources whose retry is overdue: %w", err)
 	}
@@ -234,6 +230,16 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	}
 	return out, nil
 }
+
+// overdueSQL lists up to $2 resources needing attention whose retry is before now moved by
+// the modifier $1 while their lease is free or expired.
+const overdueSQL = `
+	SELECT id FROM resources
+	 WHERE ` + backend.NeedsAttentionSQL + `
+	   AND next_attempt_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)
+	   AND (lease_holder IS NULL OR lease_expires_at < ` + nowSQL + `)
+	 ORDER BY next_attempt_at, id
+	 LIMIT $2`
 
 // agentDeadSQL is true when the agents row a is not live: its last heartbeat is older than
 // its own ttl, on the database clock.

@@ -77,25 +77,33 @@ func (s *State) PruneChanges(ctx context.Context, cutoff time.Time) (int64, erro
 // database's files made by any process (see the package doc). It wakes its caller only when
 // the change log has grown since the last wake-up.
 func (s *State) ListenChanges(ctx context.Context) (domain.ChangeListener, error) {
+	return s.listen(ctx, "listen for changes", s.LatestChangeSeq)
+}
+
+// listen returns a listener woken as ListenChanges' is, that wakes its caller only when
+// latest, the newest entry of the log it follows, has grown since the last wake-up; what
+// says what for, in errors.
+func (s *State) listen(ctx context.Context, what string, latest func(context.Context) (int64, error)) (domain.ChangeListener, error) {
 	files, err := fsnotify.NewWatcher()
 	if err != nil {
-		return nil, fmt.Errorf("listen for changes: watch the database's files: %w", err)
+		return nil, fmt.Errorf("%s: watch the database's files: %w", what, err)
 	}
 	// The directory, not the files: the write-ahead log comes and goes.
 	if err := files.Add(filepath.Dir(s.path)); err != nil {
 		_ = files.Close()
-		return nil, fmt.Errorf("listen for changes: watch the directory of %s: %w", s.path, err)
+		return nil, fmt.Errorf("%s: watch the directory of %s: %w", what, s.path, err)
 	}
 	l := &listener{
 		state:  s,
+		latest: latest,
 		files:  files,
 		local:  s.wake.subscribe(),
 		closed: make(chan struct{}),
 	}
-	seq, err := s.LatestChangeSeq(ctx)
+	seq, err := latest(ctx)
 	if err != nil {
 		_ = l.Close()
-		return nil, fmt.Errorf("listen for changes: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	l.seq = seq
 	return l, nil
@@ -107,17 +115,18 @@ var errListenerClosed = errors.New("change listener closed")
 // listener turns commits and file changes into wake-ups. Close may be called while a Wait is
 // in progress: it interrupts the Wait.
 type listener struct {
-	state *State
-	files *fsnotify.Watcher
-	local chan struct{}
+	state  *State
+	latest func(context.Context) (int64, error) // the newest entry of the log followed
+	files  *fsnotify.Watcher
+	local  chan struct{}
 
-	seq int64 // the change log's newest entry at the last wake-up; used by Wait only
+	seq int64 // the log's newest entry at the last wake-up; used by Wait only
 
 	closeOnce sync.Once
 	closed    chan struct{}
 }
 
-// Wait blocks until the change log has grown (nil), ctx ends, or the listener fails.
+// Wait blocks until the log followed has grown (nil), ctx ends, or the listener fails.
 func (l *listener) Wait(ctx context.Context) error {
 	for {
 		fromFiles, err := l.nextHint(ctx)
@@ -146,9 +155,9 @@ func (l *listener) Wait(ctx context.Context) error {
 	}
 }
 
-// grown reports whether the change log has grown since the last wake-up.
+// grown reports whether the log followed has grown since the last wake-up.
 func (l *listener) grown(ctx context.Context) (bool, error) {
-	seq, err := l.state.LatestChangeSeq(ctx)
+	seq, err := l.latest(ctx)
 	if err != nil || seq <= l.seq {
 		return false, err
 	}

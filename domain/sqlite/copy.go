@@ -145,17 +145,19 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	if err := readTable(ctx, v.tx, emit, `
 		SELECT id, type, name, owner, provisioner, args, generation, observed_generation,
 		       status, status_message, state, config, attempts, next_attempt_at, last_error,
-		       lease_holder, lease_expires_at, lease_token, created_at, updated_at, ready_at, unhealthy_since
+		       lease_holder, lease_expires_at, lease_token, created_at, updated_at, ready_at, unhealthy_since,
+		       labels, paused, hibernate, retry_requested_at, status_changed_at
 		  FROM resources ORDER BY id`,
 		func(rows *sql.Rows) (r storecopy.Resource, err error) {
 			var (
-				lease                                sql.NullString
-				next, leaseExpires, ready, unhealthy sql.NullString
-				created, updated                     string
+				lease                                       sql.NullString
+				next, leaseExpires, ready, unhealthy, retry sql.NullString
+				created, updated, statusChanged             string
 			)
 			if err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
 				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
-				&next, &r.LastError, &lease, &leaseExpires, &r.LeaseToken, &created, &updated, &ready, &unhealthy); err != nil {
+				&next, &r.LastError, &lease, &leaseExpires, &r.LeaseToken, &created, &updated, &ready, &unhealthy,
+				&r.Labels, &r.Paused, &r.Hibernate, &retry, &statusChanged); err != nil {
 				return r, err
 			}
 			if lease.Valid {
@@ -168,6 +170,8 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 			r.UpdatedAt = t.required("updated_at", updated)
 			r.ReadyAt = t.optional("ready_at", ready)
 			r.UnhealthySince = t.optional("unhealthy_since", unhealthy)
+			r.RetryRequestedAt = t.optional("retry_requested_at", retry)
+			r.StatusChangedAt = t.required("status_changed_at", statusChanged)
 			return r, t.err
 		},
 		func(rows []storecopy.Resource) storecopy.Batch { return storecopy.Batch{Resources: rows} },

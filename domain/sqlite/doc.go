@@ -9,10 +9,11 @@
 // # Direct SQL is a first-class client
 //
 // As with PostgreSQL, triggers carry the rules, so a program that writes the file with plain
-// SQL (the sqlite3 shell, a script) gets the behaviour the CLI gets: an args change bumps
-// generation and resets the retry bookkeeping, desired-state changes are logged to
-// change_log, a DELETE becomes a delete request, a started resource keeps its provisioner,
-// status changes are recorded as events, slot reservations keep the slot usage tables in
+// SQL (the sqlite3 shell, a script) gets the behaviour the CLI gets: an args or labels change
+// bumps generation and resets the retry bookkeeping, desired-state changes (the controls
+// paused, hibernate and retry_requested_at included) are logged to change_log, a DELETE
+// becomes a delete request, a started resource keeps its provisioner, status changes and
+// controls are recorded as events, slot reservations keep the slot usage tables in
 // step, and times written in any form SQLite reads are stored in the one sortable form. What PostgreSQL does with SET LOCAL berth.* (the agent's
 // finalizing delete, a health check's writes) is done with a row in write_intents.
 //
@@ -31,10 +32,11 @@
 //
 // A static runtime's way to ready is four such writes (the claim, which also starts
 // provisioning; the slot reservation; the record of the broker's state; ready and release).
-// The agent's UPDATEs of resources set updated_at as resources_after_update would
-// (touchSQL), so that trigger's second UPDATE of the row, SQLite's stand-in for assigning to
-// NEW, finds nothing to change and is left out: each of those UPDATEs writes the row once,
-// and the claim and the progress records return it with RETURNING.
+// The agent's UPDATEs of resources set updated_at (touchSQL) and status_changed_at
+// (statusChangedSQL) as resources_after_update would, so that trigger's second UPDATE of the
+// row, SQLite's stand-in for assigning to NEW, finds nothing to change and is left out: each
+// of those UPDATEs writes the row once, and the claim and the progress records return it
+// with RETURNING.
 // BenchmarkProvisionStatic measures the four writes.
 //
 // # Wake-ups without LISTEN/NOTIFY
@@ -42,7 +44,8 @@
 // ListenChanges returns a listener woken by this State's own commits and, for writes made by
 // other processes, by the file system's notice that the database's write-ahead log changed.
 // Either is only a hint: the listener wakes its caller only when the change log has grown,
-// and the watcher reads the durable change log as it does on PostgreSQL.
+// and the watcher reads the durable change log as it does on PostgreSQL. ListenEvents does
+// the same for resource_events.
 //
 // # One agent per file
 //

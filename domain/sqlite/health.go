@@ -12,9 +12,9 @@ import (
 )
 
 // ListCheckable returns up to limit provisioned resources (ready or unhealthy at their
-// generation) with an id after afterID, by id, leaving out those another holder than holder
-// has a live lease on. Its WHERE clause matches resources_checkable_idx; the lease condition
-// (ClaimResource's) filters the rows it reads.
+// generation, not paused) with an id after afterID, by id, leaving out those another holder
+// than holder has a live lease on. Its WHERE clause matches resources_checkable_idx; the
+// lease condition (ClaimResource's) and paused filter the rows it reads.
 func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error) {
 	if err := backend.CheckCheckablePage(limit, holder); err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, ho
 	}
 	out, err := s.queryResources(ctx, `
 		SELECT `+resourceColumns+` FROM resources
-		 WHERE status IN ('ready', 'unhealthy') AND generation = observed_generation AND id > $1
+		 WHERE status IN ('ready', 'unhealthy') AND generation = observed_generation AND NOT paused AND id > $1
 		   AND `+leaseFreeSQL("$3")+`
 		 ORDER BY id LIMIT $2`, after, limit, holder)
 	if err != nil {
@@ -70,6 +70,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 		res, err := tx.ExecContext(ctx, `
 			UPDATE resources
 			   SET status = $3,
+			       `+statusChangedSQL("$3")+`,
 			       status_message = $4,
 			       unhealthy_since = CASE WHEN $3 = 'unhealthy' THEN coalesce(unhealthy_since, $5) END,
 			       state = coalesce($6, state),
@@ -176,14 +177,7 @@ func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([
 	if err != nil {
 		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
 	}
-	out, err := collectRows(rows, func(row rowScanner) (e domain.Event, err error) {
-		var at string
-		if err := row.Scan(&e.Seq, &e.ResourceID, &at, &e.Kind, &e.Status, &e.Message); err != nil {
-			return e, err
-		}
-		e.At, err = parseTime("at", at)
-		return e, err
-	})
+	out, err := collectRows(rows, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("list events of resource %s: %w", resourceID, err)
 	}

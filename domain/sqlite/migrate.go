@@ -16,6 +16,11 @@ var migrationFiles embed.FS
 // It is idempotent and safe to call from several processes at once: every transaction holds
 // the write lock from its start and re-reads schema_migrations under it.
 func (s *State) Migrate(ctx context.Context) error {
+	return s.migrateTo(ctx, 0)
+}
+
+// migrateTo applies the embedded migrations up to version (0: all) the database lacks.
+func (s *State) migrateTo(ctx context.Context, version int) error {
 	migrations, err := backend.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
@@ -30,6 +35,9 @@ func (s *State) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	for _, m := range migrations {
+		if version > 0 && m.Version > version {
+			break
+		}
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
 			var applied bool
 			if err := tx.QueryRowContext(ctx,

@@ -84,23 +84,25 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			status   domain.Status
 			message  string
 			retrying bool
+			held     bool // paused, or to be hibernated
 			pinned   string
 			rowType  domain.ResourceType
 		)
 		err := tx.QueryRowContext(ctx, `
 			SELECT r.lease_holder,
 			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0),
-			       r.status, r.status_message, r.next_attempt_at IS NOT NULL, r.provisioner, r.type
+			       r.status, r.status_message, r.next_attempt_at IS NOT NULL, r.paused OR r.hibernate, r.provisioner, r.type
 			  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
-			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS, &status, &message, &retrying, &pinned, &rowType)
+			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS, &status, &message, &retrying, &held, &pinned, &rowType)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound(uid)
 		}
 		if err != nil {
 			return err
 		}
-		// Nothing has been done to the row yet, and the default provisioner provisions it.
-		startRow := start != nil && status == domain.StatusPending && message == "" && !retrying &&
+		// Nothing has been done to the row yet, it is neither paused nor to be hibernated, and
+		// the default provisioner provisions it.
+		startRow := start != nil && status == domain.StatusPending && message == "" && !retrying && !held &&
 			(pinned == "" || pinned == start.Provisioner) && slices.Contains(start.Types, rowType)
 		// RETURNING gives the row as written: the statement leaves resources_after_update
 		// nothing to change (see touchSQL).
@@ -109,6 +111,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			   SET lease_holder = $2, lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $3),
 			       lease_token = lease_token + 1,
 			       status = CASE WHEN $4 THEN 'provisioning' ELSE status END,
+			       `+statusChangedSQL("CASE WHEN $4 THEN 'provisioning' ELSE status END")+`,
 			       status_message = CASE WHEN $4 THEN $5 || generation ELSE status_message END,
 			       provisioner = CASE WHEN $4 THEN $6 ELSE provisioner END,
 			       `+touchSQL+`
@@ -216,6 +219,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 		raw, err = scanRawResource(tx.QueryRowContext(ctx, `
 			UPDATE resources
 			   SET status = $4,
+			       `+statusChangedSQL("$4")+`,
 			       status_message = $5,
 			       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,
 			       state = coalesce($7, state),

@@ -15,7 +15,8 @@ import (
 // resourceColumns is the select list scanResource reads, in order.
 const resourceColumns = `id, type, name, owner, provisioner, args, generation, observed_generation,
 	status, status_message, state, config, attempts, next_attempt_at, last_error,
-	lease_token, created_at, updated_at, ready_at, unhealthy_since`
+	lease_token, created_at, updated_at, ready_at, unhealthy_since,
+	labels, paused, hibernate, retry_requested_at, status_changed_at, coalesce(lease_holder, ''), lease_expires_at`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface {
@@ -54,10 +55,11 @@ func scanResource(row rowScanner) (domain.Resource, error) {
 // decoded: a write transaction reads its row so, and decodes it once it has committed, so
 // the decoding does not hold up the writes that share its commit.
 type rawResource struct {
-	r                      domain.Resource
-	args, state, config    string
-	created, updated       string
-	next, ready, unhealthy sql.NullString
+	r                             domain.Resource
+	args, state, config, labels   string
+	created, updated, changed     string
+	next, ready, unhealthy, retry sql.NullString
+	leaseExpires                  sql.NullString
 }
 
 func scanRawResource(row rowScanner) (rawResource, error) {
@@ -65,7 +67,8 @@ func scanRawResource(row rowScanner) (rawResource, error) {
 	r := &raw.r
 	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &raw.args, &r.Generation,
 		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &raw.state, &raw.config, &r.Attempts,
-		&raw.next, &r.LastError, &r.LeaseToken, &raw.created, &raw.updated, &raw.ready, &raw.unhealthy)
+		&raw.next, &r.LastError, &r.LeaseToken, &raw.created, &raw.updated, &raw.ready, &raw.unhealthy,
+		&raw.labels, &r.Paused, &r.Hibernate, &raw.retry, &raw.changed, &r.LeaseHolder, &raw.leaseExpires)
 	return raw, err
 }
 
@@ -74,6 +77,7 @@ func (raw rawResource) decode() (domain.Resource, error) {
 	r := raw.r
 	var err error
 	domain.DecodeResourceJSON(&r, []byte(raw.args), []byte(raw.state), []byte(raw.config))
+	backend.DecodeLabels(&r, []byte(raw.labels))
 	if r.CreatedAt, err = parseTime("created_at", raw.created); err != nil {
 		return r, err
 	}
@@ -86,7 +90,16 @@ func (raw rawResource) decode() (domain.Resource, error) {
 	if r.ReadyAt, err = parseOptionalTime("ready_at", raw.ready); err != nil {
 		return r, err
 	}
-	r.UnhealthySince, err = parseOptionalTime("unhealthy_since", raw.unhealthy)
+	if r.UnhealthySince, err = parseOptionalTime("unhealthy_since", raw.unhealthy); err != nil {
+		return r, err
+	}
+	if r.RetryRequestedAt, err = parseOptionalTime("retry_requested_at", raw.retry); err != nil {
+		return r, err
+	}
+	if r.StatusChangedAt, err = parseTime("status_changed_at", raw.changed); err != nil {
+		return r, err
+	}
+	r.LeaseExpiresAt, err = parseOptionalTime("lease_expires_at", raw.leaseExpires)
 	return r, err
 }
 
@@ -107,13 +120,17 @@ func (s *State) CreateResource(ctx context.Context, nr domain.NewResource) (doma
 	if err != nil {
 		return domain.Resource{}, err
 	}
+	labels, err := backend.EncodeLabels(nr.Labels)
+	if err != nil {
+		return domain.Resource{}, err
+	}
 	id := uuid.NewString()
 	var r domain.Resource
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO resources (id, type, name, owner, provisioner, args)
-			VALUES ($1, $2, $3, $4, $5, $6)`,
-			id, string(nr.Type), nr.Name, nr.Owner, nr.Provisioner, args); err != nil {
+			INSERT INTO resources (id, type, name, owner, provisioner, args, labels)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			id, string(nr.Type), nr.Name, nr.Owner, nr.Provisioner, args, labels); err != nil {
 			return err
 		}
 		r, err = readResource(ctx, tx, id)
@@ -146,11 +163,26 @@ func (s *State) GetResource(ctx context.Context, id string) (domain.Resource, er
 }
 
 // ListResources returns the resources f matches, oldest first (rows created in the same
-// millisecond in the order they were inserted).
+// millisecond in the order they were inserted). A selector is applied to the rows read,
+// before the limit (see backend.ListQuery).
 func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domain.Resource, error) {
 	query, args := backend.ListQuery(resourceColumns, f, "rowid")
-	out, err := s.queryResources(ctx, query, args...)
+	rows, err := s.read.QueryContext(ctx, query, args...)
 	if err != nil {
+		return nil, fmt.Errorf("list resources: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Resource
+	for rows.Next() {
+		r, err := scanResource(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list resources: %w", err)
+		}
+		if out = backend.AppendSelected(out, r, f); backend.ListFull(out, f) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list resources: %w", err)
 	}
 	return out, nil
@@ -216,7 +248,8 @@ func (s *State) RequestDelete(ctx context.Context, id string) (domain.Resource, 
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE resources
-			   SET status = 'deleting', status_message = 'delete requested', next_attempt_at = NULL, attempts = 0
+			   SET status = 'deleting', status_message = 'delete requested', next_attempt_at = NULL, attempts = 0,
+			       `+statusChangedSQL("'deleting'")+`
 			 WHERE id = $1 AND status <> 'deleting'`, uid); err != nil {
 			return err
 		}

@@ -94,3 +94,38 @@ func TestMigratingMakesAnOlderDatabaseReadableByTheShell(t *testing.T) {
 		t.Fatalf("sqlite3 on the migrated database: %v\n%s\nwant the resource's name and ok", err, out)
 	}
 }
+
+// The distribution's sqlite3 shell makes the lifecycle controls with plain SQL as the CLI
+// does: its SQLite runs the triggers (a control event each, labels bumping the generation,
+// the retry stamp put in the stored form) and refuses hibernating a resource being deleted.
+func TestDistributionShellWritesTheControls(t *testing.T) {
+	ctx := testContext(t)
+	shell := sqliteShell(t)
+	path := filepath.Join(t.TempDir(), "berth.db")
+	st := openState(t, path)
+	r, err := st.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runShell(ctx, t, shell, path, `
+		UPDATE resources SET paused = true;
+		UPDATE resources SET labels = '{"team": "data"}';
+		UPDATE resources SET retry_requested_at = datetime('now');
+		UPDATE resources SET hibernate = true;
+		UPDATE resources SET status = 'deleting';
+		SELECT kind || ' ' || message FROM resource_events ORDER BY seq;
+		SELECT length(retry_requested_at), generation FROM resources;
+		UPDATE resources SET hibernate = false;
+	`)
+	want := "status created\ncontrol paused\ncontrol labels changed: team=data\ncontrol retry requested\ncontrol hibernate requested\nstatus \n24|2\n"
+	if err == nil || !strings.HasPrefix(out, want) || !strings.Contains(out, "cannot be hibernated or woken") {
+		t.Fatalf("sqlite3 making the controls: %v\n%s\nwant\n%sand waking a resource being deleted refused", err, out, want)
+	}
+	got, err := st.GetResource(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Paused || !got.Hibernate || got.Labels["team"] != "data" || got.RetryRequestedAt == nil || got.Status != domain.StatusDeleting {
+		t.Errorf("after the shell's controls: %+v", got)
+	}
+}

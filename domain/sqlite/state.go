@@ -17,6 +17,7 @@ import (
 	sqlite3lib "modernc.org/sqlite/lib"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // State is domain.State on one SQLite database file.
@@ -188,6 +189,14 @@ const nowSQL = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
 const touchSQL = `updated_at = CASE WHEN ` + nowSQL + ` > updated_at THEN ` + nowSQL +
 	` ELSE strftime('%Y-%m-%dT%H:%M:%fZ', updated_at, '+0.001 seconds') END`
 
+// statusChangedSQL is the SET item of an UPDATE of resources that sets the status to
+// newStatus (an expression) and status_changed_at as resources_after_update would: to now
+// when the status changes. A write that sets it leaves that trigger nothing to change on its
+// account, as touchSQL does for updated_at.
+func statusChangedSQL(newStatus string) string {
+	return `status_changed_at = CASE WHEN status IS NOT ` + newStatus + ` THEN ` + nowSQL + ` ELSE status_changed_at END`
+}
+
 // FormatTime returns t in the form the database stores times in (UTC, millisecond precision),
 // for SQL that compares with or writes a time column.
 func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
@@ -260,12 +269,15 @@ func isUniqueViolation(err error) bool {
 // checkMessages explains each check constraint of the schema as a field error.
 var checkMessages = map[string]domain.FieldError{
 	"resources_id_check":                  {Field: "id", Msg: "must be a UUID in lowercase"},
-	"resources_type_check":                {Field: "type", Msg: "must be one of runtime, clickhouse"},
+	"resources_type_check":                {Field: "type", Msg: "must be one of " + backend.TypeList()},
 	"resources_name_check":                {Field: "name", Msg: "must not be blank"},
 	"resources_args_check":                {Field: "args", Msg: "must be a JSON object"},
 	"resources_state_check":               {Field: "state", Msg: "must be JSON"},
 	"resources_config_check":              {Field: "config", Msg: "must be JSON"},
-	"resources_status_check":              {Field: "status", Msg: "must be one of pending, provisioning, ready, unhealthy, error, deleting"},
+	"resources_status_check":              {Field: "status", Msg: "must be one of " + backend.StatusList()},
+	"resources_labels_check":              {Field: "labels", Msg: "must be a JSON object of string values"},
+	"resources_paused_check":              {Field: "paused", Msg: "must be true or false (1 or 0)"},
+	"resources_hibernate_check":           {Field: "hibernate", Msg: "must be true or false (1 or 0)"},
 	"resources_times_check":               {Field: "times", Msg: "must be times SQLite reads, e.g. 2026-01-02T03:04:05Z"},
 	"resources_unhealthy_since_check":     {Field: "unhealthy_since", Msg: "must be a time SQLite reads, e.g. 2026-01-02T03:04:05Z"},
 	"slot_reservations_resource_id_check": {Field: "resource_id", Msg: "must be a UUID in lowercase"},

@@ -122,6 +122,16 @@ var tests = []struct {
 	{"SameHolderReclaimFencesTheEarlierClaim", testSameHolderReclaimFencesTheEarlierClaim},
 	{"LeaselessSlotWritesYieldToALiveLease", testLeaselessSlotWritesYieldToALiveLease},
 	{"ClaimReportsTakeovers", testClaimReportsTakeovers},
+	{"ControlsThroughTheStore", testControlsThroughTheStore},
+	{"ControlsThroughPlainSQL", testControlsThroughPlainSQL},
+	{"ControlsOfAResourceBeingDeleted", testControlsOfAResourceBeingDeleted},
+	{"PausedResourcesAreLeftAlone", testPausedResourcesAreLeftAlone},
+	{"HibernationNeedsAttention", testHibernationNeedsAttention},
+	{"ListResourcesBySelector", testListResourcesBySelector},
+	{"StatusChangedAtFollowsTheStatus", testStatusChangedAtFollowsTheStatus},
+	{"EventFeed", testEventFeed},
+	{"ControlsSurviveARestart", testControlsSurviveARestart},
+	{"CheckErrorsListEveryStatusAndType", testCheckErrorsListEveryStatusAndType},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

@@ -102,6 +102,7 @@ var statuses = map[string]domain.Status{
 	"unhealthy":    domain.StatusUnhealthy,
 	"failed":       domain.StatusError,
 	"deleting":     domain.StatusDeleting,
+	"hibernated":   domain.StatusHibernated,
 }
 
 // populate writes what a store that has been in use holds: resources in every status (with
@@ -117,7 +118,7 @@ func populate(t *testing.T, b *backend) {
 	ids := map[string]string{}
 	for _, name := range sortedKeys(statuses) {
 		r, err := b.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: name, Owner: "alice",
-			Args: map[string]any{"slots": 2, "labels": map[string]any{"team": "data"}}})
+			Args: map[string]any{"slots": 2, "labels": map[string]any{"team": "data"}}, Labels: map[string]string{"app": name}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,6 +174,19 @@ func populate(t *testing.T, b *backend) {
 	provisioned("deleting", "host-a")
 	_, err = b.RequestDelete(ctx, ids["deleting"])
 	must("request delete", err)
+	// The lifecycle controls, each left set: labels changed, paused, a retry asked for, and
+	// a resource hibernated.
+	_, err = b.SetLabels(ctx, ids["ready"], map[string]string{"team": "data", "tier": "prod"})
+	must("label", err)
+	_, err = b.SetPaused(ctx, ids["resized"], true)
+	must("pause", err)
+	_, err = b.RequestRetry(ctx, ids["failed"])
+	must("retry", err)
+	_, err = b.SetHibernate(ctx, ids["hibernated"], true)
+	must("hibernate", err)
+	progress("hibernated", domain.ProgressUpdate{Status: domain.StatusHibernated, StatusMessage: "hibernated",
+		Provisioner: "pool", State: map[string]any{"host": "host-a"}})
+	must("release hibernated", b.ReleaseResource(ctx, ids["hibernated"], leases["hibernated"]))
 
 	gone, err := b.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeClickHouse, Name: "gone", Owner: "bob"})
 	must("create gone", err)
@@ -240,9 +254,10 @@ func dump(t *testing.T, src storecopy.Source) storecopy.Batch {
 	}
 	for i := range all.Resources {
 		r := &all.Resources[i]
-		r.Args, r.State, r.Config = canonical(t, r.Args), canonical(t, r.State), canonical(t, r.Config)
-		r.CreatedAt, r.UpdatedAt = ms(r.CreatedAt), ms(r.UpdatedAt)
+		r.Args, r.State, r.Config, r.Labels = canonical(t, r.Args), canonical(t, r.State), canonical(t, r.Config), canonical(t, r.Labels)
+		r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.StatusChangedAt)
 		r.NextAttemptAt, r.LeaseExpiresAt, r.ReadyAt, r.UnhealthySince = msp(r.NextAttemptAt), msp(r.LeaseExpiresAt), msp(r.ReadyAt), msp(r.UnhealthySince)
+		r.RetryRequestedAt = msp(r.RetryRequestedAt)
 	}
 	sort.Slice(all.Resources, func(i, j int) bool { return all.Resources[i].ID < all.Resources[j].ID })
 	for i := range all.Reservations {
@@ -427,8 +442,9 @@ func sameAPIView(t *testing.T, a, b *backend) {
 		events := map[string][]domain.Event{}
 		for i := range rs {
 			r := &rs[i]
-			r.CreatedAt, r.UpdatedAt = ms(r.CreatedAt), ms(r.UpdatedAt)
+			r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.StatusChangedAt)
 			r.NextAttemptAt, r.ReadyAt, r.UnhealthySince = msp(r.NextAttemptAt), msp(r.ReadyAt), msp(r.UnhealthySince)
+			r.RetryRequestedAt, r.LeaseExpiresAt = msp(r.RetryRequestedAt), msp(r.LeaseExpiresAt)
 			es, err := st.ListEvents(ctx, r.ID, 0)
 			if err != nil {
 				t.Fatal(err)

@@ -114,6 +114,11 @@ type Resource struct {
 	UpdatedAt          time.Time
 	ReadyAt            *time.Time
 	UnhealthySince     *time.Time
+	Labels             string
+	Paused             bool
+	Hibernate          bool
+	RetryRequestedAt   *time.Time
+	StatusChangedAt    time.Time
 }
 
 // Reservation is a row of slot_reservations.
@@ -210,7 +215,8 @@ func (t Table) Columns() []string { return columns[t] }
 var columns = map[Table][]string{
 	Resources: {"id", "type", "name", "owner", "provisioner", "args", "generation", "observed_generation",
 		"status", "status_message", "state", "config", "attempts", "next_attempt_at", "last_error",
-		"lease_holder", "lease_expires_at", "lease_token", "created_at", "updated_at", "ready_at", "unhealthy_since"},
+		"lease_holder", "lease_expires_at", "lease_token", "created_at", "updated_at", "ready_at", "unhealthy_since",
+		"labels", "paused", "hibernate", "retry_requested_at", "status_changed_at"},
 	Reservations:     {"provisioner", "resource_id", "owner", "host", "slots", "created_at", "updated_at"},
 	Events:           {"seq", "resource_id", "at", "kind", "status", "message"},
 	Changes:          {"seq", "resource_id", "created_at"},
@@ -220,7 +226,7 @@ var columns = map[Table][]string{
 }
 
 // jsonColumns are the columns (all of resources) whose text is JSON.
-var jsonColumns = map[string]bool{"args": true, "state": true, "config": true}
+var jsonColumns = map[string]bool{"args": true, "state": true, "config": true, "labels": true}
 
 // Values returns the batch's rows, each as its values in its table's Columns order. A value
 // is a string, int64, bool, time.Time, or a *time.Time or *string that is nil for NULL.
@@ -229,7 +235,8 @@ func (b Batch) Values() [][]any {
 	for _, r := range b.Resources {
 		out = append(out, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
 			r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, r.NextAttemptAt, r.LastError,
-			r.LeaseHolder, r.LeaseExpiresAt, r.LeaseToken, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince})
+			r.LeaseHolder, r.LeaseExpiresAt, r.LeaseToken, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince,
+			r.Labels, r.Paused, r.Hibernate, r.RetryRequestedAt, r.StatusChangedAt})
 	}
 	for _, r := range b.Reservations {
 		out = append(out, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, r.CreatedAt, r.UpdatedAt})

@@ -1,11 +1,15 @@
 package backend
 
-// NeedsAttentionSQL is true for a resources row the agent has work on: pending,
-// provisioning, deleting, error (re-evaluated at start), or ahead of its observed
-// generation. It is the predicate of resources_needing_attention_idx in both stores'
-// migrations, which a query must state for the index to serve it; both dialects write it
-// alike, so it has this one home.
-const NeedsAttentionSQL = `(status IN ('pending', 'provisioning', 'deleting', 'error') OR generation <> observed_generation)`
+// NeedsAttentionSQL is true for a resources row the agent has work on: one not paused that
+// is pending, provisioning, deleting, in error (re-evaluated at start) or hibernating; or
+// asked to hibernate and not hibernated yet; or asked to run and hibernated, or ahead of its
+// observed generation. It is the predicate of resources_needing_attention_idx in both
+// stores' migrations (0011), which a query must state for the index to serve it; both
+// dialects write it alike, so it has this one home, and each store's tests check its
+// migration states it word for word.
+const NeedsAttentionSQL = `(NOT paused AND (status IN ('pending', 'provisioning', 'deleting', 'error', 'hibernating')
+       OR (hibernate AND status <> 'hibernated')
+       OR (NOT hibernate AND (status = 'hibernated' OR generation <> observed_generation))))`
 
 // ReservedByHostSQL reads what provisioner $1's reservations hold on each host that holds
 // any, ordered by host, from the sums the reservations' triggers keep (slot_host_usage,

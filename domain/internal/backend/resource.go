@@ -1,0 +1,79 @@
+package backend
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// StatusList is every status, as the stores' messages name them ("pending, provisioning,
+// ..."), from domain.Statuses.
+func StatusList() string {
+	names := make([]string, len(domain.Statuses))
+	for i, s := range domain.Statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// TypeList is every resource type, as the stores' messages name them, from
+// domain.ResourceTypes.
+func TypeList() string {
+	names := make([]string, len(domain.ResourceTypes))
+	for i, t := range domain.ResourceTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+// EncodeLabels is the stored JSON of labels ({} for none).
+func EncodeLabels(labels map[string]string) (string, error) {
+	if len(labels) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(labels)
+	if err != nil {
+		return "", &domain.FieldError{Field: "labels", Msg: "cannot be stored as JSON: " + err.Error()}
+	}
+	return string(b), nil
+}
+
+// DecodeLabels fills r.Labels from the stored JSON of its labels column. The schema keeps
+// the column an object of string values; should it hold anything else, the column is
+// recorded in r.Unreadable, as an unreadable args column is, and r.Labels is nil.
+func DecodeLabels(r *domain.Resource, raw []byte) {
+	r.Labels = nil
+	if raw == nil {
+		return
+	}
+	var labels map[string]string
+	if err := json.Unmarshal(raw, &labels); err != nil {
+		reason := "it is not a JSON object of string values"
+		if len(raw) == 0 {
+			reason = "it is empty"
+		}
+		r.Unreadable = append(r.Unreadable, domain.UnreadableColumn{Column: "labels", Reason: reason})
+		return
+	}
+	if len(labels) > 0 {
+		r.Labels = labels
+	}
+}
+
+// conflictError is an error wrapping domain.ErrConflict whose message is its own.
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string { return e.msg }
+func (e *conflictError) Unwrap() error { return domain.ErrConflict }
+
+// HibernateWhileDeleting is SetHibernate's error for a resource being deleted.
+func HibernateWhileDeleting(id string) error {
+	return &conflictError{fmt.Sprintf("resource %s is being deleted: it cannot be hibernated or woken", id)}
+}
+
+// LabelsWhileDeleting is SetLabels' error for a resource being deleted.
+func LabelsWhileDeleting(id string) error {
+	return &conflictError{fmt.Sprintf("resource %s is being deleted: its labels cannot change", id)}
+}
