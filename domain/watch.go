@@ -233,7 +233,7 @@ func (t *feedTail) settle(high int64, now time.Time) {
 		}
 	}
 	for seq := t.after + 1; seq <= high; seq++ {
-		if since, gap := t.gaps[seq]; gap && now.Sub(since) < feedGapTimeout {
+		if !t.seen[seq] && now.Sub(t.gaps[seq]) < feedGapTimeout {
 			return
 		}
 		delete(t.seen, seq)
