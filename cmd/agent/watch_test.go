@@ -199,8 +199,13 @@ func TestGetWatchJSONEndsWithTheRemoval(t *testing.T) {
 func TestListWatchYAMLOnSQLite(t *testing.T) {
 	c := newCLI(t)
 	url := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
-	c.mustRun("migrate", "--database-url", url)
-	lite := func(args ...string) string { return c.mustRun(append(args, "--database-url", url)...) }
+	lite := func(args ...string) {
+		t.Helper()
+		if _, errOut, err := runBerth(c.clk, append(args, "--database-url", url)...); err != nil {
+			t.Fatalf("berth %s: %v (stderr %q)", strings.Join(args, " "), err, errOut)
+		}
+	}
+	lite("migrate")
 	lite("resource", "create", "--type", "runtime", "--name", "a")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
