@@ -219,10 +219,16 @@ func (s *Service) Label(ctx context.Context, id string, set map[string]string, u
 	return s.store.SetLabels(ctx, current.ID, merged)
 }
 
-// Wait reads the resource every interval (on clk) until until says it is done or fails, or
-// ctx ends. until sees every read, including a failed one (ErrNotFound once the row is gone),
-// so callers decide what "done" means. It returns the last resource read; when ctx ends the
-// error wraps ctx.Err().
+// Wait reads the resource until until says it is done or fails, or ctx ends. until sees
+// every read, including a failed one (ErrNotFound once the row is gone), so callers decide
+// what "done" means. It returns the last resource read; when ctx ends the error wraps
+// ctx.Err().
+//
+// The resource is read at once, then whenever the feed records an event or change of it (see
+// FollowFeed: a wake-up of its listeners starts the read, so Wait returns as soon as the
+// resource gets where until wants it), and every interval on clk regardless, which is also
+// how often until can notice a deadline of its own. A store that keeps no feed is read every
+// interval.
 func (s *Service) Wait(ctx context.Context, clk clock.Clock, id string, until func(Resource, error) (done bool, err error), every time.Duration) (Resource, error) {
 	if every <= 0 {
 		return Resource{}, fmt.Errorf("wait for resource %s: poll interval must be positive, got %v", id, every)
@@ -232,21 +238,47 @@ func (s *Service) Wait(ctx context.Context, clk clock.Clock, id string, until fu
 		return Resource{}, err
 	}
 	var last Resource
-	for {
+	check := func() (bool, error) {
 		r, getErr := s.store.GetResource(ctx, id)
 		if getErr == nil {
 			last = r
 		}
-		done, err := until(r, getErr)
-		if err != nil {
-			return last, err
+		return until(r, getErr)
+	}
+	feed, ok := s.store.(Feed)
+	if !ok {
+		return last, s.poll(ctx, clk, id, check, every)
+	}
+	// Taken before the first read, so that every change after that read is in the feed.
+	from, err := LatestFeedPosition(ctx, feed)
+	if err != nil {
+		return Resource{}, fmt.Errorf("wait for resource %s: %w", id, err)
+	}
+	if done, err := check(); err != nil || done {
+		return last, err
+	}
+	err = FollowFeed(ctx, feed, clk, from, every, func(ids []string, recheck bool) (bool, error) {
+		if !recheck && !slices.ContainsFunc(ids, func(other string) bool { return strings.EqualFold(other, id) }) {
+			return false, nil
 		}
-		if done {
-			return last, nil
+		return check()
+	})
+	if err != nil && ctx.Err() != nil {
+		return last, fmt.Errorf("wait for resource %s: %w", id, ctx.Err())
+	}
+	return last, err
+}
+
+// poll calls check every interval on clk until it says done or fails, or ctx ends.
+func (s *Service) poll(ctx context.Context, clk clock.Clock, id string, check func() (bool, error), every time.Duration) error {
+	for {
+		done, err := check()
+		if err != nil || done {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return last, fmt.Errorf("wait for resource %s: %w", id, ctx.Err())
+			return fmt.Errorf("wait for resource %s: %w", id, ctx.Err())
 		case <-clk.After(every):
 		}
 	}

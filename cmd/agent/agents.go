@@ -68,7 +68,7 @@ live, until it is removed after a day of silence, or until it starts again under
 			if err != nil {
 				return needsSchema(err)
 			}
-			if format == outputJSON {
+			if format != outputTable {
 				out := make([]agentJSON, len(agents))
 				for i, a := range agents {
 					out[i] = agentJSON{
@@ -77,7 +77,7 @@ live, until it is removed after a day of silence, or until it starts again under
 						Session: a.Session,
 					}
 				}
-				return writeJSON(cmd.OutOrStdout(), out)
+				return writeData(cmd.OutOrStdout(), format, out)
 			}
 			return writeAgents(cmd.OutOrStdout(), agents)
 		},

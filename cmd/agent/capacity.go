@@ -147,8 +147,8 @@ agent running the figures are as old as their sample time says.`,
 			}
 			report := buildCapacityReport(now, from, latest, trends, warnings, waiting)
 			report.Hibernated = countByProvisioner(hibernated)
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), report)
+			if format != outputTable {
+				return writeData(cmd.OutOrStdout(), format, report)
 			}
 			return writeCapacity(cmd.OutOrStdout(), report, since)
 		},

@@ -49,8 +49,8 @@ exactly one provisioner).`,
 			if err := set.Close(); err != nil {
 				return err
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"source": source, "default": set.Default, "provisioners": report})
+			if format != outputTable {
+				return writeData(cmd.OutOrStdout(), format, map[string]any{"source": source, "default": set.Default, "provisioners": report})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tTYPE\tDEFAULT\tSUMMARY")

@@ -101,6 +101,19 @@ type cmdResult struct {
 	err    error
 }
 
+// awaitResult returns the result of a command run with runAsync, failing the test when it
+// does not come (a wait that needs the clock to move, or is stuck).
+func awaitResult(t *testing.T, done <-chan cmdResult) cmdResult {
+	t.Helper()
+	select {
+	case res := <-done:
+		return res
+	case <-time.After(waitLimit):
+		t.Fatal("the command did not return")
+		return cmdResult{}
+	}
+}
+
 // decodeOne decodes out as exactly one JSON value, keeping numbers as json.Number.
 func decodeOne(t *testing.T, out string, v any) {
 	t.Helper()
@@ -255,7 +268,7 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"resource", "list", "--status", "done"}, `--status: "done" is not a status: use one of pending, provisioning, ready, unhealthy, error, deleting`},
 		{[]string{"resource", "list", "--type", "vm"}, `--type: "vm" is not a resource type`},
-		{[]string{"resource", "list", "-o", "yaml"}, `-o/--output: "yaml" is not an output format: use table or json`},
+		{[]string{"resource", "list", "-o", "xml"}, `-o/--output: "xml" is not an output format: use table, json or yaml`},
 		{[]string{"resource", "get"}, "needs exactly one resource ID"},
 		{[]string{"resource", "gte", id}, `unknown command "gte" for "berth resource"`},
 		{[]string{"resource", "get", "00000000-0000-0000-0000-000000000000"}, "not found"},
@@ -324,10 +337,8 @@ func TestCreateWaitReturnsWhenReady(t *testing.T) {
 	one := int64(1)
 	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, ObservedGeneration: &one,
 		Config: map[string]any{"host": "http://h1:9091"}})
-	if err := c.clk.WaitAdvance(time.Second, waitLimit, 1); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
+	// The command returns on the resource's event, without the clock moving.
+	res := awaitResult(t, done)
 	if res.err != nil {
 		t.Fatalf("create --wait: %v", res.err)
 	}
@@ -348,10 +359,8 @@ func TestCreateWaitFailsWithTheStatusMessage(t *testing.T) {
 		t.Fatalf("resources: %v, %v", rs, err)
 	}
 	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, StatusMessage: "args.slots: 60 slots do not fit on any host"})
-	if err := c.clk.WaitAdvance(time.Second, waitLimit, 1); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
+	// The command returns on the resource's event, without the clock moving.
+	res := awaitResult(t, done)
 	if res.err == nil || !strings.Contains(res.err.Error(), "failed: args.slots: 60 slots do not fit on any host") {
 		t.Errorf("create --wait error = %v, want the status message", res.err)
 	}
@@ -387,10 +396,8 @@ func TestUpdateWaitIgnoresTheErrorOfTheOldArgs(t *testing.T) {
 	}
 	two := int64(2)
 	c.record(id, domain.ProgressUpdate{Generation: 2, Status: domain.StatusReady, ObservedGeneration: &two})
-	if err := c.clk.WaitAdvance(time.Second, waitLimit, 1); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
+	// The command returns on the resource's event, without the clock moving.
+	res := awaitResult(t, done)
 	if res.err != nil {
 		t.Fatalf("update --wait: %v", res.err)
 	}
@@ -414,10 +421,8 @@ func TestDeleteWaitReturnsWhenTheRowIsGone(t *testing.T) {
 	if err := c.st.FinalizeDelete(ctx, id, claim.Lease); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.clk.WaitAdvance(time.Second, waitLimit, 1); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
+	// The command returns on the resource's event, without the clock moving.
+	res := awaitResult(t, done)
 	if res.err != nil || !strings.Contains(res.stdout, "deleted") {
 		t.Errorf("delete --wait: %q, %v", res.stdout, res.err)
 	}

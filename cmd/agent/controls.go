@@ -133,8 +133,8 @@ func newControlCommand(opts *globalOptions, c control) *cobra.Command {
 				if err != nil {
 					return storeError(err)
 				}
-				if format == outputJSON {
-					return writeJSON(cmd.OutOrStdout(), toJSON(after))
+				if format != outputTable {
+					return writeData(cmd.OutOrStdout(), format, toJSON(after))
 				}
 				return writeDone(cmd.OutOrStdout(), after, c.done(before, after))
 			})
@@ -202,8 +202,8 @@ narrows --all-failed. Each retry is recorded in the resource's history (kind con
 					if r, err = svc.Retry(ctx, r.ID); err != nil {
 						return storeError(err)
 					}
-					if format == outputJSON {
-						return writeJSON(cmd.OutOrStdout(), toJSON(r))
+					if format != outputTable {
+						return writeData(cmd.OutOrStdout(), format, toJSON(r))
 					}
 					return writeDone(cmd.OutOrStdout(), r, retryDone(r))
 				}
@@ -240,12 +240,12 @@ func retryAll(ctx context.Context, w io.Writer, svc *domain.Service, format stri
 		}
 		retried = append(retried, after)
 	}
-	if format == outputJSON {
+	if format != outputTable {
 		out := make([]resourceJSON, len(retried))
 		for i, r := range retried {
 			out[i] = toJSON(r)
 		}
-		return errors.Join(writeJSON(w, out), errors.Join(errs...))
+		return errors.Join(writeData(w, format, out), errors.Join(errs...))
 	}
 	if len(retried) == 0 && len(errs) == 0 {
 		what := "no resource matches the selector"
@@ -319,8 +319,8 @@ the command prints the resource as relabelled.
 				if err != nil {
 					return labelError(storeError(err))
 				}
-				if format == outputJSON {
-					return writeJSON(cmd.OutOrStdout(), toJSON(after))
+				if format != outputTable {
+					return writeData(cmd.OutOrStdout(), format, toJSON(after))
 				}
 				msg := "labels unchanged: " + labelText(after.Labels)
 				if after.Generation != before.Generation {

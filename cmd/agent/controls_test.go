@@ -157,6 +157,9 @@ func TestControlsOnEachStore(t *testing.T) {
 		if obj := decodeResource(t, c.mustRun("resource", "get", id, "-o", "json")); obj["paused"] != true {
 			t.Errorf("get -o json of a paused resource: paused = %v", obj["paused"])
 		}
+		if got := c.mustRun("resource", "pause", id, "-o", "yaml"); !regexp.MustCompile(`(?m)^paused: true$`).MatchString(got) || !strings.Contains(got, "id: "+id+"\n") {
+			t.Errorf("pause -o yaml printed:\n%s", got)
+		}
 		doneLine(c.mustRun("resource", "resume", id), "resumed: the agent takes it at once and applies any change made while it was paused")
 		doneLine(c.mustRun("resource", "resume", id), "not paused: nothing to resume, the agent is already looking after it")
 

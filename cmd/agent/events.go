@@ -79,12 +79,12 @@ is deleted; the history of a deleted resource is found by its ID only.
 					return needsSchema(err)
 				}
 			}
-			if format == outputJSON {
+			if format != outputTable {
 				out := make([]eventJSON, len(events))
 				for i, e := range events {
 					out[i] = eventJSON{Seq: e.Seq, At: e.At.UTC(), Kind: string(e.Kind), Status: string(e.Status), Message: e.Message}
 				}
-				return writeJSON(cmd.OutOrStdout(), out)
+				return writeData(cmd.OutOrStdout(), format, out)
 			}
 			return writeEvents(cmd.OutOrStdout(), events)
 		},

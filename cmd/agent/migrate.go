@@ -36,8 +36,8 @@ they refuse to work on a database without Berth's schema.`,
 				return fmt.Errorf("migrate the database: %w", err)
 			}
 			where := store.Redact(url)
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), map[string]string{"database": where, "schema": "up to date"})
+			if format != outputTable {
+				return writeData(cmd.OutOrStdout(), format, map[string]string{"database": where, "schema": "up to date"})
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "schema of %s is up to date\n", where)
 			return err

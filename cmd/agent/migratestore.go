@@ -73,8 +73,8 @@ are provisioned. The source is left as it was; remove it once the target serves.
 			if err != nil {
 				return err
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), res.json())
+			if format != outputTable {
+				return writeData(cmd.OutOrStdout(), format, res.json())
 			}
 			return res.print(cmd.OutOrStdout())
 		},

@@ -75,10 +75,10 @@ func (o *globalOptions) newLogger(w io.Writer) (*slog.Logger, error) {
 // outputFormat validates -o/--output.
 func (o *globalOptions) outputFormat() (string, error) {
 	switch o.output {
-	case outputTable, outputJSON:
+	case outputTable, outputJSON, outputYAML:
 		return o.output, nil
 	default:
-		return "", fmt.Errorf("-o/--output: %q is not an output format: use table or json", o.output)
+		return "", fmt.Errorf("-o/--output: %q is not an output format: use table, json or yaml", o.output)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"unicode"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/berth-dev/berth/domain"
 )
 
@@ -67,6 +69,28 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeData prints v as -o json or -o yaml says. The YAML is the JSON converted, so that
+// both have the same field names and values.
+func writeData(w io.Writer, format string, v any) error {
+	if format != outputYAML {
+		return writeJSON(w, v)
+	}
+	out, err := toYAML(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+func toYAML(v any) ([]byte, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.JSONToYAML(data)
 }
 
 // writeResourceTable prints one resource as aligned "field: value" lines.

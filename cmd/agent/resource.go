@@ -28,7 +28,8 @@ its ID or its name (with --owner and --type where several resources share the na
 With -o json every command prints one JSON object (list: a JSON array of them) with exactly
 the keys id, type, name, owner, provisioner, status, status_message, args, config, labels,
 paused, hibernate, generation, observed_generation and conditions (Ready and Synced, each
-with type, status, reason, message, lastTransitionTime and observedGeneration).
+with type, status, reason, message, lastTransitionTime and observedGeneration); -o yaml
+prints the same as YAML.
 
 The lifecycle controls (pause, resume, hibernate, wake, retry, label) are recorded in the
 resource's history; describe shows why a resource is where it is and when it is tried next.`,
@@ -119,8 +120,8 @@ it).`,
 				if wait {
 					r, waitErr = waitReady(ctx, opts, svc, r, false, timeout)
 				}
-				if format == outputJSON {
-					return errors.Join(writeJSON(cmd.OutOrStdout(), toJSON(r)), waitErr)
+				if format != outputTable {
+					return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(r)), waitErr)
 				}
 				return errors.Join(writeCreated(cmd.OutOrStdout(), r), waitErr)
 			})
@@ -138,16 +139,22 @@ it).`,
 }
 
 func newResourceGetCommand(opts *globalOptions) *cobra.Command {
-	var ref resourceRef
+	var (
+		ref   resourceRef
+		watch bool
+	)
 	cmd := &cobra.Command{
-		Use:   "get ID|NAME [--owner OWNER] [--type TYPE]",
+		Use:   "get ID|NAME [--owner OWNER] [--type TYPE] [--watch]",
 		Short: "Show one resource",
 		Long: `Show a resource's desired args, status, client config and generations.
 
-` + refHelp,
+` + refHelp + `
+
+` + watchHelp + ` The watch ends once the resource is removed.`,
 		Example: `  berth resource get 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
   berth resource get analytics --owner acme
-  berth resource get analytics --owner acme -o json | jq .config`,
+  berth resource get analytics --owner acme -o json | jq .config
+  berth resource get analytics --owner acme --watch`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
@@ -160,11 +167,15 @@ func newResourceGetCommand(opts *globalOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if watch {
+					return watchOne(cmd, opts, svc, format, r.ID)
+				}
 				return printResource(cmd, format, r)
 			})
 		},
 	}
 	ref.addFlags(cmd)
+	addWatchFlag(cmd, &watch)
 	return cmd
 }
 
@@ -172,20 +183,26 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 	var (
 		f                     domain.ListFilter
 		typ, status, selector string
+		watch                 bool
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS] [-l SELECTOR]",
+		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS] [-l SELECTOR] [--watch]",
 		Short: "List resources, oldest first",
 		Long: `List resources, oldest first. The filters combine; without any every resource is listed.
 
 -l/--selector selects by labels in Kubernetes' syntax: key=value, key!=value, key in (a,b),
 key notin (a,b), key (has the label) and !key (has not), joined by commas, all of which
 must hold. The status column notes what a control asks for that the status does not show
-yet: "ready (paused)", "ready (hibernate requested)", "hibernated (wake requested)".`,
+yet: "ready (paused)", "ready (hibernate requested)", "hibernated (wake requested)".
+
+` + watchHelp + ` It follows the resources the filters match (--limit bounds the first
+listing only), and prints a resource that stops matching them once more, as it is then.
+With -o json the watch prints one object per resource, not an array.`,
 		Example: `  berth resource list
   berth resource list --owner acme --type runtime
   berth resource list -l team=data,tier!=dev
-  berth resource list --status error -o json`,
+  berth resource list --status error -o json
+  berth resource list --owner acme --watch`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := opts.outputFormat()
@@ -199,16 +216,19 @@ yet: "ready (paused)", "ready (hibernate requested)", "hibernated (wake requeste
 			}
 			ctx := cmd.Context()
 			return opts.withService(ctx, func(svc *domain.Service) error {
+				if watch {
+					return watchList(cmd, opts, svc, format, f)
+				}
 				rs, err := svc.List(ctx, f)
 				if err != nil {
 					return flagError(err)
 				}
-				if format == outputJSON {
+				if format != outputTable {
 					out := make([]resourceJSON, len(rs))
 					for i, r := range rs {
 						out[i] = toJSON(r)
 					}
-					return writeJSON(cmd.OutOrStdout(), out)
+					return writeData(cmd.OutOrStdout(), format, out)
 				}
 				return writeResourceList(cmd.OutOrStdout(), rs)
 			})
@@ -221,6 +241,7 @@ yet: "ready (paused)", "ready (hibernate requested)", "hibernated (wake requeste
 	flags.StringVar(&f.Provisioner, "provisioner", "", "only resources pinned to this provisioner")
 	flags.StringVarP(&selector, "selector", "l", "", "only resources whose labels match, e.g. team=data,tier!=dev")
 	flags.IntVar(&f.Limit, "limit", 0, "list at most this many (0: all)")
+	addWatchFlag(cmd, &watch)
 	return cmd
 }
 
@@ -339,8 +360,8 @@ it was when the delete was requested.
 				if wait {
 					waitErr = waitGone(ctx, opts, svc, r.ID, timeout)
 				}
-				if format == outputJSON {
-					return errors.Join(writeJSON(cmd.OutOrStdout(), toJSON(r)), waitErr)
+				if format != outputTable {
+					return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(r)), waitErr)
 				}
 				msg := "delete requested: the agent frees it and then removes it"
 				if wait && waitErr == nil {
@@ -366,7 +387,7 @@ func (o *globalOptions) withService(ctx context.Context, fn func(*domain.Service
 	return needsSchema(fn(domain.NewService(st)))
 }
 
-// waitReady polls r until it is ready at its current generation. It fails when the resource
+// waitReady waits (Service.Wait) until r is ready at its current generation. It fails when the resource
 // reaches the error status (unless staleError: then only an error recorded after the agent
 // picked up the new args counts), is deleted, or the timeout passes on opts.clock.
 func waitReady(ctx context.Context, opts *globalOptions, svc *domain.Service, r domain.Resource, staleError bool, timeout time.Duration) (domain.Resource, error) {
@@ -399,7 +420,7 @@ func waitReady(ctx context.Context, opts *globalOptions, svc *domain.Service, r 
 	return last, err
 }
 
-// waitGone polls until the resource's row is gone or the timeout passes on opts.clock.
+// waitGone waits until the resource's row is gone or the timeout passes on opts.clock.
 func waitGone(ctx context.Context, opts *globalOptions, svc *domain.Service, id string, timeout time.Duration) error {
 	deadline := opts.clock.Now().Add(timeout)
 	_, err := svc.Wait(ctx, opts.clock, id, func(cur domain.Resource, err error) (bool, error) {
@@ -418,8 +439,8 @@ func waitGone(ctx context.Context, opts *globalOptions, svc *domain.Service, id 
 }
 
 func printResource(cmd *cobra.Command, format string, r domain.Resource) error {
-	if format == outputJSON {
-		return writeJSON(cmd.OutOrStdout(), toJSON(r))
+	if format != outputTable {
+		return writeData(cmd.OutOrStdout(), format, toJSON(r))
 	}
 	return writeResourceTable(cmd.OutOrStdout(), r)
 }

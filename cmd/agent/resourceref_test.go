@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/berth-dev/berth/domain"
 )
@@ -92,10 +91,8 @@ func TestCreateWaitPrintsHostAndConfig(t *testing.T) {
 	one := int64(1)
 	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, ObservedGeneration: &one,
 		Config: map[string]any{"audience": "http://a", "cpu": 2, "host": "http://h1:9091"}})
-	if err := c.clk.WaitAdvance(time.Second, waitLimit, 1); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
+	// The command returns on the resource's event, without the clock moving.
+	res := awaitResult(t, done)
 	if res.err != nil {
 		t.Fatalf("create --wait: %v", res.err)
 	}

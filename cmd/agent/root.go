@@ -22,10 +22,13 @@ const (
 const (
 	outputTable = "table"
 	outputJSON  = "json"
+	outputYAML  = "yaml"
 )
 
-// defaultPollInterval is how often --wait re-reads a resource.
-const defaultPollInterval = time.Second
+// defaultPollInterval is how often --wait and --watch read the resources' history without a
+// wake-up (which may be lost), and so how late --wait notices its --timeout at most: they
+// follow the history as it is recorded, and this is only the fallback.
+const defaultPollInterval = 5 * time.Second
 
 // globalOptions are the persistent flags every subcommand shares, with their environment
 // variables already applied.
@@ -34,10 +37,10 @@ type globalOptions struct {
 	provisionersFile   string // --provisioners FILE; else env BERTH_PROVISIONER_SET_JSON holds the JSON itself
 	defaultProvisioner string // --default-provisioner, env BERTH_DEFAULT_PROVISIONER
 	logLevel           string // --log-level debug|info|warn|error (env BERTH_LOG_LEVEL), default info
-	output             string // -o/--output: table (default) | json
+	output             string // -o/--output: table (default) | json | yaml
 
-	clock        clock.Clock   // drives --wait polling and timeouts
-	pollInterval time.Duration // how often --wait re-reads a resource
+	clock        clock.Clock   // drives --wait and --watch rechecks and timeouts
+	pollInterval time.Duration // see defaultPollInterval
 }
 
 func newRootCommand() *cobra.Command {
@@ -93,7 +96,7 @@ Global flags have environment variables; a flag beats its variable:
 	flags.StringVar(&opts.provisionersFile, "provisioners", "", "file holding the provisioner set JSON (else env "+envProvisionerSetJSON+" holds the JSON)")
 	flags.StringVar(&opts.defaultProvisioner, "default-provisioner", "", "provisioner for resources that name none (env "+envDefaultProvisioner+"; optional when the set has one)")
 	flags.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error (env "+envLogLevel+")")
-	flags.StringVarP(&opts.output, "output", "o", outputTable, "output format: table or json (json also makes logs JSON)")
+	flags.StringVarP(&opts.output, "output", "o", outputTable, "output format: table, json or yaml (json also makes logs JSON)")
 	// Set after the flags are defined, so that help never shows a variable's value (a
 	// database URL may carry a password) and the command line still overrides it.
 	opts.applyEnv(os.Getenv)
@@ -111,6 +114,7 @@ Global flags have environment variables; a flag beats its variable:
 		newDevHostsCommand(opts),
 	)
 	addBuiltinCommands(root)
+	addCompletions(root, opts)
 	return root
 }
 

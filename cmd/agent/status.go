@@ -53,8 +53,8 @@ unreachable. -o json prints the report as the agent sent it. The command needs n
 			if err != nil {
 				return err
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), report)
+			if format != outputTable {
+				return writeData(cmd.OutOrStdout(), format, report)
 			}
 			return writeEngineReport(cmd.OutOrStdout(), report)
 		},

@@ -31,8 +31,8 @@ func newVersionCommand(opts *globalOptions) *cobra.Command {
 					}
 				}
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), map[string]string{"version": version, "commit": commit, "go": runtime.Version()})
+			if format != outputTable {
+				return writeData(cmd.OutOrStdout(), format, map[string]string{"version": version, "commit": commit, "go": runtime.Version()})
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "berth %s (commit %s, %s)\n", version, commit, runtime.Version())
 			return err
