@@ -40,6 +40,9 @@ type Store interface {
 // Registration gives the session the agent is registered under (membership.Registration).
 type Registration interface {
 	Session() int64
+	// Registered is closed once the agent has registered: a worker that started before
+	// claims then, not an Interval later.
+	Registered() <-chan struct{}
 }
 
 // Metrics records whether this agent leads (*metrics.Metrics is one).
@@ -172,11 +175,22 @@ func (w *Worker) loop() error {
 	ctx := w.catacomb.Context(context.Background())
 	timer := w.config.Clock.NewTimer(w.config.Interval)
 	defer timer.Stop()
+	// Until the agent has registered there is no session to claim under; the claim is made
+	// the moment there is one.
+	var registered <-chan struct{}
+	if w.session == 0 {
+		registered = w.config.Registration.Registered()
+	}
 	for {
 		select {
 		case <-w.catacomb.Dying():
 			w.resign()
 			return w.catacomb.ErrDying()
+		case <-registered:
+			registered = nil
+			if err := w.renew(ctx); err != nil {
+				return err
+			}
 		case <-timer.Chan():
 			timer.Reset(w.config.Interval)
 			if err := w.renew(ctx); err != nil {

@@ -60,6 +60,14 @@ type fakeRegistration int64
 
 func (r fakeRegistration) Session() int64 { return int64(r) }
 
+func (r fakeRegistration) Registered() <-chan struct{} {
+	done := make(chan struct{})
+	if r != 0 {
+		close(done)
+	}
+	return done
+}
+
 // fakeMetrics records every observation of the flag.
 type fakeMetrics struct {
 	mu      sync.Mutex
@@ -235,8 +243,8 @@ func (s *workerSuite) TestFailedFirstClaimStartsAsFollower(c *gc.C) {
 	c.Check(errors.Is(err, dependency.ErrBounce), gc.Equals, true)
 }
 
-func (s *workerSuite) TestClaimsOnceTheAgentHasRegistered(c *gc.C) {
-	reg := &settableRegistration{}
+func (s *workerSuite) TestClaimsTheMomentTheAgentHasRegistered(c *gc.C) {
+	reg := newSettableRegistration()
 	s.config.Registration = reg
 	w, err := leadership.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
@@ -244,23 +252,34 @@ func (s *workerSuite) TestClaimsOnceTheAgentHasRegistered(c *gc.C) {
 	c.Check(w.Report()["claim-error"], gc.Equals, "the agent is not registered yet")
 	s.expectNoCall(c)
 
+	// The claim follows the registration without the clock moving: an agent that starts
+	// leads (and samples capacity) at once, not an Interval later.
+	s.store.claims <- claimResult{leader: "agent-a", mine: true}
 	reg.set(7)
-	s.advance(c, claimResult{leader: "agent-a", mine: true})
+	s.expectCall(c, "claim agent-a")
 	err = workertest.CheckKilled(c, w)
 	c.Check(errors.Is(err, dependency.ErrBounce), gc.Equals, true)
 }
 
 // settableRegistration is an agent that registers while the test runs.
 type settableRegistration struct {
-	mu      sync.Mutex
-	session int64
+	mu         sync.Mutex
+	session    int64
+	registered chan struct{}
+}
+
+func newSettableRegistration() *settableRegistration {
+	return &settableRegistration{registered: make(chan struct{})}
 }
 
 func (r *settableRegistration) set(session int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.session = session
+	close(r.registered)
 }
+
+func (r *settableRegistration) Registered() <-chan struct{} { return r.registered }
 
 func (r *settableRegistration) Session() int64 {
 	r.mu.Lock()

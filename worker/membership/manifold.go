@@ -111,6 +111,9 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 type Registration interface {
 	// Session is the agent's session, 0 until it has registered.
 	Session() int64
+	// Registered is closed once the agent has registered, so that a worker waiting for a
+	// session acts the moment there is one.
+	Registered() <-chan struct{}
 }
 
 // output gives the worker as a Registration.

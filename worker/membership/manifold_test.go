@@ -177,3 +177,5 @@ func (s *manifoldSuite) TestOutputsTheRegistration(c *gc.C) {
 type sessionStub struct{ worker.Worker }
 
 func (sessionStub) Session() int64 { return 42 }
+
+func (sessionStub) Registered() <-chan struct{} { return nil }

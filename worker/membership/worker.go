@@ -102,6 +102,9 @@ type Worker struct {
 
 	mu     sync.Mutex // guards status, which Report reads
 	status status
+	// registered is closed by the first registration (registerOnce).
+	registered   chan struct{}
+	registerOnce sync.Once
 }
 
 // status is what Report shows.
@@ -117,7 +120,7 @@ func NewWorker(config Config) (worker.Worker, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{config: config}
+	w := &Worker{config: config, registered: make(chan struct{})}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
 		return nil, err
 	}
@@ -136,6 +139,9 @@ func (w *Worker) Session() int64 {
 	defer w.mu.Unlock()
 	return w.status.session
 }
+
+// Registered is closed once the agent has registered.
+func (w *Worker) Registered() <-chan struct{} { return w.registered }
 
 // Report shows the agent's id and session, its last heartbeat and how many agents are live.
 func (w *Worker) Report() map[string]any {
@@ -200,6 +206,7 @@ func (w *Worker) register(ctx context.Context) (int64, error) {
 	w.status.session = session
 	w.status.lastHeartbeat = w.config.Clock.Now()
 	w.mu.Unlock()
+	w.registerOnce.Do(func() { close(w.registered) })
 	w.config.Logger.Info("registered", "agent-id", w.config.Agent.ID, "session", session)
 	w.observeAgents(ctx)
 	return session, nil

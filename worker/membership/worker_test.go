@@ -205,6 +205,11 @@ func (s *workerSuite) TestRegistersHeartbeatsAndResigns(c *gc.C) {
 	c.Check(w.Report(), gc.DeepEquals, map[string]any{
 		"id": "agent-a", "session": int64(7), "live-agents": 2, "last-heartbeat": s.clock.Now(),
 	})
+	select {
+	case <-w.(membership.Registration).Registered():
+	default:
+		c.Fatalf("Registered is not closed once the agent registered")
+	}
 	for range 3 {
 		s.tick(c)
 		hb := s.expect(c, "heartbeat")
@@ -270,6 +275,11 @@ func (s *workerSuite) TestFailedRegistrationEndsTheWorker(c *gc.C) {
 	err = workertest.CheckKilled(c, w)
 	c.Check(err, gc.ErrorMatches, "register agent agent-a: connection refused")
 	s.expectNoCall(c)
+	select {
+	case <-w.(membership.Registration).Registered():
+		c.Fatalf("Registered is closed though the agent never registered")
+	default:
+	}
 }
 
 func (s *workerSuite) TestRegistrationTimesOutOnTheClock(c *gc.C) {
