@@ -2,10 +2,29 @@ GO ?= go
 BIN := bin/berth
 PG := scripts/pg-local.sh
 
-.PHONY: build test fuzz bench bench-static run pg-up pg-down lint fmt k8s-up k8s-down e2e-k8s
+.PHONY: build test fuzz bench bench-static run pg-up pg-down lint fmt k8s-up k8s-down e2e-k8s image
 
+# Built static and with -trimpath, as the image's binary is, so that make image (and the
+# test that runs it) reuses this build's compiled packages instead of compiling them again.
 build:
-	$(GO) build -o $(BIN) ./cmd/agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/agent
+
+# The container image, built with no container engine (cmd/berth-image): a static binary
+# stamped with VERSION, in an OCI image layout (IMAGE_DIR/oci) and a docker load tarball
+# (IMAGE_DIR/berth.tar), tagged IMAGE_TAG. The Dockerfile builds the same image where a
+# container engine runs: docker build --build-arg VERSION=... --build-arg REVISION=... .
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_DIR ?= bin/image
+IMAGE_TAG ?= berth:$(VERSION)
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath \
+		-ldflags "-s -w -X main.version=$(VERSION)" -o $(IMAGE_DIR)/berth ./cmd/agent
+	$(GO) run ./cmd/berth-image -binary $(IMAGE_DIR)/berth -arch $(IMAGE_ARCH) \
+		-version $(VERSION) -revision $(REVISION) -created $(SOURCE_DATE_EPOCH) \
+		-oci-layout $(IMAGE_DIR)/oci -tarball $(IMAGE_DIR)/berth.tar -tag $(IMAGE_TAG)
 
 # Every test, against a real throwaway PostgreSQL (started here when BERTH_TEST_DATABASE_URL is unset).
 test: build

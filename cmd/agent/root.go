@@ -84,9 +84,13 @@ Global flags have environment variables; a flag beats its variable:
   export BERTH_DATABASE_URL=postgres://berth@db.internal:5432/berth
   berth migrate
   berth resource list -o json`,
+		// berth --version, as container and package tooling expect; berth version also
+		// gives the commit and the Go version.
+		Version:       version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("berth {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see `%s --help`)", err, cmd.CommandPath())
 	})
