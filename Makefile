@@ -51,8 +51,15 @@ pg-down:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# go vet and staticcheck (its default checks) on every package, also as built with the k8s
+# tag (e2e/k8s). The staticcheck version is pinned here and fetched by go run through the
+# module proxy, so nothing is installed and the project's go.mod is not involved.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags k8s ./...
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags k8s ./...
 
 # Every figure: the static environ's (bench-static) and the kubernetes environ's (bench-k8s,
 # which starts the local control plane, building it on first use; make k8s-down stops it).

@@ -78,7 +78,6 @@ func testLifecycleControls(t *testing.T, store e2etest.Store) {
 	const within = 30 * time.Second
 
 	web := e.create("--name", "web", "--owner", "demo", "--arg", "slots=2", "--label", "team=data", "--wait")
-	host := e.get(web).Config["host"]
 
 	// Paused, an args change is recorded but not applied: a resource created after it is
 	// provisioned meanwhile, and the paused one stays at its old generation.
@@ -100,7 +99,7 @@ func testLifecycleControls(t *testing.T, store e2etest.Store) {
 	if r.ObservedGeneration != 2 || r.Config["cpu"] != float64(3) {
 		t.Fatalf("resumed resource should be ready with the args changed while paused: %+v %v", r, r.Config)
 	}
-	host = r.Config["host"]
+	host := r.Config["host"]
 
 	// Hibernated, it holds no slots and is counted apart; woken, it is back on its host.
 	e.berth("resource", "hibernate", web)

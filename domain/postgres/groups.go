@@ -133,8 +133,7 @@ type reserveCall struct {
 	out  domain.Reservation
 	err  error
 
-	fenceErr error               // the lease refuses the write
-	existing *domain.Reservation // the resource's reservation before the group
+	fenceErr error // the lease refuses the write
 }
 
 // reservations returns the group of provisioner's reservations.

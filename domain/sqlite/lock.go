@@ -52,7 +52,7 @@ func LockAgent(path string) (*AgentLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("lock database file %s (lock file %s): %w", abs, lockPath, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

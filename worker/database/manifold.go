@@ -46,6 +46,11 @@ func (c ManifoldConfig) Validate() error {
 
 // Manifold runs the database worker; its output is the open store as a domain.State, a
 // database.DB, or a database.Hold that keeps it open until released.
+//
+// Start returns the worker only once it has connected, so that the engine registers it, and
+// bounces its dependents, when there is a store to hand them: until then they see
+// dependency.ErrMissing. The worker connects in its own loop, so the wait ends as soon as the
+// engine cancels the start, and a failure to connect is the worker's error.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
 		Inputs: []string{config.ClockName},
@@ -57,7 +62,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 			if err := getter.Get(config.ClockName, &clk); err != nil {
 				return nil, err
 			}
-			return config.NewWorker(Config{
+			w, err := config.NewWorker(Config{
 				URL:             config.URL,
 				Open:            config.Open,
 				Clock:           clk,
@@ -67,6 +72,10 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				PingTimeout:     config.PingTimeout,
 				MaxPingFailures: config.MaxPingFailures,
 			})
+			if err != nil {
+				return nil, err
+			}
+			return awaitConnected(ctx, w)
 		},
 		Output: output,
 	}
@@ -77,16 +86,43 @@ func NewManifoldWorker(config Config) (worker.Worker, error) {
 	return NewWorker(config)
 }
 
+// awaitConnected returns w once it has connected; if w dies first it returns w's error, and if
+// ctx ends first it stops w and returns ctx's error. A worker other than *Worker (a test's) is
+// returned as it is.
+func awaitConnected(ctx context.Context, w worker.Worker) (worker.Worker, error) {
+	dw, ok := w.(*Worker)
+	if !ok {
+		return w, nil
+	}
+	select {
+	case <-dw.connected:
+		return w, nil
+	case <-dw.catacomb.Dying():
+		if err := dw.Wait(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("database: the worker stopped before connecting")
+	case <-ctx.Done():
+		dw.Kill()
+		_ = dw.Wait()
+		return nil, ctx.Err()
+	}
+}
+
 func output(in worker.Worker, out any) error {
 	w, ok := in.(*Worker)
 	if !ok {
 		return fmt.Errorf("database manifold: expected *database.Worker, got %T", in)
 	}
+	db, err := w.store()
+	if err != nil {
+		return err
+	}
 	switch out := out.(type) {
 	case *domain.State:
-		*out = w.db
+		*out = db
 	case *DB:
-		*out = w.db
+		*out = db
 	case *Hold:
 		h, err := w.hold()
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/juju/clock"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
+	"github.com/juju/worker/v4/dependency"
 
 	"github.com/berth-dev/berth/domain"
 )
@@ -69,16 +70,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Worker owns one open store.
+// Worker owns one open store. It connects in its loop, so that a Kill while the store is
+// unreachable stops it at once; connected is closed once the store is open and migrated.
 type Worker struct {
-	catacomb catacomb.Catacomb
-	config   Config
-	db       DB
+	catacomb  catacomb.Catacomb
+	config    Config
+	connected chan struct{}
 	// failures is written by the loop and read by Report, from the engine's goroutine.
 	failures atomic.Int64
 
-	mu    sync.Mutex // guards holds
-	holds int        // the worker's own, while it runs, and each unreleased Hold
+	mu    sync.Mutex // guards db and holds
+	db    DB         // set once connected
+	holds int        // the worker's own, while it runs connected, and each unreleased Hold
 }
 
 // Hold is the open store, kept open for its holder until Release, however the database
@@ -136,30 +139,31 @@ func (w *Worker) release() {
 	w.mu.Lock()
 	w.holds--
 	last := w.holds == 0
+	db := w.db
 	w.mu.Unlock()
 	if last {
-		w.db.Close()
+		db.Close()
 	}
 }
 
-// NewWorker connects, brings the schema up to date and starts checking the connection.
+// store is the open store, or dependency.ErrMissing until the worker has connected.
+func (w *Worker) store() (DB, error) {
+	select {
+	case <-w.connected:
+		return w.db, nil
+	default:
+		return nil, fmt.Errorf("database: not connected yet: %w", dependency.ErrMissing)
+	}
+}
+
+// NewWorker starts a worker that connects, brings the schema up to date and then keeps
+// checking the connection.
 func NewWorker(config Config) (*Worker, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), config.ConnectTimeout)
-	defer cancel()
-	db, err := config.Open(ctx, config.URL)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	if err := db.Migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("migrate database: %w", err)
-	}
-	w := &Worker{config: config, db: db, holds: 1}
+	w := &Worker{config: config, connected: make(chan struct{})}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
-		db.Close()
 		return nil, err
 	}
 	return w, nil
@@ -177,6 +181,14 @@ func (w *Worker) Report() map[string]any {
 }
 
 func (w *Worker) loop() error {
+	db, err := w.connect()
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.db, w.holds = db, 1
+	w.mu.Unlock()
+	close(w.connected)
 	defer w.release()
 	for {
 		select {
@@ -187,6 +199,51 @@ func (w *Worker) loop() error {
 				return err
 			}
 		}
+	}
+}
+
+// connect opens the store and migrates it within ConnectTimeout on the worker's clock, and
+// gives up as soon as the worker is killed.
+func (w *Worker) connect() (DB, error) {
+	ctx, cancel := w.withTimeout(w.catacomb.Context(context.Background()), w.config.ConnectTimeout)
+	defer cancel()
+	db, err := w.config.Open(ctx, w.config.URL)
+	if err != nil {
+		return nil, w.connectError(ctx, "open database", err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		db.Close()
+		return nil, w.connectError(ctx, "migrate database", err)
+	}
+	return db, nil
+}
+
+// connectError says why connecting failed: the worker was killed (the catacomb's error), the
+// connect timeout ran out, or the store's own error.
+func (w *Worker) connectError(ctx context.Context, what string, err error) error {
+	select {
+	case <-w.catacomb.Dying():
+		return w.catacomb.ErrDying()
+	default:
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errTimedOut) {
+		return fmt.Errorf("%s: %w: %w", what, cause, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// errTimedOut marks a context ended by withTimeout's timer.
+var errTimedOut = errors.New("timed out")
+
+// withTimeout returns a context that ends with parent or after d on the worker's clock.
+func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	timer := w.config.Clock.AfterFunc(d, func() {
+		cancel(fmt.Errorf("%w after %s", errTimedOut, d))
+	})
+	return ctx, func() {
+		timer.Stop()
+		cancel(context.Canceled)
 	}
 }
 

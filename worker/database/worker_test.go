@@ -10,6 +10,7 @@ import (
 
 	"github.com/juju/clock/testclock"
 	"github.com/juju/worker/v4"
+	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
@@ -59,9 +60,28 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 	}
 }
 
-func (s *workerSuite) TestMigratesAtStartAndClosesOnKill(c *gc.C) {
+// start starts a worker on s.config() and waits until it has connected.
+func (s *workerSuite) start(c *gc.C) *database.Worker {
 	w, err := database.NewWorker(s.config())
 	c.Assert(err, gc.IsNil)
+	waitConnected(c, w)
+	return w
+}
+
+func waitConnected(c *gc.C, w *database.Worker) {
+	select {
+	case <-database.Connected(w):
+	case <-time.After(longWait):
+		c.Fatal("the worker never connected")
+	}
+}
+
+// longWait bounds waiting for something the test expects to happen; it is never reached
+// when the code works.
+const longWait = 10 * time.Second
+
+func (s *workerSuite) TestMigratesAtStartAndClosesOnKill(c *gc.C) {
+	w := s.start(c)
 	c.Check(s.db.migrated(), gc.Equals, 1)
 	workertest.CleanKill(c, w)
 	c.Check(s.db.closed(), gc.Equals, true)
@@ -70,20 +90,144 @@ func (s *workerSuite) TestMigratesAtStartAndClosesOnKill(c *gc.C) {
 func (s *workerSuite) TestOpenFailureIsAnError(c *gc.C) {
 	cfg := s.config()
 	cfg.Open = func(context.Context, string) (database.DB, error) { return nil, errors.New("connection refused") }
-	_, err := database.NewWorker(cfg)
+	w, err := database.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	err = workertest.CheckKilled(c, w)
 	c.Assert(err, gc.ErrorMatches, "open database: connection refused")
 }
 
 func (s *workerSuite) TestMigrateFailureClosesTheConnection(c *gc.C) {
 	s.db.migrateErr = errors.New("permission denied")
-	_, err := database.NewWorker(s.config())
+	w, err := database.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	err = workertest.CheckKilled(c, w)
 	c.Assert(err, gc.ErrorMatches, "migrate database: permission denied")
 	c.Check(s.db.closed(), gc.Equals, true)
 }
 
-func (s *workerSuite) TestDiesAfterConsecutivePingFailures(c *gc.C) {
+// blockingOpen is an Opener for a server that never answers: it says on opening that it was
+// called and returns its context's error once the context ends.
+func blockingOpen(opening chan<- struct{}) database.Opener {
+	return func(ctx context.Context, _ string) (database.DB, error) {
+		opening <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+}
+
+func (s *workerSuite) TestKillWhileConnectingStopsAtOnce(c *gc.C) {
+	opening := make(chan struct{}, 1)
+	cfg := s.config()
+	cfg.ConnectTimeout = time.Hour
+	cfg.Open = blockingOpen(opening)
+	w, err := database.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	waitFor(c, opening, "the worker never opened the database")
+	// Only the Kill can end the connect: the test clock never reaches the hour.
+	workertest.CleanKill(c, w)
+}
+
+func (s *workerSuite) TestConnectTimeoutIsOnTheWorkersClock(c *gc.C) {
+	opening := make(chan struct{}, 1)
+	cfg := s.config()
+	cfg.ConnectTimeout = 30 * time.Second
+	cfg.Open = blockingOpen(opening)
+	w, err := database.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	defer workertest.DirtyKill(c, w)
+	waitFor(c, opening, "the worker never opened the database")
+	workertest.CheckAlive(c, w)
+
+	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
+	err = workertest.CheckKilled(c, w)
+	c.Assert(err, gc.ErrorMatches, "open database: timed out after 30s: context canceled")
+}
+
+func (s *workerSuite) TestMigrateTimeoutIsOnTheWorkersClock(c *gc.C) {
+	migrating := make(chan struct{}, 1)
+	s.db.migrate = func(ctx context.Context) error {
+		migrating <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	w, err := database.NewWorker(s.config())
 	c.Assert(err, gc.IsNil)
+	defer workertest.DirtyKill(c, w)
+	waitFor(c, migrating, "the worker never migrated the database")
+
+	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 1), gc.IsNil)
+	err = workertest.CheckKilled(c, w)
+	c.Assert(err, gc.ErrorMatches, "migrate database: timed out after 1s: context canceled")
+	c.Check(s.db.closed(), gc.Equals, true)
+}
+
+func (s *workerSuite) TestOutputIsMissingUntilConnected(c *gc.C) {
+	opening := make(chan struct{}, 1)
+	cfg := s.config()
+	cfg.Open = blockingOpen(opening)
+	w, err := database.NewWorker(cfg)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	waitFor(c, opening, "the worker never opened the database")
+
+	manifold := database.Manifold(s.manifoldConfig())
+	var state domain.State
+	c.Check(errors.Is(manifold.Output(w, &state), dependency.ErrMissing), gc.Equals, true)
+	var hold database.Hold
+	c.Check(errors.Is(manifold.Output(w, &hold), dependency.ErrMissing), gc.Equals, true)
+}
+
+// The engine hands Start a context it cancels when it stops; a Start still waiting for the
+// connection ends with it and leaves no worker behind.
+func (s *workerSuite) TestManifoldStartEndsWithItsContext(c *gc.C) {
+	opening := make(chan struct{}, 1)
+	cfg := s.manifoldConfig()
+	cfg.ConnectTimeout = time.Hour
+	cfg.Open = blockingOpen(opening)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() {
+		_, err := database.Manifold(cfg).Start(ctx, dt.StubGetter(map[string]any{"clock": s.clock}))
+		started <- err
+	}()
+	waitFor(c, opening, "the worker never opened the database")
+	cancel()
+	select {
+	case err := <-started:
+		c.Check(err, gc.Equals, context.Canceled)
+	case <-time.After(longWait):
+		c.Fatal("Start did not end with its context")
+	}
+}
+
+func (s *workerSuite) TestManifoldStartFailsWithTheConnectError(c *gc.C) {
+	cfg := s.manifoldConfig()
+	cfg.Open = func(context.Context, string) (database.DB, error) { return nil, errors.New("connection refused") }
+	_, err := database.Manifold(cfg).Start(context.Background(), dt.StubGetter(map[string]any{"clock": s.clock}))
+	c.Check(err, gc.ErrorMatches, "open database: connection refused")
+}
+
+func waitFor(c *gc.C, ch <-chan struct{}, failure string) {
+	select {
+	case <-ch:
+	case <-time.After(longWait):
+		c.Fatal(failure)
+	}
+}
+
+func (s *workerSuite) manifoldConfig() database.ManifoldConfig {
+	return database.ManifoldConfig{
+		ClockName:      "clock",
+		URL:            "postgres://db/berth",
+		Open:           func(context.Context, string) (database.DB, error) { return s.db, nil },
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewWorker:      database.NewManifoldWorker,
+		ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+	}
+}
+
+func (s *workerSuite) TestDiesAfterConsecutivePingFailures(c *gc.C) {
+	w := s.start(c)
 	defer workertest.DirtyKill(c, w)
 
 	s.db.setPingErr(errors.New("server closed the connection"))
@@ -101,7 +245,7 @@ func (s *workerSuite) TestDiesAfterConsecutivePingFailures(c *gc.C) {
 	workertest.CheckAlive(c, w)
 
 	c.Assert(s.clock.WaitAdvance(time.Second, time.Second, 1), gc.IsNil)
-	err = workertest.CheckKilled(c, w)
+	err := workertest.CheckKilled(c, w)
 	c.Assert(err, gc.ErrorMatches, "database unreachable after 2 checks: server closed the connection")
 	c.Check(s.db.closed(), gc.Equals, true)
 }
@@ -152,16 +296,21 @@ type fakeDB struct {
 	mu         sync.Mutex
 	migrations int
 	migrateErr error
+	migrate    func(context.Context) error // when set, Migrate runs it, without the lock
 	pingErr    error
 	isClosed   bool
 	pinged     chan struct{}
 }
 
-func (f *fakeDB) Migrate(context.Context) error {
+func (f *fakeDB) Migrate(ctx context.Context) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.migrations++
-	return f.migrateErr
+	migrate, err := f.migrate, f.migrateErr
+	f.mu.Unlock()
+	if migrate != nil {
+		return migrate(ctx)
+	}
+	return err
 }
 
 func (f *fakeDB) Ping(context.Context) error {
@@ -198,14 +347,13 @@ func (f *fakeDB) closed() bool {
 func (f *fakeDB) waitPing(c *gc.C) {
 	select {
 	case <-f.pinged:
-	case <-time.After(10 * time.Second):
+	case <-time.After(longWait):
 		c.Fatal("the worker never pinged the database")
 	}
 }
 
 func (s *workerSuite) TestReportCountsConsecutivePingFailures(c *gc.C) {
-	w, err := database.NewWorker(s.config())
-	c.Assert(err, gc.IsNil)
+	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 	failures := func(want int64) {
 		// Report runs on the engine's goroutine while the loop records the ping.
