@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -11,6 +13,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/berth-dev/berth/internal/tracing"
 )
@@ -132,5 +136,57 @@ func TestUnknownProtocolIsAClearError(t *testing.T) {
 	_, err := tracing.Setup(t.Context(), tracing.Options{Logger: discard})
 	if err == nil || !strings.Contains(err.Error(), `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json" is not supported`) {
 		t.Errorf("Setup with protocol http/json = %v, want an error naming the variable", err)
+	}
+}
+
+// With an endpoint set, spans reach the collector over OTLP/HTTP by the time Shutdown
+// returns, with the agent's service name and version.
+func TestSpansAreExportedAndFlushedOnShutdown(t *testing.T) {
+	requests := make(chan *coltracepb.ExportTraceServiceRequest, 10)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		req := &coltracepb.ExportTraceServiceRequest{}
+		if err != nil || r.URL.Path != "/v1/traces" || proto.Unmarshal(body, req) != nil {
+			http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
+			return
+		}
+		requests <- req
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		_, _ = w.Write(out)
+	}))
+	defer collector.Close()
+	unsetAll(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+
+	p, err := tracing.Setup(t.Context(), tracing.Options{Version: "v1.2.3", Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.Tracer("test").Start(t.Context(), "berth.reconcile")
+	span.End()
+	if err := p.Shutdown(t.Context()); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	select {
+	case req := <-requests:
+		rs := req.GetResourceSpans()
+		if len(rs) != 1 || len(rs[0].GetScopeSpans()) != 1 || len(rs[0].GetScopeSpans()[0].GetSpans()) != 1 {
+			t.Fatalf("export = %v, want the one span", req)
+		}
+		if name := rs[0].GetScopeSpans()[0].GetSpans()[0].GetName(); name != "berth.reconcile" {
+			t.Errorf("exported span %q, want berth.reconcile", name)
+		}
+		var service string
+		for _, kv := range rs[0].GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				service = kv.GetValue().GetStringValue()
+			}
+		}
+		if service != "berth" {
+			t.Errorf("exported service.name = %q, want berth", service)
+		}
+	default:
+		t.Fatal("Shutdown returned before the span was exported")
 	}
 }
