@@ -50,7 +50,8 @@ type Provider struct {
 
 // Setup returns the tracer provider the environment asks for: the no-op one unless an OTLP
 // endpoint is set, else an SDK provider exporting over OTLP. It does not connect: an
-// unreachable collector is no error here, only failed exports later (logged).
+// unreachable collector is no error here, only failed exports later, which the global
+// OpenTelemetry error handler it sets logs on opts.Logger.
 func Setup(ctx context.Context, opts Options) (*Provider, error) {
 	if opts.Logger == nil {
 		return nil, errors.New("tracing: Logger is required")
