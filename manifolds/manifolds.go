@@ -50,6 +50,7 @@ import (
 	"github.com/juju/clock"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/metrics"
@@ -155,6 +156,7 @@ type ProvisionerSettings struct {
 	BackoffBase      time.Duration
 	BackoffMax       time.Duration
 	CapacityRetry    time.Duration
+	TracerProvider   trace.TracerProvider // the reconciles' spans; nil: no traces
 }
 
 // WatcherSettings tune the resources watcher.
@@ -262,6 +264,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Rand:             config.Rand,
 			Metrics:          config.Metrics,
 			Locks:            locks,
+			TracerProvider:   config.Provisioner.TracerProvider,
 			NewWorker:        provisioner.NewWorker,
 			NewWatcher:       newResourcesWatcher(config.Watcher, config.Membership.AgentTTL),
 		}),

@@ -19,6 +19,7 @@ import (
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/internal/logging"
 	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/internal/tracing"
 	"github.com/berth-dev/berth/manifolds"
 	"github.com/berth-dev/berth/worker/capacity"
 	"github.com/berth-dev/berth/worker/database"
@@ -214,6 +215,12 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	defer signal.Stop(reload)
 	logger.Info("provisioner set loaded", "provisioners", source)
 
+	tracer, err := tracing.Setup(parent, tracing.Options{Version: version, Logger: logger.With("component", "tracing")})
+	if err != nil {
+		return err
+	}
+	defer flushTraces(tracer, logger)
+
 	clk := clock.WallClock
 	agentMetrics := metrics.New()
 	engine, err := dependency.NewEngine(dependency.EngineConfig{
@@ -258,6 +265,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 			BackoffBase:      run.backoffBase,
 			BackoffMax:       run.backoffMax,
 			CapacityRetry:    run.capacityRetry,
+			TracerProvider:   tracer,
 		},
 		Watcher: manifolds.WatcherSettings{
 			PollInterval: run.pollInterval,
@@ -311,6 +319,19 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		return nil
 	case <-clk.After(run.shutdownTimeout):
 		return fmt.Errorf("workers did not stop within --shutdown-timeout %s; exiting anyway (leases expire after --lease-ttl)", run.shutdownTimeout)
+	}
+}
+
+// traceFlushTimeout bounds the export of the spans still queued when the agent stops, so
+// that an unreachable collector cannot hold up its exit.
+const traceFlushTimeout = 5 * time.Second
+
+// flushTraces exports the spans still queued, for at most traceFlushTimeout.
+func flushTraces(tracer *tracing.Provider, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+	defer cancel()
+	if err := tracer.Shutdown(ctx); err != nil {
+		logger.Warn("spans not exported before exit", "error", err)
 	}
 }
 

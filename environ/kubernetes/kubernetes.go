@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -58,6 +61,29 @@ const (
 	// Labels) on its objects: label "team" is label.berth.dev/team.
 	LabelPrefix = "label.berth.dev/"
 )
+
+// Spans of the environ's steps, children of the span of the call that makes them.
+const (
+	SpanApply         = "kubernetes.apply"
+	SpanRolloutWait   = "kubernetes.rollout_wait"
+	SpanScaleDownWait = "kubernetes.scale_down_wait"
+)
+
+// startSpan starts a child of ctx's span, from the same tracer provider: without a span in
+// ctx (traces off, or a caller that traces nothing) it is the no-op span. Only names and
+// counts go on the span, never a resource's args, config or secrets.
+func startSpan(ctx context.Context, name string, r *environ.Resource, attrs ...attribute.KeyValue) (context.Context, func(error)) {
+	tracer := trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/berth-dev/berth/environ/kubernetes")
+	ctx, span := tracer.Start(ctx, name, trace.WithAttributes(append(attrs,
+		attribute.String("berth.resource.id", r.ID), attribute.String("berth.resource.type", string(r.Type)))...))
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
 
 // clickhousePasswordKey is the key of the password in a ClickHouse resource's Secret.
 const clickhousePasswordKey = "password"
@@ -211,11 +237,18 @@ func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *
 		cancel(context.Canceled)
 	}()
 	// A workload scaled to zero is "ready" once no pod of it is left.
-	if why, err := w.await(waitCtx, e.selector(r.ID), e.closed, e.clock); err != nil {
-		if context.Cause(waitCtx) == errTimeout && ctx.Err() == nil {
-			return nil, fmt.Errorf("%s %s not scaled down within %s: %s", r.Type, r.ID, timeout, why)
-		}
-		return nil, fmt.Errorf("hibernate %s %s: %w", r.Type, r.ID, err)
+	spanCtx, end := startSpan(waitCtx, SpanScaleDownWait, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.String("berth.kubernetes.kind", w.kind))
+	why, err := w.await(spanCtx, e.selector(r.ID), e.closed, e.clock)
+	switch {
+	case err == nil:
+	case context.Cause(waitCtx) == errTimeout && ctx.Err() == nil:
+		err = fmt.Errorf("%s %s not scaled down within %s: %s", r.Type, r.ID, timeout, why)
+	default:
+		err = fmt.Errorf("hibernate %s %s: %w", r.Type, r.ID, err)
+	}
+	end(err)
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -740,7 +773,9 @@ func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj
 
 // apply server-side applies d's objects in order, forcing Berth's ownership of the fields it
 // sets. With a slot quota, the quota is checked first and held until the apply is done.
-func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, d *desired) error {
+func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, d *desired) (err error) {
+	ctx, end := startSpan(ctx, SpanApply, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.Int("berth.kubernetes.objects", len(d.objects)))
+	defer func() { end(err) }()
 	if e.spec.SlotQuota > 0 && r.Type == domain.ResourceTypeRuntime {
 		e.quotaMu.Lock()
 		defer e.quotaMu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,14 +46,17 @@ func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error
 		cancel(context.Canceled)
 	}()
 	w := e.workloadOf(cs, r.Type)
-	why, err := w.await(waitCtx, e.selector(r.ID), e.closed, e.clock)
-	if err == nil {
-		return nil
+	spanCtx, end := startSpan(waitCtx, SpanRolloutWait, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.String("berth.kubernetes.kind", w.kind))
+	why, err := w.await(spanCtx, e.selector(r.ID), e.closed, e.clock)
+	switch {
+	case err == nil:
+	case context.Cause(waitCtx) == errTimeout && ctx.Err() == nil:
+		err = fmt.Errorf("%s %s not ready within %s: %s", r.Type, r.ID, timeout, e.diagnose(ctx, cs, r, why))
+	default:
+		err = fmt.Errorf("await %s %s: %w", r.Type, r.ID, err)
 	}
-	if context.Cause(waitCtx) == errTimeout && ctx.Err() == nil {
-		return fmt.Errorf("%s %s not ready within %s: %s", r.Type, r.ID, timeout, e.diagnose(ctx, cs, r, why))
-	}
-	return fmt.Errorf("await %s %s: %w", r.Type, r.ID, err)
+	end(err)
+	return err
 }
 
 // workload is how Berth watches the kind of object that runs a resource.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // LevelTrace is below debug: the dependency engine's chatter about every start and stop.
@@ -33,3 +35,14 @@ func (l EngineLogger) Infof(format string, args ...any) { l.log(slog.LevelInfo, 
 
 // Errorf logs at error level.
 func (l EngineLogger) Errorf(format string, args ...any) { l.log(slog.LevelError, format, args...) }
+
+// WithSpan returns logger with the trace_id and span_id of ctx's span, so that the lines it
+// logs can be found from the span and the span from them. Without a recording span (traces
+// off) it returns logger as it is.
+func WithSpan(ctx context.Context, logger *slog.Logger) *slog.Logger {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return logger
+	}
+	return logger.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
+}

@@ -188,4 +188,10 @@
 // capacity, permanent, deleted, hibernated, stale) and its duration on the worker's clock; the queue's
 // depth and the reconciles in flight are reported whenever they may have changed; and a
 // resource's first ready reports its time from creation, from the row's own timestamps.
+//
+// Every attempt, whatever it does, is one span (SpanReconcile) from Config.TracerProvider,
+// with the same names and its outcome (OutcomeNone when it did nothing) as attributes and
+// a failure's error as its status; the environ's calls are its children, and the environ
+// gets their context, so that its own spans nest under them. The attempt's log lines carry
+// the span's trace_id and span_id.
 package provisioner

@@ -10,6 +10,7 @@ import (
 	"github.com/juju/clock"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/environinputs"
@@ -38,6 +39,9 @@ type ManifoldConfig struct {
 	Locks      Locks // shared with the health checker
 	NewWorker  func(Config) (worker.Worker, error)
 	NewWatcher func(state domain.State, clk clock.Clock, logger *slog.Logger) (Watcher, error)
+
+	// TracerProvider gets the reconciles' spans; nil is the no-op provider (no traces).
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports the first missing field. The worker's Config checks how the settings
@@ -113,6 +117,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Logger:           config.Logger,
 				Metrics:          config.Metrics,
 				Locks:            config.Locks,
+				TracerProvider:   config.TracerProvider,
 				Holder:           config.Holder,
 				Concurrency:      config.Concurrency,
 				AwaitConcurrency: config.AwaitConcurrency,

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/logging"
 	"github.com/berth-dev/berth/internal/metrics"
 )
 
@@ -42,8 +45,10 @@ func (w *Worker) reconcile(ctx context.Context, id string, woken bool, awaiting 
 	}
 	defer unlock()
 	started := w.config.Clock.Now()
+	ctx, span := w.tracer.Start(ctx, SpanReconcile, trace.WithAttributes(AttrResourceID.String(id)))
 	attemptCtx, cancel := w.withTimeout(ctx, w.config.ReconcileTimeout)
-	a := &attempt{w: w, ctx: ctx, attemptCtx: attemptCtx, log: w.config.Logger.With("id", id), awaiting: awaiting}
+	base := logging.WithSpan(ctx, w.config.Logger)
+	a := &attempt{w: w, ctx: ctx, attemptCtx: attemptCtx, base: base, log: base.With("id", id), awaiting: awaiting}
 	a.r.ID = id
 	o := a.run(woken)
 	o.id = id
@@ -54,6 +59,7 @@ func (w *Worker) reconcile(ctx context.Context, id string, woken bool, awaiting 
 	if a.holdsLease {
 		a.release()
 	}
+	a.endSpan(span, o)
 	return o
 }
 
@@ -62,6 +68,7 @@ type attempt struct {
 	w           *Worker
 	ctx         context.Context // the worker's: ends when it is killed
 	attemptCtx  context.Context // ctx bounded by ReconcileTimeout
+	base        *slog.Logger    // the worker's, with the attempt's trace and span ids
 	log         *slog.Logger
 	holdsLease  bool
 	lease       domain.Lease    // the claim's: every write of the attempt carries it
@@ -76,6 +83,8 @@ type attempt struct {
 	passed *domain.StatusStep
 	// awaiting tells the worker the attempt waits for its resource to serve.
 	awaiting func()
+	// failure is why the attempt failed, for its span's status; nil when it did not.
+	failure error
 }
 
 func (a *attempt) run(woken bool) outcome {
@@ -98,6 +107,7 @@ func (a *attempt) run(woken bool) outcome {
 	default:
 		delay := a.w.backoff(1)
 		a.log.Warn("cannot claim resource; retrying", "error", err, "retry-in", delay)
+		a.failure = fmt.Errorf("claim: %w", err)
 		return outcome{retryAt: a.w.now().Add(delay), result: OutcomeRetry}
 	}
 	a.holdsLease = true
@@ -213,7 +223,9 @@ func (a *attempt) provision() outcome {
 		}
 	}
 
-	res, err := env.Reconcile(a.attemptCtx, a.environResource(), a.options())
+	ctx, end := a.environSpan(SpanEnvironReconcile, env)
+	res, err := env.Reconcile(ctx, a.environResource(), a.options())
+	end(err)
 	if err != nil {
 		return a.fail(fmt.Errorf("reconcile: %w", err))
 	}
@@ -233,7 +245,10 @@ func (a *attempt) provision() outcome {
 		a.awaiting()
 	}
 
-	if err := env.AwaitReady(a.attemptCtx, res); err != nil {
+	ctx, end = a.environSpan(SpanEnvironAwaitReady, env)
+	err = env.AwaitReady(ctx, res)
+	end(err)
+	if err != nil {
 		return a.fail(fmt.Errorf("await ready: %w", err))
 	}
 	message := fmt.Sprintf("ready at generation %d", gen)
@@ -301,7 +316,9 @@ func (a *attempt) hibernate() outcome {
 			return a.fail(err)
 		}
 	}
-	res, err := hibernator.Hibernate(a.attemptCtx, a.environResource(), a.options())
+	ctx, end := a.environSpan(SpanEnvironHibernate, env)
+	res, err := hibernator.Hibernate(ctx, a.environResource(), a.options())
+	end(err)
 	if err != nil {
 		return a.fail(fmt.Errorf("hibernate: %w", err))
 	}
@@ -351,7 +368,9 @@ func (a *attempt) deprovision() outcome {
 	}
 	a.resolved(name)
 	a.log.Info("deprovisioning")
-	err = env.Deprovision(a.attemptCtx, &environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config, Lease: &a.lease})
+	ctx, end := a.environSpan(SpanEnvironDeprovision, env)
+	err = env.Deprovision(ctx, &environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config, Lease: &a.lease})
+	end(err)
 	if err != nil {
 		return a.fail(fmt.Errorf("deprovision: %w", err))
 	}
@@ -390,6 +409,7 @@ func (a *attempt) fail(err error) outcome {
 	if a.attemptCtx.Err() != nil {
 		err = fmt.Errorf("%w (%v)", err, context.Cause(a.attemptCtx))
 	}
+	a.failure = err
 
 	attempts := a.r.Attempts + 1
 	now := a.w.now()
@@ -478,6 +498,7 @@ func (a *attempt) leaseLost(held *domain.LeaseHeldError) outcome {
 		holder = "a later claim, since given up"
 	}
 	a.log.Warn("lease lost to "+holder+"; this attempt's writes stop", "holder", held.Holder, "claim", a.lease.Token)
+	a.failure = errors.New("lease lost to " + holder)
 	a.holdsLease = false
 	return outcome{retryAt: a.leaseRetry(held.ExpiresAt), result: OutcomeRetry}
 }
@@ -506,7 +527,7 @@ func (a *attempt) metricsProvisioner() string {
 // resolved notes the resource's provisioner, and tags every later log line with it.
 func (a *attempt) resolved(provisioner string) {
 	a.provisioner = provisioner
-	a.log = a.w.config.Logger.With("id", a.r.ID, "provisioner", provisioner, "type", a.r.Type, "generation", a.r.Generation)
+	a.log = a.base.With("id", a.r.ID, "provisioner", provisioner, "type", a.r.Type, "generation", a.r.Generation)
 }
 
 // record applies u, with the step the attempt passed through before it if any, to the

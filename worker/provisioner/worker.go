@@ -11,6 +11,8 @@ import (
 	"github.com/juju/clock"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -84,6 +86,9 @@ type Config struct {
 	Logger     *slog.Logger
 	Metrics    Metrics
 	Locks      Locks // held for the whole of each attempt
+	// TracerProvider gets a span for each reconcile attempt, with the environ's calls as
+	// its children; nil is the no-op provider (no traces).
+	TracerProvider trace.TracerProvider
 
 	Holder      string // this agent's identity on reconcile leases
 	Concurrency int    // most reconciles in flight at once, a reconcile awaiting its resource aside
@@ -165,6 +170,7 @@ const bookkeepingTimeout = 10 * time.Second
 type Worker struct {
 	catacomb catacomb.Catacomb
 	config   Config
+	tracer   trace.Tracer
 
 	mu     sync.Mutex
 	report map[string]any
@@ -175,7 +181,11 @@ func NewWorker(config Config) (worker.Worker, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{config: config, report: map[string]any{}}
+	tp := config.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	w := &Worker{config: config, tracer: tp.Tracer(TracerName), report: map[string]any{}}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
 		return nil, err
 	}
