@@ -85,7 +85,7 @@ func checkCopySchema(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	var have int
-	err = tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have)
+	err = tx.QueryRow(ctx, backend.SchemaVersionSQL).Scan(&have)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
 		have, err = 0, nil

@@ -71,7 +71,7 @@ func checkCopySchema(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	var have int
-	err = tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have)
+	err = tx.QueryRowContext(ctx, backend.SchemaVersionSQL).Scan(&have)
 	if IsMissingTable(err) {
 		have, err = 0, nil
 	}
