@@ -77,7 +77,7 @@ func (s *State) ResignAgent(ctx context.Context, id string, session int64) error
 		return err
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM agents WHERE id = $1 AND session = $2`, id, session)
+		tag, err := tx.Exec(ctx, backend.DeleteAgentSQL, id, session)
 		if err != nil {
 			return err
 		}

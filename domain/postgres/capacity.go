@@ -22,10 +22,7 @@ func (s *State) RecordCapacity(ctx context.Context, samples []domain.CapacitySam
 	}
 	batch := &pgx.Batch{}
 	for _, c := range samples {
-		batch.Queue(`
-			INSERT INTO capacity_samples (at, provisioner, host, unit, total, used, down)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (provisioner, host, at) DO NOTHING`,
+		batch.Queue(backend.InsertCapacitySampleSQL,
 			c.At, c.Provisioner, c.Host, c.Unit, c.Total, c.Used, c.Down)
 	}
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
@@ -88,7 +85,7 @@ func (s *State) CapacityTrends(ctx context.Context, since time.Time) ([]domain.C
 
 // PruneCapacitySamples deletes samples from before cutoff.
 func (s *State) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM capacity_samples WHERE at < $1`, cutoff)
+	tag, err := s.pool.Exec(ctx, backend.PruneCapacitySamplesSQL, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("prune capacity samples: %w", err)
 	}
@@ -130,8 +127,7 @@ func (s *State) SetCapacityWarning(ctx context.Context, w domain.CapacityWarning
 
 // ListCapacityWarnings returns every warning's state.
 func (s *State) ListCapacityWarnings(ctx context.Context) ([]domain.CapacityWarning, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT provisioner, kind, active, message, since FROM capacity_warnings ORDER BY provisioner, kind`)
+	rows, err := s.pool.Query(ctx, backend.ListCapacityWarningsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list capacity warnings: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // changesChannel is the NOTIFY channel the change-log trigger announces entries on.
@@ -18,7 +19,7 @@ const changesChannel = "berth_resource_changes"
 // LatestChangeSeq returns the highest sequence number in the change log (0 when empty).
 func (s *State) LatestChangeSeq(ctx context.Context) (int64, error) {
 	var seq int64
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM change_log`).Scan(&seq); err != nil {
+	if err := s.pool.QueryRow(ctx, backend.LatestChangeSQL).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("read latest change: %w", err)
 	}
 	return seq, nil
@@ -61,7 +62,7 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 
 // PruneChanges deletes entries written before cutoff and returns how many.
 func (s *State) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM change_log WHERE created_at < $1`, cutoff)
+	tag, err := s.pool.Exec(ctx, backend.PruneChangesSQL, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("prune change log: %w", err)
 	}

@@ -85,7 +85,7 @@ func checkCopySchema(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	var have int
-	err = tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have)
+	err = tx.QueryRow(ctx, backend.SchemaVersionSQL).Scan(&have)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
 		have, err = 0, nil
@@ -169,12 +169,7 @@ func (v copyView) Count(ctx context.Context) (storecopy.Counts, error) {
 }
 
 func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) error {
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT id::text, type, name, owner, provisioner, args::text, generation, observed_generation,
-		       status, status_message, state::text, config::text, attempts, next_attempt_at, last_error,
-		       lease_holder, lease_expires_at, lease_token, created_at, updated_at, ready_at, unhealthy_since,
-		       labels::text, paused, hibernate, retry_requested_at, status_changed_at
-		  FROM resources ORDER BY id`,
+	if err := readTable(ctx, v.tx, emit, storecopy.Resources.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.Resource, err error) {
 			err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
 				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
@@ -186,9 +181,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT provisioner, resource_id::text, owner, host, slots, created_at, updated_at
-		  FROM slot_reservations ORDER BY provisioner, resource_id`,
+	if err := readTable(ctx, v.tx, emit, storecopy.Reservations.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.Reservation, err error) {
 			err = rows.Scan(&r.Provisioner, &r.ResourceID, &r.Owner, &r.Host, &r.Slots, &r.CreatedAt, &r.UpdatedAt)
 			return r, err
@@ -197,8 +190,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT seq, resource_id::text, at, kind, status, message FROM resource_events ORDER BY seq`,
+	if err := readTable(ctx, v.tx, emit, storecopy.Events.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.Event, err error) {
 			err = rows.Scan(&r.Seq, &r.ResourceID, &r.At, &r.Kind, &r.Status, &r.Message)
 			return r, err
@@ -207,7 +199,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `SELECT seq, resource_id::text, created_at FROM change_log ORDER BY seq`,
+	if err := readTable(ctx, v.tx, emit, storecopy.Changes.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.Change, err error) {
 			err = rows.Scan(&r.Seq, &r.ResourceID, &r.CreatedAt)
 			return r, err
@@ -216,8 +208,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT at, provisioner, host, unit, total, used, down FROM capacity_samples ORDER BY provisioner, host, at`,
+	if err := readTable(ctx, v.tx, emit, storecopy.CapacitySamples.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.CapacitySample, err error) {
 			err = rows.Scan(&r.At, &r.Provisioner, &r.Host, &r.Unit, &r.Total, &r.Used, &r.Down)
 			return r, err
@@ -226,8 +217,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT provisioner, kind, active, message, since, updated_at FROM capacity_warnings ORDER BY provisioner, kind`,
+	if err := readTable(ctx, v.tx, emit, storecopy.CapacityWarnings.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.CapacityWarning, err error) {
 			err = rows.Scan(&r.Provisioner, &r.Kind, &r.Active, &r.Message, &r.Since, &r.UpdatedAt)
 			return r, err
@@ -236,7 +226,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	return readTable(ctx, v.tx, emit, `SELECT provisioner, fingerprint, applied_at FROM provisioner_specs ORDER BY provisioner`,
+	return readTable(ctx, v.tx, emit, storecopy.ProvisionerSpecs.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.ProvisionerSpec, err error) {
 			err = rows.Scan(&r.Provisioner, &r.Fingerprint, &r.AppliedAt)
 			return r, err
@@ -323,4 +313,14 @@ func (im copyImporter) SetPositions(ctx context.Context, p storecopy.Positions) 
 		}
 	}
 	return nil
+}
+
+// readColumn is how a View reads a column: uuid and jsonb columns as text, which is what
+// storecopy's rows hold; every other column as it is.
+func readColumn(name string) string {
+	switch name {
+	case "id", "resource_id", "args", "state", "config", "labels":
+		return name + "::text"
+	}
+	return name
 }

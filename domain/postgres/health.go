@@ -113,7 +113,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 		}
 		if h.Status == domain.StatusError {
 			// Hand the row to the provisioner, which keeps looking at it with backoff.
-			if _, err := tx.Exec(ctx, `INSERT INTO change_log (resource_id) VALUES ($1)`, uid); err != nil {
+			if _, err := tx.Exec(ctx, backend.LogChangeSQL, uid); err != nil {
 				return fmt.Errorf("log the change: %w", err)
 			}
 			if _, err := tx.Exec(ctx, `SELECT pg_notify('berth_resource_changes', '')`); err != nil {
@@ -121,9 +121,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 			}
 		}
 		for _, repair := range h.Repairs {
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO resource_events (resource_id, kind, status, message)
-				VALUES ($1, 'repair', $2, $3)`, uid, string(r.Status), repair); err != nil {
+			if _, err := tx.Exec(ctx, backend.InsertRepairEventSQL, uid, string(r.Status), repair); err != nil {
 				return fmt.Errorf("record repair: %w", err)
 			}
 		}
@@ -211,7 +209,7 @@ func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([
 
 // PruneEvents deletes events from before cutoff.
 func (s *State) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM resource_events WHERE at < $1`, cutoff)
+	tag, err := s.pool.Exec(ctx, backend.PruneEventsSQL, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("prune resource events: %w", err)
 	}

@@ -29,7 +29,7 @@ func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int
 		 WHERE `+leadershipFreeSQL+`
 		RETURNING holder`, agentID, session, ttl.Milliseconds()).Scan(&holder)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = s.pool.QueryRow(ctx, `SELECT holder FROM leadership WHERE id = 1`).Scan(&holder)
+		err = s.pool.QueryRow(ctx, backend.LeadershipHolderSQL).Scan(&holder)
 		if err == nil {
 			return holder, false, nil
 		}
@@ -45,7 +45,7 @@ func (s *State) ResignLeadership(ctx context.Context, agentID string, session in
 	if err := backend.CheckAgentSession(agentID, session); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM leadership WHERE holder = $1 AND session = $2`, agentID, session); err != nil {
+	if _, err := s.pool.Exec(ctx, backend.ResignLeadershipSQL, agentID, session); err != nil {
 		return fmt.Errorf("resign leadership of agent %s: %w", agentID, err)
 	}
 	return nil

@@ -45,7 +45,7 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 		err := s.inLockedTx(ctx, func(tx pgx.Tx) error {
 			var applied bool
 			if err := tx.QueryRow(ctx,
-				`SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version,
+				backend.MigrationAppliedSQL, m.Version,
 			).Scan(&applied); err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.Version)
+			_, err := tx.Exec(ctx, backend.RecordMigrationSQL, m.Version)
 			return err
 		})
 		if err != nil {

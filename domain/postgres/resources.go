@@ -179,14 +179,7 @@ func isUniqueViolation(err error) bool {
 }
 
 // checkMessages explains each check constraint of the schema as a field error.
-var checkMessages = map[string]domain.FieldError{
-	"resources_type_check":          {Field: "type", Msg: "must be one of " + backend.TypeList()},
-	"resources_name_check":          {Field: "name", Msg: "must not be blank"},
-	"resources_args_check":          {Field: "args", Msg: "must be a JSON object"},
-	"resources_status_check":        {Field: "status", Msg: "must be one of " + backend.StatusList()},
-	"resources_labels_check":        {Field: "labels", Msg: "must be a JSON object of string values"},
-	"slot_reservations_slots_check": {Field: "slots", Msg: "must be at least 1"},
-}
+var checkMessages = backend.CheckMessages(nil)
 
 // describeDBError turns a check violation into a *domain.FieldError naming the column; other
 // errors are returned unchanged.

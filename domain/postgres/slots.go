@@ -91,13 +91,7 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 		found = true
 		return nil
 	})
-	b.Queue(`
-		SELECT h.host, h.slots, coalesce(o.resources, 0)
-		  FROM slot_host_usage h
-		  LEFT JOIN slot_owner_usage o ON o.provisioner = h.provisioner AND o.owner = $2 AND o.host = h.host
-		 WHERE h.provisioner = $1
-		 ORDER BY h.host`, req.Provisioner, req.Owner,
-	).Query(func(rows pgx.Rows) error {
+	b.Queue(backend.HostUsageSQL, req.Provisioner, req.Owner).Query(func(rows pgx.Rows) error {
 		var err error
 		usage, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.HostUsage, error) {
 			var u domain.HostUsage
@@ -224,7 +218,7 @@ func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string
 		if refused != nil {
 			return refused
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid)
+		_, err := tx.Exec(ctx, backend.DeleteReservationSQL, provisioner, uid)
 		return err
 	})
 	if err != nil {

@@ -22,14 +22,12 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 	}
 	var bumped int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		inserted, err := tx.Exec(ctx, `
-			INSERT INTO provisioner_specs (provisioner, fingerprint) VALUES ($1, $2)
-			ON CONFLICT (provisioner) DO NOTHING`, provisioner, fingerprint)
+		inserted, err := tx.Exec(ctx, backend.InsertSpecSQL, provisioner, fingerprint)
 		if err != nil {
 			return err
 		}
 		if inserted.RowsAffected() == 1 {
-			tag, err := tx.Exec(ctx, retryFailedSQL, provisioner)
+			tag, err := tx.Exec(ctx, backend.RetryFailedSQL, provisioner)
 			bumped = tag.RowsAffected()
 			return err
 		}
@@ -42,10 +40,7 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 		if previous == fingerprint {
 			return nil
 		}
-		tag, err := tx.Exec(ctx, `
-			UPDATE resources
-			   SET generation = generation + 1, attempts = 0, next_attempt_at = NULL, last_error = ''
-			 WHERE provisioner = $1 AND status <> 'deleting'`, provisioner)
+		tag, err := tx.Exec(ctx, backend.BumpProvisionerResourcesSQL, provisioner)
 		if err != nil {
 			return err
 		}
@@ -64,13 +59,6 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 	}
 	return bumped, nil
 }
-
-// retryFailedSQL moves the failed resources of a provisioner seen for the first time to a new
-// generation: they failed because no agent knew it, and now one does.
-const retryFailedSQL = `
-	UPDATE resources
-	   SET generation = generation + 1, attempts = 0, next_attempt_at = NULL, last_error = ''
-	 WHERE provisioner = $1 AND status = 'error'`
 
 // MarkProvisionersAbsent records every provisioner not in present as absent: its fingerprint
 // becomes the empty string, which no spec has, so putting it back bumps its resources. One

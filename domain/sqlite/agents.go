@@ -95,7 +95,7 @@ func (s *State) ResignAgent(ctx context.Context, id string, session int64) error
 // is logged as a change, so the resources are taken over at once.
 func (s *State) resign(ctx context.Context, id string, session int64) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE id = $1 AND session = $2`, id, session)
+		res, err := tx.ExecContext(ctx, backend.DeleteAgentSQL, id, session)
 		if err != nil {
 			return err
 		}

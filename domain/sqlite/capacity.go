@@ -21,10 +21,7 @@ func (s *State) RecordCapacity(ctx context.Context, samples []domain.CapacitySam
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, c := range samples {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO capacity_samples (at, provisioner, host, unit, total, used, down)
-				VALUES ($1, $2, $3, $4, $5, $6, $7)
-				ON CONFLICT (provisioner, host, at) DO NOTHING`,
+			if _, err := tx.ExecContext(ctx, backend.InsertCapacitySampleSQL,
 				FormatTime(c.At), c.Provisioner, c.Host, c.Unit, c.Total, c.Used, c.Down); err != nil {
 				return err
 			}
@@ -104,7 +101,7 @@ func (s *State) CapacityTrends(ctx context.Context, since time.Time) ([]domain.C
 
 // PruneCapacitySamples deletes samples from before cutoff.
 func (s *State) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error) {
-	n, err := s.exec(ctx, `DELETE FROM capacity_samples WHERE at < $1`, FormatTime(cutoff))
+	n, err := s.exec(ctx, backend.PruneCapacitySamplesSQL, FormatTime(cutoff))
 	if err != nil {
 		return 0, fmt.Errorf("prune capacity samples: %w", err)
 	}
@@ -146,8 +143,7 @@ func (s *State) SetCapacityWarning(ctx context.Context, w domain.CapacityWarning
 
 // ListCapacityWarnings returns every warning's state.
 func (s *State) ListCapacityWarnings(ctx context.Context) ([]domain.CapacityWarning, error) {
-	rows, err := s.read.QueryContext(ctx, `
-		SELECT provisioner, kind, active, message, since FROM capacity_warnings ORDER BY provisioner, kind`)
+	rows, err := s.read.QueryContext(ctx, backend.ListCapacityWarningsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list capacity warnings: %w", err)
 	}

@@ -14,12 +14,13 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // LatestChangeSeq returns the highest sequence number in the change log (0 when empty).
 func (s *State) LatestChangeSeq(ctx context.Context) (int64, error) {
 	var seq int64
-	if err := s.read.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM change_log`).Scan(&seq); err != nil {
+	if err := s.read.QueryRowContext(ctx, backend.LatestChangeSQL).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("read latest change: %w", err)
 	}
 	return seq, nil
@@ -66,7 +67,7 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 
 // PruneChanges deletes entries written before cutoff and returns how many.
 func (s *State) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
-	n, err := s.exec(ctx, `DELETE FROM change_log WHERE created_at < $1`, FormatTime(cutoff))
+	n, err := s.exec(ctx, backend.PruneChangesSQL, FormatTime(cutoff))
 	if err != nil {
 		return 0, fmt.Errorf("prune change log: %w", err)
 	}

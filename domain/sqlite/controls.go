@@ -117,7 +117,7 @@ func (s *State) control(ctx context.Context, id, what string, refuse func(domain
 // LatestEventSeq returns the highest event sequence number (0 when there are none).
 func (s *State) LatestEventSeq(ctx context.Context) (int64, error) {
 	var seq int64
-	if err := s.read.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM resource_events`).Scan(&seq); err != nil {
+	if err := s.read.QueryRowContext(ctx, backend.LatestEventSQL).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("read latest event: %w", err)
 	}
 	return seq, nil

@@ -71,7 +71,7 @@ func checkCopySchema(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	var have int
-	err = tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have)
+	err = tx.QueryRowContext(ctx, backend.SchemaVersionSQL).Scan(&have)
 	if IsMissingTable(err) {
 		have, err = 0, nil
 	}
@@ -142,12 +142,7 @@ func (v copyView) Count(ctx context.Context) (storecopy.Counts, error) {
 }
 
 func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) error {
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT id, type, name, owner, provisioner, args, generation, observed_generation,
-		       status, status_message, state, config, attempts, next_attempt_at, last_error,
-		       lease_holder, lease_expires_at, lease_token, created_at, updated_at, ready_at, unhealthy_since,
-		       labels, paused, hibernate, retry_requested_at, status_changed_at
-		  FROM resources ORDER BY id`,
+	if err := readTable(ctx, v.tx, emit, storecopy.Resources.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.Resource, err error) {
 			var (
 				lease                                       sql.NullString
@@ -178,9 +173,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT provisioner, resource_id, owner, host, slots, created_at, updated_at
-		  FROM slot_reservations ORDER BY provisioner, resource_id`,
+	if err := readTable(ctx, v.tx, emit, storecopy.Reservations.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.Reservation, err error) {
 			var created, updated string
 			if err = rows.Scan(&r.Provisioner, &r.ResourceID, &r.Owner, &r.Host, &r.Slots, &created, &updated); err != nil {
@@ -195,8 +188,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT seq, resource_id, at, kind, status, message FROM resource_events ORDER BY seq`,
+	if err := readTable(ctx, v.tx, emit, storecopy.Events.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.Event, err error) {
 			var at string
 			if err = rows.Scan(&r.Seq, &r.ResourceID, &at, &r.Kind, &r.Status, &r.Message); err != nil {
@@ -210,7 +202,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `SELECT seq, resource_id, created_at FROM change_log ORDER BY seq`,
+	if err := readTable(ctx, v.tx, emit, storecopy.Changes.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.Change, err error) {
 			var created string
 			if err = rows.Scan(&r.Seq, &r.ResourceID, &created); err != nil {
@@ -224,8 +216,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT at, provisioner, host, unit, total, used, down FROM capacity_samples ORDER BY provisioner, host, at`,
+	if err := readTable(ctx, v.tx, emit, storecopy.CapacitySamples.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.CapacitySample, err error) {
 			var at string
 			if err = rows.Scan(&at, &r.Provisioner, &r.Host, &r.Unit, &r.Total, &r.Used, &r.Down); err != nil {
@@ -239,8 +230,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	if err := readTable(ctx, v.tx, emit, `
-		SELECT provisioner, kind, active, message, since, updated_at FROM capacity_warnings ORDER BY provisioner, kind`,
+	if err := readTable(ctx, v.tx, emit, storecopy.CapacityWarnings.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.CapacityWarning, err error) {
 			var since, updated string
 			if err = rows.Scan(&r.Provisioner, &r.Kind, &r.Active, &r.Message, &since, &updated); err != nil {
@@ -255,7 +245,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	return readTable(ctx, v.tx, emit, `SELECT provisioner, fingerprint, applied_at FROM provisioner_specs ORDER BY provisioner`,
+	return readTable(ctx, v.tx, emit, storecopy.ProvisionerSpecs.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.ProvisionerSpec, err error) {
 			var applied string
 			if err = rows.Scan(&r.Provisioner, &r.Fingerprint, &applied); err != nil {
@@ -387,3 +377,7 @@ func (im copyImporter) SetPositions(ctx context.Context, p storecopy.Positions) 
 	}
 	return nil
 }
+
+// readColumn is how a View reads a column: as it is, since SQLite keeps ids and JSON as
+// text already.
+func readColumn(name string) string { return name }

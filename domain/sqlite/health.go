@@ -96,14 +96,12 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 		}
 		if h.Status == domain.StatusError {
 			// Hand the row to the provisioner, which keeps looking at it with backoff.
-			if _, err := tx.ExecContext(ctx, `INSERT INTO change_log (resource_id) VALUES ($1)`, uid); err != nil {
+			if _, err := tx.ExecContext(ctx, backend.LogChangeSQL, uid); err != nil {
 				return fmt.Errorf("log the change: %w", err)
 			}
 		}
 		for _, repair := range h.Repairs {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO resource_events (resource_id, kind, status, message)
-				VALUES ($1, 'repair', $2, $3)`, uid, string(r.Status), repair); err != nil {
+			if _, err := tx.ExecContext(ctx, backend.InsertRepairEventSQL, uid, string(r.Status), repair); err != nil {
 				return fmt.Errorf("record repair: %w", err)
 			}
 		}
@@ -186,7 +184,7 @@ func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([
 
 // PruneEvents deletes events from before cutoff.
 func (s *State) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
-	n, err := s.exec(ctx, `DELETE FROM resource_events WHERE at < $1`, FormatTime(cutoff))
+	n, err := s.exec(ctx, backend.PruneEventsSQL, FormatTime(cutoff))
 	if err != nil {
 		return 0, fmt.Errorf("prune resource events: %w", err)
 	}

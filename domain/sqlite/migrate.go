@@ -41,7 +41,7 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
 			var applied bool
 			if err := tx.QueryRowContext(ctx,
-				`SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version,
+				backend.MigrationAppliedSQL, m.Version,
 			).Scan(&applied); err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.Version)
+			_, err := tx.ExecContext(ctx, backend.RecordMigrationSQL, m.Version)
 			return err
 		})
 		if err != nil {

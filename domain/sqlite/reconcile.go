@@ -177,7 +177,7 @@ func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Le
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO change_log (resource_id) VALUES ($1)`, uid)
+		_, err = tx.ExecContext(ctx, backend.LogChangeSQL, uid)
 		return err
 	})
 	if err != nil {

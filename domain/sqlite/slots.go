@@ -77,12 +77,7 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 // hostUsage is the committed usage of every host of the provisioner, by host: one row per
 // host, from the tables the reservations' triggers keep.
 func hostUsage(ctx context.Context, tx *sql.Tx, req domain.SlotRequest) ([]domain.HostUsage, error) {
-	rows, err := tx.QueryContext(ctx, `
-		SELECT h.host, h.slots, coalesce(o.resources, 0)
-		  FROM slot_host_usage h
-		  LEFT JOIN slot_owner_usage o ON o.provisioner = h.provisioner AND o.owner = $2 AND o.host = h.host
-		 WHERE h.provisioner = $1
-		 ORDER BY h.host`, req.Provisioner, req.Owner)
+	rows, err := tx.QueryContext(ctx, backend.HostUsageSQL, req.Provisioner, req.Owner)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +122,7 @@ func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string
 		if err := checkSlotsFence(ctx, tx, uid, lease); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, provisioner, uid)
+		_, err := tx.ExecContext(ctx, backend.DeleteReservationSQL, provisioner, uid)
 		return err
 	})
 	if err != nil {

@@ -20,9 +20,7 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 	}
 	var bumped int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		inserted, err := tx.ExecContext(ctx, `
-			INSERT INTO provisioner_specs (provisioner, fingerprint) VALUES ($1, $2)
-			ON CONFLICT (provisioner) DO NOTHING`, provisioner, fingerprint)
+		inserted, err := tx.ExecContext(ctx, backend.InsertSpecSQL, provisioner, fingerprint)
 		if err != nil {
 			return err
 		}
@@ -31,7 +29,7 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 			return err
 		}
 		if first == 1 {
-			res, err := tx.ExecContext(ctx, retryFailedSQL, provisioner)
+			res, err := tx.ExecContext(ctx, backend.RetryFailedSQL, provisioner)
 			if err != nil {
 				return err
 			}
@@ -46,10 +44,7 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 		if previous == fingerprint {
 			return nil
 		}
-		res, err := tx.ExecContext(ctx, `
-			UPDATE resources
-			   SET generation = generation + 1, attempts = 0, next_attempt_at = NULL, last_error = ''
-			 WHERE provisioner = $1 AND status <> 'deleting'`, provisioner)
+		res, err := tx.ExecContext(ctx, backend.BumpProvisionerResourcesSQL, provisioner)
 		if err != nil {
 			return err
 		}
@@ -66,13 +61,6 @@ func (s *State) ApplyProvisionerSpec(ctx context.Context, provisioner, fingerpri
 	}
 	return bumped, nil
 }
-
-// retryFailedSQL moves the failed resources of a provisioner seen for the first time to a new
-// generation: they failed because no agent knew it, and now one does.
-const retryFailedSQL = `
-	UPDATE resources
-	   SET generation = generation + 1, attempts = 0, next_attempt_at = NULL, last_error = ''
-	 WHERE provisioner = $1 AND status = 'error'`
 
 // MarkProvisionersAbsent records every provisioner not in present as absent: its fingerprint
 // becomes the empty string, which no spec has, so putting it back bumps its resources.

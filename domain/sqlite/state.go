@@ -266,23 +266,18 @@ func isUniqueViolation(err error) bool {
 	return code == sqlite3lib.SQLITE_CONSTRAINT_UNIQUE || code == sqlite3lib.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
-// checkMessages explains each check constraint of the schema as a field error.
-var checkMessages = map[string]domain.FieldError{
+// checkMessages explains each check constraint of the schema as a field error: the shared
+// ones and those of the checks SQLite needs where PostgreSQL has column types.
+var checkMessages = backend.CheckMessages(map[string]domain.FieldError{
 	"resources_id_check":                  {Field: "id", Msg: "must be a UUID in lowercase"},
-	"resources_type_check":                {Field: "type", Msg: "must be one of " + backend.TypeList()},
-	"resources_name_check":                {Field: "name", Msg: "must not be blank"},
-	"resources_args_check":                {Field: "args", Msg: "must be a JSON object"},
 	"resources_state_check":               {Field: "state", Msg: "must be JSON"},
 	"resources_config_check":              {Field: "config", Msg: "must be JSON"},
-	"resources_status_check":              {Field: "status", Msg: "must be one of " + backend.StatusList()},
-	"resources_labels_check":              {Field: "labels", Msg: "must be a JSON object of string values"},
 	"resources_paused_check":              {Field: "paused", Msg: "must be true or false (1 or 0)"},
 	"resources_hibernate_check":           {Field: "hibernate", Msg: "must be true or false (1 or 0)"},
 	"resources_times_check":               {Field: "times", Msg: "must be times SQLite reads, e.g. 2026-01-02T03:04:05Z"},
 	"resources_unhealthy_since_check":     {Field: "unhealthy_since", Msg: "must be a time SQLite reads, e.g. 2026-01-02T03:04:05Z"},
 	"slot_reservations_resource_id_check": {Field: "resource_id", Msg: "must be a UUID in lowercase"},
-	"slot_reservations_slots_check":       {Field: "slots", Msg: "must be at least 1"},
-}
+})
 
 // describeDBError turns a check violation into a *domain.FieldError naming the column; other
 // errors are returned unchanged.

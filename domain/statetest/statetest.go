@@ -132,6 +132,7 @@ var tests = []struct {
 	{"EventFeed", testEventFeed},
 	{"ControlsSurviveARestart", testControlsSurviveARestart},
 	{"CheckErrorsListEveryStatusAndType", testCheckErrorsListEveryStatusAndType},
+	{"SchemaChecksAcceptExactlyTheDomainsValues", testSchemaChecksAcceptExactlyTheDomainsValues},
 	{"ResourceTimesAreInUTC", testResourceTimesAreInUTC},
 }
 

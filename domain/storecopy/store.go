@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -223,6 +224,29 @@ var columns = map[Table][]string{
 	CapacitySamples:  {"at", "provisioner", "host", "unit", "total", "used", "down"},
 	CapacityWarnings: {"provisioner", "kind", "active", "message", "since", "updated_at"},
 	ProvisionerSpecs: {"provisioner", "fingerprint", "applied_at"},
+}
+
+// keys are each table's key, in whose order a View reads the table's rows.
+var keys = map[Table]string{
+	Resources:        "id",
+	Reservations:     "provisioner, resource_id",
+	Events:           "seq",
+	Changes:          "seq",
+	CapacitySamples:  "provisioner, host, at",
+	CapacityWarnings: "provisioner, kind",
+	ProvisionerSpecs: "provisioner",
+}
+
+// ReadQuery is the query a View reads the table with: its Columns in order, each as column
+// writes it in the store's dialect (a cast to text, say), in key order. The column list has
+// this one home, so a store cannot read columns in another order than Batch.Values gives.
+func (t Table) ReadQuery(column func(name string) string) string {
+	cols := t.Columns()
+	exprs := make([]string, len(cols))
+	for i, c := range cols {
+		exprs[i] = column(c)
+	}
+	return "SELECT " + strings.Join(exprs, ", ") + " FROM " + string(t) + " ORDER BY " + keys[t]
 }
 
 // jsonColumns are the columns (all of resources) whose text is JSON.

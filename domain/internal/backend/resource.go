@@ -28,6 +28,23 @@ func TypeList() string {
 	return strings.Join(names, ", ")
 }
 
+// CheckMessages explains each check constraint of the schema as a field error: those both
+// stores' schemas have, and a store's own in extra.
+func CheckMessages(extra map[string]domain.FieldError) map[string]domain.FieldError {
+	messages := map[string]domain.FieldError{
+		"resources_type_check":          {Field: "type", Msg: "must be one of " + TypeList()},
+		"resources_name_check":          {Field: "name", Msg: "must not be blank"},
+		"resources_args_check":          {Field: "args", Msg: "must be a JSON object"},
+		"resources_status_check":        {Field: "status", Msg: "must be one of " + StatusList()},
+		"resources_labels_check":        {Field: "labels", Msg: "must be a JSON object of string values"},
+		"slot_reservations_slots_check": {Field: "slots", Msg: "must be at least 1"},
+	}
+	for name, fe := range extra {
+		messages[name] = fe
+	}
+	return messages
+}
+
 // EncodeLabels is the stored JSON of labels ({} for none).
 func EncodeLabels(labels map[string]string) (string, error) {
 	if len(labels) == 0 {
