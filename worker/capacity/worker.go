@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/clocktimeout"
 )
 
 // Store is the part of domain.State the worker uses.
@@ -190,7 +191,7 @@ func (w *Worker) publish(name string, report map[string]any) {
 // sampleOne records one provisioner's capacity, updates its warnings and publishes its report
 // before the observer sees the warnings.
 func (w *Worker) sampleOne(ctx context.Context, at time.Time, name string, reporter environ.CapacityReporter) {
-	ctx, cancel := w.withTimeout(ctx, w.config.Timeout)
+	ctx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, w.config.Timeout)
 	defer cancel()
 	log := w.config.Logger.With("provisioner", name)
 	c, err := reporter.Capacity(ctx)
@@ -283,16 +284,4 @@ func (w *Worker) load(ctx context.Context) {
 		w.warnings[warningKey{s.Provisioner, s.Kind}] = s.Active
 	}
 	w.loaded = true
-}
-
-// withTimeout returns a context that ends with parent or after d on the worker's clock.
-func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	timer := w.config.Clock.AfterFunc(d, func() {
-		cancel(fmt.Errorf("timed out after %s", d))
-	})
-	return ctx, func() {
-		timer.Stop()
-		cancel(context.Canceled)
-	}
 }

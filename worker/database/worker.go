@@ -23,6 +23,7 @@ import (
 	"github.com/juju/worker/v4/dependency"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/clocktimeout"
 )
 
 // DB is a store with the housekeeping the agent needs at start and while it runs.
@@ -205,7 +206,7 @@ func (w *Worker) loop() error {
 // connect opens the store and migrates it within ConnectTimeout on the worker's clock, and
 // gives up as soon as the worker is killed.
 func (w *Worker) connect() (DB, error) {
-	ctx, cancel := w.withTimeout(w.catacomb.Context(context.Background()), w.config.ConnectTimeout)
+	ctx, cancel := clocktimeout.WithTimeout(w.catacomb.Context(context.Background()), w.config.Clock, w.config.ConnectTimeout)
 	defer cancel()
 	db, err := w.config.Open(ctx, w.config.URL)
 	if err != nil {
@@ -226,25 +227,10 @@ func (w *Worker) connectError(ctx context.Context, what string, err error) error
 		return w.catacomb.ErrDying()
 	default:
 	}
-	if cause := context.Cause(ctx); errors.Is(cause, errTimedOut) {
+	if cause := context.Cause(ctx); errors.Is(cause, clocktimeout.ErrTimedOut) {
 		return fmt.Errorf("%s: %w: %w", what, cause, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// errTimedOut marks a context ended by withTimeout's timer.
-var errTimedOut = errors.New("timed out")
-
-// withTimeout returns a context that ends with parent or after d on the worker's clock.
-func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	timer := w.config.Clock.AfterFunc(d, func() {
-		cancel(fmt.Errorf("%w after %s", errTimedOut, d))
-	})
-	return ctx, func() {
-		timer.Stop()
-		cancel(context.Canceled)
-	}
 }
 
 func (w *Worker) ping() error {

@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/database"
 )
 
@@ -357,12 +359,12 @@ func (s *workerSuite) TestReportCountsConsecutivePingFailures(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 	failures := func(want int64) {
 		// Report runs on the engine's goroutine while the loop records the ping.
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if w.Report()["consecutive-ping-failures"] == want {
-				return
+		testkit.Eventually(c, func() error {
+			if report := w.Report(); report["consecutive-ping-failures"] != want {
+				return fmt.Errorf("report %v, want %d consecutive ping failures", report, want)
 			}
-		}
-		c.Fatalf("report %v, want %d consecutive ping failures", w.Report(), want)
+			return nil
+		})
 	}
 
 	s.db.setPingErr(errors.New("server closed the connection"))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/environcheck"
 )
 
@@ -110,20 +111,18 @@ func (m *fakeMetrics) ObserveEnvironCheck(provisioner string, err error) {
 
 // wait waits for n observations and returns them sorted.
 func (m *fakeMetrics) wait(c *gc.C, n int) []string {
-	deadline := time.Now().Add(longWait)
-	for {
+	var got []string
+	testkit.Eventually(c, func() error {
 		m.mu.Lock()
-		got := slices.Clone(m.seen)
+		got = slices.Clone(m.seen)
 		m.mu.Unlock()
-		if len(got) >= n {
-			slices.Sort(got)
-			return got
+		if len(got) < n {
+			return fmt.Errorf("timed out waiting for %d observations; have %v", n, got)
 		}
-		if time.Now().After(deadline) {
-			c.Fatalf("timed out waiting for %d observations; have %v", n, got)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
+	slices.Sort(got)
+	return got
 }
 
 // syncBuffer is a log buffer safe for the worker's goroutines and the test's.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/clocktimeout"
 	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/rendezvous"
 )
@@ -563,7 +564,7 @@ func (w *Worker) prepare(ctx context.Context, page []domain.Resource) map[string
 		if !ok {
 			continue
 		}
-		prepCtx, cancel := w.withTimeout(ctx, w.config.CheckTimeout)
+		prepCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, w.config.CheckTimeout)
 		checks, err := preparer.PrepareChecks(prepCtx, ids[name])
 		cancel()
 		if err != nil {
@@ -622,7 +623,7 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 		return checkDone{skipped: true}
 	}
 	defer unlock()
-	checkCtx, cancel := w.withTimeout(ctx, w.config.CheckTimeout)
+	checkCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, w.config.CheckTimeout)
 	res, checkErr := checker.CheckResource(checkCtx,
 		&environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config},
 		&environ.ResourceOptions{Name: r.Name, Owner: r.Owner, Args: r.Args, Generation: r.Generation, Labels: r.Labels})
@@ -652,7 +653,7 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	if u.Status == r.Status && u.StatusMessage == r.StatusMessage && u.State == nil && u.Config == nil && len(u.Repairs) == 0 {
 		return found
 	}
-	recordCtx, cancel := w.withTimeout(ctx, recordTimeout)
+	recordCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, recordTimeout)
 	defer cancel()
 	_, err = w.config.Store.RecordHealth(recordCtx, r.ID, r.Generation, u)
 	switch {
@@ -687,7 +688,7 @@ func (w *Worker) recordUnreadable(ctx context.Context, log *slog.Logger, r domai
 		return checkDone{skipped: true}
 	}
 	defer unlock()
-	recordCtx, cancel := w.withTimeout(ctx, recordTimeout)
+	recordCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, recordTimeout)
 	defer cancel()
 	message := r.UnreadableReason() + ": fix the column with SQL or delete the resource"
 	_, err := w.config.Store.RecordHealth(recordCtx, r.ID, r.Generation, domain.HealthUpdate{Status: domain.StatusError, StatusMessage: message})
@@ -752,18 +753,6 @@ func sameJSON(a, b map[string]any) bool {
 		return false
 	}
 	return reflect.DeepEqual(na, nb)
-}
-
-// withTimeout returns a context that ends with parent or after d on the worker's clock.
-func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	timer := w.config.Clock.AfterFunc(d, func() {
-		cancel(fmt.Errorf("timed out after %s", d))
-	})
-	return ctx, func() {
-		timer.Stop()
-		cancel(context.Canceled)
-	}
 }
 
 // now returns the worker's time at the precision the database keeps.

@@ -26,6 +26,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/internal/logging"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/internal/valueworker"
 	"github.com/berth-dev/berth/worker/httpserver"
 )
@@ -521,10 +522,10 @@ func (s *workerSuite) TestInARealEngine(c *gc.C) {
 	c.Check(body, gc.Matches, `(?s).*"database": \{\s*"state": "missing"\s*\}.*`)
 
 	c.Assert(engine.Install("database", valueManifold("a database")), gc.IsNil)
-	waitFor(c, "database started", func() bool {
+	testkit.Eventually(c, testkit.Holds("database started", func() bool {
 		code, _ := getURL(c, "http://"+addr+"/readyz")
 		return code == http.StatusOK
-	})
+	}))
 
 	code, body = getURL(c, "http://"+addr+"/debug/engine")
 	c.Check(code, gc.Equals, http.StatusOK)
@@ -558,18 +559,6 @@ func getURL(c *gc.C, url string) (int, string) {
 	body, err := io.ReadAll(resp.Body)
 	c.Assert(err, gc.IsNil)
 	return resp.StatusCode, string(body)
-}
-
-// waitFor polls pred: the engine starts workers in its own goroutine and says nothing when
-// it has.
-func waitFor(c *gc.C, what string, pred func() bool) {
-	deadline := time.Now().Add(longWait)
-	for !pred() {
-		if time.Now().After(deadline) {
-			c.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func waitEntered(c *gc.C, r *fakeReporter) {

@@ -29,6 +29,8 @@ import (
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 	"github.com/juju/worker/v4/dependency"
+
+	"github.com/berth-dev/berth/internal/clocktimeout"
 )
 
 // Store is the part of domain.State the worker uses.
@@ -249,7 +251,7 @@ func (w *Worker) claim(parent context.Context) (string, bool, error) {
 		return "", false, errors.New("the agent is not registered yet")
 	}
 	w.session = session
-	ctx, cancel := w.withTimeout(parent)
+	ctx, cancel := clocktimeout.WithTimeout(parent, w.config.Clock, w.config.Timeout)
 	defer cancel()
 	leader, mine, err := w.config.Store.ClaimLeadership(ctx, w.config.AgentID, w.session, w.config.TTL)
 	if err != nil {
@@ -278,7 +280,7 @@ func (w *Worker) resign() {
 		return
 	}
 	w.config.Metrics.ObserveLeader(false)
-	ctx, cancel := w.withTimeout(context.Background())
+	ctx, cancel := clocktimeout.WithTimeout(context.Background(), w.config.Clock, w.config.Timeout)
 	defer cancel()
 	if err := w.config.Store.ResignLeadership(ctx, w.config.AgentID, w.session); err != nil {
 		w.config.Logger.Warn("resigning leadership failed; another agent leads once the lease expires",
@@ -286,18 +288,6 @@ func (w *Worker) resign() {
 		return
 	}
 	w.config.Logger.Info("resigned leadership", "agent-id", w.config.AgentID)
-}
-
-// withTimeout returns a context that ends with parent or after Timeout on the worker's clock.
-func (w *Worker) withTimeout(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	timer := w.config.Clock.AfterFunc(w.config.Timeout, func() {
-		cancel(fmt.Errorf("timed out after %s", w.config.Timeout))
-	})
-	return ctx, func() {
-		timer.Stop()
-		cancel(context.Canceled)
-	}
 }
 
 // withCause adds why ctx ended, when it did, to err.

@@ -14,6 +14,7 @@ import (
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/leadership"
 )
 
@@ -104,18 +105,6 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor waits until cond holds: the worker acts on a claim's answer after the call the
-// test saw.
-func waitFor(c *gc.C, what string, cond func() bool) {
-	deadline := time.Now().Add(longWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(time.Now())
 	s.store = &fakeStore{claims: make(chan claimResult, 10), calls: make(chan string, 10), session: make(chan int64, 10)}
@@ -185,7 +174,7 @@ func (s *workerSuite) TestFollowerDoesNotResign(c *gc.C) {
 	w := s.start(c, claimResult{leader: "agent-b"})
 	c.Check(w.Check(), gc.Equals, false)
 	s.advance(c, claimResult{leader: "agent-c"})
-	waitFor(c, "the move logged", func() bool { return strings.Contains(s.logs.String(), "leadership moved") })
+	testkit.Eventually(c, testkit.Holds("the move logged", func() bool { return strings.Contains(s.logs.String(), "leadership moved") }))
 	c.Check(s.logs.String(), gc.Matches, `(?s).*leadership moved.*leader=agent-c previous-leader=agent-b.*`)
 	c.Check(w.Leader(), gc.Equals, "agent-c")
 	workertest.CleanKill(c, w)
@@ -227,7 +216,7 @@ func (s *workerSuite) TestLeaderWhoseClaimsFailForTheTTLGivesUp(c *gc.C) {
 	failed := claimResult{err: errors.New("connection refused")}
 	s.advance(c, failed)
 	s.advance(c, failed)
-	waitFor(c, "the failed claim reported", func() bool { return w.Report()["claim-error"] == "connection refused" })
+	testkit.Eventually(c, testkit.Holds("the failed claim reported", func() bool { return w.Report()["claim-error"] == "connection refused" }))
 	workertest.CheckAlive(c, w)
 	s.advance(c, failed) // 6s since the last claim that held
 	err := workertest.CheckKilled(c, w)

@@ -28,6 +28,7 @@ import (
 	"github.com/juju/worker/v4/catacomb"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/clocktimeout"
 )
 
 // Store is the part of domain.State the worker uses.
@@ -196,7 +197,7 @@ func (w *Worker) loop() error {
 
 // register records the agent and returns its session.
 func (w *Worker) register(ctx context.Context) (int64, error) {
-	ctx, cancel := w.withTimeout(ctx, w.config.Timeout)
+	ctx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, w.config.Timeout)
 	defer cancel()
 	session, err := w.config.Store.RegisterAgent(ctx, w.config.Agent)
 	if err != nil {
@@ -215,7 +216,7 @@ func (w *Worker) register(ctx context.Context) (int64, error) {
 // heartbeat records one heartbeat and then the live agents. Only a session that moved on
 // is an error; any other failure is logged and the next heartbeat tries again.
 func (w *Worker) heartbeat(parent context.Context, session int64) error {
-	ctx, cancel := w.withTimeout(parent, w.config.Timeout)
+	ctx, cancel := clocktimeout.WithTimeout(parent, w.config.Clock, w.config.Timeout)
 	defer cancel()
 	err := w.config.Store.HeartbeatAgent(ctx, w.config.Agent.ID, session)
 	switch {
@@ -263,7 +264,7 @@ func (w *Worker) observeAgents(ctx context.Context) {
 // prune removes the agents silent for longer than PruneAfter; a failure waits for the next
 // prune.
 func (w *Worker) prune(parent context.Context) {
-	ctx, cancel := w.withTimeout(parent, w.config.Timeout)
+	ctx, cancel := clocktimeout.WithTimeout(parent, w.config.Clock, w.config.Timeout)
 	defer cancel()
 	n, err := w.config.Store.PruneAgents(ctx, w.config.PruneAfter)
 	switch {
@@ -279,7 +280,7 @@ func (w *Worker) prune(parent context.Context) {
 // resign gives up the agent's registration and leases. It runs as the worker stops, so on a
 // context of its own that outlives the catacomb's, bounded by ResignTimeout.
 func (w *Worker) resign(session int64) {
-	ctx, cancel := w.withTimeout(context.Background(), w.config.ResignTimeout)
+	ctx, cancel := clocktimeout.WithTimeout(context.Background(), w.config.Clock, w.config.ResignTimeout)
 	defer cancel()
 	if err := w.config.Store.ResignAgent(ctx, w.config.Agent.ID, session); err != nil {
 		w.config.Logger.Warn("resigning failed; other agents take over this agent's resources once their leases expire (--lease-ttl)",
@@ -287,18 +288,6 @@ func (w *Worker) resign(session int64) {
 		return
 	}
 	w.config.Logger.Info("resigned: left the agents and gave up its resource leases", "agent-id", w.config.Agent.ID, "session", session)
-}
-
-// withTimeout returns a context that ends with parent or after d on the worker's clock.
-func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	timer := w.config.Clock.AfterFunc(d, func() {
-		cancel(fmt.Errorf("timed out after %s", d))
-	})
-	return ctx, func() {
-		timer.Stop()
-		cancel(context.Canceled)
-	}
 }
 
 // withCause adds why ctx ended, when it did, to err.

@@ -6,46 +6,112 @@ import (
 )
 
 // schedule is the loop's bookkeeping of which resources to reconcile and when. Only the loop
-// goroutine touches it. An id is in at most one of three places: the FIFO queue (reconcile as
-// soon as a slot is free), running (a reconcile is in flight; a change marks it dirty), or the
-// retry heap (reconcile at a time). Resources waiting for capacity are also remembered by
-// provisioner, so that a deprovision can wake them before their retry is due.
+// goroutine touches it. Each resource it knows has one entry, whose state says the one place
+// the resource is in: the FIFO queue (reconcile as soon as a slot is free), running (a
+// reconcile is in flight; a change marks it dirty), or the retry heap (reconcile at a time).
+// Resources waiting for capacity also remember the provisioner, so that a deprovision can
+// wake them before their retry is due.
 type schedule struct {
-	queue    []string
-	queued   map[string]bool
-	running  map[string]bool
-	awaiting map[string]bool // of running: waiting for the resource to serve, place given back
-	dirty    map[string]bool
-	retries  retryHeap
-	retryOf  map[string]*retry
+	entries map[string]*entry
+	queue   []string  // the ids of the queued entries, in order
+	retries retryHeap // the retries of the retrying entries, earliest first
+
+	// Indexes of the entries, for the worker's limits and report; only sync writes them.
+	running  map[string]bool   // entries in flight
+	awaiting map[string]bool   // entries in flight that wait for their resource to serve
 	capacity map[string]string // id -> provisioner it waits for capacity on
-	woken    map[string]bool   // ids queued because capacity was freed
+}
+
+// place is where a resource is in the schedule.
+type place int
+
+const (
+	// idle: in no place, remembered only while it waits for capacity.
+	idle place = iota
+	queued
+	running
+	retrying
+)
+
+// entry is what the schedule knows of one resource. The fields other than place and
+// waitingFor only have a meaning in one place, and are cleared when the entry leaves it.
+type entry struct {
+	place      place
+	dirty      bool   // running: changed since its reconcile started, so runs again after it
+	awaiting   bool   // running: waits for its resource to serve, its place given back
+	woken      bool   // queued: because capacity was freed for it
+	retry      *retry // retrying: its element in the retry heap
+	waitingFor string // the provisioner it waits for capacity on, until it next starts
 }
 
 func newSchedule() *schedule {
 	return &schedule{
-		queued:   make(map[string]bool),
+		entries:  make(map[string]*entry),
 		running:  make(map[string]bool),
 		awaiting: make(map[string]bool),
-		dirty:    make(map[string]bool),
-		retryOf:  make(map[string]*retry),
 		capacity: make(map[string]string),
-		woken:    make(map[string]bool),
 	}
+}
+
+// entry returns id's entry, adding an idle one if the schedule has none.
+func (s *schedule) entry(id string) *entry {
+	e, ok := s.entries[id]
+	if !ok {
+		e = &entry{}
+		s.entries[id] = e
+	}
+	return e
+}
+
+// sync brings the indexes in step with id's entry after a change, and forgets an entry with
+// nothing left to remember. Every change to an entry ends with it.
+func (s *schedule) sync(id string) {
+	e, ok := s.entries[id]
+	if ok && e.place == idle && e.waitingFor == "" {
+		delete(s.entries, id)
+		ok = false
+	}
+	setIndex(s.running, id, ok && e.place == running)
+	setIndex(s.awaiting, id, ok && e.place == running && e.awaiting)
+	if ok && e.waitingFor != "" {
+		s.capacity[id] = e.waitingFor
+	} else {
+		delete(s.capacity, id)
+	}
+}
+
+func setIndex(index map[string]bool, id string, in bool) {
+	if in {
+		index[id] = true
+	} else {
+		delete(index, id)
+	}
+}
+
+// pending says whether id is queued or in flight, and so will be reconciled without being
+// queued again.
+func (s *schedule) pending(id string) bool {
+	e, ok := s.entries[id]
+	return ok && (e.place == queued || e.place == running)
 }
 
 // enqueue asks for id to be reconciled now. A scheduled retry of id is dropped: the reconcile
 // decides afresh when (if ever) to retry. An id in flight is marked dirty instead, so that it
 // runs again once the current reconcile ends and never twice at once.
 func (s *schedule) enqueue(id string) {
-	s.cancelRetry(id)
-	switch {
-	case s.running[id]:
-		s.dirty[id] = true
-	case !s.queued[id]:
-		s.queued[id] = true
+	e := s.entry(id)
+	if e.place == retrying {
+		heap.Remove(&s.retries, e.retry.index)
+		e.place, e.retry = idle, nil
+	}
+	switch e.place {
+	case running:
+		e.dirty = true
+	case idle:
+		e.place = queued
 		s.queue = append(s.queue, id)
 	}
+	s.sync(id)
 }
 
 // start takes the next queued id and marks it running, if fewer than limit are running
@@ -58,31 +124,33 @@ func (s *schedule) start(limit, awaitLimit int) (id string, woken, ok bool) {
 	id = s.queue[0]
 	s.queue[0] = ""
 	s.queue = s.queue[1:]
-	woken = s.woken[id]
-	delete(s.queued, id)
-	delete(s.woken, id)
-	delete(s.capacity, id)
-	s.running[id] = true
+	e := s.entries[id]
+	woken = e.woken
+	*e = entry{place: running}
+	s.sync(id)
 	return id, woken, true
 }
 
 // await notes that id's reconcile waits for its resource to serve: it gives its place back
 // while it stays in flight.
 func (s *schedule) await(id string) {
-	if s.running[id] {
-		s.awaiting[id] = true
+	if e, ok := s.entries[id]; ok && e.place == running {
+		e.awaiting = true
+		s.sync(id)
 	}
 }
 
 // finish ends id's reconcile and applies its outcome.
 func (s *schedule) finish(o outcome) {
-	delete(s.running, o.id)
-	delete(s.awaiting, o.id)
-	dirty := s.dirty[o.id]
-	delete(s.dirty, o.id)
-	if o.waitingFor != "" {
-		s.capacity[o.id] = o.waitingFor
+	e := s.entry(o.id)
+	dirty := e.dirty
+	if e.place == running {
+		e.place, e.dirty, e.awaiting = idle, false, false
 	}
+	if o.waitingFor != "" {
+		e.waitingFor = o.waitingFor
+	}
+	s.sync(o.id)
 	switch {
 	case dirty || o.requeue:
 		s.enqueue(o.id)
@@ -96,39 +164,37 @@ func (s *schedule) finish(o outcome) {
 
 // wake enqueues every resource waiting for capacity on provisioner.
 func (s *schedule) wake(provisioner string) {
-	for id, p := range s.capacity {
-		if p == provisioner {
-			delete(s.capacity, id)
+	for id, e := range s.entries {
+		if e.waitingFor == provisioner {
+			e.waitingFor = ""
 			s.enqueue(id)
-			s.woken[id] = true
+			e.woken = e.place == queued
 		}
 	}
 }
 
-// retryAt schedules id to be reconciled at t, replacing an earlier schedule of id.
+// retryAt schedules id to be reconciled at t, replacing an earlier schedule of id. An id
+// queued or in flight is left as it is: it is reconciled sooner, and that reconcile decides
+// afresh when to retry.
 func (s *schedule) retryAt(id string, t time.Time) {
-	if r, ok := s.retryOf[id]; ok {
-		r.at = t
-		heap.Fix(&s.retries, r.index)
-		return
+	e := s.entry(id)
+	switch e.place {
+	case retrying:
+		e.retry.at = t
+		heap.Fix(&s.retries, e.retry.index)
+	case idle:
+		e.place, e.retry = retrying, &retry{id: id, at: t}
+		heap.Push(&s.retries, e.retry)
 	}
-	r := &retry{id: id, at: t}
-	heap.Push(&s.retries, r)
-	s.retryOf[id] = r
-}
-
-func (s *schedule) cancelRetry(id string) {
-	if r, ok := s.retryOf[id]; ok {
-		heap.Remove(&s.retries, r.index)
-		delete(s.retryOf, id)
-	}
+	s.sync(id)
 }
 
 // due enqueues every retry whose time is not after now, earliest first.
 func (s *schedule) due(now time.Time) {
 	for len(s.retries) > 0 && !s.retries[0].at.After(now) {
 		r := heap.Pop(&s.retries).(*retry)
-		delete(s.retryOf, r.id)
+		e := s.entries[r.id]
+		e.place, e.retry = idle, nil
 		s.enqueue(r.id)
 	}
 }

@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"math/rand/v2"
 	"time"
 
 	gc "gopkg.in/check.v1"
@@ -118,4 +119,132 @@ func (*scheduleSuite) TestWakeCapacity(c *gc.C) {
 	c.Check(woken, gc.DeepEquals, map[string]bool{"a": true, "c": true})
 	c.Check(s.capacity, gc.DeepEquals, map[string]string{"b": "other"})
 	c.Check(s.retries, gc.HasLen, 1)
+}
+
+// checkPlaces checks that each id is in the one place its entry says, that the indexes
+// agree with the entries, and that no field outlives the place it has a meaning in.
+func checkPlaces(c *gc.C, s *schedule, step string) {
+	inQueue := map[string]int{}
+	for _, id := range s.queue {
+		inQueue[id]++
+	}
+	inRetries := map[string]int{}
+	for i, r := range s.retries {
+		inRetries[r.id]++
+		c.Check(r.index, gc.Equals, i, gc.Commentf("%s: retry of %s", step, r.id))
+	}
+	wantRunning, wantAwaiting, wantCapacity := map[string]bool{}, map[string]bool{}, map[string]string{}
+	for id, e := range s.entries {
+		comment := gc.Commentf("%s: %s %+v", step, id, *e)
+		c.Check(inQueue[id], gc.Equals, btoi(e.place == queued), comment)
+		c.Check(inRetries[id], gc.Equals, btoi(e.place == retrying), comment)
+		c.Check(e.retry != nil, gc.Equals, e.place == retrying, comment)
+		if e.retry != nil {
+			c.Check(e.retry.id, gc.Equals, id, comment)
+		}
+		c.Check(e.dirty && e.place != running, gc.Equals, false, comment)
+		c.Check(e.awaiting && e.place != running, gc.Equals, false, comment)
+		c.Check(e.woken && e.place != queued, gc.Equals, false, comment)
+		c.Check(e.waitingFor != "" && e.place == running, gc.Equals, false, comment)
+		c.Check(e.place == idle && e.waitingFor == "", gc.Equals, false, gc.Commentf("%s: %s not forgotten", step, id))
+		if e.place == running {
+			wantRunning[id] = true
+			if e.awaiting {
+				wantAwaiting[id] = true
+			}
+		}
+		if e.waitingFor != "" {
+			wantCapacity[id] = e.waitingFor
+		}
+	}
+	for id := range inQueue {
+		c.Check(s.entries[id], gc.NotNil, gc.Commentf("%s: %s queued without an entry", step, id))
+	}
+	for id := range inRetries {
+		c.Check(s.entries[id], gc.NotNil, gc.Commentf("%s: %s retrying without an entry", step, id))
+	}
+	c.Check(s.running, gc.DeepEquals, wantRunning, gc.Commentf(step))
+	c.Check(s.awaiting, gc.DeepEquals, wantAwaiting, gc.Commentf(step))
+	c.Check(s.capacity, gc.DeepEquals, wantCapacity, gc.Commentf(step))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestOnePlaceAcrossTransitions drives the schedule through every operation from every place,
+// in a long pseudo-random sequence, and checks after each step that every id is in at most
+// one place and never runs twice at once.
+func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
+	ids := []string{"a", "b", "c", "d"}
+	provisioners := []string{"", "pool", "other"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := newSchedule()
+	inFlight := map[string]bool{}
+	now := t0
+	seen := map[[2]place]bool{} // (place before, place after) of the id a step touched
+	placeOf := func(id string) place {
+		if e, ok := s.entries[id]; ok {
+			return e.place
+		}
+		return idle
+	}
+	for i := range 5000 {
+		id := ids[rng.IntN(len(ids))]
+		before := placeOf(id)
+		var step string
+		switch rng.IntN(7) {
+		case 0, 1:
+			step = "enqueue " + id
+			s.enqueue(id)
+		case 2:
+			started, _, ok := s.start(2, 1)
+			step = "start " + started
+			if ok {
+				c.Assert(inFlight[started], gc.Equals, false, gc.Commentf("step %d: %s started twice", i, started))
+				inFlight[started] = true
+				id, before = started, queued
+			}
+		case 3:
+			step = "await " + id
+			s.await(id)
+		case 4:
+			if !inFlight[id] {
+				continue
+			}
+			o := outcome{id: id, requeue: rng.IntN(4) == 0, waitingFor: provisioners[rng.IntN(len(provisioners))],
+				freed: provisioners[rng.IntN(len(provisioners))]}
+			if rng.IntN(2) == 0 {
+				o.retryAt = now.Add(time.Duration(rng.IntN(10)) * time.Second)
+			}
+			step = "finish " + id
+			delete(inFlight, id)
+			s.finish(o)
+		case 5:
+			step = "retryAt " + id
+			s.retryAt(id, now.Add(time.Duration(rng.IntN(10))*time.Second))
+		case 6:
+			now = now.Add(time.Duration(rng.IntN(5)) * time.Second)
+			step = "due"
+			s.due(now)
+		}
+		seen[[2]place{before, placeOf(id)}] = true
+		checkPlaces(c, s, step)
+		for id := range inFlight {
+			c.Assert(placeOf(id), gc.Equals, running, gc.Commentf("step %d: %s in flight", i, id))
+		}
+		if c.Failed() {
+			c.Fatalf("step %d (%s) broke the schedule", i, step)
+		}
+	}
+	for _, t := range [][2]place{
+		{idle, queued}, {idle, retrying}, {queued, running}, {running, running},
+		{running, idle}, {running, queued}, {running, retrying},
+		{retrying, retrying}, {retrying, queued}, {queued, queued},
+	} {
+		c.Check(seen[t], gc.Equals, true, gc.Commentf("transition %v not exercised", t))
+	}
 }

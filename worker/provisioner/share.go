@@ -62,7 +62,7 @@ func (w *Worker) route(ctx context.Context, s *schedule, sh *sharing, ids []stri
 	now := w.config.Clock.Now()
 	w.refreshAgents(ctx, sh, now)
 	for _, id := range ids {
-		if len(sh.agents) <= 1 || s.running[id] || s.queued[id] || rendezvous.Owner(sh.agents, id) == w.config.Holder {
+		if len(sh.agents) <= 1 || s.pending(id) || rendezvous.Owner(sh.agents, id) == w.config.Holder {
 			s.enqueue(id)
 			continue
 		}
