@@ -23,7 +23,7 @@
 --   * each control is recorded as one event of kind 'control', with the row's status after
 --     it and the message 'paused', 'resumed', 'hibernate requested', 'wake requested',
 --     'retry requested' or 'labels changed: k1=v1, k2=v2' (by key; 'labels changed: none');
---   * every statement that inserts events announces them on berth_resource_events, so the
+--   * every event inserted is announced on berth_resource_events, so the
 --     feed that watches and waits tail (EventsAfter) wakes at once.
 --
 -- A row the agent has work on is now one not paused that is pending, provisioning,
@@ -191,19 +191,18 @@ BEGIN
 END
 $$;
 
--- The event feed's wake-up: one notification per statement that inserted events (and none
--- for one that inserted none, such as a progress record with no step passed).
+-- The event feed's wake-up: a notification for each event, of which PostgreSQL delivers one
+-- per transaction (equal notifications are folded). A BEFORE row trigger runs at once, where
+-- an AFTER trigger is queued to the statement's end and, with a transition table, costs the
+-- agent's hot path a quarter of each event's insert.
 CREATE FUNCTION berth_resource_events_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM inserted) THEN
-        PERFORM pg_notify('berth_resource_events', '');
-    END IF;
-    RETURN NULL;
+    PERFORM pg_notify('berth_resource_events', '');
+    RETURN NEW;
 END
 $$;
 
 CREATE TRIGGER resource_events_notify
-    AFTER INSERT ON resource_events
-    REFERENCING NEW TABLE AS inserted
-    FOR EACH STATEMENT EXECUTE FUNCTION berth_resource_events_notify();
+    BEFORE INSERT ON resource_events
+    FOR EACH ROW EXECUTE FUNCTION berth_resource_events_notify();
