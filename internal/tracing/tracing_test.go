@@ -79,7 +79,7 @@ func spanResource(t *testing.T, p *tracing.Provider) map[attribute.Key]string {
 	span.End()
 	out := map[attribute.Key]string{}
 	for _, kv := range rec.Ended()[0].Resource().Attributes() {
-		out[kv.Key] = kv.Value.Emit()
+		out[kv.Key] = kv.Value.String()
 	}
 	return out
 }
