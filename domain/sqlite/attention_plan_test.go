@@ -1,11 +1,8 @@
 package sqlite
 
 import (
-	"context"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
@@ -13,16 +10,7 @@ import (
 // The agent's queries state the predicate of resources_needing_attention_idx word for word,
 // and the overdue handoff's query reads through that index.
 func TestAttentionQueriesUseTheAttentionIndex(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := Open(ctx, filepath.Join(t.TempDir(), "berth.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, st := migratedTo(t, 0)
 	var index string
 	if err := st.read.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE name = 'resources_needing_attention_idx'`).Scan(&index); err != nil {
 		t.Fatal(err)

@@ -12,17 +12,25 @@ import (
 // 0011 builds resources and resource_events again: every row stays as it was, rowids
 // (ListResources' tiebreak) and the events' sequence included, and status_changed_at is
 // backfilled from updated_at.
-func TestLifecycleMigrationKeepsTheRows(t *testing.T) {
+// migratedTo opens a State on a new file migrated up to version (0: every migration), and a
+// context bounding the test.
+func migratedTo(t *testing.T, version int) (context.Context, *State) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	st, err := Open(ctx, filepath.Join(t.TempDir(), "berth.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	if err := st.migrateTo(ctx, 10); err != nil {
+	t.Cleanup(st.Close)
+	if err := st.migrateTo(ctx, version); err != nil {
 		t.Fatal(err)
 	}
+	return ctx, st
+}
+
+func TestLifecycleMigrationKeepsTheRows(t *testing.T) {
+	ctx, st := migratedTo(t, 10)
 	db := st.DB()
 	const (
 		first   = "00000000-0000-4000-8000-000000000002"
