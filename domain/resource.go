@@ -33,12 +33,13 @@ func (t ResourceType) Valid() bool {
 func ParseResourceType(s string) (ResourceType, error) {
 	t := ResourceType(s)
 	if !t.Valid() {
-		return "", fmt.Errorf("type %q is not a resource type: use one of %s", s, joinTypes())
+		return "", fmt.Errorf("type %q is not a resource type: use one of %s", s, TypeNames())
 	}
 	return t, nil
 }
 
-func joinTypes() string {
+// TypeNames lists every resource type for messages: "runtime, clickhouse".
+func TypeNames() string {
 	names := make([]string, len(ResourceTypes))
 	for i, t := range ResourceTypes {
 		names[i] = string(t)

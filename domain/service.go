@@ -80,7 +80,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) ([]Resource, error) {
 		return nil, typeError(string(f.Type))
 	}
 	if f.Status != "" && !f.Status.Valid() {
-		return nil, &FieldError{"status", fmt.Sprintf("%q is not a status: use one of %s", f.Status, joinStatuses())}
+		return nil, &FieldError{"status", fmt.Sprintf("%q is not a status: use one of %s", f.Status, StatusNames())}
 	}
 	if f.Limit < 0 {
 		return nil, &FieldError{"limit", fmt.Sprintf("must not be negative, got %d", f.Limit)}
@@ -309,10 +309,11 @@ func checkText(field, s string, max int) error {
 }
 
 func typeError(t string) error {
-	return &FieldError{"type", fmt.Sprintf("%q is not a resource type: use one of %s", t, joinTypes())}
+	return &FieldError{"type", fmt.Sprintf("%q is not a resource type: use one of %s", t, TypeNames())}
 }
 
-func joinStatuses() string {
+// StatusNames lists every status for messages: "pending, provisioning, ...".
+func StatusNames() string {
 	names := make([]string, len(Statuses))
 	for i, s := range Statuses {
 		names[i] = string(s)

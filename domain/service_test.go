@@ -453,3 +453,12 @@ func TestLiveAgentIDs(t *testing.T) {
 		t.Errorf("LiveAgentIDs of none = %v, want self alone", got)
 	}
 }
+
+func TestListsNameEveryStatusAndType(t *testing.T) {
+	if got, want := domain.StatusNames(), "pending, provisioning, ready, unhealthy, error, deleting, hibernating, hibernated"; got != want {
+		t.Errorf("StatusNames() = %q, want %q", got, want)
+	}
+	if got, want := domain.TypeNames(), "runtime, clickhouse"; got != want {
+		t.Errorf("TypeNames() = %q, want %q", got, want)
+	}
+}

@@ -128,7 +128,7 @@ it).`,
 		},
 	}
 	flags := cmd.Flags()
-	flags.StringVar(&typ, "type", "", "resource type: "+typeList())
+	flags.StringVar(&typ, "type", "", "resource type: "+domain.TypeNames())
 	flags.StringVar(&name, "name", "", "resource name, unique per owner and type (at most 128 characters)")
 	flags.StringVar(&owner, "owner", "", "owner the resource belongs to (resources of one owner are spread across hosts)")
 	flags.StringVar(&provisioner, "provisioner", "", "provisioner to use (default: the agent's default provisioner)")
@@ -236,8 +236,8 @@ With -o json the watch prints one object per resource, not an array.`,
 	}
 	flags := cmd.Flags()
 	flags.StringVar(&f.Owner, "owner", "", "only resources of this owner")
-	flags.StringVar(&typ, "type", "", "only resources of this type: "+typeList())
-	flags.StringVar(&status, "status", "", "only resources in this status: "+statusList())
+	flags.StringVar(&typ, "type", "", "only resources of this type: "+domain.TypeNames())
+	flags.StringVar(&status, "status", "", "only resources in this status: "+domain.StatusNames())
 	flags.StringVar(&f.Provisioner, "provisioner", "", "only resources pinned to this provisioner")
 	flags.StringVarP(&selector, "selector", "l", "", "only resources whose labels match, e.g. team=data,tier!=dev")
 	flags.IntVar(&f.Limit, "limit", 0, "list at most this many (0: all)")
@@ -466,11 +466,11 @@ func idArg(cmd *cobra.Command, args []string) error {
 
 func parseTypeFlag(typ string) (domain.ResourceType, error) {
 	if typ == "" {
-		return "", fmt.Errorf("--type is required: use one of %s", typeList())
+		return "", fmt.Errorf("--type is required: use one of %s", domain.TypeNames())
 	}
 	t := domain.ResourceType(typ)
 	if !t.Valid() {
-		return "", fmt.Errorf("--type: %q is not a resource type: use one of %s", typ, typeList())
+		return "", fmt.Errorf("--type: %q is not a resource type: use one of %s", typ, domain.TypeNames())
 	}
 	return t, nil
 }
@@ -519,20 +519,4 @@ func orNone(msg string) string {
 		return "no message"
 	}
 	return msg
-}
-
-func typeList() string {
-	names := make([]string, len(domain.ResourceTypes))
-	for i, t := range domain.ResourceTypes {
-		names[i] = string(t)
-	}
-	return strings.Join(names, ", ")
-}
-
-func statusList() string {
-	names := make([]string, len(domain.Statuses))
-	for i, s := range domain.Statuses {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
 }

@@ -25,7 +25,7 @@ type resourceRef struct {
 
 func (ref *resourceRef) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&ref.owner, "owner", "", "owner of the resource named (needed when several owners use the name)")
-	cmd.Flags().StringVar(&ref.typ, "type", "", "type of the resource named: "+typeList()+" (needed when several types use the name)")
+	cmd.Flags().StringVar(&ref.typ, "type", "", "type of the resource named: "+domain.TypeNames()+" (needed when several types use the name)")
 }
 
 // resolve returns the resource arg names: the one with that id when arg is a UUID, else the

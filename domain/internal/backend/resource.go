@@ -3,39 +3,18 @@ package backend
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/berth-dev/berth/domain"
 )
-
-// StatusList is every status, as the stores' messages name them ("pending, provisioning,
-// ..."), from domain.Statuses.
-func StatusList() string {
-	names := make([]string, len(domain.Statuses))
-	for i, s := range domain.Statuses {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
-}
-
-// TypeList is every resource type, as the stores' messages name them, from
-// domain.ResourceTypes.
-func TypeList() string {
-	names := make([]string, len(domain.ResourceTypes))
-	for i, t := range domain.ResourceTypes {
-		names[i] = string(t)
-	}
-	return strings.Join(names, ", ")
-}
 
 // CheckMessages explains each check constraint of the schema as a field error: those both
 // stores' schemas have, and a store's own in extra.
 func CheckMessages(extra map[string]domain.FieldError) map[string]domain.FieldError {
 	messages := map[string]domain.FieldError{
-		"resources_type_check":          {Field: "type", Msg: "must be one of " + TypeList()},
+		"resources_type_check":          {Field: "type", Msg: "must be one of " + domain.TypeNames()},
 		"resources_name_check":          {Field: "name", Msg: "must not be blank"},
 		"resources_args_check":          {Field: "args", Msg: "must be a JSON object"},
-		"resources_status_check":        {Field: "status", Msg: "must be one of " + StatusList()},
+		"resources_status_check":        {Field: "status", Msg: "must be one of " + domain.StatusNames()},
 		"resources_labels_check":        {Field: "labels", Msg: "must be a JSON object of string values"},
 		"slot_reservations_slots_check": {Field: "slots", Msg: "must be at least 1"},
 	}

@@ -37,15 +37,6 @@ func TestDecodeLabels(t *testing.T) {
 	}
 }
 
-func TestListsNameEveryStatusAndType(t *testing.T) {
-	if got, want := backend.StatusList(), "pending, provisioning, ready, unhealthy, error, deleting, hibernating, hibernated"; got != want {
-		t.Errorf("StatusList() = %q, want %q", got, want)
-	}
-	if got, want := backend.TypeList(), "runtime, clickhouse"; got != want {
-		t.Errorf("TypeList() = %q, want %q", got, want)
-	}
-}
-
 func TestConflictErrors(t *testing.T) {
 	for _, err := range []error{backend.HibernateWhileDeleting("r1"), backend.LabelsWhileDeleting("r1")} {
 		if !errors.Is(err, domain.ErrConflict) {
