@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
 	"github.com/berth-dev/berth/environ/static"
 )
 
@@ -35,25 +36,16 @@ const seedSet = `{
 
 const staticSpec = `{"runtimes": [{"host": "http://localhost:9091", "slots": 2}]}`
 
-// fakeEnviron records Close; the methods it does not override are never called here.
-type fakeEnviron struct {
-	environ.Environ
-	name     string
-	closed   int
-	closeErr error
-}
-
-func (f *fakeEnviron) Type() string { return "fake" }
-func (f *fakeEnviron) Close() error { f.closed++; return f.closeErr }
-
-// testRegistry registers static and "fake", whose environs it returns by name.
+// testRegistry registers static and "fake", whose environs it keeps by name with how often
+// each was closed.
 type testRegistry struct {
 	*environ.Registry
-	fakes map[string]*fakeEnviron
+	fakes  map[string]environ.Environ
+	closed map[string]int
 }
 
 func newTestRegistry() *testRegistry {
-	r := &testRegistry{Registry: environ.NewRegistry(), fakes: make(map[string]*fakeEnviron)}
+	r := &testRegistry{Registry: environ.NewRegistry(), fakes: make(map[string]environ.Environ), closed: make(map[string]int)}
 	r.Register(static.Type, static.New)
 	r.Register("fake", func(name string, spec json.RawMessage, deps environ.Deps) (environ.Environ, error) {
 		var s struct{ Fail, CloseErr string }
@@ -64,10 +56,11 @@ func newTestRegistry() *testRegistry {
 			return nil, errors.New(s.Fail)
 		}
 		deps.Logger.Info("built")
-		f := &fakeEnviron{name: name}
+		var closeErr error
 		if s.CloseErr != "" {
-			f.closeErr = errors.New(s.CloseErr)
+			closeErr = errors.New(s.CloseErr)
 		}
+		f := &environtest.Environ{CloseFn: func() error { r.closed[name]++; return closeErr }}
 		r.fakes[name] = f
 		return f, nil
 	})
@@ -189,8 +182,8 @@ func TestNewSetClosesWhatItBuiltOnError(t *testing.T) {
 		t.Fatalf("NewSet = %v, want the error of c", err)
 	}
 	for _, name := range []string{"a", "b"} {
-		if f := reg.fakes[name]; f == nil || f.closed != 1 {
-			t.Errorf("environ %s: %+v, want it built and closed once", name, f)
+		if f := reg.fakes[name]; f == nil || reg.closed[name] != 1 {
+			t.Errorf("environ %s: built %v, closed %d times; want it built and closed once", name, f != nil, reg.closed[name])
 		}
 	}
 }
@@ -231,8 +224,8 @@ func TestSetGetAndClose(t *testing.T) {
 		t.Errorf("Close = %v, want the first error, x's", err)
 	}
 	for _, name := range []string{"x", "y", "z"} {
-		if reg.fakes[name].closed != 1 {
-			t.Errorf("environ %s closed %d times, want 1", name, reg.fakes[name].closed)
+		if reg.closed[name] != 1 {
+			t.Errorf("environ %s closed %d times, want 1", name, reg.closed[name])
 		}
 	}
 }
@@ -313,7 +306,7 @@ func FuzzNewSet(f *testing.F) {
 				if s.Fail != "" {
 					return nil, errors.New(s.Fail)
 				}
-				return &fakeEnviron{name: name}, nil
+				return &environtest.Environ{}, nil
 			}))
 			return reg
 		}
