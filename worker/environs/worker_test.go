@@ -19,12 +19,12 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/environs"
 )
 
 func TestPackage(t *testing.T) { gc.TestingT(t) }
-
-const longWait = 10 * time.Second
 
 // twoPools has two provisioners of the fake type; poolJSON is pool's canonical entry.
 const (
@@ -205,18 +205,24 @@ type fakeBuilder struct {
 	gotDefault string
 	gotDeps    environ.Deps
 
-	mu   sync.Mutex
-	envs []*fakeEnviron
+	mu     sync.Mutex
+	closes int // environs built and closed since
 }
 
 func newFakeBuilder() *fakeBuilder {
 	b := &fakeBuilder{registry: environ.NewRegistry()}
 	b.registry.Register("fake", func(string, json.RawMessage, environ.Deps) (environ.Environ, error) {
-		env := &fakeEnviron{}
-		b.mu.Lock()
-		b.envs = append(b.envs, env)
-		b.mu.Unlock()
-		return env, nil
+		closed := false
+		// The worker calls nothing but Close.
+		return &environtest.Environ{CloseFn: func() error {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if !closed {
+				closed = true
+				b.closes++
+			}
+			return nil
+		}}, nil
 	})
 	return b
 }
@@ -229,37 +235,11 @@ func (b *fakeBuilder) NewSet(setJSON []byte, defaultName string, deps environ.De
 	return b.registry.NewSet(setJSON, defaultName, deps)
 }
 
+// closed is how many of the environs built were closed.
 func (b *fakeBuilder) closed() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := 0
-	for _, env := range b.envs {
-		if env.isClosed() {
-			n++
-		}
-	}
-	return n
-}
-
-// fakeEnviron only records Close; the worker calls nothing else.
-type fakeEnviron struct {
-	environ.Environ
-	mu     sync.Mutex
-	closed bool
-}
-
-func (e *fakeEnviron) Type() string { return "fake" }
-func (e *fakeEnviron) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.closed = true
-	return nil
-}
-
-func (e *fakeEnviron) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
+	return b.closes
 }
 
 type fakeSource struct {
@@ -324,7 +304,7 @@ func (f *fakeSpecs) waitMark(c *gc.C) marked {
 	select {
 	case m := <-f.marks:
 		return m
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("MarkProvisionersAbsent was not called")
 		return marked{}
 	}
@@ -336,7 +316,7 @@ func (f *fakeSpecs) wait(c *gc.C, n int) []applied {
 		select {
 		case call := <-f.calls:
 			f.seen = append(f.seen, call)
-		case <-time.After(longWait):
+		case <-time.After(testkit.LongWait):
 			c.Fatalf("ApplyProvisionerSpec was called %d times, want %d", len(f.seen), n)
 		}
 	}
@@ -371,7 +351,7 @@ func (l *logLines) logger() *slog.Logger {
 
 // wait returns the next line containing every part, without its newline.
 func (l *logLines) wait(c *gc.C, parts ...string) string {
-	deadline := time.After(longWait)
+	deadline := time.After(testkit.LongWait)
 	for {
 		select {
 		case line := <-l.lines:
