@@ -16,10 +16,10 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/capacity"
 )
-
-const longWait = 10 * time.Second
 
 // fakeStore keeps samples and warnings in memory, with SetCapacityWarning's semantics.
 type fakeStore struct {
@@ -69,28 +69,27 @@ func (s *fakeStore) writesSoFar() []string {
 	return append([]string(nil), s.writes...)
 }
 
-// fakeEnviron reports scripted capacity.
-type fakeEnviron struct {
-	environ.Environ
+// capacityScript is what an environ reports as its capacity until a test sets another.
+type capacityScript struct {
 	mu  sync.Mutex
 	c   environ.Capacity
 	err error
 }
 
-func (e *fakeEnviron) Capacity(ctx context.Context) (environ.Capacity, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.c, e.err
+func (s *capacityScript) set(c environ.Capacity, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c, s.err = c, err
 }
 
-func (e *fakeEnviron) set(c environ.Capacity, err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.c, e.err = c, err
+// environ is an environ reporting the script's capacity.
+func (s *capacityScript) environ() environ.Environ {
+	return &environtest.CapacityReporter{CapacityFn: func(context.Context) (environ.Capacity, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.c, s.err
+	}}
 }
-
-// plainEnviron reports no capacity.
-type plainEnviron struct{ environ.Environ }
 
 type fakeEnvirons map[string]environ.Environ
 
@@ -145,7 +144,7 @@ func (o *observer) ObserveCapacityWarning(provisioner, kind string, active bool)
 
 // waitObserved waits until n warning observations came.
 func (o *observer) waitObserved(c *gc.C, n int) {
-	timeout := time.After(longWait)
+	timeout := time.After(testkit.LongWait)
 	for {
 		o.mu.Lock()
 		done, changed := o.observed >= n, o.changed
@@ -171,7 +170,7 @@ type workerSuite struct {
 	t0       time.Time
 	clock    *testclock.Clock
 	store    *fakeStore
-	pool     *fakeEnviron
+	pool     *capacityScript
 	observer *observer
 	config   capacity.Config
 }
@@ -182,11 +181,11 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s.clock = testclock.NewClock(s.t0)
 	s.store = newFakeStore()
-	s.pool = &fakeEnviron{}
+	s.pool = &capacityScript{}
 	s.observer = newObserver()
 	s.config = capacity.Config{
 		Store:      s.store,
-		Environs:   fakeEnvirons{"pool": s.pool, "plain": plainEnviron{}},
+		Environs:   fakeEnvirons{"pool": s.pool.environ(), "plain": &environtest.Environ{}},
 		Clock:      s.clock,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Observer:   s.observer,
@@ -210,7 +209,7 @@ func (s *workerSuite) start(c *gc.C) worker.Worker {
 
 // tick lets one more sample happen and waits for it.
 func (s *workerSuite) tick(c *gc.C, sample int) {
-	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
 	s.observer.waitObserved(c, sample*len(capacity.Kinds))
 }
 
@@ -320,11 +319,11 @@ func (s *workerSuite) TestARestartDoesNotRaiseAgain(c *gc.C) {
 }
 
 func (s *workerSuite) TestAFailingEnvironDoesNotStopTheOthers(c *gc.C) {
-	broken := &fakeEnviron{}
+	broken := &capacityScript{}
 	broken.set(environ.Capacity{}, errors.New("cluster unreachable"))
-	second := &fakeEnviron{}
+	second := &capacityScript{}
 	second.set(twoHosts(1, 1, false), nil)
-	s.config.Environs = fakeEnvirons{"broken": broken, "pool": s.pool, "second": second}
+	s.config.Environs = fakeEnvirons{"broken": broken.environ(), "pool": s.pool.environ(), "second": second.environ()}
 	s.pool.set(twoHosts(1, 1, false), nil)
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
