@@ -11,19 +11,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
 	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/environcheck"
 )
-
-const longWait = 10 * time.Second
 
 type workerSuite struct {
 	t0       time.Time
@@ -36,41 +34,19 @@ type workerSuite struct {
 
 var _ = gc.Suite(&workerSuite{})
 
-// fakeEnviron reports the clock's time at each Check and answers with checkErr; with block
-// set, each Check waits for a release or its context.
-type fakeEnviron struct {
-	environ.Environ
-	clock    clock.Clock
-	calls    chan time.Time
-	checkErr error
-	block    bool
-	release  chan struct{}
-}
-
-func newFakeEnviron(clk clock.Clock) *fakeEnviron {
-	return &fakeEnviron{clock: clk, calls: make(chan time.Time, 100), release: make(chan struct{}, 100)}
-}
-
-func (e *fakeEnviron) Check(ctx context.Context) error {
-	e.calls <- e.clock.Now()
-	if e.block {
-		select {
-		case <-e.release:
-		case <-ctx.Done():
-			return fmt.Errorf("check cut short: %w", ctx.Err())
+// checkedEnviron returns an environ whose Check logs the clock's time on checks, then, when
+// there is a gate, waits at it, and answers checkErr.
+func (s *workerSuite) checkedEnviron(checkErr error, gate *environtest.Gate) (env environ.Environ, checks *environtest.Calls[time.Time]) {
+	checks = environtest.NewCalls[time.Time]()
+	return &environtest.Environ{CheckFn: func(ctx context.Context) error {
+		checks.Add(s.clock.Now())
+		if gate != nil {
+			if err := gate.Wait(ctx); err != nil {
+				return fmt.Errorf("check cut short: %w", err)
+			}
 		}
-	}
-	return e.checkErr
-}
-
-func (e *fakeEnviron) next(c *gc.C) time.Time {
-	select {
-	case at := <-e.calls:
-		return at
-	case <-time.After(longWait):
-		c.Fatalf("no check arrived")
-		return time.Time{}
-	}
+		return checkErr
+	}}, checks
 }
 
 // fakeEnvirons is a provisioner set.
@@ -166,18 +142,18 @@ func (s *workerSuite) start(c *gc.C) worker.Worker {
 }
 
 func (s *workerSuite) TestAFailingEnvironDoesNotStopTheOthers(c *gc.C) {
-	broken, fine := newFakeEnviron(s.clock), newFakeEnviron(s.clock)
-	broken.checkErr = errors.New("cluster unreachable")
+	broken, brokenChecks := s.checkedEnviron(errors.New("cluster unreachable"), nil)
+	fine, fineChecks := s.checkedEnviron(nil, nil)
 	s.environs.envs = map[string]environ.Environ{"broken": broken, "fine": fine}
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
 	for round := range 3 {
-		c.Check(broken.next(c), gc.Equals, s.t0.Add(time.Duration(round)*time.Minute))
-		c.Check(fine.next(c), gc.Equals, s.t0.Add(time.Duration(round)*time.Minute))
+		c.Check(brokenChecks.Next(c), gc.Equals, s.t0.Add(time.Duration(round)*time.Minute))
+		c.Check(fineChecks.Next(c), gc.Equals, s.t0.Add(time.Duration(round)*time.Minute))
 		// Both results are in before the next checks are due.
 		s.metrics.wait(c, 2*(round+1))
-		c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+		c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
 	}
 	// The fourth checks are in too; only the broken environ's count as failures.
 	c.Check(s.metrics.wait(c, 8), gc.DeepEquals, []string{
@@ -192,50 +168,47 @@ func (s *workerSuite) TestAFailingEnvironDoesNotStopTheOthers(c *gc.C) {
 }
 
 func (s *workerSuite) TestAHangingCheckDelaysNoOtherAndIsNotStartedTwice(c *gc.C) {
-	hanging, fine := newFakeEnviron(s.clock), newFakeEnviron(s.clock)
-	hanging.block = true
+	gate := environtest.NewGate()
+	hanging, hangingChecks := s.checkedEnviron(nil, gate)
+	fine, fineChecks := s.checkedEnviron(nil, nil)
 	s.environs.envs = map[string]environ.Environ{"hanging": hanging, "fine": fine}
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Check(hanging.next(c), gc.Equals, s.t0)
-	c.Check(fine.next(c), gc.Equals, s.t0)
+	c.Check(hangingChecks.Next(c), gc.Equals, s.t0)
+	c.Check(fineChecks.Next(c), gc.Equals, s.t0)
 	s.metrics.wait(c, 1)
 	for k := 1; k <= 3; k++ {
 		// The loop's timer and the hanging check's timeout.
-		c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 2), gc.IsNil)
-		c.Check(fine.next(c), gc.Equals, s.t0.Add(time.Duration(k)*time.Minute))
+		c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 2), gc.IsNil)
+		c.Check(fineChecks.Next(c), gc.Equals, s.t0.Add(time.Duration(k)*time.Minute))
 		s.metrics.wait(c, k+1)
 	}
-	select {
-	case at := <-hanging.calls:
+	if at, ok := hangingChecks.TryNext(); ok {
 		c.Fatalf("the hanging environ was checked again at %s while its check was in flight", at)
-	default:
 	}
 	// Released, it is checked again at once: it has been due since the first minute.
-	hanging.release <- struct{}{}
-	c.Check(hanging.next(c), gc.Equals, s.t0.Add(3*time.Minute))
+	gate.Release()
+	c.Check(hangingChecks.Next(c), gc.Equals, s.t0.Add(3*time.Minute))
 	c.Check(s.metrics.wait(c, 5)[4], gc.Equals, "hanging: ")
 }
 
 func (s *workerSuite) TestACheckIsBoundedByItsTimeout(c *gc.C) {
-	hanging := newFakeEnviron(s.clock)
-	hanging.block = true
+	hanging, checks := s.checkedEnviron(nil, environtest.NewGate())
 	s.environs.envs = map[string]environ.Environ{"hanging": hanging}
 	s.config.CheckTimeout = 30 * time.Second
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
-	c.Check(hanging.next(c), gc.Equals, s.t0)
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
+	c.Check(checks.Next(c), gc.Equals, s.t0)
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
 	c.Check(s.metrics.wait(c, 1), gc.DeepEquals, []string{"hanging: check cut short: context canceled (timed out after 30s)"})
 }
 
 func (s *workerSuite) TestKillCancelsChecksInFlightUncounted(c *gc.C) {
-	hanging := newFakeEnviron(s.clock)
-	hanging.block = true
+	hanging, checks := s.checkedEnviron(nil, environtest.NewGate())
 	s.environs.envs = map[string]environ.Environ{"hanging": hanging}
 	w := s.start(c)
-	c.Check(hanging.next(c), gc.Equals, s.t0)
+	c.Check(checks.Next(c), gc.Equals, s.t0)
 	workertest.CleanKill(c, w)
 	s.metrics.mu.Lock()
 	defer s.metrics.mu.Unlock()
@@ -274,8 +247,8 @@ func (t teeMetrics) ObserveEnvironCheck(provisioner string, err error) {
 }
 
 func (s *workerSuite) TestFailuresAreCountedInTheAgentsMetrics(c *gc.C) {
-	broken, fine := newFakeEnviron(s.clock), newFakeEnviron(s.clock)
-	broken.checkErr = errors.New("host b is down")
+	broken, _ := s.checkedEnviron(errors.New("host b is down"), nil)
+	fine, _ := s.checkedEnviron(nil, nil)
 	s.environs.envs = map[string]environ.Environ{"pool": broken, "k8s": fine}
 	m := metrics.New()
 	s.config.Metrics = teeMetrics{real: m, fake: s.metrics}
