@@ -17,11 +17,11 @@ func (s *workerSuite) TestPausedWhileCheckedRecordsNothing(c *gc.C) {
 	s.env.errs["r1"] = fmt.Errorf("runtime r1 was paused while checked; nothing repaired (%w)", domain.ErrStale)
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
-	s.env.next(c)
+	s.env.calls.Next(c)
 	s.store.mu.Lock()
 	s.store.rows["r1"].Paused = true
 	s.store.mu.Unlock()
-	s.env.release <- struct{}{}
+	s.env.gate.Release()
 
 	waitReport(c, w.(reporter), map[string]any{"round-skipped": 1})
 	c.Check(s.store.records, gc.HasLen, 0)
@@ -40,7 +40,7 @@ func (s *workerSuite) TestChecksCarryTheLabels(c *gc.C) {
 	s.store.mu.Unlock()
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
-	s.env.next(c)
+	s.env.calls.Next(c)
 	s.env.mu.Lock()
 	defer s.env.mu.Unlock()
 	c.Check(s.env.labels, gc.DeepEquals, []map[string]string{{"team": "data"}})

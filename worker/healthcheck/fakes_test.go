@@ -14,9 +14,12 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
-const longWait = 10 * time.Second
+// shortWait is how long a test waits to see that no check comes.
+const shortWait = 50 * time.Millisecond
 
 // fakeStore keeps resources in memory with RecordHealth's conditions, and announces every
 // call on changed.
@@ -132,7 +135,7 @@ func (s *fakeStore) row(id string) domain.Resource {
 
 // waitFor waits until pred, called with the store locked, holds.
 func (s *fakeStore) waitFor(c *gc.C, what string, pred func() bool) {
-	timeout := time.After(longWait)
+	timeout := time.After(testkit.LongWait)
 	for {
 		s.mu.Lock()
 		ok := pred()
@@ -155,78 +158,47 @@ type call struct {
 	at time.Time
 }
 
-// fakeEnviron answers checks with scripted errors; with block set, every CheckResource waits
-// for a release.
+// fakeEnviron answers resource checks with the errors and results a test scripts, by id, and
+// logs each check on calls; with block set, every check waits at gate.
 type fakeEnviron struct {
-	environ.Environ
-	clock clock.Clock
-	calls chan call
+	environtest.Environ
+	calls *environtest.Calls[call]
+	gate  *environtest.Gate
 
-	mu       sync.Mutex
-	errs     map[string]error    // CheckResource errors by id
-	labels   []map[string]string // the labels of every CheckResource's options, in order
-	result   map[string]*environ.Resource
-	checkErr error
-	block    bool
-	release  chan struct{}
+	mu     sync.Mutex
+	errs   map[string]error    // CheckResource errors by id
+	labels []map[string]string // the labels of every CheckResource's options, in order
+	result map[string]*environ.Resource
+	block  bool
 }
 
 func newFakeEnviron(clk clock.Clock) *fakeEnviron {
-	return &fakeEnviron{clock: clk, calls: make(chan call, 100), errs: map[string]error{}, result: map[string]*environ.Resource{}, release: make(chan struct{}, 100)}
-}
-
-func (e *fakeEnviron) Check(ctx context.Context) error {
-	e.calls <- call{at: e.clock.Now()}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.checkErr
-}
-
-func (e *fakeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	e.mu.Lock()
-	e.labels = append(e.labels, opts.Labels)
-	e.mu.Unlock()
-	e.calls <- call{id: r.ID, at: e.clock.Now()}
-	e.mu.Lock()
-	block, err, res := e.block, e.errs[r.ID], e.result[r.ID]
-	e.mu.Unlock()
-	if block {
-		select {
-		case <-e.release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	e := &fakeEnviron{calls: environtest.NewCalls[call](), gate: environtest.NewGate(), errs: map[string]error{}, result: map[string]*environ.Resource{}}
+	e.CheckResourceFn = func(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+		e.mu.Lock()
+		e.labels = append(e.labels, opts.Labels)
+		e.mu.Unlock()
+		e.calls.Add(call{id: r.ID, at: clk.Now()})
+		e.mu.Lock()
+		block, err, res := e.block, e.errs[r.ID], e.result[r.ID]
+		e.mu.Unlock()
+		if block {
+			if err := e.gate.Wait(ctx); err != nil {
+				return nil, err
+			}
 		}
+		if res == nil {
+			res = environtest.Unchanged(r)
+		}
+		return res, err
 	}
-	if res == nil {
-		res = &environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config}
-	}
-	return res, err
+	return e
 }
 
 func (e *fakeEnviron) set(f func(e *fakeEnviron)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	f(e)
-}
-
-// next returns the next call.
-func (e *fakeEnviron) next(c *gc.C) call {
-	select {
-	case got := <-e.calls:
-		return got
-	case <-time.After(longWait):
-		c.Fatalf("no check arrived")
-		return call{}
-	}
-}
-
-// none asserts no call arrives for a moment.
-func (e *fakeEnviron) none(c *gc.C) {
-	select {
-	case got := <-e.calls:
-		c.Fatalf("unexpected check %+v", got)
-	case <-time.After(50 * time.Millisecond):
-	}
 }
 
 // fakeEnvirons is a provisioner set.
@@ -287,7 +259,7 @@ func (l *logCapture) Handle(_ context.Context, r slog.Record) error {
 
 // waitCount waits until line was logged n times.
 func (l *logCapture) waitCount(c *gc.C, line string, n int) {
-	timeout := time.After(longWait)
+	timeout := time.After(testkit.LongWait)
 	for {
 		l.mu.Lock()
 		got := 0
@@ -344,7 +316,7 @@ func (m *fakeMetrics) ObserveHealthCheck(provisioner, result string) {
 
 // wait waits for n observations of kind and returns them sorted.
 func (m *fakeMetrics) wait(c *gc.C, kind string, n int) []observation {
-	timeout := time.After(longWait)
+	timeout := time.After(testkit.LongWait)
 	for {
 		m.mu.Lock()
 		var got []observation

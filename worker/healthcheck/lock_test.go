@@ -3,14 +3,15 @@ package healthcheck_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"runtime"
 	"time"
 
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -19,21 +20,15 @@ type reporter interface{ Report() map[string]any }
 // waitReport waits until the worker's report has every value of want; the loop counts a
 // check's end after the check reports it elsewhere.
 func waitReport(c *gc.C, w reporter, want map[string]any) {
-	deadline := time.Now().Add(longWait)
-	for {
+	testkit.Eventually(c, func() error {
 		report := w.Report()
-		matches := true
 		for k, v := range want {
-			matches = matches && report[k] == v
+			if report[k] != v {
+				return fmt.Errorf("report %v never had %v", report, want)
+			}
 		}
-		if matches {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.Fatalf("report %v never had %v", report, want)
-		}
-		runtime.Gosched()
-	}
+		return nil
+	})
 }
 
 // A resource the provisioner is reconciling (it holds the resource's lock) is skipped this
@@ -50,15 +45,15 @@ func (s *workerSuite) TestSkipsAResourceBeingReconciled(c *gc.C) {
 
 	// r1 is due at once (two resources: 30s slots), r2 30s later.
 	logs.waitCount(c, "resource is being reconciled; skipping its check this round", 1)
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(30 * time.Second)})
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r2", at: s.t0.Add(30 * time.Second)})
 	c.Check(s.metrics.wait(c, "resource", 1), gc.DeepEquals, []observation{{"resource", "pool", healthcheck.ResultHealthy}})
 	waitReport(c, w.(reporter), map[string]any{"round-checked": 1, "round-skipped": 1})
 
 	// The reconcile ends; the next round checks r1 at its start.
 	reconciling()
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0.Add(time.Minute)})
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0.Add(time.Minute)})
 	c.Check(s.metrics.wait(c, "resource", 2), gc.HasLen, 2)
 	s.metrics.mu.Lock()
 	defer s.metrics.mu.Unlock()
@@ -75,7 +70,7 @@ func (s *workerSuite) TestAReconcileWaitsForTheCheckInFlight(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0})
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0})
 	_, ok := s.locks.TryLock("r1")
 	c.Check(ok, gc.Equals, false)
 
@@ -97,14 +92,14 @@ func (s *workerSuite) TestAReconcileWaitsForTheCheckInFlight(c *gc.C) {
 		c.Fatalf("the reconcile got the lock while the check was in flight (%d records)", len(l.records))
 	default:
 	}
-	s.env.release <- struct{}{}
+	s.env.gate.Release()
 	select {
 	case l := <-got:
 		c.Assert(l.err, gc.IsNil)
 		c.Assert(l.records, gc.HasLen, 1)
 		c.Check(l.records[0].Status, gc.Equals, domain.StatusUnhealthy)
 		l.unlock()
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("the reconcile is still waiting after the check ended")
 	}
 	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusUnhealthy)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -38,7 +39,7 @@ func (s *workerSuite) TestCountsEveryCheckByResult(c *gc.C) {
 	for k := 1; k <= 5; k++ {
 		s.metrics.wait(c, "resource", k)
 		if k < 5 {
-			c.Assert(s.clock.WaitAdvance(12*time.Second, longWait, 1), gc.IsNil)
+			c.Assert(s.clock.WaitAdvance(12*time.Second, testkit.LongWait, 1), gc.IsNil)
 		}
 	}
 	c.Check(s.metrics.wait(c, "resource", 5), gc.DeepEquals, []observation{
@@ -54,7 +55,7 @@ func (s *workerSuite) TestACheckCutShortByKillIsNotCounted(c *gc.C) {
 	s.store.add("r1")
 	s.env.block = true
 	w := s.start(c)
-	s.env.next(c)
+	s.env.calls.Next(c)
 	workertest.CleanKill(c, w)
 	s.metrics.mu.Lock()
 	defer s.metrics.mu.Unlock()
@@ -83,7 +84,7 @@ func (s *workerSuite) TestResultsScrapedFromTheAgentsMetrics(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.metrics.wait(c, "resource", 1)
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
 	s.metrics.wait(c, "resource", 2)
 
 	srv := httptest.NewServer(promhttp.HandlerFor(m, promhttp.HandlerOpts{}))
@@ -130,7 +131,7 @@ func (s *workerSuite) TestMadeUpProvisionersAddNoSeries(c *gc.C) {
 
 	// r00 is checked at once; the others come due within the minute.
 	s.metrics.wait(c, "resource", 1)
-	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	s.metrics.wait(c, "resource", 31)
 
 	families, err := m.Gather()

@@ -5,37 +5,47 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"time"
 
+	"github.com/juju/clock"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
-// preparingEnviron is a fakeEnviron that prepares checks a page at a time and records which
-// checks went through what it prepared.
+// preparingEnviron is a fakeEnviron that prepares checks a page at a time, failing with
+// prepareErr when there is one, and records which checks went through what it prepared.
 type preparingEnviron struct {
-	*fakeEnviron
+	environtest.CheckPreparer
 
 	mu         sync.Mutex
 	pages      [][]string
 	preparedAt []time.Time
 	prepared   []string // ids checked through prepared checks
-	prepareErr error
 }
 
-func (e *preparingEnviron) PrepareChecks(ctx context.Context, ids []string) (environ.PreparedChecks, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.pages = append(e.pages, ids)
-	e.preparedAt = append(e.preparedAt, e.clock.Now())
-	if e.prepareErr != nil {
-		return nil, e.prepareErr
-	}
-	return preparedChecks{e}, nil
+func newPreparingEnviron(env *fakeEnviron, clk clock.Clock, prepareErr error) *preparingEnviron {
+	e := &preparingEnviron{}
+	e.CheckPreparer = environtest.CheckPreparer{Environ: env.Environ, PrepareChecksFn: func(_ context.Context, ids []string) (environ.PreparedChecks, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.pages = append(e.pages, ids)
+		e.preparedAt = append(e.preparedAt, clk.Now())
+		if prepareErr != nil {
+			return nil, prepareErr
+		}
+		return environtest.PreparedChecksFn(func(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+			e.mu.Lock()
+			e.prepared = append(e.prepared, r.ID)
+			e.mu.Unlock()
+			return env.CheckResource(ctx, r, opts)
+		}), nil
+	}}
+	return e
 }
 
 func (e *preparingEnviron) seen() (pages [][]string, at []time.Time, prepared []string) {
@@ -46,25 +56,10 @@ func (e *preparingEnviron) seen() (pages [][]string, at []time.Time, prepared []
 
 // waitPages waits until n pages were prepared.
 func (e *preparingEnviron) waitPages(c *gc.C, n int) {
-	deadline := time.Now().Add(longWait)
-	for {
-		if pages, _, _ := e.seen(); len(pages) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.Fatalf("%d pages were never prepared", n)
-		}
-		runtime.Gosched()
-	}
-}
-
-type preparedChecks struct{ e *preparingEnviron }
-
-func (p preparedChecks) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	p.e.mu.Lock()
-	p.e.prepared = append(p.e.prepared, r.ID)
-	p.e.mu.Unlock()
-	return p.e.fakeEnviron.CheckResource(ctx, r, opts)
+	testkit.Eventually(c, testkit.Holds(fmt.Sprintf("%d pages prepared", n), func() bool {
+		pages, _, _ := e.seen()
+		return len(pages) >= n
+	}))
 }
 
 // swappableEnvirons is a provisioner set whose environs a test may replace while the worker
@@ -91,7 +86,7 @@ func (f *swappableEnvirons) set(name string, env environ.Environ) {
 }
 
 func (s *workerSuite) TestChecksGoThroughTheirPagesPreparedChecks(c *gc.C) {
-	pool := &preparingEnviron{fakeEnviron: s.env}
+	pool := newPreparingEnviron(s.env, s.clock, nil)
 	other := newFakeEnviron(s.clock)
 	s.environs.envs = map[string]environ.Environ{"pool": pool, "other": other}
 	for _, id := range []string{"r1", "r2", "r4", "r5"} {
@@ -102,18 +97,18 @@ func (s *workerSuite) TestChecksGoThroughTheirPagesPreparedChecks(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	// The checks keep their slots of the interval: 12s apart, pages of 3.
-	c.Check(pool.next(c), gc.Equals, call{id: "r1", at: s.t0})
-	c.Assert(s.clock.WaitAdvance(12*time.Second, longWait, 1), gc.IsNil)
-	c.Check(pool.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(12 * time.Second)})
-	c.Assert(s.clock.WaitAdvance(12*time.Second, longWait, 1), gc.IsNil)
-	c.Check(other.next(c), gc.Equals, call{id: "r3", at: s.t0.Add(24 * time.Second)})
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0})
+	c.Assert(s.clock.WaitAdvance(12*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r2", at: s.t0.Add(12 * time.Second)})
+	c.Assert(s.clock.WaitAdvance(12*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(other.calls.Next(c), gc.Equals, call{id: "r3", at: s.t0.Add(24 * time.Second)})
 	// The next page is read and prepared before the clock moves on: r3's check holds a
 	// timeout timer for a moment, which WaitAdvance would otherwise take for the loop's.
 	pool.waitPages(c, 2)
-	c.Assert(s.clock.WaitAdvance(12*time.Second, longWait, 1), gc.IsNil)
-	c.Check(pool.next(c), gc.Equals, call{id: "r4", at: s.t0.Add(36 * time.Second)})
-	c.Assert(s.clock.WaitAdvance(12*time.Second, longWait, 1), gc.IsNil)
-	c.Check(pool.next(c), gc.Equals, call{id: "r5", at: s.t0.Add(48 * time.Second)})
+	c.Assert(s.clock.WaitAdvance(12*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r4", at: s.t0.Add(36 * time.Second)})
+	c.Assert(s.clock.WaitAdvance(12*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r5", at: s.t0.Add(48 * time.Second)})
 
 	pages, at, prepared := pool.seen()
 	// Each page is prepared when it is read, with its resources of the environ only.
@@ -124,7 +119,7 @@ func (s *workerSuite) TestChecksGoThroughTheirPagesPreparedChecks(c *gc.C) {
 }
 
 func (s *workerSuite) TestChecksOneByOneWhenPreparingFails(c *gc.C) {
-	pool := &preparingEnviron{fakeEnviron: s.env, prepareErr: errors.New("database unreachable")}
+	pool := newPreparingEnviron(s.env, s.clock, errors.New("database unreachable"))
 	s.environs.envs = map[string]environ.Environ{"pool": pool}
 	logs := newLogCapture()
 	s.config.Logger = slog.New(logs)
@@ -133,9 +128,9 @@ func (s *workerSuite) TestChecksOneByOneWhenPreparingFails(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Check(pool.next(c), gc.Equals, call{id: "r1", at: s.t0})
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
-	c.Check(pool.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(30 * time.Second)})
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0})
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r2", at: s.t0.Add(30 * time.Second)})
 	logs.waitCount(c, "cannot prepare a page of checks; checking its resources one at a time pool", 1)
 	_, _, prepared := pool.seen()
 	c.Check(prepared, gc.HasLen, 0)
@@ -145,7 +140,7 @@ func (s *workerSuite) TestChecksOneByOneWhenPreparingFails(c *gc.C) {
 }
 
 func (s *workerSuite) TestPreparedChecksOfAReplacedEnvironAreNotUsed(c *gc.C) {
-	old := &preparingEnviron{fakeEnviron: s.env}
+	old := newPreparingEnviron(s.env, s.clock, nil)
 	environs := &swappableEnvirons{envs: map[string]environ.Environ{"pool": old}}
 	s.config.Environs = environs
 	s.store.add("r1")
@@ -153,12 +148,12 @@ func (s *workerSuite) TestPreparedChecksOfAReplacedEnvironAreNotUsed(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Check(old.next(c), gc.Equals, call{id: "r1", at: s.t0})
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0})
 	replacement := newFakeEnviron(s.clock)
 	environs.set("pool", replacement)
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
-	c.Check(replacement.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(30 * time.Second)})
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(replacement.calls.Next(c), gc.Equals, call{id: "r2", at: s.t0.Add(30 * time.Second)})
 	_, _, prepared := old.seen()
 	c.Check(prepared, gc.DeepEquals, []string{"r1"})
-	old.none(c)
+	s.env.calls.None(c, shortWait)
 }

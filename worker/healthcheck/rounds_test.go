@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -15,23 +14,28 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // recordingEnviron passes every resource check at once and keeps each one's id and time, as
 // many as there are.
 type recordingEnviron struct {
-	environ.Environ
-	clock clock.Clock
+	environtest.Environ
 
 	mu    sync.Mutex
 	calls []call
 }
 
-func (e *recordingEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.calls = append(e.calls, call{id: r.ID, at: e.clock.Now()})
-	return &environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config}, nil
+func newRecordingEnviron(clk clock.Clock) *recordingEnviron {
+	e := &recordingEnviron{}
+	e.CheckResourceFn = func(_ context.Context, r *environ.Resource, _ *environ.ResourceOptions) (*environ.Resource, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.calls = append(e.calls, call{id: r.ID, at: clk.Now()})
+		return environtest.Unchanged(r), nil
+	}
+	return e
 }
 
 // checked returns the calls so far from the from-th on.
@@ -56,7 +60,7 @@ func ids(calls []call) []string {
 // during the round without being new (here: more than the round counted at its start) are
 // checked within the interval too, at a faster pace.
 func (s *workerSuite) TestARoundEndsWithinItsIntervalWhateverIsCreatedMeanwhile(c *gc.C) {
-	env := &recordingEnviron{clock: s.clock}
+	env := newRecordingEnviron(s.clock)
 	s.environs.envs["pool"] = env
 	before := s.t0.Add(-time.Hour)
 	for _, id := range []string{"r10", "r20", "r30", "r40"} {
@@ -67,7 +71,7 @@ func (s *workerSuite) TestARoundEndsWithinItsIntervalWhateverIsCreatedMeanwhile(
 
 	// Four resources counted: r10 is due at once, the next 15s later.
 	s.metrics.wait(c, "resource", 1)
-	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 1), gc.IsNil)
 	// 1,000 runtimes are created during the round, among the ids the round has still to read.
 	created := s.clock.Now()
 	var later []string
@@ -85,7 +89,7 @@ func (s *workerSuite) TestARoundEndsWithinItsIntervalWhateverIsCreatedMeanwhile(
 	slices.Sort(round1)
 
 	// Every check of the round is due before the interval ends.
-	c.Assert(s.clock.WaitAdvance(59*time.Second-time.Nanosecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(59*time.Second-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	s.metrics.wait(c, "resource", len(round1))
 	first := env.checked(0)
 	c.Check(ids(first), gc.DeepEquals, round1)
@@ -95,11 +99,11 @@ func (s *workerSuite) TestARoundEndsWithinItsIntervalWhateverIsCreatedMeanwhile(
 	waitReport(c, w.(reporter), map[string]any{"round-started": s.t0, "round-checked": len(round1), "round-deferred": 1000})
 
 	// The next round starts when the interval ends and checks all of them within its own.
-	c.Assert(s.clock.WaitAdvance(time.Nanosecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	waitReport(c, w.(reporter), map[string]any{"round-started": s.t0.Add(time.Minute)})
 	all := append(slices.Clone(round1), later...)
 	slices.Sort(all)
-	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	s.metrics.wait(c, "resource", len(round1)+len(all))
 	second := env.checked(len(first))
 	c.Check(ids(second), gc.DeepEquals, all)
@@ -127,10 +131,10 @@ func (s *workerSuite) TestALongRoundRunsPastItsIntervalAndSaysSo(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	// At the start: r1's check, which hangs.
-	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0})
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0})
 	for range 3 {
 		// r1's check timeout is the only timer: the round waits for a free check.
-		c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+		c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
 	}
 	report := waitReportFunc(c, w, "the round still at its start", func(report map[string]any) bool {
 		return report["round-started"] == s.t0
@@ -139,11 +143,11 @@ func (s *workerSuite) TestALongRoundRunsPastItsIntervalAndSaysSo(c *gc.C) {
 
 	// r1's check returns at last; r2, long due, is checked at once, and the next round starts
 	// as soon as the late one has read its last page.
-	s.env.release <- struct{}{}
-	c.Check(s.env.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(3 * time.Minute)})
-	s.env.release <- struct{}{}
-	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0.Add(3 * time.Minute)})
-	s.env.release <- struct{}{}
+	s.env.gate.Release()
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r2", at: s.t0.Add(3 * time.Minute)})
+	s.env.gate.Release()
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0.Add(3 * time.Minute)})
+	s.env.gate.Release()
 	waitReport(c, w.(reporter), map[string]any{"round-started": s.t0.Add(3 * time.Minute), "round-checked": 1})
 	last := waitLastRound(c, w, 2)
 	c.Check(last["started"], gc.Equals, s.t0)
@@ -157,13 +161,13 @@ func (s *workerSuite) TestALateCheckCountsInItsOwnRound(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0})
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0})
 	// The loop's timer (the end of the round) and the check's timeout.
-	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 2), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 2), gc.IsNil)
 	// The next round finds r1 still locked by the first round's check.
 	waitReport(c, w.(reporter), map[string]any{"round-started": s.t0.Add(time.Minute), "round-skipped": 1})
 
-	s.env.release <- struct{}{}
+	s.env.gate.Release()
 	last := waitLastRound(c, w, 1)
 	c.Check(last["started"], gc.Equals, s.t0)
 	c.Check(w.(worker.Reporter).Report()["round-checked"], gc.Equals, 0)
@@ -171,17 +175,14 @@ func (s *workerSuite) TestALateCheckCountsInItsOwnRound(c *gc.C) {
 
 // waitReportFunc waits until the worker's report satisfies pred, and returns it.
 func waitReportFunc(c *gc.C, w worker.Worker, what string, pred func(map[string]any) bool) map[string]any {
-	deadline := time.Now().Add(longWait)
-	for {
-		report := w.(worker.Reporter).Report()
-		if pred(report) {
-			return report
+	var report map[string]any
+	testkit.Eventually(c, func() error {
+		if report = w.(worker.Reporter).Report(); !pred(report) {
+			return fmt.Errorf("report %v never showed %s", report, what)
 		}
-		if time.Now().After(deadline) {
-			c.Fatalf("report %v never showed %s", report, what)
-		}
-		runtime.Gosched()
-	}
+		return nil
+	})
+	return report
 }
 
 // waitLastRound waits until the report's last round has checked resources, and returns it.

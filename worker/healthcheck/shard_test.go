@@ -15,6 +15,7 @@ import (
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/rendezvous"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -52,7 +53,7 @@ type peer struct {
 
 func (s *workerSuite) startPeer(c *gc.C, id string) peer {
 	clk := testclock.NewClock(s.t0)
-	env := &recordingEnviron{clock: clk}
+	env := newRecordingEnviron(clk)
 	config := s.config
 	config.Clock, config.AgentID, config.Holder = clk, id, id
 	config.Environs = &fakeEnvirons{envs: map[string]environ.Environ{"pool": env}}
@@ -74,7 +75,7 @@ func (s *workerSuite) TestAgentsSplitTheResourcesWithNoOverlapAndNoGap(c *gc.C) 
 		for _, id := range agents {
 			p := s.startPeer(c, id)
 			// Every check of the round is due within its interval.
-			c.Assert(p.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+			c.Assert(p.clock.WaitAdvance(time.Minute-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 			waitReport(c, p.w, map[string]any{"round-agents": len(agents), "round-share": len(want[id]), "round-checked": len(want[id])})
 			workertest.CleanKill(c, p.w)
 			got := ids(p.env.checked(0))
@@ -93,7 +94,7 @@ func (s *workerSuite) TestAgentsSplitTheResourcesWithNoOverlapAndNoGap(c *gc.C) 
 // when one joins this agent only gives some of its share to the newcomer.
 func (s *workerSuite) TestAChangeOfAgentsMovesOnlyTheShareOfTheOneThatLeftOrJoined(c *gc.C) {
 	all := s.addResources(60)
-	env := &recordingEnviron{clock: s.clock}
+	env := newRecordingEnviron(s.clock)
 	s.environs.envs["pool"] = env
 	logs := newLogCapture()
 	s.config.Logger = slog.New(logs)
@@ -142,10 +143,10 @@ func (s *workerSuite) TestAChangeOfAgentsMovesOnlyTheShareOfTheOneThatLeftOrJoin
 func (s *workerSuite) runRound(c *gc.C, w worker.Worker, env *recordingEnviron, seq, agents int) []string {
 	from := s.t0.Add(time.Duration(seq-1) * time.Minute)
 	if seq > 1 {
-		c.Assert(s.clock.WaitAdvance(time.Nanosecond, longWait, 1), gc.IsNil)
+		c.Assert(s.clock.WaitAdvance(time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	}
 	waitReport(c, w.(reporter), map[string]any{"round-seq": seq, "round-agents": agents})
-	c.Assert(s.clock.WaitAdvance(from.Add(time.Minute-time.Nanosecond).Sub(s.clock.Now()), longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(from.Add(time.Minute-time.Nanosecond).Sub(s.clock.Now()), testkit.LongWait, 1), gc.IsNil)
 	report := waitReportFunc(c, w, fmt.Sprintf("round %d's share checked", seq), func(r map[string]any) bool {
 		return r["round-seq"] == seq && r["round-share"] == r["round-checked"] && r["round-share"] != 0 &&
 			len(callsOf(env, from)) == r["round-checked"]
@@ -185,15 +186,15 @@ func (s *workerSuite) TestPacesChecksOverItsOwnShare(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Check(s.env.next(c), gc.Equals, call{id: mine[0], at: s.t0})
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: mine[0], at: s.t0})
 	// The loop's timer and the first check's timeout.
-	c.Assert(s.clock.WaitAdvance(29*time.Second, longWait, 2), gc.IsNil)
-	s.env.none(c)
-	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 2), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: mine[1], at: s.t0.Add(30 * time.Second)})
+	c.Assert(s.clock.WaitAdvance(29*time.Second, testkit.LongWait, 2), gc.IsNil)
+	s.env.calls.None(c, shortWait)
+	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 2), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: mine[1], at: s.t0.Add(30 * time.Second)})
 	waitReport(c, w.(reporter), map[string]any{"round-agents": 2, "round-resources": 2})
-	s.env.release <- struct{}{}
-	s.env.release <- struct{}{}
+	s.env.gate.Release()
+	s.env.gate.Release()
 }
 
 // This agent shares the resources with the live agents on the listing's ttl, and counts
@@ -202,12 +203,12 @@ func (s *workerSuite) TestPacesChecksOverItsOwnShare(c *gc.C) {
 func (s *workerSuite) TestCountsItselfAmongTheAgentsWhenNotListed(c *gc.C) {
 	all := s.addResources(20)
 	s.agents.setLive("agent-b")
-	env := &recordingEnviron{clock: s.clock}
+	env := newRecordingEnviron(s.clock)
 	s.environs.envs["pool"] = env
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	want := sharesOf([]string{"agent-a", "agent-b"}, all)["agent-a"]
 	waitReport(c, w.(reporter), map[string]any{"round-agents": 2, "round-share": len(want), "round-checked": len(want)})
 	c.Check(ids(env.checked(0)), gc.DeepEquals, want)
@@ -223,12 +224,12 @@ func (s *workerSuite) TestAnAgentNotLiveHasNoShare(c *gc.C) {
 	s.agents.set(func(f *fakeAgents) {
 		f.agents[1].Live = false
 	})
-	env := &recordingEnviron{clock: s.clock}
+	env := newRecordingEnviron(s.clock)
 	s.environs.envs["pool"] = env
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	waitReport(c, w.(reporter), map[string]any{"round-agents": 1, "round-share": len(all), "round-checked": len(all)})
 	c.Check(ids(env.checked(0)), gc.DeepEquals, all)
 }
@@ -240,12 +241,12 @@ func (s *workerSuite) TestCannotListTheAgentsChecksEveryResource(c *gc.C) {
 	s.agents.set(func(f *fakeAgents) { f.err = errors.New("connection refused") })
 	logs := newLogCapture()
 	s.config.Logger = slog.New(logs)
-	env := &recordingEnviron{clock: s.clock}
+	env := newRecordingEnviron(s.clock)
 	s.environs.envs["pool"] = env
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	waitReport(c, w.(reporter), map[string]any{"round-agents": 1, "round-share": len(all), "round-checked": len(all), "last-agents-error": "connection refused"})
 	c.Check(ids(env.checked(0)), gc.DeepEquals, all)
 	logs.waitCount(c, "cannot list the live agents; this round checks every resource, other agents' shares too", 1)
@@ -280,14 +281,14 @@ func (s *workerSuite) TestPacesTheRestByTheShareItFound(c *gc.C) {
 
 	// Three checks expected: 20s slots.
 	for i, at := range []time.Duration{10 * time.Second, 30 * time.Second, 50 * time.Second} {
-		c.Assert(s.clock.WaitAdvance(at-s.clock.Now().Sub(s.t0), longWait, 1), gc.IsNil)
-		c.Check(s.env.next(c), gc.Equals, call{id: mine[i], at: s.t0.Add(at)})
+		c.Assert(s.clock.WaitAdvance(at-s.clock.Now().Sub(s.t0), testkit.LongWait, 1), gc.IsNil)
+		c.Check(s.env.calls.Next(c), gc.Equals, call{id: mine[i], at: s.t0.Add(at)})
 	}
 	// The next page holds the fourth check of its share and the other agent's two.
-	c.Assert(s.clock.WaitAdvance(5*time.Second-time.Millisecond, longWait, 1), gc.IsNil)
-	s.env.none(c)
-	c.Assert(s.clock.WaitAdvance(time.Millisecond, longWait, 1), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: mine[3], at: s.t0.Add(55 * time.Second)})
+	c.Assert(s.clock.WaitAdvance(5*time.Second-time.Millisecond, testkit.LongWait, 1), gc.IsNil)
+	s.env.calls.None(c, shortWait)
+	c.Assert(s.clock.WaitAdvance(time.Millisecond, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: mine[3], at: s.t0.Add(55 * time.Second)})
 	waitReport(c, w.(reporter), map[string]any{"round-resources": 4, "round-share": 4, "round-checked": 4})
 }
 
@@ -295,12 +296,12 @@ func (s *workerSuite) TestPacesTheRestByTheShareItFound(c *gc.C) {
 func (s *workerSuite) TestWithoutAgentsChecksEveryResource(c *gc.C) {
 	all := s.addResources(20)
 	s.config.Agents, s.config.AgentID, s.config.AgentTTL = nil, "", 0
-	env := &recordingEnviron{clock: s.clock}
+	env := newRecordingEnviron(s.clock)
 	s.environs.envs["pool"] = env
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	waitReport(c, w.(reporter), map[string]any{"round-agents": 1, "round-share": len(all), "round-checked": len(all)})
 	c.Check(ids(env.checked(0)), gc.DeepEquals, all)
 }

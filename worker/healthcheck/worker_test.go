@@ -14,6 +14,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -106,28 +107,28 @@ func (s *workerSuite) TestSpreadsChecksOverTheInterval(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	// Each check in flight holds a timeout timer besides the loop's own.
-	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, longWait, 1), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0.Add(7500 * time.Millisecond)})
-	c.Assert(s.clock.WaitAdvance(9*time.Second, longWait, 2), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(16500 * time.Millisecond)})
+	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0.Add(7500 * time.Millisecond)})
+	c.Assert(s.clock.WaitAdvance(9*time.Second, testkit.LongWait, 2), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r2", at: s.t0.Add(16500 * time.Millisecond)})
 	// r3's draw of 0.9 puts it late in its slot (30s to 45s).
-	c.Assert(s.clock.WaitAdvance(26*time.Second, longWait, 3), gc.IsNil)
-	s.env.none(c)
-	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 3), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: "r3", at: s.t0.Add(43500 * time.Millisecond)})
-	c.Assert(s.clock.WaitAdvance(9*time.Second, longWait, 4), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: "r4", at: s.t0.Add(52500 * time.Millisecond)})
+	c.Assert(s.clock.WaitAdvance(26*time.Second, testkit.LongWait, 3), gc.IsNil)
+	s.env.calls.None(c, shortWait)
+	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 3), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r3", at: s.t0.Add(43500 * time.Millisecond)})
+	c.Assert(s.clock.WaitAdvance(9*time.Second, testkit.LongWait, 4), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r4", at: s.t0.Add(52500 * time.Millisecond)})
 	s.store.waitFor(c, "the last page", func() bool { return len(s.store.pages) == 3 })
 	c.Check(s.store.pages, gc.DeepEquals, []string{"/3/agent-a", "r3/3/agent-a", "r4/3/agent-a"})
 	for range 4 {
-		s.env.release <- struct{}{}
+		s.env.gate.Release()
 	}
 
 	// The next round starts a minute after the first.
-	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, longWait, 1), gc.IsNil)
-	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, longWait, 1), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0.Add(time.Minute + 7500*time.Millisecond)})
-	s.env.release <- struct{}{}
+	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, testkit.LongWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(7500*time.Millisecond, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0.Add(time.Minute + 7500*time.Millisecond)})
+	s.env.gate.Release()
 }
 
 func (s *workerSuite) TestBoundedConcurrency(c *gc.C) {
@@ -139,19 +140,19 @@ func (s *workerSuite) TestBoundedConcurrency(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	c.Check(s.env.next(c), gc.Equals, call{id: "r1", at: s.t0})
-	c.Assert(s.clock.WaitAdvance(15*time.Second, longWait, 2), gc.IsNil)
-	c.Check(s.env.next(c), gc.Equals, call{id: "r2", at: s.t0.Add(15 * time.Second)})
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r1", at: s.t0})
+	c.Assert(s.clock.WaitAdvance(15*time.Second, testkit.LongWait, 2), gc.IsNil)
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r2", at: s.t0.Add(15 * time.Second)})
 	// r3 and r4 come due, but two checks are in flight (their timeouts are the only timers).
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 2), gc.IsNil)
-	s.env.none(c)
-	s.env.release <- struct{}{}
-	c.Check(s.env.next(c), gc.Equals, call{id: "r3", at: s.t0.Add(45 * time.Second)})
-	s.env.none(c)
-	s.env.release <- struct{}{}
-	c.Check(s.env.next(c), gc.Equals, call{id: "r4", at: s.t0.Add(45 * time.Second)})
-	s.env.release <- struct{}{}
-	s.env.release <- struct{}{}
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 2), gc.IsNil)
+	s.env.calls.None(c, shortWait)
+	s.env.gate.Release()
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r3", at: s.t0.Add(45 * time.Second)})
+	s.env.calls.None(c, shortWait)
+	s.env.gate.Release()
+	c.Check(s.env.calls.Next(c), gc.Equals, call{id: "r4", at: s.t0.Add(45 * time.Second)})
+	s.env.gate.Release()
+	s.env.gate.Release()
 }
 
 func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
@@ -163,7 +164,7 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	s.env.next(c)
+	s.env.calls.Next(c)
 	s.store.waitFor(c, "the failure recorded", func() bool { return len(s.store.records) == 1 })
 	r := s.store.row("r1")
 	c.Check(r.Status, gc.Equals, domain.StatusUnhealthy)
@@ -174,14 +175,14 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 
 	// Still failing, for another reason: since stays.
 	s.env.set(func(e *fakeEnviron) { e.errs["r1"] = errors.New("timed out"); e.result["r1"] = nil })
-	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
-	s.env.next(c)
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+	s.env.calls.Next(c)
 	s.store.waitFor(c, "the new reason recorded", func() bool { return len(s.store.records) == 2 })
 	c.Check(s.store.row("r1").StatusMessage, gc.Equals, "health check failing since 2026-01-01T00:00:00Z: timed out")
 
 	s.env.set(func(e *fakeEnviron) { delete(e.errs, "r1") })
-	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
-	s.env.next(c)
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+	s.env.calls.Next(c)
 	s.store.waitFor(c, "the recovery recorded", func() bool { return len(s.store.records) == 3 })
 	r = s.store.row("r1")
 	c.Check(r.Status, gc.Equals, domain.StatusReady)
@@ -190,8 +191,8 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 
 	// Healthy and unchanged: nothing is written.
 	for range 2 {
-		c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
-		s.env.next(c)
+		c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+		s.env.calls.Next(c)
 	}
 	c.Check(s.store.records, gc.HasLen, 3)
 	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusReady)
@@ -211,11 +212,11 @@ func (s *workerSuite) TestUnreadableRowIsRecordedAsErrorNotChecked(c *gc.C) {
 	r := s.store.row("r1")
 	c.Check(r.Status, gc.Equals, domain.StatusError)
 	c.Check(r.StatusMessage, gc.Equals, "config is not JSON Berth can read: number 1e+400 out of range: fix the column with SQL or delete the resource")
-	s.env.none(c) // r1 is never handed to the environ
+	s.env.calls.None(c, shortWait) // r1 is never handed to the environ
 
 	// The round goes on with the next resource, in its slot.
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
-	c.Check(s.env.next(c).id, gc.Equals, "r2")
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c).id, gc.Equals, "r2")
 	c.Check(s.metrics.wait(c, "resource", 2), gc.DeepEquals, []observation{
 		{"resource", "pool", healthcheck.ResultError}, {"resource", "pool", healthcheck.ResultHealthy}})
 	workertest.CheckAlive(c, w)
@@ -227,12 +228,12 @@ func (s *workerSuite) TestAResourceThatMovedOnKeepsItsRow(c *gc.C) {
 	s.env.errs["r1"] = errors.New("down")
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
-	s.env.next(c)
+	s.env.calls.Next(c)
 	// A delete is requested while the check runs: the check's failure is dropped.
 	s.store.mu.Lock()
 	s.store.rows["r1"].Status = domain.StatusDeleting
 	s.store.mu.Unlock()
-	s.env.release <- struct{}{}
+	s.env.gate.Release()
 	s.store.waitFor(c, "the attempt to record", func() bool { return len(s.store.records) == 1 })
 	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusDeleting)
 	// The check is still counted by what it found.
@@ -244,7 +245,7 @@ func (s *workerSuite) TestKillCancelsChecksInFlight(c *gc.C) {
 	s.store.add("r1")
 	s.env.block = true
 	w := s.start(c)
-	s.env.next(c)
+	s.env.calls.Next(c)
 	workertest.CleanKill(c, w)
 	c.Check(s.store.records, gc.HasLen, 0)
 }
