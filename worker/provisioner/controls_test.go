@@ -8,12 +8,9 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
-
-// plainEnviron hides every method of its environ beyond environ.Environ: an environ that
-// cannot hibernate.
-type plainEnviron struct{ environ.Environ }
 
 // readyRow is a resource provisioned at generation 1 by the pool.
 func readyRow(id string) domain.Resource {
@@ -149,7 +146,7 @@ func (s *workerSuite) TestHibernateFailureRetried(c *gc.C) {
 	c.Check(row.LastError, gc.Equals, "hibernate: api unreachable")
 	c.Check(row.StatusMessage, gc.Equals, "hibernate attempt 1 failed: hibernate: api unreachable; retrying at 2025-03-01T12:00:05Z")
 
-	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(backoffBase/2, testkit.LongWait, 1), gc.IsNil)
 	row = s.state.waitRow(c, "r1", "hibernated", func(r *domain.Resource) bool { return r.Status == domain.StatusHibernated })
 	c.Check(row.Attempts, gc.Equals, 0)
 	c.Check(row.LastError, gc.Equals, "")
@@ -165,7 +162,7 @@ func (s *workerSuite) TestHibernateFailureRetried(c *gc.C) {
 // An environ that cannot hibernate fails the resource for good, saying which provisioner
 // and how to get out of it; waking it provisions it again.
 func (s *workerSuite) TestEnvironThatCannotHibernate(c *gc.C) {
-	s.set.Environs["pool"] = plainEnviron{s.env}
+	s.set.Environs["pool"] = &s.env.Environ // the broker without Hibernate
 	s.state.add(readyRow("r1"))
 	s.state.setHibernate("r1", true)
 	w := s.start(c, s.config())

@@ -15,12 +15,12 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
-const (
-	longWait  = 10 * time.Second
-	shortWait = 50 * time.Millisecond
-)
+// shortWait is how long a test waits to see that no gated call comes.
+const shortWait = 50 * time.Millisecond
 
 // fakeState is an in-memory ResourceState that keeps the domain contract: leases with
 // expiry and a token every claim bumps, writes refused with a LeaseHeldError once the lease
@@ -422,7 +422,7 @@ func (s *fakeState) progress(id string) []domain.ProgressUpdate {
 
 // waitFor waits until pred, called with the state locked, holds.
 func (s *fakeState) waitFor(c *gc.C, what string, pred func() bool) {
-	timeout := time.After(longWait)
+	timeout := time.After(testkit.LongWait)
 	for {
 		s.mu.Lock()
 		ok := pred()
@@ -485,49 +485,101 @@ func copyResource(r domain.Resource) domain.Resource {
 	return r
 }
 
-// fakeEnviron is a scriptable broker. Each operation pops its next scripted error (nil:
-// succeed). When gated, Reconcile and AwaitReady wait for a token on gate (or the end of
-// their context). It counts how many calls run at once, overall and per resource.
+// fakeEnviron is a scriptable broker of runtimes: Reconcile returns a State of the
+// generation and a Config naming the host, Hibernate a State that says it hibernated. Each
+// operation pops its next scripted error (nil: succeed). When gated, Reconcile and AwaitReady
+// log "reconcile:<id>" or "await:<id>" on entered and wait at gate (or the end of their
+// context). It counts how many calls run at once, overall and per resource. Its Environ is
+// the same broker without Hibernate.
 type fakeEnviron struct {
-	mu          sync.Mutex
-	types       map[domain.ResourceType]bool
-	reconcileEr []error
-	awaitErr    []error
-	deprovErr   []error
-	hibernateEr []error
-	calls       map[string]int // "reconcile", "await", "deprovision", "hibernate" -> count
-	opts        []environ.ResourceOptions
-	inputs      []environ.Resource
-	active      int
-	maxActive   int
-	activeByID  map[string]int
-	maxByID     int
+	environtest.Hibernator
+	gate    *environtest.Gate
+	entered *environtest.Calls[string]
+
+	mu         sync.Mutex
+	errs       map[string][]error // scripted errors by operation
+	calls      map[string]int     // "reconcile", "await", "deprovision", "hibernate" -> count
+	opts       []environ.ResourceOptions
+	inputs     []environ.Resource
+	active     int
+	maxActive  int
+	activeByID map[string]int
+	maxByID    int
 
 	kept          bool // Reconcile returns Kept: the broker keeps its state itself
 	gateReconcile bool
 	gateAwait     bool
-	gate          chan struct{}
-	entered       chan string // "reconcile:<id>" / "await:<id>" on every gated call
 }
 
 func newFakeEnviron() *fakeEnviron {
-	return &fakeEnviron{
-		types:      map[domain.ResourceType]bool{domain.ResourceTypeRuntime: true},
+	e := &fakeEnviron{
+		gate:       environtest.NewGate(),
+		entered:    environtest.NewCalls[string](),
+		errs:       make(map[string][]error),
 		calls:      make(map[string]int),
 		activeByID: make(map[string]int),
-		gate:       make(chan struct{}),
-		entered:    make(chan string, 100),
 	}
+	e.Hibernator = environtest.Hibernator{
+		Environ: environtest.Environ{
+			SupportsFn: func(t domain.ResourceType) bool { return t == domain.ResourceTypeRuntime },
+			ReconcileFn: func(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+				end, err, gated := e.begin("reconcile", r.ID)
+				defer end()
+				e.record(r, opts)
+				if gated {
+					if werr := e.wait(ctx, "reconcile", r.ID); werr != nil {
+						return nil, werr
+					}
+				}
+				if err != nil {
+					return nil, err
+				}
+				e.mu.Lock()
+				kept := e.kept
+				e.mu.Unlock()
+				return &environ.Resource{
+					ID:     r.ID,
+					Type:   r.Type,
+					State:  map[string]any{"generation": opts.Generation},
+					Config: map[string]any{"host": "host-" + r.ID},
+					Kept:   kept,
+				}, nil
+			},
+			AwaitReadyFn: func(ctx context.Context, r *environ.Resource) error {
+				end, err, gated := e.begin("await", r.ID)
+				defer end()
+				if gated {
+					if werr := e.wait(ctx, "await", r.ID); werr != nil {
+						return werr
+					}
+				}
+				return err
+			},
+			DeprovisionFn: func(_ context.Context, r *environ.Resource) error {
+				end, err, _ := e.begin("deprovision", r.ID)
+				defer end()
+				e.record(r, nil)
+				return err
+			},
+			CheckResourceFn: func(context.Context, *environ.Resource, *environ.ResourceOptions) (*environ.Resource, error) {
+				return nil, errors.New("the provisioner worker does not health-check")
+			},
+		},
+		HibernateFn: func(_ context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+			end, err, _ := e.begin("hibernate", r.ID)
+			defer end()
+			e.record(r, opts)
+			if err != nil {
+				return nil, err
+			}
+			return &environ.Resource{ID: r.ID, Type: r.Type, State: map[string]any{"hibernated": true, "generation": opts.Generation}}, nil
+		},
+	}
+	return e
 }
 
-func (e *fakeEnviron) Type() string { return "fake" }
-
-func (e *fakeEnviron) Supports(t domain.ResourceType) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.types[t]
-}
-
+// begin counts a call of op for resource id and returns the function that ends it, its
+// scripted error and whether it is gated.
 func (e *fakeEnviron) begin(op, id string) (func(), error, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -536,23 +588,11 @@ func (e *fakeEnviron) begin(op, id string) (func(), error, bool) {
 	e.activeByID[id]++
 	e.maxActive = max(e.maxActive, e.active)
 	e.maxByID = max(e.maxByID, e.activeByID[id])
-	var script *[]error
-	gated := false
-	switch op {
-	case "reconcile":
-		script, gated = &e.reconcileEr, e.gateReconcile
-	case "await":
-		script, gated = &e.awaitErr, e.gateAwait
-	case "hibernate":
-		script = &e.hibernateEr
-	default:
-		script = &e.deprovErr
-	}
 	var err error
-	if len(*script) > 0 {
-		err = (*script)[0]
-		*script = (*script)[1:]
+	if script := e.errs[op]; len(script) > 0 {
+		err, e.errs[op] = script[0], script[1:]
 	}
+	gated := (op == "reconcile" && e.gateReconcile) || (op == "await" && e.gateAwait)
 	end := func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -562,85 +602,21 @@ func (e *fakeEnviron) begin(op, id string) (func(), error, bool) {
 	return end, err, gated
 }
 
-// wait blocks a gated call until a token arrives or ctx ends.
+// record keeps a call's resource and, when it has them, its options.
+func (e *fakeEnviron) record(r *environ.Resource, opts *environ.ResourceOptions) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inputs = append(e.inputs, *r)
+	if opts != nil {
+		e.opts = append(e.opts, *opts)
+	}
+}
+
+// wait blocks a gated call until the test opens the gate or ctx ends.
 func (e *fakeEnviron) wait(ctx context.Context, op, id string) error {
-	e.entered <- op + ":" + id
-	select {
-	case <-e.gate:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	e.entered.Add(op + ":" + id)
+	return e.gate.Wait(ctx)
 }
-
-func (e *fakeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	end, err, gated := e.begin("reconcile", r.ID)
-	defer end()
-	e.mu.Lock()
-	e.opts = append(e.opts, *opts)
-	e.inputs = append(e.inputs, *r)
-	e.mu.Unlock()
-	if gated {
-		if werr := e.wait(ctx, "reconcile", r.ID); werr != nil {
-			return nil, werr
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	kept := e.kept
-	e.mu.Unlock()
-	return &environ.Resource{
-		ID:     r.ID,
-		Type:   r.Type,
-		State:  map[string]any{"generation": opts.Generation},
-		Config: map[string]any{"host": "host-" + r.ID},
-		Kept:   kept,
-	}, nil
-}
-
-func (e *fakeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error {
-	end, err, gated := e.begin("await", r.ID)
-	defer end()
-	if gated {
-		if werr := e.wait(ctx, "await", r.ID); werr != nil {
-			return werr
-		}
-	}
-	return err
-}
-
-func (e *fakeEnviron) Deprovision(ctx context.Context, r *environ.Resource) error {
-	end, err, _ := e.begin("deprovision", r.ID)
-	defer end()
-	e.mu.Lock()
-	e.inputs = append(e.inputs, *r)
-	e.mu.Unlock()
-	return err
-}
-
-// Hibernate implements environ.Hibernator: the state it returns says what it kept.
-func (e *fakeEnviron) Hibernate(_ context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	end, err, _ := e.begin("hibernate", r.ID)
-	defer end()
-	e.mu.Lock()
-	e.opts = append(e.opts, *opts)
-	e.inputs = append(e.inputs, *r)
-	e.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return &environ.Resource{ID: r.ID, Type: r.Type, State: map[string]any{"hibernated": true, "generation": opts.Generation}}, nil
-}
-
-func (e *fakeEnviron) Check(context.Context) error { return nil }
-
-func (e *fakeEnviron) CheckResource(context.Context, *environ.Resource, *environ.ResourceOptions) (*environ.Resource, error) {
-	return nil, errors.New("the provisioner worker does not health-check")
-}
-
-func (e *fakeEnviron) Close() error { return nil }
 
 func (e *fakeEnviron) callCount(op string) int {
 	e.mu.Lock()
@@ -651,16 +627,7 @@ func (e *fakeEnviron) callCount(op string) int {
 func (e *fakeEnviron) script(op string, errs ...error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	switch op {
-	case "reconcile":
-		e.reconcileEr = append(e.reconcileEr, errs...)
-	case "await":
-		e.awaitErr = append(e.awaitErr, errs...)
-	case "hibernate":
-		e.hibernateEr = append(e.hibernateEr, errs...)
-	default:
-		e.deprovErr = append(e.deprovErr, errs...)
-	}
+	e.errs[op] = append(e.errs[op], errs...)
 }
 
 func (e *fakeEnviron) lastInput() environ.Resource {
@@ -679,33 +646,6 @@ func (e *fakeEnviron) concurrency() (overall, perID int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.maxActive, e.maxByID
-}
-
-// waitEntered waits for the next gated call and says which it is.
-func (e *fakeEnviron) waitEntered(c *gc.C) string {
-	select {
-	case got := <-e.entered:
-		return got
-	case <-time.After(longWait):
-		c.Fatalf("timed out waiting for a gated environ call")
-		return ""
-	}
-}
-
-func (e *fakeEnviron) checkNotEntered(c *gc.C) {
-	select {
-	case got := <-e.entered:
-		c.Fatalf("unexpected environ call %s", got)
-	case <-time.After(shortWait):
-	}
-}
-
-func (e *fakeEnviron) open(c *gc.C) {
-	select {
-	case e.gate <- struct{}{}:
-	case <-time.After(longWait):
-		c.Fatalf("timed out opening the gate: no gated call waiting")
-	}
 }
 
 // fakeWatcher delivers the ids tests send on changes.
@@ -732,7 +672,7 @@ func (w *fakeWatcher) fail(err error) { w.tomb.Kill(err) }
 func (w *fakeWatcher) send(c *gc.C, ids ...string) {
 	select {
 	case w.changes <- ids:
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("timed out sending %v to the worker", ids)
 	}
 }
@@ -803,7 +743,7 @@ func (m *fakeMetrics) ObserveCreateToReady(provisioner string, t domain.Resource
 
 // waitFor waits until pred, called with the metrics locked, holds.
 func (m *fakeMetrics) waitFor(c *gc.C, what string, pred func() bool) {
-	timeout := time.After(longWait)
+	timeout := time.After(testkit.LongWait)
 	for {
 		m.mu.Lock()
 		ok := pred()

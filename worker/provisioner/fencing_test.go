@@ -25,13 +25,13 @@ func (s *workerSuite) TestFencedAttemptStopsWriting(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.watcher.send(c, "r1")
-	c.Assert(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	c.Assert(s.env.entered.Next(c), gc.Equals, "reconcile:r1")
 	lease := s.env.lastInput().Lease
 	c.Assert(lease, gc.NotNil)
 	c.Check(*lease, gc.Equals, domain.Lease{Holder: holder, Token: 1})
 
 	s.state.fence("r1", "agent-2", leaseTTL)
-	s.env.open(c)
+	s.env.gate.Open(c)
 	c.Check(s.metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeRetry})
 	waitReport(c, w, "next-retry-at", "2025-03-01T12:10:00Z")
 

@@ -13,7 +13,9 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/environtest"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 
@@ -36,15 +38,15 @@ func (l *announcingLocks) next(c *gc.C) string {
 	select {
 	case id := <-l.locking:
 		return id
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("no reconcile asked for a lock")
 		return ""
 	}
 }
 
-// lockWithin takes id's lock, failing the test when it is not free within longWait.
+// lockWithin takes id's lock, failing the test when it is not free within testkit.LongWait.
 func (s *workerSuite) lockWithin(c *gc.C, id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), longWait)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.LongWait)
 	defer cancel()
 	unlock, err := s.locks.Lock(ctx, id)
 	c.Assert(err, gc.IsNil, gc.Commentf("%s is still locked", id))
@@ -61,10 +63,10 @@ func (s *workerSuite) TestHoldsTheLockForTheWholeAttemptOnly(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.watcher.send(c, "r1")
-	c.Assert(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	c.Assert(s.env.entered.Next(c), gc.Equals, "reconcile:r1")
 	_, ok := s.locks.TryLock("r1")
 	c.Check(ok, gc.Equals, false)
-	s.env.open(c)
+	s.env.gate.Open(c)
 	s.state.waitRow(c, "r1", "waiting to retry", func(r *domain.Resource) bool { return r.NextAttemptAt != nil })
 	s.lockWithin(c, "r1")
 	c.Check(s.state.leased("r1"), gc.Equals, false)
@@ -87,26 +89,8 @@ func (s *workerSuite) TestKillWhileWaitingForTheLock(c *gc.C) {
 	c.Check(s.state.claimCount("r1"), gc.Equals, 0)
 }
 
-// checkingEnviron is the provisioner's fake environ to the health checker: CheckResource
-// says which resource it checks and blocks until released.
-type checkingEnviron struct {
-	*fakeEnviron
-	checking chan string
-	release  chan struct{}
-}
-
-func (e *checkingEnviron) CheckResource(ctx context.Context, r *environ.Resource, _ *environ.ResourceOptions) (*environ.Resource, error) {
-	e.checking <- r.ID
-	select {
-	case <-e.release:
-		return &environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config}, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// checkEnvirons hands the health checker the checking environ.
-type checkEnvirons struct{ env *checkingEnviron }
+// checkEnvirons hands the health checker its environ.
+type checkEnvirons struct{ env environ.Environ }
 
 func (f checkEnvirons) Get(string) (environ.Environ, string, error) { return f.env, "pool", nil }
 
@@ -164,10 +148,20 @@ func (noHealthMetrics) ObserveHealthCheck(string, string) {}
 func (s *workerSuite) TestWaitsForAHealthCheckInFlight(c *gc.C) {
 	s.state.add(domain.Resource{ID: "r1", Provisioner: "pool", Status: domain.StatusReady, ObservedGeneration: 1,
 		StatusMessage: "ready at generation 1", State: map[string]any{"generation": int64(1)}, Config: map[string]any{"host": "host-r1"}})
-	env := &checkingEnviron{fakeEnviron: s.env, checking: make(chan string, 10), release: make(chan struct{})}
+	// To the health checker the provisioner's fake environ says which resource it checks and
+	// holds the check until the gate opens.
+	checking, gate := environtest.NewCalls[string](), environtest.NewGate()
+	env := s.env.Environ
+	env.CheckResourceFn = func(ctx context.Context, r *environ.Resource, _ *environ.ResourceOptions) (*environ.Resource, error) {
+		checking.Add(r.ID)
+		if err := gate.Wait(ctx); err != nil {
+			return nil, err
+		}
+		return environtest.Unchanged(r), nil
+	}
 	checker, err := healthcheck.NewWorker(healthcheck.Config{
 		Store:        checkStore{s.state},
-		Environs:     checkEnvirons{env},
+		Environs:     checkEnvirons{&env},
 		Clock:        s.clock,
 		Rand:         func() float64 { return 0 },
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -181,12 +175,7 @@ func (s *workerSuite) TestWaitsForAHealthCheckInFlight(c *gc.C) {
 	})
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, checker)
-	select {
-	case id := <-env.checking:
-		c.Assert(id, gc.Equals, "r1")
-	case <-time.After(longWait):
-		c.Fatalf("the health checker did not check r1")
-	}
+	c.Assert(checking.Next(c), gc.Equals, "r1")
 
 	s.state.updateArgs("r1", map[string]any{"slots": 2})
 	locks := newAnnouncingLocks(s.locks)
@@ -199,7 +188,7 @@ func (s *workerSuite) TestWaitsForAHealthCheckInFlight(c *gc.C) {
 	c.Check(s.state.claimCount("r1"), gc.Equals, 0)
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
 
-	env.release <- struct{}{}
+	gate.Open(c)
 	s.state.waitRow(c, "r1", "ready at generation 2", ready(2))
 	s.state.waitIdle(c, "r1", 1)
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 1)

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/environ/static"
 	"github.com/berth-dev/berth/internal/pgtest/pgstate"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -71,7 +72,7 @@ func (s *postgresSuite) advanceToRetry(c *gc.C, id string) {
 	r, err := s.state.GetResource(s.ctx, id)
 	c.Assert(err, gc.IsNil)
 	c.Assert(r.NextAttemptAt, gc.NotNil, gc.Commentf("no retry scheduled: %s %q", r.Status, r.StatusMessage))
-	c.Assert(s.clock.WaitAdvance(max(r.NextAttemptAt.Sub(s.clock.Now()), 0), longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(max(r.NextAttemptAt.Sub(s.clock.Now()), 0), testkit.LongWait, 1), gc.IsNil)
 }
 
 type eventLine struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/rendezvous"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // fakeAgents lists the agents sharing the store.
@@ -58,7 +59,7 @@ func (s *workerSuite) TestChangedResourcesAreFirstTheirOwnersWork(c *gc.C) {
 
 	// The other agent took one of its two up meanwhile, and holds it.
 	s.state.setLease(theirs[0], "agent-2", epoch.Add(time.Hour))
-	c.Assert(s.clock.WaitAdvance(shareGrace, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(shareGrace, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitRow(c, theirs[1], "ready", ready(1))
 	waitReport(c, w, "left-to-owners", 0)
 	s.state.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/internal/tracing"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
@@ -51,7 +52,7 @@ func (s *workerSuite) tracedConfig() (provisioner.Config, *spanRecorder) {
 
 // waitAttempts waits until n attempt spans have ended and returns them.
 func (r *spanRecorder) waitAttempts(c *gc.C, n int) []sdktrace.ReadOnlySpan {
-	timeout := time.After(longWait)
+	timeout := time.After(testkit.LongWait)
 	for {
 		attempts := r.named(provisioner.SpanReconcile)
 		if len(attempts) >= n {

@@ -21,6 +21,7 @@ import (
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -171,7 +172,7 @@ func (s *workerSuite) TestKeptStateIsRecordedWithTheNextWrite(c *gc.C) {
 	s.watcher.send(c, "r1")
 	s.state.waitRow(c, "r1", "retry scheduled", func(r *domain.Resource) bool { return r.Attempts == 1 })
 	s.state.waitIdle(c, "r1", 1)
-	c.Assert(s.clock.WaitAdvance(5*time.Second, longWait, 1), gc.IsNil) // rand 0.5: the first retry after 5s
+	c.Assert(s.clock.WaitAdvance(5*time.Second, testkit.LongWait, 1), gc.IsNil) // rand 0.5: the first retry after 5s
 	s.state.waitRow(c, "r1", "ready", ready(1))
 
 	waiting := &domain.StatusStep{Status: domain.StatusProvisioning, Message: "provisioning generation 1: waiting for it to serve"}
@@ -276,7 +277,7 @@ func (s *workerSuite) TestDeprovisionFailureRetried(c *gc.C) {
 	c.Check(row.LastError, gc.Equals, "deprovision: host unreachable")
 	c.Check(row.StatusMessage, gc.Equals, "deprovision attempt 1 failed: deprovision: host unreachable; retrying at 2025-03-01T12:00:05Z")
 
-	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(backoffBase/2, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitGone(c, "r1")
 	c.Check(s.env.callCount("deprovision"), gc.Equals, 2)
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeRetry, provisioner.OutcomeDeleted})
@@ -302,12 +303,12 @@ func (s *workerSuite) TestTransientFailureRetriedWithBackoff(c *gc.C) {
 	waitReport(c, w, "scheduled-retries", 1)
 
 	// Nothing runs before the retry is due.
-	c.Assert(s.clock.WaitAdvance(delay-time.Second, longWait, 1), gc.IsNil)
-	s.env.checkNotEntered(c)
+	c.Assert(s.clock.WaitAdvance(delay-time.Second, testkit.LongWait, 1), gc.IsNil)
+	s.env.entered.None(c, shortWait)
 	c.Check(s.state.claimCount("r1"), gc.Equals, 1)
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 1)
 
-	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 1), gc.IsNil)
 	row = s.state.waitRow(c, "r1", "ready", ready(1))
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 2)
 	c.Check(row.Attempts, gc.Equals, 0)
@@ -361,7 +362,7 @@ func (s *workerSuite) TestPermanentErrorWaitsForNewGeneration(c *gc.C) {
 	c.Check(row.LastError, gc.Equals, row.StatusMessage)
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	// No retry is scheduled: the clock has nothing waiting on it.
-	c.Assert(s.clock.WaitAdvance(backoffMax, longWait, 0), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(backoffMax, testkit.LongWait, 0), gc.IsNil)
 	c.Check(s.state.claimCount("r1"), gc.Equals, 1)
 
 	// Another event at the same generation (e.g. after a restart) leaves it alone.
@@ -395,7 +396,7 @@ func (s *workerSuite) TestUnreadableRowGoesToErrorAndIsRetriedWithBackoff(c *gc.
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
 
 	// Still unreadable when the retry is due: the next look backs off further.
-	c.Assert(s.clock.WaitAdvance(8*time.Second, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(8*time.Second, testkit.LongWait, 1), gc.IsNil)
 	row = s.state.waitRow(c, "r1", "second failure", func(r *domain.Resource) bool { return r.Attempts == 2 })
 	s.state.waitIdle(c, "r1", 2)
 	due = due.Add(16 * time.Second) // 0.8 * 10s * 2^1
@@ -403,7 +404,7 @@ func (s *workerSuite) TestUnreadableRowGoesToErrorAndIsRetriedWithBackoff(c *gc.
 
 	// Fixed with SQL, which logs no change: the backed-off retry finds it readable.
 	s.state.edit("r1", func(r *domain.Resource) { r.Unreadable, r.Config = nil, map[string]any{} })
-	c.Assert(s.clock.WaitAdvance(16*time.Second, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(16*time.Second, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 1)
 }
@@ -489,7 +490,7 @@ func (s *workerSuite) TestNoCapacityRetryCapped(c *gc.C) {
 	due := epoch.Add(capacityRetry) // backoff would be 0.5 * 5m
 	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
 
-	c.Assert(s.clock.WaitAdvance(capacityRetry, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(capacityRetry, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 }
 
@@ -509,7 +510,7 @@ func (s *workerSuite) TestCapacityRetriesStayPending(c *gc.C) {
 	for i, delay := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second} {
 		s.state.waitRow(c, "r1", "pending", func(r *domain.Resource) bool { return r.Attempts == i+1 })
 		s.state.waitIdle(c, "r1", i+1)
-		c.Assert(s.clock.WaitAdvance(delay, longWait, 1), gc.IsNil)
+		c.Assert(s.clock.WaitAdvance(delay, testkit.LongWait, 1), gc.IsNil)
 	}
 	s.state.waitRow(c, "r1", "ready", ready(1))
 
@@ -547,7 +548,7 @@ func (s *workerSuite) TestLeaseHeldRetriedAtExpiry(c *gc.C) {
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
 	waitReport(c, w, "next-retry-at", "2025-03-01T12:00:30Z")
 
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	c.Check(s.state.claimCount("r1"), gc.Equals, 2)
 	// Finding another agent's lease is no outcome; the ready after it is.
@@ -590,7 +591,7 @@ func (s *workerSuite) TestFullQueueHoldsBackTheWatcher(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.watcher.send(c, ids...)
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r0000")
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r0000")
 	waitReport(c, w, "queue-depth", provisioner.QueueHighWater)
 	select {
 	case s.watcher.changes <- []string{"more"}:
@@ -599,8 +600,8 @@ func (s *workerSuite) TestFullQueueHoldsBackTheWatcher(c *gc.C) {
 	}
 
 	// One starts, the queue drains below the mark, and events are taken again.
-	s.env.open(c)
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r0001")
+	s.env.gate.Open(c)
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r0001")
 	s.watcher.send(c, "more")
 }
 
@@ -613,7 +614,7 @@ func (s *workerSuite) TestClaimFailureRetried(c *gc.C) {
 	s.watcher.send(c, "r1")
 	s.state.waitFor(c, "a claim", func() bool { return s.state.claims["r1"] == 1 })
 	waitReport(c, w, "next-retry-at", "2025-03-01T12:00:05Z")
-	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(backoffBase/2, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeRetry, provisioner.OutcomeReady})
 	// The failed claim read no row: neither provisioner nor type is known.
@@ -630,20 +631,20 @@ func (s *workerSuite) TestOneReconcilePerResource(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.watcher.send(c, "a", "b")
-	entered := []string{s.env.waitEntered(c), s.env.waitEntered(c)}
+	entered := []string{s.env.entered.Next(c), s.env.entered.Next(c)}
 	sort.Strings(entered)
 	c.Check(entered, gc.DeepEquals, []string{"reconcile:a", "reconcile:b"})
 
 	// a changes while in flight: it is marked dirty, not started again.
 	s.state.updateArgs("a", map[string]any{"slots": 2})
 	s.watcher.send(c, "a")
-	s.env.checkNotEntered(c)
+	s.env.entered.None(c, shortWait)
 	waitReport(c, w, "in-flight", 2)
 
-	s.env.open(c)
-	s.env.open(c)
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:a") // generation 2, after the first ended
-	s.env.open(c)
+	s.env.gate.Open(c)
+	s.env.gate.Open(c)
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:a") // generation 2, after the first ended
+	s.env.gate.Open(c)
 	s.state.waitRow(c, "a", "ready at generation 2", ready(2))
 	s.state.waitRow(c, "b", "ready", ready(1))
 
@@ -666,22 +667,22 @@ func (s *workerSuite) TestConcurrencyBound(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.watcher.send(c, ids...)
-	entered := []string{s.env.waitEntered(c), s.env.waitEntered(c)}
+	entered := []string{s.env.entered.Next(c), s.env.entered.Next(c)}
 	sort.Strings(entered)
 	c.Check(entered, gc.DeepEquals, []string{"reconcile:r1", "reconcile:r2"}) // first in, first out
-	s.env.checkNotEntered(c)
+	s.env.entered.None(c, shortWait)
 	waitReport(c, w, "in-flight", 2)
 	waitReport(c, w, "queue-depth", 2)
 	s.metrics.waitFor(c, "queue observed as 2 queued, 2 in flight", func() bool {
 		return slices.Contains(s.metrics.queues, queueObservation{depth: 2, inFlight: 2})
 	})
 
-	s.env.open(c)
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r3")
-	s.env.open(c)
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r4")
-	s.env.open(c)
-	s.env.open(c)
+	s.env.gate.Open(c)
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r3")
+	s.env.gate.Open(c)
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r4")
+	s.env.gate.Open(c)
+	s.env.gate.Open(c)
 	for _, id := range ids {
 		s.state.waitRow(c, id, "ready", ready(1))
 	}
@@ -705,20 +706,20 @@ func (s *workerSuite) TestAwaitingGivesThePlaceBack(c *gc.C) {
 	s.watcher.send(c, ids...)
 	// r1 waits: its place goes to r2, which waits too (it may reach its wait first). Two in
 	// flight is the one place and the one wait beside it: r3 must wait for one to end.
-	entered := []string{s.env.waitEntered(c), s.env.waitEntered(c)}
+	entered := []string{s.env.entered.Next(c), s.env.entered.Next(c)}
 	sort.Strings(entered)
 	c.Check(entered, gc.DeepEquals, []string{"await:r1", "await:r2"})
-	s.env.checkNotEntered(c)
+	s.env.entered.None(c, shortWait)
 	waitReport(c, w, "in-flight", 2)
 	waitReport(c, w, "awaiting-ready", 2)
 	row, _ := s.state.get("r1")
 	c.Check(row.StatusMessage, gc.Equals, "provisioning generation 1: waiting for it to serve")
 	c.Check(s.state.leased("r1"), gc.Equals, true) // the wait keeps the lease
 
-	s.env.open(c)
-	c.Check(s.env.waitEntered(c), gc.Equals, "await:r3")
-	s.env.open(c)
-	s.env.open(c)
+	s.env.gate.Open(c)
+	c.Check(s.env.entered.Next(c), gc.Equals, "await:r3")
+	s.env.gate.Open(c)
+	s.env.gate.Open(c)
 	for _, id := range ids {
 		s.state.waitRow(c, id, "ready", ready(1))
 	}
@@ -732,14 +733,14 @@ func (s *workerSuite) TestStaleRequeuedAndConverges(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.watcher.send(c, "r1")
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r1")
 	// The args change under the attempt and no watcher event follows: recording the
 	// broker's state gives ErrStale, which alone brings the worker back.
 	s.state.updateArgs("r1", map[string]any{"slots": 2})
-	s.env.open(c)
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	s.env.gate.Open(c)
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r1")
 	c.Check(s.env.lastOpts().Generation, gc.Equals, int64(2))
-	s.env.open(c)
+	s.env.gate.Open(c)
 	s.state.waitRow(c, "r1", "ready at generation 2", ready(2))
 	c.Check(s.env.callCount("await"), gc.Equals, 1)
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeStale, provisioner.OutcomeReady})
@@ -752,9 +753,9 @@ func (s *workerSuite) TestDeleteDuringProvisioning(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.watcher.send(c, "r1")
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r1")
 	s.state.requestDelete("r1")
-	s.env.open(c)
+	s.env.gate.Open(c)
 	s.state.waitGone(c, "r1")
 	c.Check(s.env.callCount("deprovision"), gc.Equals, 1)
 	c.Check(s.env.callCount("await"), gc.Equals, 0)
@@ -781,7 +782,7 @@ func (s *workerSuite) TestPersistedRetryHonouredAfterRestart(c *gc.C) {
 
 	c.Check(s.metrics.reconcileObservations(), gc.HasLen, 0) // retries not due are no outcome
 
-	c.Assert(s.clock.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	s.state.waitRow(c, "r2", "ready", ready(1))
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeReady, provisioner.OutcomeReady})
@@ -793,7 +794,7 @@ func (s *workerSuite) TestKillDuringReconcileHandsTheResourceOver(c *gc.C) {
 	w := s.start(c, s.config())
 
 	s.watcher.send(c, "r1")
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r1")
 	workertest.CleanKill(c, w)
 
 	// The others found the lease held: the hand-over logs a change for them.
@@ -808,7 +809,7 @@ func (s *workerSuite) TestKillDuringReconcile(c *gc.C) {
 	w := s.start(c, s.config())
 
 	s.watcher.send(c, "r1")
-	c.Check(s.env.waitEntered(c), gc.Equals, "reconcile:r1")
+	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r1")
 	workertest.CleanKill(c, w)
 
 	c.Check(s.state.leased("r1"), gc.Equals, false) // released on the way out
@@ -827,8 +828,8 @@ func (s *workerSuite) TestReconcileTimeout(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 
 	s.watcher.send(c, "r1")
-	c.Check(s.env.waitEntered(c), gc.Equals, "await:r1")
-	c.Assert(s.clock.WaitAdvance(reconcileTimeout, longWait, 1), gc.IsNil)
+	c.Check(s.env.entered.Next(c), gc.Equals, "await:r1")
+	c.Assert(s.clock.WaitAdvance(reconcileTimeout, testkit.LongWait, 1), gc.IsNil)
 	row := s.state.waitRow(c, "r1", "failure", func(r *domain.Resource) bool { return r.Attempts == 1 })
 	c.Check(row.Status, gc.Equals, domain.StatusProvisioning)
 	c.Check(row.LastError, gc.Equals, "await ready: context canceled (timed out after 5m0s)")
@@ -860,7 +861,7 @@ func (s *workerSuite) TestNoSecretsInLogsOrMessages(c *gc.C) {
 
 	s.watcher.send(c, "r1")
 	s.state.waitIdle(c, "r1", 1)
-	c.Assert(s.clock.WaitAdvance(backoffBase/2, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(backoffBase/2, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitRow(c, "r1", "ready", ready(1))
 	s.state.waitIdle(c, "r1", 2)
 	// The attempt's outcome is counted after its last log line: once both are counted, the
@@ -911,17 +912,12 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 // change notification, so this polls.
 func waitReport(c *gc.C, w worker.Worker, key string, want any) {
 	reporter := w.(interface{ Report() map[string]any })
-	deadline := time.Now().Add(longWait)
-	for {
-		got := reporter.Report()[key]
-		if got == want {
-			return
+	testkit.Eventually(c, func() error {
+		if got := reporter.Report()[key]; got != want {
+			return fmt.Errorf("report %s: got %v, want %v", key, got, want)
 		}
-		if time.Now().After(deadline) {
-			c.Fatalf("report %s: got %v, want %v", key, got, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for the worker's goroutines to log into.
