@@ -55,7 +55,6 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/resourcelock"
-	"github.com/berth-dev/berth/internal/valueworker"
 	"github.com/berth-dev/berth/watcher"
 	"github.com/berth-dev/berth/worker/capacity"
 	"github.com/berth-dev/berth/worker/changelog"
@@ -193,7 +192,7 @@ func Manifolds(config Config) dependency.Manifolds {
 	// A resource is never health-checked while this agent reconciles it.
 	locks := new(resourcelock.Set)
 	return dependency.Manifolds{
-		ClockName:  clockManifold(config.Clock),
+		ClockName:  valueManifold(config.Clock),
 		EngineName: dependency.SelfManifold(config.Engine),
 
 		HTTPServerName: httpserver.Manifold(httpserver.ManifoldConfig{
@@ -352,15 +351,6 @@ func Manifolds(config Config) dependency.Manifolds {
 	}
 }
 
-func clockManifold(clk clock.Clock) dependency.Manifold {
-	return dependency.Manifold{
-		Start: func(ctx context.Context, _ dependency.Getter) (worker.Worker, error) {
-			return valueworker.New(clk)
-		},
-		Output: valueworker.Output,
-	}
-}
-
 // resourceMetricsManifold makes berth_resources count the database's resources while it is
 // up.
 func resourceMetricsManifold(m *metrics.Metrics) dependency.Manifold {
@@ -371,7 +361,7 @@ func resourceMetricsManifold(m *metrics.Metrics) dependency.Manifold {
 			if err := getter.Get(DatabaseName, &state); err != nil {
 				return nil, err
 			}
-			return m.TrackResources(state), nil
+			return newValueWorker(nil, m.TrackResources(state))
 		},
 	}
 }
