@@ -53,8 +53,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/watcher"
 	"github.com/berth-dev/berth/worker/capacity"
 	"github.com/berth-dev/berth/worker/changelog"

@@ -18,9 +18,9 @@ import (
 
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/internal/logging"
-	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/tracing"
 	"github.com/berth-dev/berth/manifolds"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/capacity"
 	"github.com/berth-dev/berth/worker/database"
 	"github.com/berth-dev/berth/worker/httpserver"

@@ -2,7 +2,9 @@
 // provisioner's queue is, how many resources are in each status, environ capacity and
 // health checks, how many agents are live, and how often the dependency engine starts each
 // worker. One *Metrics is made per agent; the workers record into it through small
-// interfaces of their own, and the HTTP server serves it as a prometheus.Gatherer.
+// interfaces of their own, and the HTTP server serves it as a prometheus.Gatherer. It
+// counts in domain's and environ's terms (statuses, resource types, capacity), so it sits
+// above them and below the workers, beside watcher.
 package metrics
 
 import (

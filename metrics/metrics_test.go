@@ -21,7 +21,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
-	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/healthcheck"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
