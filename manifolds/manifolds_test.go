@@ -17,9 +17,11 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/static"
 	"github.com/berth-dev/berth/manifolds"
 	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/database"
+	"github.com/berth-dev/berth/worker/environs"
 )
 
 func TestPackage(t *testing.T) { gc.TestingT(t) }
@@ -149,4 +151,23 @@ func readyResources(c *gc.C, m *metrics.Metrics) []float64 {
 		}
 	}
 	return values
+}
+
+// The environs manifold reads the provisioner-set manifold's output as its own SetSource.
+func (*manifoldsSuite) TestProvisionerSetOutputsTheEnvironsSetSource(c *gc.C) {
+	cfg := config()
+	registry := environ.NewRegistry()
+	registry.Register(static.Type, static.New)
+	cfg.SetBuilder = registry
+	cfg.ProvisionerSetJSON = []byte(`{"pool": {"type": "static", "spec": {"runtimes": [{"host": "http://127.0.0.1:9091", "slots": 1}]}}}`)
+	cfg.ProvisionerSetOrigin = "BERTH_PROVISIONER_SET_JSON"
+	cfg.DefaultProvisioner = "pool"
+	m := manifolds.Manifolds(cfg)[manifolds.ProvisionerSetName]
+	w, err := m.Start(context.Background(), dt.StubGetter(map[string]any{manifolds.ClockName: cfg.Clock}))
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	var source environs.SetSource
+	c.Assert(m.Output(w, &source), gc.IsNil)
+	setJSON, _ := source.Current()
+	c.Check(string(setJSON), gc.Equals, string(cfg.ProvisionerSetJSON))
 }
