@@ -1,5 +1,8 @@
 // Package manifolds is the one place the agent's workers are wired together: Manifolds
-// returns the whole dependency graph, read top to bottom.
+// returns the whole dependency graph, read top to bottom, and NewEngine (engine.go) starts
+// it in a dependency engine configured by EngineConfig (restart delays and backoff; a taken
+// --http-addr is fatal), with the agent's metrics. cmd/agent only parses flags, fills
+// Config and stops the engine on a signal.
 //
 //	clock ──► provisioner-set ─┐
 //	clock ──► database ────────┴─► environs ─┬─► provisioner (starts its own resources watcher)
@@ -11,11 +14,12 @@
 //	                    └─► resource-metrics
 //	engine ──► http-server (/healthz, /readyz, /metrics, /debug/engine)
 //
-// Every worker also takes the clock. When the database worker restarts (the store was
-// unreachable), the engine bounces everything below it; when the environs worker restarts,
-// only the workers that provision or check through the environs. The provisioner-set worker
-// reloads the set on SIGHUP or when its file changes; the environs worker then restarts with
-// the new set (see worker/provisionerset and worker/environs).
+// Every worker also takes the clock, which the clock manifold holds in a value worker
+// (valueworker.go). When the database worker restarts (the store was unreachable), the
+// engine bounces everything below it; when the environs worker restarts, only the workers
+// that provision or check through the environs. The provisioner-set worker reloads the set
+// on SIGHUP or when its file changes; the environs worker then restarts with the new set
+// (see worker/provisionerset and worker/environs).
 //
 // The membership worker registers the agent in the store's agents table and heartbeats; when
 // the agent stops it resigns, which gives up the agent's resource leases at once.
@@ -53,9 +57,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/resourcelock"
-	"github.com/berth-dev/berth/internal/valueworker"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/watcher"
 	"github.com/berth-dev/berth/worker/capacity"
 	"github.com/berth-dev/berth/worker/changelog"
@@ -94,7 +97,9 @@ type Config struct {
 	Logger *slog.Logger
 	Rand   func() float64
 
-	Engine   *dependency.Engine // the engine the manifolds run in, for its own report
+	// Engine is the engine the manifolds run in, for its own report, and Metrics the
+	// agent's collectors; NewEngine makes both, only a caller of Manifolds sets them.
+	Engine   *dependency.Engine
 	Metrics  *metrics.Metrics
 	HTTPAddr string
 	// Profiling serves Go's profiles under /debug/pprof/ on HTTPAddr.
@@ -142,8 +147,10 @@ type MembershipSettings struct {
 
 // CapacitySettings tune the capacity worker.
 type CapacitySettings struct {
-	Interval   time.Duration
-	Thresholds capacity.Thresholds
+	Interval time.Duration
+	// WarnTotal warns when this fraction of a provisioner's usable capacity is used,
+	// WarnHost when every usable host is at least this fraction full.
+	WarnTotal, WarnHost float64
 }
 
 // ProvisionerSettings tune the provisioner worker.
@@ -193,7 +200,7 @@ func Manifolds(config Config) dependency.Manifolds {
 	// A resource is never health-checked while this agent reconciles it.
 	locks := new(resourcelock.Set)
 	return dependency.Manifolds{
-		ClockName:  clockManifold(config.Clock),
+		ClockName:  valueManifold(config.Clock),
 		EngineName: dependency.SelfManifold(config.Engine),
 
 		HTTPServerName: httpserver.Manifold(httpserver.ManifoldConfig{
@@ -344,20 +351,11 @@ func Manifolds(config Config) dependency.Manifolds {
 			EnvironsName: EnvironsName,
 			Interval:     config.Capacity.Interval,
 			Timeout:      30 * time.Second,
-			Thresholds:   config.Capacity.Thresholds,
+			Thresholds:   capacity.Thresholds{Total: config.Capacity.WarnTotal, Host: config.Capacity.WarnHost},
 			Logger:       logger.With("worker", CapacityName),
 			Observer:     config.Metrics,
 			NewWorker:    capacity.NewWorker,
 		})),
-	}
-}
-
-func clockManifold(clk clock.Clock) dependency.Manifold {
-	return dependency.Manifold{
-		Start: func(ctx context.Context, _ dependency.Getter) (worker.Worker, error) {
-			return valueworker.New(clk)
-		},
-		Output: valueworker.Output,
 	}
 }
 
@@ -371,7 +369,7 @@ func resourceMetricsManifold(m *metrics.Metrics) dependency.Manifold {
 			if err := getter.Get(DatabaseName, &state); err != nil {
 				return nil, err
 			}
-			return m.TrackResources(state), nil
+			return newValueWorker(nil, m.TrackResources(state))
 		},
 	}
 }

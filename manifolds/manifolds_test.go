@@ -8,14 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
 	"github.com/juju/worker/v4/dependency"
+	dt "github.com/juju/worker/v4/dependency/testing"
+	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
-	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/environ/static"
 	"github.com/berth-dev/berth/manifolds"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/database"
+	"github.com/berth-dev/berth/worker/environs"
 )
 
 func TestPackage(t *testing.T) { gc.TestingT(t) }
@@ -92,4 +98,76 @@ func (*manifoldsSuite) TestValidate(c *gc.C) {
 		breakIt(&cfg)
 		c.Check(cfg.Validate(), gc.NotNil)
 	}
+}
+
+func (*manifoldsSuite) TestClockOutputsTheConfiguredClock(c *gc.C) {
+	cfg := config()
+	m := manifolds.Manifolds(cfg)[manifolds.ClockName]
+	w, err := m.Start(context.Background(), dt.StubGetter(nil))
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	var clk clock.Clock
+	c.Assert(m.Output(w, &clk), gc.IsNil)
+	c.Check(clk, gc.Equals, cfg.Clock)
+	var wrong *int
+	c.Check(m.Output(w, &wrong), gc.ErrorMatches, `value manifold: cannot output \*testclock.Clock into \*int`)
+	c.Check(m.Output(w, 42), gc.ErrorMatches, `value manifold: out must be a non-nil pointer, got int`)
+}
+
+// countingState counts resources, as the database's State does; nothing else is called.
+type countingState struct{ domain.State }
+
+func (countingState) CountResourcesByStatus(context.Context) (map[domain.Status]int, error) {
+	return map[domain.Status]int{domain.StatusReady: 3}, nil
+}
+
+func (*manifoldsSuite) TestResourceMetricsCountWhileTheWorkerRuns(c *gc.C) {
+	cfg := config()
+	m := manifolds.Manifolds(cfg)[manifolds.ResourceMetricsName]
+	w, err := m.Start(context.Background(), dt.StubGetter(map[string]any{manifolds.DatabaseName: countingState{}}))
+	c.Assert(err, gc.IsNil)
+	c.Check(readyResources(c, cfg.Metrics), gc.DeepEquals, []float64{3})
+
+	// The database worker stopped: berth_resources goes rather than go stale.
+	workertest.CleanKill(c, w)
+	c.Check(readyResources(c, cfg.Metrics), gc.HasLen, 0)
+}
+
+// readyResources is the value of berth_resources{status="ready"}, if it is exported.
+func readyResources(c *gc.C, m *metrics.Metrics) []float64 {
+	families, err := m.Gather()
+	c.Assert(err, gc.IsNil)
+	var values []float64
+	for _, family := range families {
+		if family.GetName() != "berth_resources" {
+			continue
+		}
+		for _, metric := range family.GetMetric() {
+			for _, label := range metric.GetLabel() {
+				if label.GetName() == "status" && label.GetValue() == string(domain.StatusReady) {
+					values = append(values, metric.GetGauge().GetValue())
+				}
+			}
+		}
+	}
+	return values
+}
+
+// The environs manifold reads the provisioner-set manifold's output as its own SetSource.
+func (*manifoldsSuite) TestProvisionerSetOutputsTheEnvironsSetSource(c *gc.C) {
+	cfg := config()
+	registry := environ.NewRegistry()
+	registry.Register(static.Type, static.New)
+	cfg.SetBuilder = registry
+	cfg.ProvisionerSetJSON = []byte(`{"pool": {"type": "static", "spec": {"runtimes": [{"host": "http://127.0.0.1:9091", "slots": 1}]}}}`)
+	cfg.ProvisionerSetOrigin = "BERTH_PROVISIONER_SET_JSON"
+	cfg.DefaultProvisioner = "pool"
+	m := manifolds.Manifolds(cfg)[manifolds.ProvisionerSetName]
+	w, err := m.Start(context.Background(), dt.StubGetter(map[string]any{manifolds.ClockName: cfg.Clock}))
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	var source environs.SetSource
+	c.Assert(m.Output(w, &source), gc.IsNil)
+	setJSON, _ := source.Current()
+	c.Check(string(setJSON), gc.Equals, string(cfg.ProvisionerSetJSON))
 }

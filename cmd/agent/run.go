@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -17,13 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-dev/berth/domain/store"
-	"github.com/berth-dev/berth/internal/logging"
-	"github.com/berth-dev/berth/internal/metrics"
-	"github.com/berth-dev/berth/internal/tracing"
 	"github.com/berth-dev/berth/manifolds"
-	"github.com/berth-dev/berth/worker/capacity"
-	"github.com/berth-dev/berth/worker/database"
-	"github.com/berth-dev/berth/worker/httpserver"
 )
 
 // runOptions are the agent's tuning flags; the defaults suit a production agent.
@@ -215,41 +208,22 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	defer signal.Stop(reload)
 	logger.Info("provisioner set loaded", "provisioners", source)
 
-	tracer, err := tracing.Setup(parent, tracing.Options{Version: version, Logger: logger.With("component", "tracing")})
+	tracer, flushTraces, err := manifolds.SetupTracing(parent, version, logger)
 	if err != nil {
 		return err
 	}
-	defer flushTraces(tracer, logger)
+	defer flushTraces()
 
 	clk := clock.WallClock
-	agentMetrics := metrics.New()
-	engine, err := dependency.NewEngine(dependency.EngineConfig{
-		// A taken --http-addr stays taken: stop with its error rather than retry forever.
-		IsFatal:          func(err error) bool { return errors.Is(err, httpserver.ErrCannotListen) },
-		WorstError:       func(err0, _ error) error { return err0 },
-		ErrorDelay:       3 * time.Second,
-		BounceDelay:      10 * time.Millisecond,
-		BackoffFactor:    2,
-		BackoffResetTime: time.Minute,
-		MaxDelay:         time.Minute,
-		Clock:            clk,
-		Metrics:          agentMetrics,
-		Logger:           logging.EngineLogger{Logger: logger.With("component", "engine")},
-	})
-	if err != nil {
-		return err
-	}
-	config := manifolds.Config{
+	engine, err := manifolds.NewEngine(manifolds.Config{
 		Clock:                clk,
 		Logger:               logger,
 		Rand:                 rand.Float64, // goroutine-safe
-		Engine:               engine,
-		Metrics:              agentMetrics,
 		HTTPAddr:             run.httpAddr,
 		Profiling:            run.pprof,
 		Version:              version,
 		DatabaseURL:          dbURL,
-		OpenDatabase:         storeOpener(logger),
+		OpenDatabase:         manifolds.StoreOpener(logger),
 		ProvisionerSetJSON:   setJSON,
 		ProvisionerSetOrigin: source,
 		ProvisionersFile:     opts.provisionersFile,
@@ -277,8 +251,9 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 			Concurrency: run.healthParallel,
 		},
 		Capacity: manifolds.CapacitySettings{
-			Interval:   run.capacityInterval,
-			Thresholds: capacity.Thresholds{Total: run.capacityWarnAll, Host: run.capacityWarnHost},
+			Interval:  run.capacityInterval,
+			WarnTotal: run.capacityWarnAll,
+			WarnHost:  run.capacityWarnHost,
 		},
 		Membership: manifolds.MembershipSettings{
 			HeartbeatInterval: run.heartbeatEvery,
@@ -287,15 +262,8 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		},
 		ChangeLogRetain: run.changeLogRetain,
 		HistoryRetain:   run.eventRetain,
-	}
-	if err := config.Validate(); err != nil {
-		engine.Kill()
-		_ = engine.Wait()
-		return err
-	}
-	if err := dependency.Install(engine, manifolds.Manifolds(config)); err != nil {
-		engine.Kill()
-		_ = engine.Wait()
+	})
+	if err != nil {
 		return err
 	}
 
@@ -319,26 +287,6 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		return nil
 	case <-clk.After(run.shutdownTimeout):
 		return fmt.Errorf("workers did not stop within --shutdown-timeout %s; exiting anyway (leases expire after --lease-ttl)", run.shutdownTimeout)
-	}
-}
-
-// traceFlushTimeout bounds the export of the spans still queued when the agent stops, so
-// that an unreachable collector cannot hold up its exit.
-const traceFlushTimeout = 5 * time.Second
-
-// flushTraces exports the spans still queued, for at most traceFlushTimeout.
-func flushTraces(tracer *tracing.Provider, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
-	defer cancel()
-	if err := tracer.Shutdown(ctx); err != nil {
-		logger.Warn("spans not exported before exit", "error", err)
-	}
-}
-
-// storeOpener opens the agent's store, warning on logger of an SQLite file others can read.
-func storeOpener(logger *slog.Logger) database.Opener {
-	return func(ctx context.Context, url string) (database.DB, error) {
-		return store.Open(ctx, url, store.Options{Logger: logger})
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
-	"github.com/berth-dev/berth/internal/environinputs"
+	"github.com/berth-dev/berth/worker/environs"
 )
 
 // ManifoldConfig names the manifold's inputs and carries the worker's settings.
@@ -45,8 +45,8 @@ func (c ManifoldConfig) Validate() error {
 	return nil
 }
 
-func (c ManifoldConfig) inputNames() environinputs.Names {
-	return environinputs.Names{Clock: c.ClockName, Database: c.DatabaseName, Environs: c.EnvironsName}
+func (c ManifoldConfig) inputNames() environs.InputNames {
+	return environs.InputNames{Clock: c.ClockName, Database: c.DatabaseName, Environs: c.EnvironsName}
 }
 
 // Manifold runs the capacity worker on the agent's clock, database and provisioner set.

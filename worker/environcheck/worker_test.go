@@ -18,8 +18,8 @@ import (
 
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/environtest"
-	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/testkit"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/environcheck"
 )
 

@@ -1,9 +1,11 @@
 // Package environs builds the agent's provisioner set (the named environs) and holds it for
-// the workers that provision through it. When the worker stops, every environ is closed.
+// the workers that provision through it, which read it with the agent's clock and store
+// through InputNames (inputs.go). When the worker stops, every environ is closed.
 //
 // # A new set
 //
-// The set to build comes from a SetSource (the provisioner-set worker). When the source
+// The set to build comes from a SetSource, declared here and output as one by the
+// provisioner-set manifold, so that neither worker imports the other. When the source
 // accepts a new set, the worker closes its environs and returns dependency.ErrBounce: the
 // engine starts it again at once with the new set, and bounces only the workers that depend
 // on it (provisioner, healthcheck, capacity); the database and the others stay up.

@@ -12,14 +12,13 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
-	"github.com/berth-dev/berth/worker/provisionerset"
 )
 
 // ManifoldConfig names the manifold's inputs and carries how to build the set.
 type ManifoldConfig struct {
 	ClockName          string // a clock.Clock
 	DatabaseName       string // a domain.State
-	ProvisionerSetName string // a provisionerset.Source
+	ProvisionerSetName string // a SetSource (the provisioner-set worker)
 	Default            string
 	Builder            SetBuilder
 	Logger             *slog.Logger
@@ -61,7 +60,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 			if err := getter.Get(config.DatabaseName, &state); err != nil {
 				return nil, err
 			}
-			var source provisionerset.Source
+			var source SetSource
 			if err := getter.Get(config.ProvisionerSetName, &source); err != nil {
 				return nil, err
 			}

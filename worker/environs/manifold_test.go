@@ -16,12 +16,11 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/worker/environs"
-	"github.com/berth-dev/berth/worker/provisionerset"
 )
 
 type manifoldSuite struct {
 	builder *fakeBuilder
-	source  provisionerset.Source
+	source  environs.SetSource
 }
 
 var _ = gc.Suite(&manifoldSuite{})

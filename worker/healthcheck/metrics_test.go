@@ -16,8 +16,8 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/environ"
-	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/testkit"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/healthcheck"
 )
 

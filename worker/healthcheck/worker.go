@@ -18,8 +18,8 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/clocktimeout"
-	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/rendezvous"
+	"github.com/berth-dev/berth/metrics"
 )
 
 // Store is the part of domain.State the worker uses.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -27,7 +28,6 @@ import (
 
 	"github.com/berth-dev/berth/internal/logging"
 	"github.com/berth-dev/berth/internal/testkit"
-	"github.com/berth-dev/berth/internal/valueworker"
 	"github.com/berth-dev/berth/worker/httpserver"
 )
 
@@ -491,7 +491,7 @@ func (s *workerSuite) TestInARealEngine(c *gc.C) {
 
 	addrs := make(chan string, 1)
 	c.Assert(dependency.Install(engine, dependency.Manifolds{
-		"clock":  valueManifold(s.clock),
+		"clock":  clockManifold(s.clock),
 		"engine": dependency.SelfManifold(engine),
 		"http": httpserver.Manifold(httpserver.ManifoldConfig{
 			ClockName:       "clock",
@@ -521,7 +521,7 @@ func (s *workerSuite) TestInARealEngine(c *gc.C) {
 	c.Check(code, gc.Equals, http.StatusServiceUnavailable)
 	c.Check(body, gc.Matches, `(?s).*"database": \{\s*"state": "missing"\s*\}.*`)
 
-	c.Assert(engine.Install("database", valueManifold("a database")), gc.IsNil)
+	c.Assert(engine.Install("database", idleManifold()), gc.IsNil)
 	testkit.Eventually(c, testkit.Holds("database started", func() bool {
 		code, _ := getURL(c, "http://"+addr+"/readyz")
 		return code == http.StatusOK
@@ -542,12 +542,26 @@ func (s *workerSuite) TestInARealEngine(c *gc.C) {
 	c.Check(report.Manifolds["database"]["state"], gc.Equals, "started")
 }
 
-func valueManifold(v any) dependency.Manifold {
+// clockManifold outputs clk, as the agent's clock manifold does.
+func clockManifold(clk clock.Clock) dependency.Manifold {
+	m := idleManifold()
+	m.Output = func(_ worker.Worker, out any) error {
+		clkOut, ok := out.(*clock.Clock)
+		if !ok {
+			return fmt.Errorf("clock manifold: cannot output into %T", out)
+		}
+		*clkOut = clk
+		return nil
+	}
+	return m
+}
+
+// idleManifold runs a worker that only waits to be killed: an input that is up.
+func idleManifold() dependency.Manifold {
 	return dependency.Manifold{
 		Start: func(context.Context, dependency.Getter) (worker.Worker, error) {
-			return valueworker.New(v)
+			return workertest.NewErrorWorker(nil), nil
 		},
-		Output: valueworker.Output,
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/metrics"
 )
 
 // Rows naming 30 made-up provisioners, as any client can write them, add no series to the

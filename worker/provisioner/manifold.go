@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/internal/environinputs"
+	"github.com/berth-dev/berth/worker/environs"
 )
 
 // ManifoldConfig names the manifold's inputs and carries the worker's settings.
@@ -90,8 +90,8 @@ func (c ManifoldConfig) Validate() error {
 	return nil
 }
 
-func (c ManifoldConfig) inputNames() environinputs.Names {
-	return environinputs.Names{Clock: c.ClockName, Database: c.DatabaseName, Environs: c.EnvironsName}
+func (c ManifoldConfig) inputNames() environs.InputNames {
+	return environs.InputNames{Clock: c.ClockName, Database: c.DatabaseName, Environs: c.EnvironsName}
 }
 
 // Manifold runs the provisioner worker on the agent's clock, database and provisioner set.

@@ -13,7 +13,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/logging"
-	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/metrics"
 )
 
 // outcome is what one reconcile tells the loop about when to come back to the resource.

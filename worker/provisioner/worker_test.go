@@ -19,9 +19,9 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
-	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/internal/testkit"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/juju/clock"
@@ -42,7 +43,8 @@ func (c ManifoldConfig) Validate() error {
 	return nil
 }
 
-// Manifold runs the provisioner-set worker; its output is a Source.
+// Manifold runs the provisioner-set worker; its output is the worker, as the consumer's
+// interface with its Current method (see output).
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
 		Inputs: []string{config.ClockName},
@@ -75,15 +77,18 @@ func NewManifoldWorker(config Config) (worker.Worker, error) {
 	return NewWorker(config)
 }
 
+// output hands the worker out as the interface its consumer declares for it (the environs
+// worker's SetSource): out must point to an interface *Worker implements. So the consumer
+// names what it uses and neither worker imports the other.
 func output(in worker.Worker, out any) error {
 	w, ok := in.(*Worker)
 	if !ok {
 		return fmt.Errorf("provisioner-set manifold: expected *provisionerset.Worker, got %T", in)
 	}
-	sourceOut, ok := out.(*Source)
-	if !ok {
-		return fmt.Errorf("provisioner-set manifold: cannot output into %T (want *provisionerset.Source)", out)
+	target := reflect.ValueOf(out)
+	if target.Kind() != reflect.Pointer || target.IsNil() || target.Elem().Kind() != reflect.Interface || !reflect.TypeOf(w).Implements(target.Elem().Type()) {
+		return fmt.Errorf("provisioner-set manifold: cannot output into %T (want a pointer to an interface with Current() ([]byte, <-chan struct{}))", out)
 	}
-	*sourceOut = w
+	target.Elem().Set(reflect.ValueOf(w))
 	return nil
 }

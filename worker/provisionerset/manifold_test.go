@@ -75,11 +75,17 @@ func (s *manifoldSuite) TestOutputsTheSource(c *gc.C) {
 	w, err := m.Start(context.Background(), dt.StubGetter(map[string]any{"clock": testclock.NewClock(time.Now())}))
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
-	var source provisionerset.Source
+	// The consumer declares the interface it uses (worker/environs' SetSource is one).
+	var source interface {
+		Current() ([]byte, <-chan struct{})
+	}
 	c.Assert(m.Output(w, &source), gc.IsNil)
 	data, _ := source.Current()
 	c.Check(string(data), gc.Equals, v1)
 	var wrong *int
-	c.Check(m.Output(w, &wrong), gc.NotNil)
+	c.Check(m.Output(w, &wrong), gc.ErrorMatches, `provisioner-set manifold: cannot output into \*\*int .*`)
+	var other interface{ Other() }
+	c.Check(m.Output(w, &other), gc.ErrorMatches, `provisioner-set manifold: cannot output into \*interface \{ Other\(\) \} .*`)
+	c.Check(m.Output(w, source), gc.ErrorMatches, `provisioner-set manifold: cannot output into \*provisionerset.Worker .*`)
 	c.Check(m.Output(workertest.NewErrorWorker(nil), &source), gc.NotNil)
 }

@@ -19,13 +19,6 @@ import (
 	"github.com/berth-dev/berth/environ"
 )
 
-// Source is the worker's output: the provisioner set the agent runs with.
-type Source interface {
-	// Current returns the accepted set's JSON and a channel that is closed once another set
-	// replaces it.
-	Current() ([]byte, <-chan struct{})
-}
-
 // SetBuilder builds a provisioner set (*environ.Registry is one).
 type SetBuilder interface {
 	NewSet(setJSON []byte, defaultName string, deps environ.Deps) (*environ.Set, error)
@@ -88,8 +81,6 @@ type Worker struct {
 	target string
 }
 
-var _ Source = (*Worker)(nil)
-
 // NewWorker starts a worker publishing config.Initial.
 func NewWorker(config Config) (*Worker, error) {
 	if err := config.Validate(); err != nil {
@@ -120,7 +111,8 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker to stop.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
-// Current implements Source.
+// Current returns the accepted set's JSON and a channel that is closed once another set
+// replaces it; it is the worker's output (see Manifold).
 func (w *Worker) Current() ([]byte, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

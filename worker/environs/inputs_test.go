@@ -1,4 +1,4 @@
-package environinputs_test
+package environs_test
 
 import (
 	"errors"
@@ -11,16 +11,16 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
-	"github.com/berth-dev/berth/internal/environinputs"
+	"github.com/berth-dev/berth/worker/environs"
 )
 
 // stubState stands in for the store; Get only passes it on.
 type stubState struct{ domain.State }
 
-var names = environinputs.Names{Clock: "clock", Database: "database", Environs: "environs"}
+var inputNames = environs.InputNames{Clock: "clock", Database: "database", Environs: "environs"}
 
 func TestInputsListsTheThreeNames(t *testing.T) {
-	got := names.Inputs()
+	got := inputNames.Inputs()
 	if len(got) != 3 || got[0] != "clock" || got[1] != "database" || got[2] != "environs" {
 		t.Fatalf("Inputs() = %v", got)
 	}
@@ -30,7 +30,7 @@ func TestGetReadsEveryInput(t *testing.T) {
 	clk := testclock.NewClock(time.Time{})
 	state := stubState{}
 	set := &environ.Set{Default: "pool"}
-	in, err := names.Get(dt.StubGetter(map[string]any{"clock": clk, "database": state, "environs": set}))
+	in, err := inputNames.Get(dt.StubGetter(map[string]any{"clock": clk, "database": state, "environs": set}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestGetReturnsTheGettersErrorForAMissingInput(t *testing.T) {
 	for _, missing := range []string{"clock", "database", "environs"} {
 		resources := map[string]any{"clock": clk, "database": stubState{}, "environs": &environ.Set{}}
 		resources[missing] = dependency.ErrMissing
-		if _, err := names.Get(dt.StubGetter(resources)); !errors.Is(err, dependency.ErrMissing) {
+		if _, err := inputNames.Get(dt.StubGetter(resources)); !errors.Is(err, dependency.ErrMissing) {
 			t.Errorf("%s missing: err = %v, want dependency.ErrMissing", missing, err)
 		}
 	}

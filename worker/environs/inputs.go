@@ -1,7 +1,4 @@
-// Package environinputs reads the engine inputs shared by the workers that act through the
-// provisioner set (provisioner, health checker, capacity): the agent's clock, its store and
-// the set itself.
-package environinputs
+package environs
 
 import (
 	"github.com/juju/clock"
@@ -11,17 +8,20 @@ import (
 	"github.com/berth-dev/berth/environ"
 )
 
-// Names names the manifolds the inputs come from.
-type Names struct {
+// InputNames names the manifolds the workers that act through the provisioner set
+// (provisioner, health checker, capacity) start on: the agent's clock, its store and this
+// worker's set. It lives with the manifold whose output it reads, so that those workers
+// read it the same way.
+type InputNames struct {
 	Clock, Database, Environs string
 }
 
 // Inputs lists the names for a dependency.Manifold.
-func (n Names) Inputs() []string {
+func (n InputNames) Inputs() []string {
 	return []string{n.Clock, n.Database, n.Environs}
 }
 
-// Inputs are what such a worker starts on.
+// Inputs are what such a worker starts on; Environs is this worker's output.
 type Inputs struct {
 	Clock    clock.Clock
 	State    domain.State
@@ -30,7 +30,7 @@ type Inputs struct {
 
 // Get reads the inputs; the getter's error for the first one missing (dependency.ErrMissing
 // while a manifold is not running) is returned unchanged, so the engine retries as usual.
-func (n Names) Get(getter dependency.Getter) (Inputs, error) {
+func (n InputNames) Get(getter dependency.Getter) (Inputs, error) {
 	var in Inputs
 	if err := getter.Get(n.Clock, &in.Clock); err != nil {
 		return Inputs{}, err

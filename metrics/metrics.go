@@ -2,7 +2,9 @@
 // provisioner's queue is, how many resources are in each status, environ capacity and
 // health checks, how many agents are live, and how often the dependency engine starts each
 // worker. One *Metrics is made per agent; the workers record into it through small
-// interfaces of their own, and the HTTP server serves it as a prometheus.Gatherer.
+// interfaces of their own, and the HTTP server serves it as a prometheus.Gatherer. It
+// counts in domain's and environ's terms (statuses, resource types, capacity), so it sits
+// above them and below the workers, beside watcher.
 package metrics
 
 import (
@@ -11,11 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/juju/worker/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
-	"gopkg.in/tomb.v2"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -226,24 +226,12 @@ func (m *Metrics) RecordStart(name string) {
 }
 
 // TrackResources makes berth_resources count counter's resources at every scrape until the
-// returned worker is killed. Only the latest counter tracked is asked; while none is (the
+// returned untrack is called. Only the latest counter tracked is asked; while none is (the
 // database is down), berth_resources is absent rather than stale.
-func (m *Metrics) TrackResources(counter StatusCounter) worker.Worker {
-	w := &trackWorker{}
+func (m *Metrics) TrackResources(counter StatusCounter) (untrack func()) {
 	token := m.resources.track(counter)
-	w.tomb.Go(func() error {
-		<-w.tomb.Dying()
-		m.resources.untrack(token)
-		return nil
-	})
-	return w
+	return func() { m.resources.untrack(token) }
 }
-
-// trackWorker keeps a StatusCounter tracked while it lives.
-type trackWorker struct{ tomb tomb.Tomb }
-
-func (w *trackWorker) Kill()       { w.tomb.Kill(nil) }
-func (w *trackWorker) Wait() error { return w.tomb.Wait() }
 
 // capacityCollector reports the last capacity observed of each provisioner, as one
 // consistent snapshot per scrape.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
-	"github.com/berth-dev/berth/internal/metrics"
+	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/healthcheck"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
@@ -177,8 +177,8 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 	m.RecordStart("database")
 	m.RecordStart("provisioner")
 	counter := &fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 4, domain.StatusPending: 2}}
-	tracker := m.TrackResources(counter)
-	defer func() { tracker.Kill(); _ = tracker.Wait() }()
+	untrack := m.TrackResources(counter)
+	defer untrack()
 
 	families := scrape(t, m)
 
@@ -272,7 +272,7 @@ func TestCapacityObservationReplacesTheLastOne(t *testing.T) {
 func TestResourcesCountedAtScrapeTimeWithATimeout(t *testing.T) {
 	m := metrics.New()
 	counter := &fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 1}}
-	tracker := m.TrackResources(counter)
+	untrack := m.TrackResources(counter)
 
 	before := time.Now()
 	checkSeries(t, scrape(t, m), "berth_resources", map[string]float64{
@@ -291,11 +291,8 @@ func TestResourcesCountedAtScrapeTimeWithATimeout(t *testing.T) {
 		t.Errorf("second scrape: ready = %v, want 2 (counted afresh)", got)
 	}
 
-	// Once the tracker stops (the database went away), the series are gone, not stale.
-	tracker.Kill()
-	if err := tracker.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	// Once untracked (the database went away), the series are gone, not stale.
+	untrack()
 	if _, ok := scrape(t, m)["berth_resources"]; ok {
 		t.Error("berth_resources still exposed after its source stopped")
 	}
@@ -303,13 +300,10 @@ func TestResourcesCountedAtScrapeTimeWithATimeout(t *testing.T) {
 
 func TestLaterTrackerWinsOverAnEarlierOneStopping(t *testing.T) {
 	m := metrics.New()
-	old := m.TrackResources(&fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 1}})
-	current := m.TrackResources(&fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 9}})
-	defer func() { current.Kill(); _ = current.Wait() }()
-	old.Kill()
-	if err := old.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	untrackOld := m.TrackResources(&fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 1}})
+	untrackCurrent := m.TrackResources(&fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 9}})
+	defer untrackCurrent()
+	untrackOld()
 	if got := series(t, scrape(t, m), "berth_resources")["status=ready"]; got != 9 {
 		t.Errorf("ready = %v, want 9 from the current tracker", got)
 	}
@@ -318,8 +312,8 @@ func TestLaterTrackerWinsOverAnEarlierOneStopping(t *testing.T) {
 func TestResourcesCountFailureKeepsTheOtherMetrics(t *testing.T) {
 	m := metrics.New()
 	m.ObserveQueue(1, 0)
-	tracker := m.TrackResources(&fakeCounter{err: errors.New("connection refused")})
-	defer func() { tracker.Kill(); _ = tracker.Wait() }()
+	untrack := m.TrackResources(&fakeCounter{err: errors.New("connection refused")})
+	defer untrack()
 
 	families := scrape(t, m)
 	if _, ok := families["berth_resources"]; ok {
@@ -330,8 +324,8 @@ func TestResourcesCountFailureKeepsTheOtherMetrics(t *testing.T) {
 
 func TestGatherReportsACountFailure(t *testing.T) {
 	m := metrics.New()
-	tracker := m.TrackResources(&fakeCounter{err: errors.New("connection refused")})
-	defer func() { tracker.Kill(); _ = tracker.Wait() }()
+	untrack := m.TrackResources(&fakeCounter{err: errors.New("connection refused")})
+	defer untrack()
 	_, err := m.Gather()
 	if err == nil || !strings.Contains(err.Error(), "count resources by status: connection refused") {
 		t.Errorf("Gather error = %v, want the count failure", err)
