@@ -169,7 +169,7 @@ func (a *attempt) claim() (domain.Claim, error) {
 	cfg := a.w.config
 	env, name, err := cfg.Environs.Get("")
 	if err != nil {
-		return cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL)
+		return cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Agent.ID, cfg.LeaseTTL)
 	}
 	start := domain.ProvisioningStart{Provisioner: name}
 	for _, t := range domain.ResourceTypes {
@@ -177,7 +177,7 @@ func (a *attempt) claim() (domain.Claim, error) {
 			start.Types = append(start.Types, t)
 		}
 	}
-	return cfg.State.ClaimAndStart(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL, start)
+	return cfg.State.ClaimAndStart(a.attemptCtx, a.r.ID, cfg.Agent.ID, cfg.LeaseTTL, start)
 }
 
 // provision brings the resource to ready at its current generation.
