@@ -273,13 +273,15 @@ func Manifolds(config Config) dependency.Manifolds {
 		}),
 
 		ChangeLogPrunerName: leadership.Gate(LeadershipName, changelog.Manifold(changelog.ManifoldConfig{
-			ClockName:     ClockName,
-			DatabaseName:  DatabaseName,
-			Interval:      10 * time.Minute,
-			Retain:        config.ChangeLogRetain,
-			HistoryRetain: config.HistoryRetain,
-			Logger:        logger.With("worker", ChangeLogPrunerName),
-			NewWorker:     changelog.NewWorker,
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			Settings: changelog.Settings{
+				Interval:      10 * time.Minute,
+				Retain:        config.ChangeLogRetain,
+				HistoryRetain: config.HistoryRetain,
+			},
+			Logger:    logger.With("worker", ChangeLogPrunerName),
+			NewWorker: changelog.NewWorker,
 		})),
 
 		HealthCheckName: healthcheck.Manifold(healthcheck.ManifoldConfig{
@@ -313,19 +315,21 @@ func Manifolds(config Config) dependency.Manifolds {
 		MembershipName: membership.Manifold(membership.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
-			Agent: domain.AgentInfo{
-				ID: config.Provisioner.Holder, Version: config.Version, HTTPAddr: config.HTTPAddr,
-				TTL: config.Membership.AgentTTL, LeaseTTL: config.Provisioner.LeaseTTL,
+			Settings: membership.Settings{
+				Agent: domain.AgentInfo{
+					ID: agent.ID, Version: config.Version, HTTPAddr: config.HTTPAddr,
+					TTL: agent.TTL, LeaseTTL: config.Provisioner.LeaseTTL,
+				},
+				HeartbeatInterval: config.Membership.HeartbeatInterval,
+				TTL:               agent.TTL,
+				Timeout:           10 * time.Second,
+				ResignTimeout:     5 * time.Second,
+				PruneInterval:     time.Hour,
+				PruneAfter:        config.Membership.PruneAfter,
 			},
-			HeartbeatInterval: config.Membership.HeartbeatInterval,
-			TTL:               config.Membership.AgentTTL,
-			Timeout:           10 * time.Second,
-			ResignTimeout:     5 * time.Second,
-			PruneInterval:     time.Hour,
-			PruneAfter:        config.Membership.PruneAfter,
-			Logger:            logger.With("worker", MembershipName),
-			Metrics:           config.Metrics,
-			NewWorker:         membership.NewWorker,
+			Logger:    logger.With("worker", MembershipName),
+			Metrics:   config.Metrics,
+			NewWorker: membership.NewWorker,
 		}),
 
 		LeadershipName: leadership.Manifold(leadership.ManifoldConfig{
@@ -346,12 +350,14 @@ func Manifolds(config Config) dependency.Manifolds {
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
-			Interval:     config.Capacity.Interval,
-			Timeout:      30 * time.Second,
-			Thresholds:   config.Capacity.Thresholds,
-			Logger:       logger.With("worker", CapacityName),
-			Observer:     config.Metrics,
-			NewWorker:    capacity.NewWorker,
+			Settings: capacity.Settings{
+				Interval:   config.Capacity.Interval,
+				Timeout:    30 * time.Second,
+				Thresholds: config.Capacity.Thresholds,
+			},
+			Logger:    logger.With("worker", CapacityName),
+			Observer:  config.Metrics,
+			NewWorker: capacity.NewWorker,
 		})),
 	}
 }
