@@ -176,12 +176,14 @@ func sweep(ctx context.Context, db *database, setJSON []byte, cfg config, res *h
 	}
 	// The environ's Check runs beside the checks, as the leader's environ checker runs it.
 	ew, err := environcheck.NewWorker(environcheck.Config{
-		Environs:     gatedEnvirons{set, gate},
-		Clock:        clock.WallClock,
-		Logger:       logger,
-		Metrics:      observed,
-		Interval:     time.Nanosecond,
-		CheckTimeout: healthEnvironCheckTimeout,
+		Environs: gatedEnvirons{set, gate},
+		Clock:    clock.WallClock,
+		Logger:   logger,
+		Metrics:  observed,
+		Settings: environcheck.Settings{
+			Interval:     time.Nanosecond,
+			CheckTimeout: healthEnvironCheckTimeout,
+		},
 	})
 	if err != nil {
 		w.Kill()

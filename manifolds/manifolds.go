@@ -213,15 +213,17 @@ func Manifolds(config Config) dependency.Manifolds {
 		ResourceMetricsName: resourceMetricsManifold(config.Metrics),
 
 		DatabaseName: database.Manifold(database.ManifoldConfig{
-			ClockName:       ClockName,
-			URL:             config.DatabaseURL,
-			Open:            config.OpenDatabase,
-			Logger:          logger.With("worker", DatabaseName),
-			ConnectTimeout:  30 * time.Second,
-			PingInterval:    5 * time.Second,
-			PingTimeout:     5 * time.Second,
-			MaxPingFailures: 3,
-			NewWorker:       database.NewManifoldWorker,
+			ClockName: ClockName,
+			Open:      config.OpenDatabase,
+			Logger:    logger.With("worker", DatabaseName),
+			Settings: database.Settings{
+				URL:             config.DatabaseURL,
+				ConnectTimeout:  30 * time.Second,
+				PingInterval:    5 * time.Second,
+				PingTimeout:     5 * time.Second,
+				MaxPingFailures: 3,
+			},
+			NewWorker: database.NewManifoldWorker,
 		}),
 
 		ProvisionerSetName: provisionerset.Manifold(provisionerset.ManifoldConfig{
@@ -305,11 +307,13 @@ func Manifolds(config Config) dependency.Manifolds {
 		EnvironCheckName: leadership.Gate(LeadershipName, environcheck.Manifold(environcheck.ManifoldConfig{
 			ClockName:    ClockName,
 			EnvironsName: EnvironsName,
-			Interval:     config.Health.Interval,
-			CheckTimeout: time.Minute,
-			Logger:       logger.With("worker", EnvironCheckName),
-			Metrics:      config.Metrics,
-			NewWorker:    environcheck.NewWorker,
+			Settings: environcheck.Settings{
+				Interval:     config.Health.Interval,
+				CheckTimeout: time.Minute,
+			},
+			Logger:    logger.With("worker", EnvironCheckName),
+			Metrics:   config.Metrics,
+			NewWorker: environcheck.NewWorker,
 		})),
 
 		MembershipName: membership.Manifold(membership.ManifoldConfig{
