@@ -199,15 +199,17 @@ func Manifolds(config Config) dependency.Manifolds {
 		EngineName: dependency.SelfManifold(config.Engine),
 
 		HTTPServerName: httpserver.Manifold(httpserver.ManifoldConfig{
-			ClockName:       ClockName,
-			EngineName:      EngineName,
-			Addr:            config.HTTPAddr,
-			Gatherer:        config.Metrics,
-			Required:        []string{DatabaseName, EnvironsName},
-			ShutdownTimeout: 5 * time.Second,
-			Profiling:       config.Profiling,
-			Logger:          logger.With("worker", HTTPServerName),
-			NewWorker:       httpserver.NewManifoldWorker,
+			ClockName:  ClockName,
+			EngineName: EngineName,
+			Gatherer:   config.Metrics,
+			Settings: httpserver.Settings{
+				Addr:            config.HTTPAddr,
+				Required:        []string{DatabaseName, EnvironsName},
+				ShutdownTimeout: 5 * time.Second,
+				Profiling:       config.Profiling,
+			},
+			Logger:    logger.With("worker", HTTPServerName),
+			NewWorker: httpserver.NewManifoldWorker,
 		}),
 
 		ResourceMetricsName: resourceMetricsManifold(config.Metrics),
