@@ -230,14 +230,16 @@ func Manifolds(config Config) dependency.Manifolds {
 
 		ProvisionerSetName: provisionerset.Manifold(provisionerset.ManifoldConfig{
 			ClockName: ClockName,
-			Initial:   config.ProvisionerSetJSON,
-			Origin:    config.ProvisionerSetOrigin,
-			Path:      config.ProvisionersFile,
 			Signals:   config.ReloadSignals,
-			Default:   config.DefaultProvisioner,
 			Builder:   config.SetBuilder,
-			// Long enough for a save's burst of events, short enough to feel immediate.
-			Debounce:  500 * time.Millisecond,
+			Settings: provisionerset.Settings{
+				Initial: config.ProvisionerSetJSON,
+				Origin:  config.ProvisionerSetOrigin,
+				Path:    config.ProvisionersFile,
+				Default: config.DefaultProvisioner,
+				// Long enough for a save's burst of events, short enough to feel immediate.
+				Debounce: 500 * time.Millisecond,
+			},
 			Logger:    logger.With("worker", ProvisionerSetName),
 			NewWorker: provisionerset.NewManifoldWorker,
 		}),
