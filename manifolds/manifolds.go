@@ -42,12 +42,12 @@ package manifolds
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	"go.opentelemetry.io/otel/trace"
@@ -166,23 +166,24 @@ type WatcherSettings struct {
 	BatchSize    int
 }
 
-// Validate reports the first missing field.
+// Validate reports the first missing field as NotValid. The workers' Settings are checked by
+// their manifolds, each once.
 func (c Config) Validate() error {
 	switch {
 	case c.Clock == nil:
-		return errors.New("manifolds: Clock is required")
+		return errors.NotValidf("manifolds: nil Clock")
 	case c.Logger == nil:
-		return errors.New("manifolds: Logger is required")
+		return errors.NotValidf("manifolds: nil Logger")
 	case c.Rand == nil:
-		return errors.New("manifolds: Rand is required")
+		return errors.NotValidf("manifolds: nil Rand")
 	case c.OpenDatabase == nil:
-		return errors.New("manifolds: OpenDatabase is required")
+		return errors.NotValidf("manifolds: nil OpenDatabase")
 	case c.SetBuilder == nil:
-		return errors.New("manifolds: SetBuilder is required")
+		return errors.NotValidf("manifolds: nil SetBuilder")
 	case c.Engine == nil:
-		return errors.New("manifolds: Engine is required")
+		return errors.NotValidf("manifolds: nil Engine")
 	case c.Metrics == nil:
-		return errors.New("manifolds: Metrics is required")
+		return errors.NotValidf("manifolds: nil Metrics")
 	}
 	return nil
 }
