@@ -157,29 +157,33 @@ func sweep(ctx context.Context, db *database, setJSON []byte, cfg config, res *h
 		Store:    countingStore{st, calls, gate},
 		Environs: gatedEnvirons{set, gate},
 		Locks:    new(resourcelock.Set),
-		Holder:   healthHolder,
 		Clock:    clock.WallClock,
 		Rand:     rand.Float64,
 		Logger:   logger,
 		Metrics:  observed,
-		// Every check is due at once, so the round runs as fast as Concurrency allows; the
-		// agent spreads the same checks over its --health-interval.
-		Interval:     time.Nanosecond,
-		Concurrency:  cfg.healthConcurrency,
-		PageSize:     healthPageSize,
-		CheckTimeout: healthCheckTimeout,
+		Settings: healthcheck.Settings{
+			Agent: domain.AgentIdentity{ID: healthHolder, TTL: domain.DefaultAgentTTL},
+			// Every check is due at once, so the round runs as fast as Concurrency allows;
+			// the agent spreads the same checks over its --health-interval.
+			Interval:     time.Nanosecond,
+			Concurrency:  cfg.healthConcurrency,
+			PageSize:     healthPageSize,
+			CheckTimeout: healthCheckTimeout,
+		},
 	})
 	if err != nil {
 		return err
 	}
 	// The environ's Check runs beside the checks, as the leader's environ checker runs it.
 	ew, err := environcheck.NewWorker(environcheck.Config{
-		Environs:     gatedEnvirons{set, gate},
-		Clock:        clock.WallClock,
-		Logger:       logger,
-		Metrics:      observed,
-		Interval:     time.Nanosecond,
-		CheckTimeout: healthEnvironCheckTimeout,
+		Environs: gatedEnvirons{set, gate},
+		Clock:    clock.WallClock,
+		Logger:   logger,
+		Metrics:  observed,
+		Settings: environcheck.Settings{
+			Interval:     time.Nanosecond,
+			CheckTimeout: healthEnvironCheckTimeout,
+		},
 	})
 	if err != nil {
 		w.Kill()

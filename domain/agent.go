@@ -4,7 +4,32 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/juju/errors"
 )
+
+// AgentIdentity is who this agent is to the workers that act for it (the provisioner, the
+// health checker, the leadership claim): the one place its id and liveness bound are
+// checked, whichever worker is handed them.
+type AgentIdentity struct {
+	// ID is the agent's --agent-id: its row in the agents table, and the holder of the
+	// resource leases it takes.
+	ID string
+	// TTL is the agents' --agent-ttl: an agent is live while its last heartbeat is younger.
+	TTL time.Duration
+}
+
+// Validate reports an empty ID or a TTL that is not positive as NotValid, naming the flag
+// that sets it.
+func (a AgentIdentity) Validate() error {
+	switch {
+	case a.ID == "":
+		return errors.NotValidf("empty agent ID (pass this agent's --agent-id)")
+	case a.TTL <= 0:
+		return errors.NotValidf("agent TTL %s (must be positive: pass the agents' --agent-ttl)", a.TTL)
+	}
+	return nil
+}
 
 // AgentInfo is what an agent registers with.
 type AgentInfo struct {

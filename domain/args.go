@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	jujuerrors "github.com/juju/errors"
 )
 
 // FieldError names the field of args or config that is wrong and says how to fix it.
@@ -18,6 +20,9 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Is makes a FieldError of juju/errors' NotValid kind: errors.Is(err, errors.NotValid).
+func (e *FieldError) Is(target error) bool { return target == jujuerrors.NotValid }
 
 // RuntimeArgs are the desired arguments of a runtime resource.
 type RuntimeArgs struct {

@@ -1,12 +1,27 @@
 package domain
 
-import "errors"
+import (
+	"errors"
 
-var (
+	jujuerrors "github.com/juju/errors"
+)
+
+// The kinds a caller may meet in any layer are juju/errors' kinds, as in Juju: ErrNotFound is
+// errors.NotFound and ErrAlreadyExists is errors.AlreadyExists (the same constant values), so
+// errors.Is(err, errors.NotFound) and errors.Is(err, domain.ErrNotFound), with either package's
+// Is, are one test. Stores wrap them with context, e.g.
+// fmt.Errorf("resource %s: %w", id, domain.ErrNotFound), whose message reads
+// "resource <id>: not found". Bad arguments (*FieldError, an unknown resource type) are
+// errors.NotValid and a capability the store or environ lacks is errors.NotSupported.
+const (
 	// ErrNotFound is returned when a resource (or reservation) does not exist.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = jujuerrors.NotFound
 	// ErrAlreadyExists is returned when a resource with the same owner, type and name exists.
-	ErrAlreadyExists = errors.New("already exists")
+	ErrAlreadyExists = jujuerrors.AlreadyExists
+)
+
+// The domain's own conditions, which no juju/errors kind names exactly, are sentinels.
+var (
 	// ErrStale is returned when a progress update was made against a generation or status
 	// that has since moved on (args changed or a delete was requested); the caller re-reads.
 	ErrStale = errors.New("resource changed since it was read")

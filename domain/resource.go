@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	jujuerrors "github.com/juju/errors"
 )
 
 // ResourceType enumerates the kinds of resource Berth provisions.
@@ -29,11 +31,12 @@ func (t ResourceType) Valid() bool {
 	return false
 }
 
-// ParseResourceType returns the resource type named s, or an error listing the valid ones.
+// ParseResourceType returns the resource type named s, or a NotValid error listing the valid
+// ones.
 func ParseResourceType(s string) (ResourceType, error) {
 	t := ResourceType(s)
 	if !t.Valid() {
-		return "", fmt.Errorf("type %q is not a resource type: use one of %s", s, TypeNames())
+		return "", jujuerrors.NewNotValid(fmt.Errorf("type %q is not a resource type: use one of %s", s, TypeNames()), "")
 	}
 	return t, nil
 }

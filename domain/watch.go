@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	jujuerrors "github.com/juju/errors"
 )
 
 // EventFeed is the part of EventLog that watches and waits tail: every resource's events in
@@ -407,11 +408,11 @@ func (w *resourceWatch) apply(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// feed returns the store's feed, or an error when it keeps none.
+// feed returns the store's feed, or a NotSupported error when it keeps none.
 func (s *Service) feed() (Feed, error) {
 	feed, ok := s.store.(Feed)
 	if !ok {
-		return nil, errors.New("this store keeps no event feed and change log: resources cannot be watched")
+		return nil, jujuerrors.NewNotSupported(nil, "this store keeps no event feed and change log: resources cannot be watched")
 	}
 	return feed, nil
 }

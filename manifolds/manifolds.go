@@ -46,12 +46,12 @@ package manifolds
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	"go.opentelemetry.io/otel/trace"
@@ -173,23 +173,24 @@ type WatcherSettings struct {
 	BatchSize    int
 }
 
-// Validate reports the first missing field.
+// Validate reports the first missing field as NotValid. The workers' Settings are checked by
+// their manifolds, each once.
 func (c Config) Validate() error {
 	switch {
 	case c.Clock == nil:
-		return errors.New("manifolds: Clock is required")
+		return errors.NotValidf("manifolds: nil Clock")
 	case c.Logger == nil:
-		return errors.New("manifolds: Logger is required")
+		return errors.NotValidf("manifolds: nil Logger")
 	case c.Rand == nil:
-		return errors.New("manifolds: Rand is required")
+		return errors.NotValidf("manifolds: nil Rand")
 	case c.OpenDatabase == nil:
-		return errors.New("manifolds: OpenDatabase is required")
+		return errors.NotValidf("manifolds: nil OpenDatabase")
 	case c.SetBuilder == nil:
-		return errors.New("manifolds: SetBuilder is required")
+		return errors.NotValidf("manifolds: nil SetBuilder")
 	case c.Engine == nil:
-		return errors.New("manifolds: Engine is required")
+		return errors.NotValidf("manifolds: nil Engine")
 	case c.Metrics == nil:
-		return errors.New("manifolds: Metrics is required")
+		return errors.NotValidf("manifolds: nil Metrics")
 	}
 	return nil
 }
@@ -199,46 +200,54 @@ func Manifolds(config Config) dependency.Manifolds {
 	logger := config.Logger
 	// A resource is never health-checked while this agent reconciles it.
 	locks := new(resourcelock.Set)
+	// The agent as the workers that act for it know it: its lease holder is its id.
+	agent := domain.AgentIdentity{ID: config.Provisioner.Holder, TTL: config.Membership.AgentTTL}
 	return dependency.Manifolds{
 		ClockName:  valueManifold(config.Clock),
 		EngineName: dependency.SelfManifold(config.Engine),
 
 		HTTPServerName: httpserver.Manifold(httpserver.ManifoldConfig{
-			ClockName:       ClockName,
-			EngineName:      EngineName,
-			Addr:            config.HTTPAddr,
-			Gatherer:        config.Metrics,
-			Required:        []string{DatabaseName, EnvironsName},
-			ShutdownTimeout: 5 * time.Second,
-			Profiling:       config.Profiling,
-			Logger:          logger.With("worker", HTTPServerName),
-			NewWorker:       httpserver.NewManifoldWorker,
+			ClockName:  ClockName,
+			EngineName: EngineName,
+			Gatherer:   config.Metrics,
+			Settings: httpserver.Settings{
+				Addr:            config.HTTPAddr,
+				Required:        []string{DatabaseName, EnvironsName},
+				ShutdownTimeout: 5 * time.Second,
+				Profiling:       config.Profiling,
+			},
+			Logger:    logger.With("worker", HTTPServerName),
+			NewWorker: httpserver.NewManifoldWorker,
 		}),
 
 		ResourceMetricsName: resourceMetricsManifold(config.Metrics),
 
 		DatabaseName: database.Manifold(database.ManifoldConfig{
-			ClockName:       ClockName,
-			URL:             config.DatabaseURL,
-			Open:            config.OpenDatabase,
-			Logger:          logger.With("worker", DatabaseName),
-			ConnectTimeout:  30 * time.Second,
-			PingInterval:    5 * time.Second,
-			PingTimeout:     5 * time.Second,
-			MaxPingFailures: 3,
-			NewWorker:       database.NewManifoldWorker,
+			ClockName: ClockName,
+			Open:      config.OpenDatabase,
+			Logger:    logger.With("worker", DatabaseName),
+			Settings: database.Settings{
+				URL:             config.DatabaseURL,
+				ConnectTimeout:  30 * time.Second,
+				PingInterval:    5 * time.Second,
+				PingTimeout:     5 * time.Second,
+				MaxPingFailures: 3,
+			},
+			NewWorker: database.NewManifoldWorker,
 		}),
 
 		ProvisionerSetName: provisionerset.Manifold(provisionerset.ManifoldConfig{
 			ClockName: ClockName,
-			Initial:   config.ProvisionerSetJSON,
-			Origin:    config.ProvisionerSetOrigin,
-			Path:      config.ProvisionersFile,
 			Signals:   config.ReloadSignals,
-			Default:   config.DefaultProvisioner,
 			Builder:   config.SetBuilder,
-			// Long enough for a save's burst of events, short enough to feel immediate.
-			Debounce:  500 * time.Millisecond,
+			Settings: provisionerset.Settings{
+				Initial: config.ProvisionerSetJSON,
+				Origin:  config.ProvisionerSetOrigin,
+				Path:    config.ProvisionersFile,
+				Default: config.DefaultProvisioner,
+				// Long enough for a save's burst of events, short enough to feel immediate.
+				Debounce: 500 * time.Millisecond,
+			},
 			Logger:    logger.With("worker", ProvisionerSetName),
 			NewWorker: provisionerset.NewManifoldWorker,
 		}),
@@ -254,107 +263,117 @@ func Manifolds(config Config) dependency.Manifolds {
 		}),
 
 		ProvisionerName: provisioner.Manifold(provisioner.ManifoldConfig{
-			ClockName:        ClockName,
-			DatabaseName:     DatabaseName,
-			EnvironsName:     EnvironsName,
-			Holder:           config.Provisioner.Holder,
-			Concurrency:      config.Provisioner.Concurrency,
-			AwaitConcurrency: config.Provisioner.AwaitConcurrency,
-			LeaseTTL:         config.Provisioner.LeaseTTL,
-			ReconcileTimeout: config.Provisioner.ReconcileTimeout,
-			BackoffBase:      config.Provisioner.BackoffBase,
-			BackoffMax:       config.Provisioner.BackoffMax,
-			CapacityRetry:    config.Provisioner.CapacityRetry,
-			AgentTTL:         config.Membership.AgentTTL,
-			ShareGrace:       config.Membership.HeartbeatInterval,
-			Logger:           logger.With("worker", ProvisionerName),
-			Rand:             config.Rand,
-			Metrics:          config.Metrics,
-			Locks:            locks,
-			TracerProvider:   config.Provisioner.TracerProvider,
-			NewWorker:        provisioner.NewWorker,
-			NewWatcher:       newResourcesWatcher(config.Watcher, config.Membership.AgentTTL),
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			EnvironsName: EnvironsName,
+			Settings: provisioner.Settings{
+				Agent:            agent,
+				Concurrency:      config.Provisioner.Concurrency,
+				AwaitConcurrency: config.Provisioner.AwaitConcurrency,
+				LeaseTTL:         config.Provisioner.LeaseTTL,
+				ReconcileTimeout: config.Provisioner.ReconcileTimeout,
+				BackoffBase:      config.Provisioner.BackoffBase,
+				BackoffMax:       config.Provisioner.BackoffMax,
+				CapacityRetry:    config.Provisioner.CapacityRetry,
+				ShareGrace:       config.Membership.HeartbeatInterval,
+			},
+			Logger:         logger.With("worker", ProvisionerName),
+			Rand:           config.Rand,
+			Metrics:        config.Metrics,
+			Locks:          locks,
+			TracerProvider: config.Provisioner.TracerProvider,
+			NewWorker:      provisioner.NewWorker,
+			NewWatcher:     newResourcesWatcher(config.Watcher, config.Membership.AgentTTL),
 		}),
 
 		ChangeLogPrunerName: leadership.Gate(LeadershipName, changelog.Manifold(changelog.ManifoldConfig{
-			ClockName:     ClockName,
-			DatabaseName:  DatabaseName,
-			Interval:      10 * time.Minute,
-			Retain:        config.ChangeLogRetain,
-			HistoryRetain: config.HistoryRetain,
-			Logger:        logger.With("worker", ChangeLogPrunerName),
-			NewWorker:     changelog.NewWorker,
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			Settings: changelog.Settings{
+				Interval:      10 * time.Minute,
+				Retain:        config.ChangeLogRetain,
+				HistoryRetain: config.HistoryRetain,
+			},
+			Logger:    logger.With("worker", ChangeLogPrunerName),
+			NewWorker: changelog.NewWorker,
 		})),
 
 		HealthCheckName: healthcheck.Manifold(healthcheck.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
-			Interval:     config.Health.Interval,
-			Concurrency:  config.Health.Concurrency,
-			PageSize:     500,
-			CheckTimeout: 30 * time.Second,
-			Logger:       logger.With("worker", HealthCheckName),
-			Rand:         config.Rand,
-			Metrics:      config.Metrics,
-			Locks:        locks,
-			Holder:       config.Provisioner.Holder,
-			AgentID:      config.Provisioner.Holder,
-			AgentTTL:     config.Membership.AgentTTL,
-			NewWorker:    healthcheck.NewWorker,
+			Settings: healthcheck.Settings{
+				Agent:        agent,
+				Interval:     config.Health.Interval,
+				Concurrency:  config.Health.Concurrency,
+				PageSize:     500,
+				CheckTimeout: 30 * time.Second,
+			},
+			Logger:    logger.With("worker", HealthCheckName),
+			Rand:      config.Rand,
+			Metrics:   config.Metrics,
+			Locks:     locks,
+			NewWorker: healthcheck.NewWorker,
 		}),
 
 		EnvironCheckName: leadership.Gate(LeadershipName, environcheck.Manifold(environcheck.ManifoldConfig{
 			ClockName:    ClockName,
 			EnvironsName: EnvironsName,
-			Interval:     config.Health.Interval,
-			CheckTimeout: time.Minute,
-			Logger:       logger.With("worker", EnvironCheckName),
-			Metrics:      config.Metrics,
-			NewWorker:    environcheck.NewWorker,
+			Settings: environcheck.Settings{
+				Interval:     config.Health.Interval,
+				CheckTimeout: time.Minute,
+			},
+			Logger:    logger.With("worker", EnvironCheckName),
+			Metrics:   config.Metrics,
+			NewWorker: environcheck.NewWorker,
 		})),
 
 		MembershipName: membership.Manifold(membership.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
-			Agent: domain.AgentInfo{
-				ID: config.Provisioner.Holder, Version: config.Version, HTTPAddr: config.HTTPAddr,
-				TTL: config.Membership.AgentTTL, LeaseTTL: config.Provisioner.LeaseTTL,
+			Settings: membership.Settings{
+				Agent: domain.AgentInfo{
+					ID: agent.ID, Version: config.Version, HTTPAddr: config.HTTPAddr,
+					TTL: agent.TTL, LeaseTTL: config.Provisioner.LeaseTTL,
+				},
+				HeartbeatInterval: config.Membership.HeartbeatInterval,
+				TTL:               agent.TTL,
+				Timeout:           10 * time.Second,
+				ResignTimeout:     5 * time.Second,
+				PruneInterval:     time.Hour,
+				PruneAfter:        config.Membership.PruneAfter,
 			},
-			HeartbeatInterval: config.Membership.HeartbeatInterval,
-			TTL:               config.Membership.AgentTTL,
-			Timeout:           10 * time.Second,
-			ResignTimeout:     5 * time.Second,
-			PruneInterval:     time.Hour,
-			PruneAfter:        config.Membership.PruneAfter,
-			Logger:            logger.With("worker", MembershipName),
-			Metrics:           config.Metrics,
-			NewWorker:         membership.NewWorker,
+			Logger:    logger.With("worker", MembershipName),
+			Metrics:   config.Metrics,
+			NewWorker: membership.NewWorker,
 		}),
 
 		LeadershipName: leadership.Manifold(leadership.ManifoldConfig{
 			ClockName:      ClockName,
 			DatabaseName:   DatabaseName,
 			MembershipName: MembershipName,
-			AgentID:        config.Provisioner.Holder,
-			Interval:       config.Membership.HeartbeatInterval,
-			TTL:            config.Membership.AgentTTL,
-			Timeout:        5 * time.Second,
-			Logger:         logger.With("worker", LeadershipName),
-			Metrics:        config.Metrics,
-			NewWorker:      leadership.NewWorker,
+			Settings: leadership.Settings{
+				Agent:    agent,
+				Interval: config.Membership.HeartbeatInterval,
+				Timeout:  5 * time.Second,
+			},
+			Logger:    logger.With("worker", LeadershipName),
+			Metrics:   config.Metrics,
+			NewWorker: leadership.NewWorker,
 		}),
 
 		CapacityName: leadership.Gate(LeadershipName, capacity.Manifold(capacity.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
-			Interval:     config.Capacity.Interval,
-			Timeout:      30 * time.Second,
-			Thresholds:   capacity.Thresholds{Total: config.Capacity.WarnTotal, Host: config.Capacity.WarnHost},
-			Logger:       logger.With("worker", CapacityName),
-			Observer:     config.Metrics,
-			NewWorker:    capacity.NewWorker,
+			Settings: capacity.Settings{
+				Interval:   config.Capacity.Interval,
+				Timeout:    30 * time.Second,
+				Thresholds: capacity.Thresholds{Total: config.Capacity.WarnTotal, Host: config.Capacity.WarnHost},
+			},
+			Logger:    logger.With("worker", CapacityName),
+			Observer:  config.Metrics,
+			NewWorker: capacity.NewWorker,
 		})),
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
 	"github.com/juju/worker/v4/workertest"
@@ -85,18 +86,23 @@ func (*manifoldsSuite) TestAcyclic(c *gc.C) {
 
 func (*manifoldsSuite) TestValidate(c *gc.C) {
 	c.Check(config().Validate(), gc.IsNil)
-	for _, breakIt := range []func(*manifolds.Config){
-		func(cfg *manifolds.Config) { cfg.Clock = nil },
-		func(cfg *manifolds.Config) { cfg.Logger = nil },
-		func(cfg *manifolds.Config) { cfg.Rand = nil },
-		func(cfg *manifolds.Config) { cfg.OpenDatabase = nil },
-		func(cfg *manifolds.Config) { cfg.SetBuilder = nil },
-		func(cfg *manifolds.Config) { cfg.Engine = nil },
-		func(cfg *manifolds.Config) { cfg.Metrics = nil },
+	for _, t := range []struct {
+		breakIt func(*manifolds.Config)
+		field   string
+	}{
+		{func(cfg *manifolds.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *manifolds.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *manifolds.Config) { cfg.Rand = nil }, "Rand"},
+		{func(cfg *manifolds.Config) { cfg.OpenDatabase = nil }, "OpenDatabase"},
+		{func(cfg *manifolds.Config) { cfg.SetBuilder = nil }, "SetBuilder"},
+		{func(cfg *manifolds.Config) { cfg.Engine = nil }, "Engine"},
+		{func(cfg *manifolds.Config) { cfg.Metrics = nil }, "Metrics"},
 	} {
 		cfg := config()
-		breakIt(&cfg)
-		c.Check(cfg.Validate(), gc.NotNil)
+		t.breakIt(&cfg)
+		err := cfg.Validate()
+		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+		c.Check(err, gc.ErrorMatches, "manifolds: .*"+t.field+".*")
 	}
 }
 

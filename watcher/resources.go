@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"gopkg.in/tomb.v2"
 
 	"github.com/berth-dev/berth/domain"
@@ -61,19 +61,19 @@ type ResourcesConfig struct {
 func (c ResourcesConfig) Validate() error {
 	switch {
 	case c.Source == nil:
-		return errors.New("resources watcher: Source is required (pass the agent's store)")
+		return errors.NotValidf("resources watcher: nil Source (pass the agent's store)")
 	case c.Clock == nil:
-		return errors.New("resources watcher: Clock is required")
+		return errors.NotValidf("resources watcher: nil Clock")
 	case c.Logger == nil:
-		return errors.New("resources watcher: Logger is required")
+		return errors.NotValidf("resources watcher: nil Logger")
 	case c.PollInterval <= 0:
-		return fmt.Errorf("resources watcher: PollInterval must be positive, got %s", c.PollInterval)
+		return errors.NotValidf("resources watcher: PollInterval %s (must be positive)", c.PollInterval)
 	case c.OverdueAfter <= 0:
-		return fmt.Errorf("resources watcher: OverdueAfter must be positive, got %s: pass the agents' --agent-ttl", c.OverdueAfter)
+		return errors.NotValidf("resources watcher: OverdueAfter %s (must be positive: pass the agents' --agent-ttl)", c.OverdueAfter)
 	case c.GapTimeout <= 0:
-		return fmt.Errorf("resources watcher: GapTimeout must be positive, got %s", c.GapTimeout)
+		return errors.NotValidf("resources watcher: GapTimeout %s (must be positive)", c.GapTimeout)
 	case c.BatchSize < 1:
-		return fmt.Errorf("resources watcher: BatchSize must be at least 1, got %d", c.BatchSize)
+		return errors.NotValidf("resources watcher: BatchSize %d (must be at least 1)", c.BatchSize)
 	}
 	return nil
 }

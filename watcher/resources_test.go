@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
@@ -46,21 +47,22 @@ func (s *resourcesSuite) SetUpTest(c *gc.C) {
 func (s *resourcesSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*watcher.ResourcesConfig)
-		err    string
+		field  string
 	}{
-		{func(cfg *watcher.ResourcesConfig) { cfg.Source = nil }, ".*Source is required.*"},
-		{func(cfg *watcher.ResourcesConfig) { cfg.Clock = nil }, ".*Clock is required.*"},
-		{func(cfg *watcher.ResourcesConfig) { cfg.Logger = nil }, ".*Logger is required.*"},
-		{func(cfg *watcher.ResourcesConfig) { cfg.PollInterval = 0 }, ".*PollInterval must be positive, got 0s"},
-		{func(cfg *watcher.ResourcesConfig) { cfg.GapTimeout = -time.Second }, ".*GapTimeout must be positive, got -1s"},
-		{func(cfg *watcher.ResourcesConfig) { cfg.BatchSize = 0 }, ".*BatchSize must be at least 1, got 0"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.Source = nil }, "Source .*agent's store"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.PollInterval = 0 }, "PollInterval 0s .*positive"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.OverdueAfter = 0 }, "OverdueAfter 0s .*--agent-ttl"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.GapTimeout = -time.Second }, "GapTimeout -1s .*positive"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.BatchSize = 0 }, "BatchSize 0 .*at least 1"},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := watcher.NewResourcesWatcher(config)
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.config.Validate(), gc.IsNil)
 }
@@ -424,4 +426,10 @@ func assertNoEvent(c *gc.C, w watcher.StringsWatcher) {
 
 func report(w watcher.StringsWatcher) map[string]any {
 	return w.(worker.Reporter).Report()
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	jujuerrors "github.com/juju/errors"
+
 	"github.com/berth-dev/berth/domain"
 )
 
@@ -26,6 +28,9 @@ func testCreateResource(t *testing.T, b *Backend) {
 	_, err := b.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "wEB", Owner: "alice"})
 	if !errors.Is(err, domain.ErrAlreadyExists) {
 		t.Fatalf("duplicate name in another case: err = %v, want ErrAlreadyExists", err)
+	}
+	if !jujuerrors.Is(err, jujuerrors.AlreadyExists) {
+		t.Errorf("duplicate name: err = %v, want juju/errors' AlreadyExists kind", err)
 	}
 	for _, part := range []string{`"alice"`, "runtime", `"wEB"`} {
 		if !strings.Contains(err.Error(), part) {
@@ -64,8 +69,15 @@ func testGetAndListResources(t *testing.T, b *Backend) {
 		t.Fatalf("get by the id in upper case = %+v, %v; want resource b", upper, err)
 	}
 	for _, id := range []string{"00000000-0000-0000-0000-000000000000", "not-a-uuid"} {
-		if _, err := b.GetResource(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+		_, err := b.GetResource(ctx, id)
+		if !errors.Is(err, domain.ErrNotFound) {
 			t.Errorf("get %s: err = %v, want ErrNotFound", id, err)
+		}
+		if !jujuerrors.Is(err, jujuerrors.NotFound) {
+			t.Errorf("get %s: err = %v, want juju/errors' NotFound kind", id, err)
+		}
+		if want := "resource " + id + ": not found"; id != "not-a-uuid" && (err == nil || err.Error() != want) {
+			t.Errorf("get %s: err = %v, want the message %q", id, err, want)
 		}
 	}
 

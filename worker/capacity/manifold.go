@@ -2,11 +2,10 @@ package capacity
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
@@ -19,28 +18,31 @@ type ManifoldConfig struct {
 	DatabaseName string // a domain.State
 	EnvironsName string // an *environ.Set
 
-	Interval   time.Duration
-	Timeout    time.Duration
-	Thresholds Thresholds
-
 	Logger    *slog.Logger
 	Observer  Observer // optional
 	NewWorker func(Config) (worker.Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing field; the worker's Config checks the settings.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("capacity manifold: ClockName is required")
+		return errors.NotValidf("capacity manifold: empty ClockName")
 	case c.DatabaseName == "":
-		return errors.New("capacity manifold: DatabaseName is required")
+		return errors.NotValidf("capacity manifold: empty DatabaseName")
 	case c.EnvironsName == "":
-		return errors.New("capacity manifold: EnvironsName is required")
+		return errors.NotValidf("capacity manifold: empty EnvironsName")
 	case c.Logger == nil:
-		return errors.New("capacity manifold: Logger is required")
+		return errors.NotValidf("capacity manifold: nil Logger")
 	case c.NewWorker == nil:
-		return errors.New("capacity manifold: NewWorker is required")
+		return errors.NotValidf("capacity manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("capacity manifold: %w", err)
 	}
 	return nil
 }
@@ -62,14 +64,12 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			w, err := config.NewWorker(Config{
-				Store:      in.State,
-				Environs:   in.Environs,
-				Clock:      in.Clock,
-				Logger:     config.Logger,
-				Observer:   config.Observer,
-				Interval:   config.Interval,
-				Timeout:    config.Timeout,
-				Thresholds: config.Thresholds,
+				Store:    in.State,
+				Environs: in.Environs,
+				Clock:    in.Clock,
+				Logger:   config.Logger,
+				Observer: config.Observer,
+				Settings: config.Settings,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("start capacity worker: %w", err)

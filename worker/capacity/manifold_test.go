@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -41,10 +42,12 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 		ClockName:    "clock",
 		DatabaseName: "database",
 		EnvironsName: "environs",
-		Interval:     time.Minute,
-		Timeout:      30 * time.Second,
-		Thresholds:   capacity.Thresholds{Total: 0.8, Host: 0.7},
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: capacity.Settings{
+			Interval:   time.Minute,
+			Timeout:    30 * time.Second,
+			Thresholds: capacity.Thresholds{Total: 0.8, Host: 0.7},
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		NewWorker: func(config capacity.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -67,20 +70,22 @@ func (s *manifoldSuite) TestInputs(c *gc.C) {
 func (s *manifoldSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*capacity.ManifoldConfig)
-		err    string
+		field  string
 	}{
-		{func(cfg *capacity.ManifoldConfig) { cfg.ClockName = "" }, ".*ClockName is required"},
-		{func(cfg *capacity.ManifoldConfig) { cfg.DatabaseName = "" }, ".*DatabaseName is required"},
-		{func(cfg *capacity.ManifoldConfig) { cfg.EnvironsName = "" }, ".*EnvironsName is required"},
-		{func(cfg *capacity.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *capacity.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
+		{func(cfg *capacity.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
+		{func(cfg *capacity.ManifoldConfig) { cfg.DatabaseName = "" }, "DatabaseName"},
+		{func(cfg *capacity.ManifoldConfig) { cfg.EnvironsName = "" }, "EnvironsName"},
+		{func(cfg *capacity.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *capacity.ManifoldConfig) { cfg.Interval = 0 }, "Interval 0s"},
+		{func(cfg *capacity.ManifoldConfig) { cfg.Thresholds.Host = 2 }, "Thresholds.Host 2"},
+		{func(cfg *capacity.ManifoldConfig) { cfg.NewWorker = nil }, "NewWorker"},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := capacity.Manifold(config).Start(context.Background(), s.getter(nil))
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.started, gc.HasLen, 0)
 }
@@ -108,4 +113,10 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Thresholds, gc.Equals, capacity.Thresholds{Total: 0.8, Host: 0.7})
 	c.Check(config.Observer, gc.IsNil)
 	c.Check(config.Validate(), gc.IsNil)
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

@@ -2,13 +2,13 @@ package capacity
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 
@@ -40,7 +40,7 @@ type Observer interface {
 	ForgetCapacity()
 }
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
 	Store    Store
 	Environs Environs
@@ -48,30 +48,46 @@ type Config struct {
 	Logger   *slog.Logger
 	Observer Observer // optional: nil observes nothing
 
+	Settings
+}
+
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
 	Interval   time.Duration // between samples
 	Timeout    time.Duration // bounds one environ's Capacity call and the writes that follow
 	Thresholds Thresholds
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first setting that is not valid (NotValid), naming it.
+func (s Settings) Validate() error {
+	switch {
+	case s.Interval <= 0:
+		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
+	case s.Timeout <= 0:
+		return errors.NotValidf("Timeout %s (must be positive)", s.Timeout)
+	case !(s.Thresholds.Total > 0 && s.Thresholds.Total <= 1):
+		return errors.NotValidf("Thresholds.Total %v (must be a fraction in (0, 1], e.g. 0.8 for 80%%)", s.Thresholds.Total)
+	case !(s.Thresholds.Host > 0 && s.Thresholds.Host <= 1):
+		return errors.NotValidf("Thresholds.Host %v (must be a fraction in (0, 1], e.g. 0.7 for 70%%)", s.Thresholds.Host)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
 	case c.Store == nil:
-		return errors.New("capacity worker: Store is required")
+		return errors.NotValidf("capacity worker: nil Store")
 	case c.Environs == nil:
-		return errors.New("capacity worker: Environs is required")
+		return errors.NotValidf("capacity worker: nil Environs")
 	case c.Clock == nil:
-		return errors.New("capacity worker: Clock is required")
+		return errors.NotValidf("capacity worker: nil Clock")
 	case c.Logger == nil:
-		return errors.New("capacity worker: Logger is required")
-	case c.Interval <= 0:
-		return fmt.Errorf("capacity worker: Interval must be positive, got %s", c.Interval)
-	case c.Timeout <= 0:
-		return fmt.Errorf("capacity worker: Timeout must be positive, got %s", c.Timeout)
-	case !(c.Thresholds.Total > 0 && c.Thresholds.Total <= 1):
-		return fmt.Errorf("capacity worker: Thresholds.Total must be a fraction in (0, 1], got %v (e.g. 0.8 for 80%%)", c.Thresholds.Total)
-	case !(c.Thresholds.Host > 0 && c.Thresholds.Host <= 1):
-		return fmt.Errorf("capacity worker: Thresholds.Host must be a fraction in (0, 1], got %v (e.g. 0.7 for 70%%)", c.Thresholds.Host)
+		return errors.NotValidf("capacity worker: nil Logger")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("capacity worker: %w", err)
 	}
 	return nil
 }

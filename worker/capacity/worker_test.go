@@ -184,14 +184,16 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.pool = &capacityScript{}
 	s.observer = newObserver()
 	s.config = capacity.Config{
-		Store:      s.store,
-		Environs:   fakeEnvirons{"pool": s.pool.environ(), "plain": &environtest.Environ{}},
-		Clock:      s.clock,
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Observer:   s.observer,
-		Interval:   time.Minute,
-		Timeout:    10 * time.Second,
-		Thresholds: capacity.Thresholds{Total: 0.8, Host: 0.7},
+		Store:    s.store,
+		Environs: fakeEnvirons{"pool": s.pool.environ(), "plain": &environtest.Environ{}},
+		Clock:    s.clock,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observer: s.observer,
+		Settings: capacity.Settings{
+			Interval:   time.Minute,
+			Timeout:    10 * time.Second,
+			Thresholds: capacity.Thresholds{Total: 0.8, Host: 0.7},
+		},
 	}
 }
 
@@ -216,23 +218,23 @@ func (s *workerSuite) tick(c *gc.C, sample int) {
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*capacity.Config)
-		err    string
+		field  string
 	}{
-		{func(cfg *capacity.Config) { cfg.Store = nil }, ".*Store is required"},
-		{func(cfg *capacity.Config) { cfg.Environs = nil }, ".*Environs is required"},
-		{func(cfg *capacity.Config) { cfg.Clock = nil }, ".*Clock is required"},
-		{func(cfg *capacity.Config) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *capacity.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
-		{func(cfg *capacity.Config) { cfg.Timeout = 0 }, ".*Timeout must be positive, got 0s"},
-		{func(cfg *capacity.Config) { cfg.Thresholds.Total = 80 }, `.*Thresholds.Total must be a fraction in \(0, 1\], got 80 .*`},
-		{func(cfg *capacity.Config) { cfg.Thresholds.Host = 0 }, `.*Thresholds.Host must be a fraction in \(0, 1\], got 0 .*`},
+		{func(cfg *capacity.Config) { cfg.Store = nil }, "Store"},
+		{func(cfg *capacity.Config) { cfg.Environs = nil }, "Environs"},
+		{func(cfg *capacity.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *capacity.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *capacity.Config) { cfg.Interval = 0 }, "Interval 0s .*positive"},
+		{func(cfg *capacity.Config) { cfg.Timeout = 0 }, "Timeout 0s .*positive"},
+		{func(cfg *capacity.Config) { cfg.Thresholds.Total = 80 }, `Thresholds.Total 80 \(must be a fraction in \(0, 1\].*`},
+		{func(cfg *capacity.Config) { cfg.Thresholds.Host = 0 }, `Thresholds.Host 0 \(must be a fraction in \(0, 1\].*`},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := capacity.NewWorker(config)
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	s.config.Observer = nil
 	c.Check(s.config.Validate(), gc.IsNil)

@@ -2,12 +2,11 @@ package changelog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
@@ -18,31 +17,28 @@ import (
 type ManifoldConfig struct {
 	ClockName    string
 	DatabaseName string
-	Interval     time.Duration
-	Retain       time.Duration
-	// HistoryRetain is how long resource events and capacity samples are kept.
-	HistoryRetain time.Duration
-	Logger        *slog.Logger
-	NewWorker     func(Config) (worker.Worker, error)
+	Logger       *slog.Logger
+	NewWorker    func(Config) (worker.Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("change-log pruner manifold: ClockName is required")
+		return errors.NotValidf("change-log pruner manifold: empty ClockName")
 	case c.DatabaseName == "":
-		return errors.New("change-log pruner manifold: DatabaseName is required")
-	case c.Interval <= 0:
-		return fmt.Errorf("change-log pruner manifold: Interval must be positive, got %s", c.Interval)
-	case c.Retain <= 0:
-		return fmt.Errorf("change-log pruner manifold: Retain must be positive, got %s", c.Retain)
-	case c.HistoryRetain <= 0:
-		return fmt.Errorf("change-log pruner manifold: HistoryRetain must be positive, got %s", c.HistoryRetain)
+		return errors.NotValidf("change-log pruner manifold: empty DatabaseName")
 	case c.Logger == nil:
-		return errors.New("change-log pruner manifold: Logger is required")
+		return errors.NotValidf("change-log pruner manifold: nil Logger")
 	case c.NewWorker == nil:
-		return errors.New("change-log pruner manifold: NewWorker is required")
+		return errors.NotValidf("change-log pruner manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("change-log pruner manifold: %w", err)
 	}
 	return nil
 }
@@ -68,10 +64,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Pruner:   state,
 				Clock:    clk,
 				Logger:   config.Logger,
-				Interval: config.Interval,
-				Retain:   config.Retain,
-
-				HistoryRetain: config.HistoryRetain,
+				Settings: config.Settings,
 			})
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -37,11 +38,12 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.config = changelog.ManifoldConfig{
 		ClockName:    "clock",
 		DatabaseName: "database",
-		Interval:     time.Hour,
-		Retain:       24 * time.Hour,
-
-		HistoryRetain: 7 * 24 * time.Hour,
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: changelog.Settings{
+			Interval:      time.Hour,
+			Retain:        24 * time.Hour,
+			HistoryRetain: 7 * 24 * time.Hour,
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		NewWorker: func(config changelog.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -67,22 +69,22 @@ func (s *manifoldSuite) TestInputs(c *gc.C) {
 func (s *manifoldSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*changelog.ManifoldConfig)
-		err    string
+		field  string
 	}{
-		{func(cfg *changelog.ManifoldConfig) { cfg.ClockName = "" }, ".*ClockName is required"},
-		{func(cfg *changelog.ManifoldConfig) { cfg.DatabaseName = "" }, ".*DatabaseName is required"},
-		{func(cfg *changelog.ManifoldConfig) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
-		{func(cfg *changelog.ManifoldConfig) { cfg.Retain = -time.Hour }, ".*Retain must be positive, got -1h0m0s"},
-		{func(cfg *changelog.ManifoldConfig) { cfg.HistoryRetain = 0 }, ".*HistoryRetain must be positive, got 0s"},
-		{func(cfg *changelog.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *changelog.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
+		{func(cfg *changelog.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
+		{func(cfg *changelog.ManifoldConfig) { cfg.DatabaseName = "" }, "DatabaseName"},
+		{func(cfg *changelog.ManifoldConfig) { cfg.Interval = 0 }, "Interval 0s"},
+		{func(cfg *changelog.ManifoldConfig) { cfg.Retain = -time.Hour }, "Retain -1h0m0s"},
+		{func(cfg *changelog.ManifoldConfig) { cfg.HistoryRetain = 0 }, "HistoryRetain 0s"},
+		{func(cfg *changelog.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *changelog.ManifoldConfig) { cfg.NewWorker = nil }, "NewWorker"},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := changelog.Manifold(config).Start(context.Background(), s.getter(nil))
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.config.Validate(), gc.IsNil)
 	c.Check(s.started, gc.HasLen, 0)
@@ -112,4 +114,10 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Retain, gc.Equals, 24*time.Hour)
 	c.Check(config.HistoryRetain, gc.Equals, 7*24*time.Hour)
 	c.Check(config.Validate(), gc.IsNil)
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

@@ -49,13 +49,14 @@ func (s *postgresSuite) TestPrunesEntriesOlderThanRetain(c *gc.C) {
 	c.Assert(err, gc.IsNil)
 	clk := testclock.NewClock(time.Now())
 	w, err := changelog.NewWorker(changelog.Config{
-		Pruner:   s.state,
-		Clock:    clk,
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Interval: time.Minute,
-		Retain:   time.Hour,
-
-		HistoryRetain: 2 * time.Hour,
+		Pruner: s.state,
+		Clock:  clk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: changelog.Settings{
+			Interval:      time.Minute,
+			Retain:        time.Hour,
+			HistoryRetain: 2 * time.Hour,
+		},
 	})
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
@@ -82,13 +83,14 @@ func (s *postgresSuite) TestPrunesHistoryOlderThanHistoryRetain(c *gc.C) {
 	c.Assert(err, gc.IsNil)
 	clk := testclock.NewClock(time.Now())
 	w, err := changelog.NewWorker(changelog.Config{
-		Pruner:   s.state,
-		Clock:    clk,
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Interval: time.Minute,
-		Retain:   time.Hour,
-
-		HistoryRetain: 2 * time.Hour,
+		Pruner: s.state,
+		Clock:  clk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: changelog.Settings{
+			Interval:      time.Minute,
+			Retain:        time.Hour,
+			HistoryRetain: 2 * time.Hour,
+		},
 	})
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)

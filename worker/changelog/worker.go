@@ -9,13 +9,13 @@ package changelog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"gopkg.in/tomb.v2"
 )
@@ -27,11 +27,18 @@ type Pruner interface {
 	PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error)
 }
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
 	Pruner Pruner
 	Clock  clock.Clock
 	Logger *slog.Logger
+
+	Settings
+}
+
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
 	// Interval is the time between prunes.
 	Interval time.Duration
 	// Retain is how long a change-log entry is kept.
@@ -40,21 +47,31 @@ type Config struct {
 	HistoryRetain time.Duration
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first setting that is not valid (NotValid), naming it.
+func (s Settings) Validate() error {
+	switch {
+	case s.Interval <= 0:
+		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
+	case s.Retain <= 0:
+		return errors.NotValidf("Retain %s (must be positive)", s.Retain)
+	case s.HistoryRetain <= 0:
+		return errors.NotValidf("HistoryRetain %s (must be positive)", s.HistoryRetain)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
 	case c.Pruner == nil:
-		return errors.New("change-log pruner: Pruner is required (pass the agent's store)")
+		return errors.NotValidf("change-log pruner: nil Pruner (pass the agent's store)")
 	case c.Clock == nil:
-		return errors.New("change-log pruner: Clock is required")
+		return errors.NotValidf("change-log pruner: nil Clock")
 	case c.Logger == nil:
-		return errors.New("change-log pruner: Logger is required")
-	case c.Interval <= 0:
-		return fmt.Errorf("change-log pruner: Interval must be positive, got %s", c.Interval)
-	case c.Retain <= 0:
-		return fmt.Errorf("change-log pruner: Retain must be positive, got %s", c.Retain)
-	case c.HistoryRetain <= 0:
-		return fmt.Errorf("change-log pruner: HistoryRetain must be positive, got %s", c.HistoryRetain)
+		return errors.NotValidf("change-log pruner: nil Logger")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("change-log pruner: %w", err)
 	}
 	return nil
 }

@@ -57,34 +57,35 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s.pruner = &fakePruner{cutoffs: make(chan time.Time, 10), historyCutoffs: make(chan string, 20), errs: make(chan error, 10)}
 	s.config = changelog.Config{
-		Pruner:   s.pruner,
-		Clock:    s.clock,
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Interval: time.Hour,
-		Retain:   24 * time.Hour,
-
-		HistoryRetain: 7 * 24 * time.Hour,
+		Pruner: s.pruner,
+		Clock:  s.clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: changelog.Settings{
+			Interval:      time.Hour,
+			Retain:        24 * time.Hour,
+			HistoryRetain: 7 * 24 * time.Hour,
+		},
 	}
 }
 
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*changelog.Config)
-		err    string
+		field  string
 	}{
-		{func(cfg *changelog.Config) { cfg.Pruner = nil }, ".*Pruner is required.*"},
-		{func(cfg *changelog.Config) { cfg.Clock = nil }, ".*Clock is required"},
-		{func(cfg *changelog.Config) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *changelog.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
-		{func(cfg *changelog.Config) { cfg.Retain = 0 }, ".*Retain must be positive, got 0s"},
-		{func(cfg *changelog.Config) { cfg.HistoryRetain = 0 }, ".*HistoryRetain must be positive, got 0s"},
+		{func(cfg *changelog.Config) { cfg.Pruner = nil }, "Pruner"},
+		{func(cfg *changelog.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *changelog.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *changelog.Config) { cfg.Interval = 0 }, "Interval 0s"},
+		{func(cfg *changelog.Config) { cfg.Retain = 0 }, "Retain 0s"},
+		{func(cfg *changelog.Config) { cfg.HistoryRetain = 0 }, "HistoryRetain 0s"},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := changelog.NewWorker(config)
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 }
 

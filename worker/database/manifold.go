@@ -2,12 +2,11 @@ package database
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
@@ -16,30 +15,30 @@ import (
 
 // ManifoldConfig names the manifold's inputs and carries its settings.
 type ManifoldConfig struct {
-	ClockName       string
-	URL             string
-	Open            Opener
-	Logger          *slog.Logger
-	ConnectTimeout  time.Duration
-	PingInterval    time.Duration
-	PingTimeout     time.Duration
-	MaxPingFailures int
-	NewWorker       func(Config) (worker.Worker, error)
+	ClockName string
+	Open      Opener
+	Logger    *slog.Logger
+	NewWorker func(Config) (worker.Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing field.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("database manifold: ClockName is required")
-	case c.URL == "":
-		return errors.New("database manifold: URL is required (--database-url or BERTH_DATABASE_URL)")
+		return errors.NotValidf("database manifold: empty ClockName")
 	case c.Open == nil:
-		return errors.New("database manifold: Open is required")
+		return errors.NotValidf("database manifold: nil Open")
 	case c.Logger == nil:
-		return errors.New("database manifold: Logger is required")
+		return errors.NotValidf("database manifold: nil Logger")
 	case c.NewWorker == nil:
-		return errors.New("database manifold: NewWorker is required")
+		return errors.NotValidf("database manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("database manifold: %w", err)
 	}
 	return nil
 }
@@ -63,14 +62,10 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			w, err := config.NewWorker(Config{
-				URL:             config.URL,
-				Open:            config.Open,
-				Clock:           clk,
-				Logger:          config.Logger,
-				ConnectTimeout:  config.ConnectTimeout,
-				PingInterval:    config.PingInterval,
-				PingTimeout:     config.PingTimeout,
-				MaxPingFailures: config.MaxPingFailures,
+				Open:     config.Open,
+				Clock:    clk,
+				Logger:   config.Logger,
+				Settings: config.Settings,
 			})
 			if err != nil {
 				return nil, err

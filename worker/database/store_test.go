@@ -34,13 +34,15 @@ func (s *storeSuite) manifold(url string) database.ManifoldConfig {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return database.ManifoldConfig{
 		ClockName: "clock",
-		URL:       url,
 		Open: func(ctx context.Context, url string) (database.DB, error) {
 			return store.Open(ctx, url, store.Options{Logger: logger})
 		},
-		Logger:         logger,
-		NewWorker:      database.NewManifoldWorker,
-		ConnectTimeout: time.Minute, PingInterval: time.Minute, PingTimeout: time.Minute, MaxPingFailures: 1,
+		Logger:    logger,
+		NewWorker: database.NewManifoldWorker,
+		Settings: database.Settings{
+			URL:            url,
+			ConnectTimeout: time.Minute, PingInterval: time.Minute, PingTimeout: time.Minute, MaxPingFailures: 1,
+		},
 	}
 }
 
@@ -85,8 +87,11 @@ func (s *storeSuite) TestKillWhileTheServerNeverAnswers(c *gc.C) {
 
 	cfg := s.manifold("postgres://berth@" + listener.Addr().String() + "/berth?sslmode=disable")
 	w, err := database.NewWorker(database.Config{
-		URL: cfg.URL, Open: cfg.Open, Clock: s.clock, Logger: cfg.Logger,
-		ConnectTimeout: time.Hour, PingInterval: time.Minute, PingTimeout: time.Minute, MaxPingFailures: 1,
+		Open: cfg.Open, Clock: s.clock, Logger: cfg.Logger,
+		Settings: database.Settings{
+			URL:            cfg.URL,
+			ConnectTimeout: time.Hour, PingInterval: time.Minute, PingTimeout: time.Minute, MaxPingFailures: 1,
+		},
 	})
 	c.Assert(err, gc.IsNil)
 	var conn net.Conn

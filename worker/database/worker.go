@@ -10,7 +10,6 @@ package database
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 	"github.com/juju/worker/v4/dependency"
@@ -36,37 +36,55 @@ type DB interface {
 // Opener connects to the store at url.
 type Opener func(ctx context.Context, url string) (DB, error)
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
-	URL             string
-	Open            Opener
-	Clock           clock.Clock
-	Logger          *slog.Logger
+	Open   Opener
+	Clock  clock.Clock
+	Logger *slog.Logger
+
+	Settings
+}
+
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
+	URL             string        // the store to open; it may hold a password
 	ConnectTimeout  time.Duration // for connecting and migrating at start
 	PingInterval    time.Duration
 	PingTimeout     time.Duration
 	MaxPingFailures int // consecutive failed pings before the worker gives up the connection
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first setting that is not valid (NotValid), naming it. It never
+// shows the URL, which may hold a password.
+func (s Settings) Validate() error {
+	switch {
+	case s.URL == "":
+		return errors.NotValidf("empty URL (pass --database-url or BERTH_DATABASE_URL)")
+	case s.ConnectTimeout <= 0:
+		return errors.NotValidf("ConnectTimeout %s (must be positive)", s.ConnectTimeout)
+	case s.PingInterval <= 0:
+		return errors.NotValidf("PingInterval %s (must be positive)", s.PingInterval)
+	case s.PingTimeout <= 0:
+		return errors.NotValidf("PingTimeout %s (must be positive)", s.PingTimeout)
+	case s.MaxPingFailures < 1:
+		return errors.NotValidf("MaxPingFailures %d (must be at least 1)", s.MaxPingFailures)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
-	case c.URL == "":
-		return errors.New("database: URL is required (--database-url or BERTH_DATABASE_URL)")
 	case c.Open == nil:
-		return errors.New("database: Open is required")
+		return errors.NotValidf("database: nil Open")
 	case c.Clock == nil:
-		return errors.New("database: Clock is required")
+		return errors.NotValidf("database: nil Clock")
 	case c.Logger == nil:
-		return errors.New("database: Logger is required")
-	case c.ConnectTimeout <= 0:
-		return errors.New("database: ConnectTimeout must be positive")
-	case c.PingInterval <= 0:
-		return errors.New("database: PingInterval must be positive")
-	case c.PingTimeout <= 0:
-		return errors.New("database: PingTimeout must be positive")
-	case c.MaxPingFailures < 1:
-		return errors.New("database: MaxPingFailures must be at least 1")
+		return errors.NotValidf("database: nil Logger")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("database: %w", err)
 	}
 	return nil
 }

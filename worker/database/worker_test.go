@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -35,30 +36,36 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 
 func (s *workerSuite) config() database.Config {
 	return database.Config{
-		URL:             "postgres://berth:secret@db/berth",
-		Open:            func(context.Context, string) (database.DB, error) { return s.db, nil },
-		Clock:           s.clock,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-		ConnectTimeout:  time.Second,
-		PingInterval:    time.Second,
-		PingTimeout:     time.Second,
-		MaxPingFailures: 2,
+		Open:   func(context.Context, string) (database.DB, error) { return s.db, nil },
+		Clock:  s.clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: database.Settings{
+			URL:             "postgres://berth:secret@db/berth",
+			ConnectTimeout:  time.Second,
+			PingInterval:    time.Second,
+			PingTimeout:     time.Second,
+			MaxPingFailures: 2,
+		},
 	}
 }
 
 func (s *workerSuite) TestValidate(c *gc.C) {
-	for _, breakIt := range []func(*database.Config){
-		func(cfg *database.Config) { cfg.URL = "" },
-		func(cfg *database.Config) { cfg.Open = nil },
-		func(cfg *database.Config) { cfg.Clock = nil },
-		func(cfg *database.Config) { cfg.Logger = nil },
-		func(cfg *database.Config) { cfg.PingInterval = 0 },
-		func(cfg *database.Config) { cfg.MaxPingFailures = 0 },
+	for _, t := range []struct {
+		breakIt func(*database.Config)
+		field   string
+	}{
+		{func(cfg *database.Config) { cfg.URL = "" }, "URL .*BERTH_DATABASE_URL"},
+		{func(cfg *database.Config) { cfg.Open = nil }, "Open"},
+		{func(cfg *database.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *database.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *database.Config) { cfg.PingInterval = 0 }, "PingInterval 0s"},
+		{func(cfg *database.Config) { cfg.MaxPingFailures = 0 }, "MaxPingFailures 0"},
 	} {
 		cfg := s.config()
-		breakIt(&cfg)
+		t.breakIt(&cfg)
 		_, err := database.NewWorker(cfg)
-		c.Check(err, gc.NotNil)
+		checkNotValid(c, err, t.field)
+		c.Check(err, gc.Not(gc.ErrorMatches), ".*secret.*")
 	}
 }
 
@@ -219,12 +226,14 @@ func waitFor(c *gc.C, ch <-chan struct{}, failure string) {
 
 func (s *workerSuite) manifoldConfig() database.ManifoldConfig {
 	return database.ManifoldConfig{
-		ClockName:      "clock",
-		URL:            "postgres://db/berth",
-		Open:           func(context.Context, string) (database.DB, error) { return s.db, nil },
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NewWorker:      database.NewManifoldWorker,
-		ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+		ClockName: "clock",
+		Open:      func(context.Context, string) (database.DB, error) { return s.db, nil },
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewWorker: database.NewManifoldWorker,
+		Settings: database.Settings{
+			URL:            "postgres://db/berth",
+			ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+		},
 	}
 }
 
@@ -254,12 +263,14 @@ func (s *workerSuite) TestDiesAfterConsecutivePingFailures(c *gc.C) {
 
 func (s *workerSuite) TestManifoldOutputsTheState(c *gc.C) {
 	cfg := database.ManifoldConfig{
-		ClockName:      "clock",
-		URL:            "postgres://db/berth",
-		Open:           func(context.Context, string) (database.DB, error) { return s.db, nil },
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NewWorker:      database.NewManifoldWorker,
-		ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+		ClockName: "clock",
+		Open:      func(context.Context, string) (database.DB, error) { return s.db, nil },
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewWorker: database.NewManifoldWorker,
+		Settings: database.Settings{
+			URL:            "postgres://db/berth",
+			ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+		},
 	}
 	manifold := database.Manifold(cfg)
 	c.Check(manifold.Inputs, gc.DeepEquals, []string{"clock"})
@@ -280,15 +291,25 @@ func (s *workerSuite) TestManifoldOutputsTheState(c *gc.C) {
 }
 
 func (s *workerSuite) TestManifoldValidate(c *gc.C) {
-	cfg := database.ManifoldConfig{ClockName: "clock", URL: "u", Open: func(context.Context, string) (database.DB, error) { return nil, nil },
-		Logger: slog.Default(), NewWorker: func(database.Config) (worker.Worker, error) { return nil, nil }}
+	cfg := database.ManifoldConfig{ClockName: "clock", Open: func(context.Context, string) (database.DB, error) { return nil, nil },
+		Logger: slog.Default(), NewWorker: func(database.Config) (worker.Worker, error) { return nil, nil },
+		Settings: database.Settings{URL: "u", ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1}}
 	c.Check(cfg.Validate(), gc.IsNil)
 	noURL := cfg
 	noURL.URL = ""
-	c.Check(noURL.Validate(), gc.ErrorMatches, ".*URL is required.*BERTH_DATABASE_URL.*")
+	checkNotValid(c, noURL.Validate(), "URL .*BERTH_DATABASE_URL")
 	noClock := cfg
 	noClock.ClockName = ""
-	c.Check(noClock.Validate(), gc.ErrorMatches, ".*ClockName is required")
+	checkNotValid(c, noClock.Validate(), "ClockName")
+	noTimeout := cfg
+	noTimeout.ConnectTimeout = 0
+	checkNotValid(c, noTimeout.Validate(), "ConnectTimeout 0s")
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }
 
 // fakeDB is a domain.State whose health the test controls; only the methods the worker calls
@@ -382,12 +403,14 @@ func (s *workerSuite) TestReportCountsConsecutivePingFailures(c *gc.C) {
 // stops every worker at once, and a worker writing as it stops must not find it closed.
 func (s *workerSuite) TestHoldKeepsTheStoreOpenUntilReleased(c *gc.C) {
 	manifold := database.Manifold(database.ManifoldConfig{
-		ClockName:      "clock",
-		URL:            "postgres://db/berth",
-		Open:           func(context.Context, string) (database.DB, error) { return s.db, nil },
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NewWorker:      database.NewManifoldWorker,
-		ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+		ClockName: "clock",
+		Open:      func(context.Context, string) (database.DB, error) { return s.db, nil },
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewWorker: database.NewManifoldWorker,
+		Settings: database.Settings{
+			URL:            "postgres://db/berth",
+			ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
+		},
 	})
 	w, err := manifold.Start(context.Background(), dt.StubGetter(map[string]any{"clock": s.clock}))
 	c.Assert(err, gc.IsNil)

@@ -2,12 +2,11 @@ package environcheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
@@ -19,27 +18,31 @@ type ManifoldConfig struct {
 	ClockName    string // a clock.Clock
 	EnvironsName string // an *environ.Set
 
-	Interval     time.Duration
-	CheckTimeout time.Duration
-
 	Logger    *slog.Logger
 	Metrics   Metrics
 	NewWorker func(Config) (worker.Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing field; the worker's Config checks the settings.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("environ checker manifold: ClockName is required")
+		return errors.NotValidf("environ checker manifold: empty ClockName")
 	case c.EnvironsName == "":
-		return errors.New("environ checker manifold: EnvironsName is required")
+		return errors.NotValidf("environ checker manifold: empty EnvironsName")
 	case c.Logger == nil:
-		return errors.New("environ checker manifold: Logger is required")
+		return errors.NotValidf("environ checker manifold: nil Logger")
 	case c.Metrics == nil:
-		return errors.New("environ checker manifold: Metrics is required")
+		return errors.NotValidf("environ checker manifold: nil Metrics")
 	case c.NewWorker == nil:
-		return errors.New("environ checker manifold: NewWorker is required")
+		return errors.NotValidf("environ checker manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("environ checker manifold: %w", err)
 	}
 	return nil
 }
@@ -61,12 +64,11 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			w, err := config.NewWorker(Config{
-				Environs:     set,
-				Clock:        clk,
-				Logger:       config.Logger,
-				Metrics:      config.Metrics,
-				Interval:     config.Interval,
-				CheckTimeout: config.CheckTimeout,
+				Environs: set,
+				Clock:    clk,
+				Logger:   config.Logger,
+				Metrics:  config.Metrics,
+				Settings: config.Settings,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("start environ checker: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -34,10 +35,12 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.config = environcheck.ManifoldConfig{
 		ClockName:    "clock",
 		EnvironsName: "environs",
-		Interval:     time.Minute,
-		CheckTimeout: 30 * time.Second,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:      &fakeMetrics{},
+		Settings: environcheck.Settings{
+			Interval:     time.Minute,
+			CheckTimeout: 30 * time.Second,
+		},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: &fakeMetrics{},
 		NewWorker: func(config environcheck.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -60,19 +63,20 @@ func (s *manifoldSuite) TestInputs(c *gc.C) {
 func (s *manifoldSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*environcheck.ManifoldConfig)
-		err    string
+		field  string
 	}{
-		{func(cfg *environcheck.ManifoldConfig) { cfg.ClockName = "" }, ".*ClockName is required"},
-		{func(cfg *environcheck.ManifoldConfig) { cfg.EnvironsName = "" }, ".*EnvironsName is required"},
-		{func(cfg *environcheck.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *environcheck.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
-		{func(cfg *environcheck.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
+		{func(cfg *environcheck.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
+		{func(cfg *environcheck.ManifoldConfig) { cfg.EnvironsName = "" }, "EnvironsName"},
+		{func(cfg *environcheck.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *environcheck.ManifoldConfig) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *environcheck.ManifoldConfig) { cfg.CheckTimeout = 0 }, "CheckTimeout 0s"},
+		{func(cfg *environcheck.ManifoldConfig) { cfg.NewWorker = nil }, "NewWorker"},
 	} {
 		config := s.config
 		t.mutate(&config)
 		w, err := environcheck.Manifold(config).Start(context.Background(), s.getter(nil))
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.started, gc.HasLen, 0)
 }
@@ -97,4 +101,10 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Interval, gc.Equals, time.Minute)
 	c.Check(config.CheckTimeout, gc.Equals, 30*time.Second)
 	c.Check(config.Validate(), gc.IsNil)
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

@@ -10,7 +10,6 @@ package environcheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 
@@ -37,32 +37,48 @@ type Metrics interface {
 	ObserveEnvironCheck(provisioner string, err error)
 }
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
 	Environs Environs
 	Clock    clock.Clock
 	Logger   *slog.Logger
 	Metrics  Metrics
 
+	Settings
+}
+
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
 	Interval     time.Duration // how often every environ is checked
 	CheckTimeout time.Duration // bounds one environ's Check
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first setting that is not valid (NotValid), naming it.
+func (s Settings) Validate() error {
+	switch {
+	case s.Interval <= 0:
+		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
+	case s.CheckTimeout <= 0:
+		return errors.NotValidf("CheckTimeout %s (must be positive)", s.CheckTimeout)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
 	case c.Environs == nil:
-		return errors.New("environ checker: Environs is required")
+		return errors.NotValidf("environ checker: nil Environs")
 	case c.Clock == nil:
-		return errors.New("environ checker: Clock is required")
+		return errors.NotValidf("environ checker: nil Clock")
 	case c.Logger == nil:
-		return errors.New("environ checker: Logger is required")
+		return errors.NotValidf("environ checker: nil Logger")
 	case c.Metrics == nil:
-		return errors.New("environ checker: Metrics is required")
-	case c.Interval <= 0:
-		return fmt.Errorf("environ checker: Interval must be positive, got %s", c.Interval)
-	case c.CheckTimeout <= 0:
-		return fmt.Errorf("environ checker: CheckTimeout must be positive, got %s", c.CheckTimeout)
+		return errors.NotValidf("environ checker: nil Metrics")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("environ checker: %w", err)
 	}
 	return nil
 }

@@ -126,12 +126,14 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.metrics = &fakeMetrics{}
 	s.logs = &syncBuffer{}
 	s.config = environcheck.Config{
-		Environs:     s.environs,
-		Clock:        s.clock,
-		Logger:       slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics:      s.metrics,
-		Interval:     time.Minute,
-		CheckTimeout: 10 * time.Minute,
+		Environs: s.environs,
+		Clock:    s.clock,
+		Logger:   slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics:  s.metrics,
+		Settings: environcheck.Settings{
+			Interval:     time.Minute,
+			CheckTimeout: 10 * time.Minute,
+		},
 	}
 }
 
@@ -218,20 +220,20 @@ func (s *workerSuite) TestKillCancelsChecksInFlightUncounted(c *gc.C) {
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*environcheck.Config)
-		err    string
+		field  string
 	}{
-		{func(cfg *environcheck.Config) { cfg.Environs = nil }, ".*Environs is required"},
-		{func(cfg *environcheck.Config) { cfg.Clock = nil }, ".*Clock is required"},
-		{func(cfg *environcheck.Config) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *environcheck.Config) { cfg.Metrics = nil }, ".*Metrics is required"},
-		{func(cfg *environcheck.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
-		{func(cfg *environcheck.Config) { cfg.CheckTimeout = 0 }, ".*CheckTimeout must be positive, got 0s"},
+		{func(cfg *environcheck.Config) { cfg.Environs = nil }, "Environs"},
+		{func(cfg *environcheck.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *environcheck.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *environcheck.Config) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *environcheck.Config) { cfg.Interval = 0 }, "Interval 0s .*positive"},
+		{func(cfg *environcheck.Config) { cfg.CheckTimeout = 0 }, "CheckTimeout 0s .*positive"},
 	} {
 		config := s.config
 		t.mutate(&config)
 		w, err := environcheck.NewWorker(config)
 		c.Check(w, gc.IsNil)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 }
 

@@ -2,11 +2,11 @@ package environs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4/catacomb"
 	"github.com/juju/worker/v4/dependency"
 
@@ -43,17 +43,17 @@ type Config struct {
 func (c Config) Validate() error {
 	switch {
 	case c.Source == nil:
-		return errors.New("environs: Source is required")
+		return errors.NotValidf("environs: nil Source")
 	case c.Builder == nil:
-		return errors.New("environs: Builder is required")
+		return errors.NotValidf("environs: nil Builder")
 	case c.Slots == nil:
-		return errors.New("environs: Slots is required")
+		return errors.NotValidf("environs: nil Slots")
 	case c.Specs == nil:
-		return errors.New("environs: Specs is required")
+		return errors.NotValidf("environs: nil Specs")
 	case c.Clock == nil:
-		return errors.New("environs: Clock is required")
+		return errors.NotValidf("environs: nil Clock")
 	case c.Logger == nil:
-		return errors.New("environs: Logger is required")
+		return errors.NotValidf("environs: nil Logger")
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4/dependency"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
@@ -182,17 +183,22 @@ func (s *workerSuite) TestInvalidSetIsAnError(c *gc.C) {
 }
 
 func (s *workerSuite) TestValidate(c *gc.C) {
-	for _, breakIt := range []func(*environs.Config){
-		func(cfg *environs.Config) { cfg.Source = nil },
-		func(cfg *environs.Config) { cfg.Builder = nil },
-		func(cfg *environs.Config) { cfg.Slots = nil },
-		func(cfg *environs.Config) { cfg.Specs = nil },
-		func(cfg *environs.Config) { cfg.Clock = nil },
-		func(cfg *environs.Config) { cfg.Logger = nil },
+	for _, t := range []struct {
+		breakIt func(*environs.Config)
+		field   string
+	}{
+		{func(cfg *environs.Config) { cfg.Source = nil }, "Source"},
+		{func(cfg *environs.Config) { cfg.Builder = nil }, "Builder"},
+		{func(cfg *environs.Config) { cfg.Slots = nil }, "Slots"},
+		{func(cfg *environs.Config) { cfg.Specs = nil }, "Specs"},
+		{func(cfg *environs.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *environs.Config) { cfg.Logger = nil }, "Logger"},
 	} {
 		cfg := s.config()
-		breakIt(&cfg)
-		c.Check(cfg.Validate(), gc.NotNil)
+		t.breakIt(&cfg)
+		err := cfg.Validate()
+		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+		c.Check(err, gc.ErrorMatches, ".*"+t.field+".*")
 	}
 }
 

@@ -42,7 +42,7 @@
 // # Shares
 //
 // At the start of each round the worker lists the agents sharing the store (on the database
-// clock: an agent is live while its last heartbeat is younger than AgentTTL) and checks only
+// clock: an agent is live while its last heartbeat is younger than Agent.TTL) and checks only
 // the resources whose rendezvous owner (internal/rendezvous: the live agent of the highest
 // weight for the resource's id) it is. Every agent computes the same owners from the same
 // set, so each resource is checked by one agent once per interval however many agents there
@@ -57,9 +57,9 @@
 // never made is not.
 //
 // An agent that stops gracefully resigns and leaves the listing at once: the others' next
-// rounds take its share. One that dies is listed live until its last heartbeat is AgentTTL
+// rounds take its share. One that dies is listed live until its last heartbeat is Agent.TTL
 // old; the first round another agent starts after that checks its resources. They are
-// checked again within about AgentTTL plus two intervals of the dead agent's last heartbeat
+// checked again within about Agent.TTL plus two intervals of the dead agent's last heartbeat
 // (one interval for a round in progress to end, one for the next to reach them), instead
 // of once per interval.
 //
@@ -102,7 +102,7 @@
 //
 // The lock guards one agent. Agents sharing a database are kept apart by the reconcile
 // lease: the pages leave out every resource whose lease is live (on the database clock) and
-// held by another holder than Holder, this agent's (the provisioner's) lease identity, so a
+// held by another holder than Agent.ID, this agent's (the provisioner's) lease identity, so a
 // resource another agent is reconciling is not checked that round. A lease taken after its
 // page was read is not seen; then, as for any reconcile that starts meanwhile, the generation
 // and status conditions on every record, the environs' own generation guards and their orphan

@@ -2,11 +2,10 @@ package healthcheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
@@ -19,47 +18,39 @@ type ManifoldConfig struct {
 	DatabaseName string // a domain.State, which also lists the agents sharing it
 	EnvironsName string // an *environ.Set
 
-	AgentID  string        // this agent's id in the agents table
-	AgentTTL time.Duration // an agent is live while its last heartbeat is younger
-
-	Interval     time.Duration
-	Concurrency  int
-	PageSize     int
-	CheckTimeout time.Duration
-
 	Logger    *slog.Logger
 	Rand      func() float64
 	Metrics   Metrics
-	Locks     Locks  // shared with the provisioner
-	Holder    string // this agent's lease identity, the provisioner's Holder
+	Locks     Locks // shared with the provisioner
 	NewWorker func(Config) (worker.Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing field; the worker's Config checks the settings.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("health checker manifold: ClockName is required")
+		return errors.NotValidf("health checker manifold: empty ClockName")
 	case c.DatabaseName == "":
-		return errors.New("health checker manifold: DatabaseName is required")
+		return errors.NotValidf("health checker manifold: empty DatabaseName")
 	case c.EnvironsName == "":
-		return errors.New("health checker manifold: EnvironsName is required")
+		return errors.NotValidf("health checker manifold: empty EnvironsName")
 	case c.Logger == nil:
-		return errors.New("health checker manifold: Logger is required")
+		return errors.NotValidf("health checker manifold: nil Logger")
 	case c.Rand == nil:
-		return errors.New("health checker manifold: Rand is required")
+		return errors.NotValidf("health checker manifold: nil Rand")
 	case c.Metrics == nil:
-		return errors.New("health checker manifold: Metrics is required")
+		return errors.NotValidf("health checker manifold: nil Metrics")
 	case c.Locks == nil:
-		return errors.New("health checker manifold: Locks is required: pass the lock set the provisioner shares")
-	case c.Holder == "":
-		return errors.New("health checker manifold: Holder is required: pass the provisioner's Holder, this agent's lease identity")
-	case c.AgentID == "":
-		return errors.New("health checker manifold: AgentID is required: pass this agent's --agent-id")
-	case c.AgentTTL <= 0:
-		return fmt.Errorf("health checker manifold: AgentTTL must be positive (the agents' --agent-ttl), got %s", c.AgentTTL)
+		return errors.NotValidf("health checker manifold: nil Locks (pass the lock set the provisioner shares)")
 	case c.NewWorker == nil:
-		return errors.New("health checker manifold: NewWorker is required")
+		return errors.NotValidf("health checker manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("health checker manifold: %w", err)
 	}
 	return nil
 }
@@ -82,21 +73,15 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			w, err := config.NewWorker(Config{
-				Store:        in.State,
-				Environs:     in.Environs,
-				Clock:        in.Clock,
-				Rand:         config.Rand,
-				Logger:       config.Logger,
-				Metrics:      config.Metrics,
-				Locks:        config.Locks,
-				Holder:       config.Holder,
-				Agents:       in.State,
-				AgentID:      config.AgentID,
-				AgentTTL:     config.AgentTTL,
-				Interval:     config.Interval,
-				Concurrency:  config.Concurrency,
-				PageSize:     config.PageSize,
-				CheckTimeout: config.CheckTimeout,
+				Store:    in.State,
+				Environs: in.Environs,
+				Clock:    in.Clock,
+				Rand:     config.Rand,
+				Logger:   config.Logger,
+				Metrics:  config.Metrics,
+				Locks:    config.Locks,
+				Agents:   in.State,
+				Settings: config.Settings,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("start health checker: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -46,17 +47,17 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 		ClockName:    "clock",
 		DatabaseName: "database",
 		EnvironsName: "environs",
-		Interval:     time.Minute,
-		Concurrency:  8,
-		PageSize:     500,
-		CheckTimeout: 30 * time.Second,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Rand:         func() float64 { return 0.5 },
-		Metrics:      s.metrics,
-		Locks:        s.locks,
-		Holder:       "agent-a",
-		AgentID:      "agent-a",
-		AgentTTL:     15 * time.Second,
+		Settings: healthcheck.Settings{
+			Agent:        domain.AgentIdentity{ID: "agent-a", TTL: 15 * time.Second},
+			Interval:     time.Minute,
+			Concurrency:  8,
+			PageSize:     500,
+			CheckTimeout: 30 * time.Second,
+		},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Rand:    func() float64 { return 0.5 },
+		Metrics: s.metrics,
+		Locks:   s.locks,
 		NewWorker: func(config healthcheck.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -79,26 +80,25 @@ func (s *manifoldSuite) TestInputs(c *gc.C) {
 func (s *manifoldSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*healthcheck.ManifoldConfig)
-		err    string
+		field  string
 	}{
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.ClockName = "" }, ".*ClockName is required"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.DatabaseName = "" }, ".*DatabaseName is required"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.EnvironsName = "" }, ".*EnvironsName is required"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.Rand = nil }, ".*Rand is required"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.Locks = nil }, ".*Locks is required: .*"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.Holder = "" }, ".*Holder is required: .*"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.AgentID = "" }, ".*AgentID is required: .*"},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.AgentTTL = 0 }, `.*AgentTTL must be positive \(the agents' --agent-ttl\), got 0s`},
-		{func(cfg *healthcheck.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.DatabaseName = "" }, "DatabaseName"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.EnvironsName = "" }, "EnvironsName"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Rand = nil }, "Rand"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Locks = nil }, "Locks"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.Agent.TTL = 0 }, "agent TTL 0s .*--agent-ttl"},
+		{func(cfg *healthcheck.ManifoldConfig) { cfg.NewWorker = nil }, "NewWorker"},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := healthcheck.Manifold(config).Start(context.Background(), s.getter(nil))
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.started, gc.HasLen, 0)
 }
@@ -123,13 +123,13 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Clock, gc.Equals, s.clock)
 	c.Check(config.Metrics, gc.Equals, healthcheck.Metrics(s.metrics))
 	c.Check(config.Locks, gc.Equals, healthcheck.Locks(s.locks))
-	c.Check(config.Holder, gc.Equals, "agent-a")
 	c.Check(config.Agents, gc.Equals, healthcheck.AgentLister(s.state))
-	c.Check(config.AgentID, gc.Equals, "agent-a")
-	c.Check(config.AgentTTL, gc.Equals, 15*time.Second)
-	c.Check(config.Interval, gc.Equals, time.Minute)
-	c.Check(config.Concurrency, gc.Equals, 8)
-	c.Check(config.PageSize, gc.Equals, 500)
-	c.Check(config.CheckTimeout, gc.Equals, 30*time.Second)
+	c.Check(config.Settings, gc.Equals, s.config.Settings)
 	c.Check(config.Validate(), gc.IsNil)
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

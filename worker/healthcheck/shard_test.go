@@ -55,7 +55,7 @@ func (s *workerSuite) startPeer(c *gc.C, id string) peer {
 	clk := testclock.NewClock(s.t0)
 	env := newRecordingEnviron(clk)
 	config := s.config
-	config.Clock, config.AgentID, config.Holder = clk, id, id
+	config.Clock, config.Agent.ID = clk, id
 	config.Environs = &fakeEnvirons{envs: map[string]environ.Environ{"pool": env}}
 	config.Metrics = newFakeMetrics()
 	config.Locks = new(resourcelock.Set)
@@ -295,7 +295,7 @@ func (s *workerSuite) TestPacesTheRestByTheShareItFound(c *gc.C) {
 // Without Agents the worker is alone on its store and checks every resource.
 func (s *workerSuite) TestWithoutAgentsChecksEveryResource(c *gc.C) {
 	all := s.addResources(20)
-	s.config.Agents, s.config.AgentID, s.config.AgentTTL = nil, "", 0
+	s.config.Agents = nil
 	env := newRecordingEnviron(s.clock)
 	s.environs.envs["pool"] = env
 	w := s.start(c)

@@ -3,7 +3,6 @@ package healthcheck
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 
@@ -64,7 +64,7 @@ const (
 	ResultHealthy   = "healthy"   // CheckResource passed
 )
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
 	Store    Store
 	Environs Environs
@@ -73,16 +73,22 @@ type Config struct {
 	Logger   *slog.Logger
 	Metrics  Metrics
 	Locks    Locks // shared with the provisioner
-	// Holder is this agent's identity on reconcile leases (the provisioner's); resources
-	// another holder's live lease is on are not checked.
-	Holder string
 	// Agents lists the agents sharing the store: each round checks only the resources whose
-	// rendezvous owner among the live agents is AgentID, this agent's id in the agents table.
-	// Without Agents the worker is alone on its store and checks every resource; the agent's
-	// wiring (Manifold) always passes the store.
-	Agents   AgentLister
-	AgentID  string        // required with Agents
-	AgentTTL time.Duration // required with Agents: an agent is live while its last heartbeat is younger
+	// rendezvous owner among the live agents (Agent.TTL) is Agent.ID. Without Agents the
+	// worker is alone on its store and checks every resource; the agent's wiring (Manifold)
+	// always passes the store.
+	Agents AgentLister
+
+	Settings
+}
+
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
+	// Agent is this agent: Agent.ID is its identity on reconcile leases (the provisioner's),
+	// and resources another holder's live lease is on are not checked; Agent.TTL is how long
+	// another agent counts as live after its last heartbeat.
+	Agent domain.AgentIdentity
 
 	Interval     time.Duration // how often every resource is checked
 	Concurrency  int           // most resource checks in flight at once
@@ -90,37 +96,44 @@ type Config struct {
 	CheckTimeout time.Duration // bounds one CheckResource
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first setting that is not valid (NotValid), naming it.
+func (s Settings) Validate() error {
+	if err := s.Agent.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case s.Interval <= 0:
+		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
+	case s.Concurrency < 1:
+		return errors.NotValidf("Concurrency %d (must be at least 1)", s.Concurrency)
+	case s.PageSize < 1:
+		return errors.NotValidf("PageSize %d (must be at least 1)", s.PageSize)
+	case s.CheckTimeout <= 0:
+		return errors.NotValidf("CheckTimeout %s (must be positive)", s.CheckTimeout)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
 	case c.Store == nil:
-		return errors.New("health checker: Store is required")
+		return errors.NotValidf("health checker: nil Store")
 	case c.Environs == nil:
-		return errors.New("health checker: Environs is required")
+		return errors.NotValidf("health checker: nil Environs")
 	case c.Clock == nil:
-		return errors.New("health checker: Clock is required")
+		return errors.NotValidf("health checker: nil Clock")
 	case c.Rand == nil:
-		return errors.New("health checker: Rand is required")
+		return errors.NotValidf("health checker: nil Rand")
 	case c.Logger == nil:
-		return errors.New("health checker: Logger is required")
+		return errors.NotValidf("health checker: nil Logger")
 	case c.Metrics == nil:
-		return errors.New("health checker: Metrics is required")
+		return errors.NotValidf("health checker: nil Metrics")
 	case c.Locks == nil:
-		return errors.New("health checker: Locks is required: pass the lock set the provisioner shares")
-	case c.Holder == "":
-		return errors.New("health checker: Holder is required: pass the provisioner's Holder, this agent's lease identity")
-	case c.Agents != nil && c.AgentID == "":
-		return errors.New("health checker: AgentID is required with Agents: pass this agent's --agent-id")
-	case c.Agents != nil && c.AgentTTL <= 0:
-		return fmt.Errorf("health checker: AgentTTL must be positive with Agents (the agents' --agent-ttl), got %s", c.AgentTTL)
-	case c.Interval <= 0:
-		return fmt.Errorf("health checker: Interval must be positive, got %s", c.Interval)
-	case c.Concurrency < 1:
-		return fmt.Errorf("health checker: Concurrency must be at least 1, got %d", c.Concurrency)
-	case c.PageSize < 1:
-		return fmt.Errorf("health checker: PageSize must be at least 1, got %d", c.PageSize)
-	case c.CheckTimeout <= 0:
-		return fmt.Errorf("health checker: CheckTimeout must be positive, got %s", c.CheckTimeout)
+		return errors.NotValidf("health checker: nil Locks (pass the lock set the provisioner shares)")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("health checker: %w", err)
 	}
 	return nil
 }
@@ -430,11 +443,11 @@ func (w *Worker) startRound(ctx context.Context, seq int, now time.Time, previou
 // When the agents cannot be listed it returns this agent alone, so that the round checks
 // every resource rather than none. Without Agents it is alone.
 func (w *Worker) liveAgents(ctx context.Context) []string {
-	self := w.config.AgentID
+	self := w.config.Agent.ID
 	if w.config.Agents == nil {
 		return []string{self}
 	}
-	listed, err := w.config.Agents.ListAgents(ctx, w.config.AgentTTL)
+	listed, err := w.config.Agents.ListAgents(ctx, w.config.Agent.TTL)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.config.Logger.Warn("cannot list the live agents; this round checks every resource, other agents' shares too", "error", err)
@@ -461,7 +474,7 @@ func (w *Worker) countCheckable(ctx context.Context) (int, error) {
 // page, or an error, ends the round's checks. A page that takes the round past the checks it
 // expected counts the resources again, so that the round's pace adapts.
 func (w *Worker) nextPage(ctx context.Context, r *round) {
-	page, err := w.config.Store.ListCheckable(ctx, r.after, w.config.PageSize, w.config.Holder)
+	page, err := w.config.Store.ListCheckable(ctx, r.after, w.config.PageSize, w.config.Agent.ID)
 	if err != nil {
 		r.exhausted = true
 		if ctx.Err() == nil {
@@ -479,7 +492,7 @@ func (w *Worker) nextPage(ctx context.Context, r *round) {
 	r.after = page[len(page)-1].ID
 	eligible := page[:0]
 	for _, res := range page {
-		mine := r.mine(w.config.AgentID, res.ID)
+		mine := r.mine(w.config.Agent.ID, res.ID)
 		if res.CreatedAt.After(r.start) {
 			r.deferred++
 			if mine {

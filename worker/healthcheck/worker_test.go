@@ -42,21 +42,21 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.locks = new(resourcelock.Set)
 	s.agents = newFakeAgents("agent-a")
 	s.config = healthcheck.Config{
-		Store:        s.store,
-		Environs:     s.environs,
-		Clock:        s.clock,
-		Rand:         sequence(0),
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:      s.metrics,
-		Locks:        s.locks,
-		Holder:       "agent-a",
-		Agents:       s.agents,
-		AgentID:      "agent-a",
-		AgentTTL:     15 * time.Second,
-		Interval:     time.Minute,
-		Concurrency:  10,
-		PageSize:     3,
-		CheckTimeout: 10 * time.Minute, // longer than any test runs: a blocked check stays in flight
+		Store:    s.store,
+		Environs: s.environs,
+		Clock:    s.clock,
+		Rand:     sequence(0),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:  s.metrics,
+		Locks:    s.locks,
+		Agents:   s.agents,
+		Settings: healthcheck.Settings{
+			Agent:        domain.AgentIdentity{ID: "agent-a", TTL: 15 * time.Second},
+			Interval:     time.Minute,
+			Concurrency:  10,
+			PageSize:     3,
+			CheckTimeout: 10 * time.Minute, // longer than any test runs: a blocked check stays in flight
+		},
 	}
 }
 
@@ -69,29 +69,28 @@ func (s *workerSuite) start(c *gc.C) worker.Worker {
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*healthcheck.Config)
-		err    string
+		field  string
 	}{
-		{func(cfg *healthcheck.Config) { cfg.Store = nil }, ".*Store is required"},
-		{func(cfg *healthcheck.Config) { cfg.Environs = nil }, ".*Environs is required"},
-		{func(cfg *healthcheck.Config) { cfg.Clock = nil }, ".*Clock is required"},
-		{func(cfg *healthcheck.Config) { cfg.Rand = nil }, ".*Rand is required"},
-		{func(cfg *healthcheck.Config) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *healthcheck.Config) { cfg.Metrics = nil }, ".*Metrics is required"},
-		{func(cfg *healthcheck.Config) { cfg.Locks = nil }, ".*Locks is required: .*"},
-		{func(cfg *healthcheck.Config) { cfg.Holder = "" }, ".*Holder is required: .*"},
-		{func(cfg *healthcheck.Config) { cfg.AgentID = "" }, ".*AgentID is required with Agents: .*"},
-		{func(cfg *healthcheck.Config) { cfg.AgentTTL = 0 }, `.*AgentTTL must be positive with Agents \(the agents' --agent-ttl\), got 0s`},
-		{func(cfg *healthcheck.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
-		{func(cfg *healthcheck.Config) { cfg.Concurrency = 0 }, ".*Concurrency must be at least 1, got 0"},
-		{func(cfg *healthcheck.Config) { cfg.PageSize = 0 }, ".*PageSize must be at least 1, got 0"},
-		{func(cfg *healthcheck.Config) { cfg.CheckTimeout = 0 }, ".*CheckTimeout must be positive, got 0s"},
+		{func(cfg *healthcheck.Config) { cfg.Store = nil }, "Store"},
+		{func(cfg *healthcheck.Config) { cfg.Environs = nil }, "Environs"},
+		{func(cfg *healthcheck.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *healthcheck.Config) { cfg.Rand = nil }, "Rand"},
+		{func(cfg *healthcheck.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *healthcheck.Config) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *healthcheck.Config) { cfg.Locks = nil }, "Locks"},
+		{func(cfg *healthcheck.Config) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *healthcheck.Config) { cfg.Agent.TTL = 0 }, "agent TTL 0s .*--agent-ttl"},
+		{func(cfg *healthcheck.Config) { cfg.Interval = 0 }, "Interval 0s"},
+		{func(cfg *healthcheck.Config) { cfg.Concurrency = 0 }, "Concurrency 0 .*at least 1"},
+		{func(cfg *healthcheck.Config) { cfg.PageSize = 0 }, "PageSize 0 .*at least 1"},
+		{func(cfg *healthcheck.Config) { cfg.CheckTimeout = 0 }, "CheckTimeout 0s"},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := healthcheck.NewWorker(config)
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 }
 

@@ -2,11 +2,11 @@ package httpserver
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,35 +17,31 @@ type ManifoldConfig struct {
 	ClockName  string // a clock.Clock
 	EngineName string // the engine itself, from dependency.SelfManifold: a dependency.Reporter
 
-	Addr            string
-	Gatherer        prometheus.Gatherer
-	Required        []string // manifolds /readyz waits for
-	ShutdownTimeout time.Duration
-	Timeouts        Timeouts // zero fields take their defaults
-	Profiling       bool     // serve /debug/pprof/ (see Config)
-	Logger          *slog.Logger
-	NewWorker       func(Config) (worker.Worker, error)
+	Gatherer  prometheus.Gatherer
+	Logger    *slog.Logger
+	NewWorker func(Config) (worker.Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing field. The worker's Config checks the settings.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("httpserver manifold: ClockName is required")
+		return errors.NotValidf("httpserver manifold: empty ClockName")
 	case c.EngineName == "":
-		return errors.New("httpserver manifold: EngineName is required")
-	case c.Addr == "":
-		return errors.New("httpserver manifold: Addr is required: pass --http-addr HOST:PORT (e.g. 127.0.0.1:9090)")
+		return errors.NotValidf("httpserver manifold: empty EngineName")
 	case c.Gatherer == nil:
-		return errors.New("httpserver manifold: Gatherer is required")
-	case len(c.Required) == 0:
-		return errors.New("httpserver manifold: Required is empty: name the workers /readyz waits for")
-	case c.ShutdownTimeout <= 0:
-		return errors.New("httpserver manifold: ShutdownTimeout is required")
+		return errors.NotValidf("httpserver manifold: nil Gatherer")
 	case c.Logger == nil:
-		return errors.New("httpserver manifold: Logger is required")
+		return errors.NotValidf("httpserver manifold: nil Logger")
 	case c.NewWorker == nil:
-		return errors.New("httpserver manifold: NewWorker is required")
+		return errors.NotValidf("httpserver manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("httpserver manifold: %w", err)
 	}
 	return nil
 }
@@ -67,15 +63,11 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			return config.NewWorker(Config{
-				Addr:            config.Addr,
-				Reporter:        reporter,
-				Gatherer:        config.Gatherer,
-				Required:        config.Required,
-				Logger:          config.Logger,
-				Clock:           clk,
-				ShutdownTimeout: config.ShutdownTimeout,
-				Timeouts:        config.Timeouts,
-				Profiling:       config.Profiling,
+				Reporter: reporter,
+				Gatherer: config.Gatherer,
+				Logger:   config.Logger,
+				Clock:    clk,
+				Settings: config.Settings,
 			})
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -35,14 +36,16 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 
 func (s *manifoldSuite) config() httpserver.ManifoldConfig {
 	return httpserver.ManifoldConfig{
-		ClockName:       "clock",
-		EngineName:      "engine",
-		Addr:            "127.0.0.1:0",
-		Gatherer:        s.registry,
-		Required:        []string{"database", "environs"},
-		ShutdownTimeout: shutdownTimeout,
-		Profiling:       true,
-		Logger:          s.logger,
+		ClockName:  "clock",
+		EngineName: "engine",
+		Gatherer:   s.registry,
+		Settings: httpserver.Settings{
+			Addr:            "127.0.0.1:0",
+			Required:        []string{"database", "environs"},
+			ShutdownTimeout: shutdownTimeout,
+			Profiling:       true,
+		},
+		Logger: s.logger,
 		NewWorker: func(httpserver.Config) (worker.Worker, error) {
 			return nil, errors.New("NewWorker not expected")
 		},
@@ -64,24 +67,24 @@ func (s *manifoldSuite) TestInputs(c *gc.C) {
 func (s *manifoldSuite) TestValidate(c *gc.C) {
 	for i, t := range []struct {
 		change func(*httpserver.ManifoldConfig)
-		err    string
+		field  string
 	}{
-		{func(m *httpserver.ManifoldConfig) { m.ClockName = "" }, "httpserver manifold: ClockName is required"},
-		{func(m *httpserver.ManifoldConfig) { m.EngineName = "" }, "httpserver manifold: EngineName is required"},
-		{func(m *httpserver.ManifoldConfig) { m.Addr = "" }, "httpserver manifold: Addr is required: pass --http-addr .*"},
-		{func(m *httpserver.ManifoldConfig) { m.Gatherer = nil }, "httpserver manifold: Gatherer is required"},
-		{func(m *httpserver.ManifoldConfig) { m.Required = nil }, "httpserver manifold: Required is empty: .*"},
-		{func(m *httpserver.ManifoldConfig) { m.ShutdownTimeout = 0 }, "httpserver manifold: ShutdownTimeout is required"},
-		{func(m *httpserver.ManifoldConfig) { m.Logger = nil }, "httpserver manifold: Logger is required"},
-		{func(m *httpserver.ManifoldConfig) { m.NewWorker = nil }, "httpserver manifold: NewWorker is required"},
+		{func(m *httpserver.ManifoldConfig) { m.ClockName = "" }, "ClockName"},
+		{func(m *httpserver.ManifoldConfig) { m.EngineName = "" }, "EngineName"},
+		{func(m *httpserver.ManifoldConfig) { m.Addr = "" }, "Addr .*--http-addr"},
+		{func(m *httpserver.ManifoldConfig) { m.Gatherer = nil }, "Gatherer"},
+		{func(m *httpserver.ManifoldConfig) { m.Required = nil }, "Required .*/readyz"},
+		{func(m *httpserver.ManifoldConfig) { m.ShutdownTimeout = 0 }, "ShutdownTimeout 0s"},
+		{func(m *httpserver.ManifoldConfig) { m.Logger = nil }, "Logger"},
+		{func(m *httpserver.ManifoldConfig) { m.NewWorker = nil }, "NewWorker"},
 	} {
-		c.Logf("test %d: %s", i, t.err)
+		c.Logf("test %d: %s", i, t.field)
 		cfg := s.config()
 		t.change(&cfg)
-		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, cfg.Validate(), t.field)
 		w, err := httpserver.Manifold(cfg).Start(context.Background(), s.getter(nil))
 		c.Check(w, gc.IsNil)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
 }
@@ -127,4 +130,10 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Assert(ok, gc.Equals, true)
 	code, _ := getURL(c, "http://"+server.Addr()+"/readyz")
 	c.Check(code, gc.Equals, 503) // environs is not in the report
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

@@ -9,7 +9,6 @@ package httpserver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -33,15 +33,22 @@ type Reporter interface {
 	Report() map[string]any
 }
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
-	Addr     string // host:port to listen on; port 0 picks a free one (see Addr)
 	Reporter Reporter
 	Gatherer prometheus.Gatherer
-	// Required names the engine's manifolds that must be started for /readyz to answer 200.
-	Required []string
 	Logger   *slog.Logger
 	Clock    clock.Clock
+
+	Settings
+}
+
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
+	Addr string // host:port to listen on; port 0 picks a free one (see Addr)
+	// Required names the engine's manifolds that must be started for /readyz to answer 200.
+	Required []string
 	// ShutdownTimeout bounds how long requests in flight may take to finish after Kill.
 	ShutdownTimeout time.Duration
 	// Timeouts bound each connection; a zero field takes its default (DefaultTimeouts).
@@ -50,6 +57,19 @@ type Config struct {
 	// they show the program's internals to whoever reaches the port. A CPU profile or trace
 	// must be shorter than Timeouts.Handler (e.g. /debug/pprof/profile?seconds=20).
 	Profiling bool
+}
+
+// Validate reports the first setting that is not valid (NotValid), naming it and the fix.
+func (s Settings) Validate() error {
+	switch {
+	case s.Addr == "":
+		return errors.NotValidf("empty Addr (pass --http-addr HOST:PORT, e.g. 127.0.0.1:9090)")
+	case len(s.Required) == 0:
+		return errors.NotValidf("empty Required (name the workers /readyz waits for)")
+	case s.ShutdownTimeout <= 0:
+		return errors.NotValidf("ShutdownTimeout %s (must be positive)", s.ShutdownTimeout)
+	}
+	return s.Timeouts.Validate()
 }
 
 // Timeouts bound what a client can make the server wait for, so that slow or idle clients
@@ -98,36 +118,33 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// Validate reports the first timeout that cannot work.
+// Validate reports the first timeout that cannot work (NotValid).
 func (t Timeouts) Validate() error {
 	if t.ReadHeader < 0 || t.Read < 0 || t.Handler < 0 || t.Write < 0 || t.Idle < 0 {
-		return fmt.Errorf("httpserver: timeouts must not be negative, got %+v", t)
+		return errors.NotValidf("Timeouts %+v (must not be negative)", t)
 	}
 	if d := t.withDefaults(); d.Write <= d.Handler {
-		return fmt.Errorf("httpserver: the write timeout (%s) must exceed the handler timeout (%s), or a slow answer is cut off instead of answered 503", d.Write, d.Handler)
+		return errors.NotValidf("Timeouts.Write %s (must exceed Timeouts.Handler %s, or a slow answer is cut off instead of answered 503)", d.Write, d.Handler)
 	}
 	return nil
 }
 
-// Validate reports the first missing field.
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
-	case c.Addr == "":
-		return errors.New("httpserver: Addr is required: pass --http-addr HOST:PORT (e.g. 127.0.0.1:9090)")
 	case c.Reporter == nil:
-		return errors.New("httpserver: Reporter is required")
+		return errors.NotValidf("httpserver: nil Reporter")
 	case c.Gatherer == nil:
-		return errors.New("httpserver: Gatherer is required")
-	case len(c.Required) == 0:
-		return errors.New("httpserver: Required is empty: name the workers /readyz waits for")
+		return errors.NotValidf("httpserver: nil Gatherer")
 	case c.Logger == nil:
-		return errors.New("httpserver: Logger is required")
+		return errors.NotValidf("httpserver: nil Logger")
 	case c.Clock == nil:
-		return errors.New("httpserver: Clock is required")
-	case c.ShutdownTimeout <= 0:
-		return fmt.Errorf("httpserver: ShutdownTimeout must be positive, got %s", c.ShutdownTimeout)
+		return errors.NotValidf("httpserver: nil Clock")
 	}
-	return c.Timeouts.Validate()
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("httpserver: %w", err)
+	}
+	return nil
 }
 
 // ErrCannotListen is wrapped by NewWorker's error when the address cannot be listened on;

@@ -107,13 +107,15 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 
 func (s *workerSuite) config() httpserver.Config {
 	return httpserver.Config{
-		Addr:            "127.0.0.1:0",
-		Reporter:        s.reporter,
-		Gatherer:        s.registry,
-		Required:        []string{"database", "environs"},
-		Logger:          s.logger,
-		Clock:           s.clock,
-		ShutdownTimeout: shutdownTimeout,
+		Reporter: s.reporter,
+		Gatherer: s.registry,
+		Logger:   s.logger,
+		Clock:    s.clock,
+		Settings: httpserver.Settings{
+			Addr:            "127.0.0.1:0",
+			Required:        []string{"database", "environs"},
+			ShutdownTimeout: shutdownTimeout,
+		},
 	}
 }
 
@@ -323,23 +325,23 @@ func (s *workerSuite) TestReport(c *gc.C) {
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for i, t := range []struct {
 		change func(*httpserver.Config)
-		err    string
+		field  string
 	}{
-		{func(cfg *httpserver.Config) { cfg.Addr = "" }, "httpserver: Addr is required: pass --http-addr HOST:PORT .*"},
-		{func(cfg *httpserver.Config) { cfg.Reporter = nil }, "httpserver: Reporter is required"},
-		{func(cfg *httpserver.Config) { cfg.Gatherer = nil }, "httpserver: Gatherer is required"},
-		{func(cfg *httpserver.Config) { cfg.Required = nil }, "httpserver: Required is empty: .*"},
-		{func(cfg *httpserver.Config) { cfg.Logger = nil }, "httpserver: Logger is required"},
-		{func(cfg *httpserver.Config) { cfg.Clock = nil }, "httpserver: Clock is required"},
-		{func(cfg *httpserver.Config) { cfg.ShutdownTimeout = 0 }, "httpserver: ShutdownTimeout must be positive, got 0s"},
+		{func(cfg *httpserver.Config) { cfg.Addr = "" }, "Addr .*--http-addr HOST:PORT"},
+		{func(cfg *httpserver.Config) { cfg.Reporter = nil }, "Reporter"},
+		{func(cfg *httpserver.Config) { cfg.Gatherer = nil }, "Gatherer"},
+		{func(cfg *httpserver.Config) { cfg.Required = nil }, "Required .*/readyz"},
+		{func(cfg *httpserver.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *httpserver.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *httpserver.Config) { cfg.ShutdownTimeout = 0 }, "ShutdownTimeout 0s .*positive"},
 	} {
-		c.Logf("test %d: %s", i, t.err)
+		c.Logf("test %d: %s", i, t.field)
 		cfg := s.config()
 		t.change(&cfg)
-		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, cfg.Validate(), t.field)
 		w, err := httpserver.NewWorker(cfg)
 		c.Check(w, gc.IsNil)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
 }
@@ -347,16 +349,16 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 func (s *workerSuite) TestTimeoutsValidate(c *gc.C) {
 	for i, t := range []struct {
 		timeouts httpserver.Timeouts
-		err      string
+		field    string
 	}{
-		{httpserver.Timeouts{Idle: -time.Second}, "httpserver: timeouts must not be negative, .*"},
-		{httpserver.Timeouts{Handler: time.Minute, Write: time.Minute}, `httpserver: the write timeout \(1m0s\) must exceed the handler timeout \(1m0s\), or a slow answer is cut off instead of answered 503`},
-		{httpserver.Timeouts{Handler: 2 * time.Minute}, `httpserver: the write timeout \(1m0s\) must exceed the handler timeout \(2m0s\).*`},
+		{httpserver.Timeouts{Idle: -time.Second}, "Timeouts .* \\(must not be negative\\)"},
+		{httpserver.Timeouts{Handler: time.Minute, Write: time.Minute}, `Timeouts.Write 1m0s \(must exceed Timeouts.Handler 1m0s, or a slow answer is cut off instead of answered 503\)`},
+		{httpserver.Timeouts{Handler: 2 * time.Minute}, `Timeouts.Write 1m0s \(must exceed Timeouts.Handler 2m0s.*`},
 	} {
 		c.Logf("test %d: %+v", i, t.timeouts)
 		cfg := s.config()
 		cfg.Timeouts = t.timeouts
-		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, cfg.Validate(), t.field)
 	}
 	c.Check(httpserver.Timeouts{}.Validate(), gc.IsNil)
 	c.Check(httpserver.DefaultTimeouts.Validate(), gc.IsNil)
@@ -494,13 +496,15 @@ func (s *workerSuite) TestInARealEngine(c *gc.C) {
 		"clock":  clockManifold(s.clock),
 		"engine": dependency.SelfManifold(engine),
 		"http": httpserver.Manifold(httpserver.ManifoldConfig{
-			ClockName:       "clock",
-			EngineName:      "engine",
-			Addr:            "127.0.0.1:0",
-			Gatherer:        s.registry,
-			Required:        []string{"database"},
-			ShutdownTimeout: shutdownTimeout,
-			Logger:          s.logger,
+			ClockName:  "clock",
+			EngineName: "engine",
+			Gatherer:   s.registry,
+			Settings: httpserver.Settings{
+				Addr:            "127.0.0.1:0",
+				Required:        []string{"database"},
+				ShutdownTimeout: shutdownTimeout,
+			},
+			Logger: s.logger,
 			NewWorker: func(cfg httpserver.Config) (worker.Worker, error) {
 				w, err := httpserver.NewWorker(cfg)
 				if err == nil {

@@ -2,13 +2,12 @@ package leadership
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
@@ -21,40 +20,34 @@ type ManifoldConfig struct {
 	ClockName      string
 	DatabaseName   string // a database.Hold
 	MembershipName string // a membership.Registration
-	AgentID        string
-
-	Interval time.Duration
-	TTL      time.Duration
-	Timeout  time.Duration
 
 	Logger    *slog.Logger
 	Metrics   Metrics
 	NewWorker func(Config) (*Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("leadership manifold: ClockName is required")
+		return errors.NotValidf("leadership manifold: empty ClockName")
 	case c.DatabaseName == "":
-		return errors.New("leadership manifold: DatabaseName is required")
+		return errors.NotValidf("leadership manifold: empty DatabaseName")
 	case c.MembershipName == "":
-		return errors.New("leadership manifold: MembershipName is required")
-	case c.AgentID == "":
-		return errors.New("leadership manifold: AgentID is required")
-	case c.Interval <= 0:
-		return fmt.Errorf("leadership manifold: Interval must be positive, got %s", c.Interval)
-	case c.TTL <= 0:
-		return fmt.Errorf("leadership manifold: TTL must be positive, got %s", c.TTL)
-	case c.Timeout <= 0:
-		return fmt.Errorf("leadership manifold: Timeout must be positive, got %s", c.Timeout)
+		return errors.NotValidf("leadership manifold: empty MembershipName")
 	case c.Logger == nil:
-		return errors.New("leadership manifold: Logger is required")
+		return errors.NotValidf("leadership manifold: nil Logger")
 	case c.Metrics == nil:
-		return errors.New("leadership manifold: Metrics is required")
+		return errors.NotValidf("leadership manifold: nil Metrics")
 	case c.NewWorker == nil:
-		return errors.New("leadership manifold: NewWorker is required")
+		return errors.NotValidf("leadership manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("leadership manifold: %w", err)
 	}
 	return nil
 }
@@ -91,11 +84,8 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Clock:        clk,
 				Logger:       config.Logger,
 				Metrics:      config.Metrics,
-				AgentID:      config.AgentID,
-				Interval:     config.Interval,
-				TTL:          config.TTL,
-				Timeout:      config.Timeout,
 				Previous:     seen.get(),
+				Settings:     config.Settings,
 			})
 			if err != nil {
 				hold.Release()

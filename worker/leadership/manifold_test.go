@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -55,12 +56,13 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 		ClockName:      "clock",
 		DatabaseName:   "database",
 		MembershipName: "membership",
-		AgentID:        "agent-a",
-		Interval:       2 * time.Second,
-		TTL:            15 * time.Second,
-		Timeout:        10 * time.Second,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:        &fakeMetrics{},
+		Settings: leadership.Settings{
+			Agent:    domain.AgentIdentity{ID: "agent-a", TTL: 15 * time.Second},
+			Interval: 2 * time.Second,
+			Timeout:  10 * time.Second,
+		},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: &fakeMetrics{},
 		NewWorker: func(config leadership.Config) (*leadership.Worker, error) {
 			s.started = append(s.started, config)
 			return leadership.NewWorker(config)
@@ -87,24 +89,24 @@ func (s *manifoldSuite) TestInputs(c *gc.C) {
 func (s *manifoldSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*leadership.ManifoldConfig)
-		err    string
+		field  string
 	}{
-		{func(cfg *leadership.ManifoldConfig) { cfg.ClockName = "" }, ".*ClockName is required"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.DatabaseName = "" }, ".*DatabaseName is required"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.MembershipName = "" }, ".*MembershipName is required"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.AgentID = "" }, ".*AgentID is required"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.TTL = 0 }, ".*TTL must be positive, got 0s"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.Timeout = 0 }, ".*Timeout must be positive, got 0s"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
-		{func(cfg *leadership.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.DatabaseName = "" }, "DatabaseName"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.MembershipName = "" }, "MembershipName"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.Interval = 0 }, "Interval 0s"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.Agent.TTL = 0 }, "agent TTL 0s"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.Timeout = 0 }, "Timeout 0s"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *leadership.ManifoldConfig) { cfg.NewWorker = nil }, "NewWorker"},
 	} {
 		config := s.config
 		t.mutate(&config)
 		w, err := leadership.Manifold(config).Start(context.Background(), s.getter(nil))
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.started, gc.HasLen, 0)
 }
@@ -142,7 +144,7 @@ func (s *manifoldSuite) TestStartsTheFlagAndRemembersTheLeader(c *gc.C) {
 	c.Check(s.started[0].Previous, gc.Equals, "")
 	c.Check(s.started[1].Previous, gc.Equals, "agent-b")
 	c.Check(s.started[1].Store, gc.Equals, s.state)
-	c.Check(s.started[1].TTL, gc.Equals, 15*time.Second)
+	c.Check(s.started[1].Settings, gc.Equals, s.config.Settings)
 }
 
 type flagValue bool
@@ -173,4 +175,10 @@ func (s *manifoldSuite) TestGateStartsOnlyOnTheLeader(c *gc.C) {
 	c.Assert(err, gc.IsNil)
 	workertest.CleanKill(c, w)
 	c.Check(starts, gc.Equals, 1)
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

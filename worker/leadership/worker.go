@@ -8,7 +8,7 @@
 // then claims (renews, or tries to take) every Interval on the database clock. When the
 // claim says otherwise than the flag, it logs the change and stops with
 // dependency.ErrBounce: the engine starts it again at once with the new flag, and restarts
-// the gated workers with it. A leader whose claims fail for TTL gives the flag up the same
+// the gated workers with it. A leader whose claims fail for Agent.TTL gives the flag up the same
 // way, since another agent may hold the lease by then. On stop a leader resigns, so another
 // agent leads at its next claim.
 //
@@ -19,18 +19,20 @@ package leadership
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 	"github.com/juju/worker/v4/dependency"
 
 	"github.com/berth-dev/berth/internal/clocktimeout"
+
+	"github.com/berth-dev/berth/domain"
 )
 
 // Store is the part of domain.State the worker uses.
@@ -52,47 +54,65 @@ type Metrics interface {
 	ObserveLeader(leader bool)
 }
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, its Settings, and the leader last
+// seen.
 type Config struct {
 	Store        Store
 	Registration Registration
 	Clock        clock.Clock
 	Logger       *slog.Logger
 	Metrics      Metrics
-	AgentID      string
-
-	// Interval is the time between claims (the heartbeat interval).
-	Interval time.Duration
-	// TTL is how long a claim holds the lease (the agent ttl).
-	TTL time.Duration
-	// Timeout bounds each claim and the resignation.
-	Timeout time.Duration
 	// Previous is the holder the agent last saw before this worker started, for the log
 	// line of a change; empty for none.
 	Previous string
+
+	Settings
 }
 
-// Validate reports the first missing or invalid field.
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
+	// Agent is this agent: Agent.ID claims the lease, and a claim holds it for Agent.TTL
+	// (the agent ttl).
+	Agent domain.AgentIdentity
+	// Interval is the time between claims (the heartbeat interval).
+	Interval time.Duration
+	// Timeout bounds each claim and the resignation.
+	Timeout time.Duration
+}
+
+// Validate reports the first setting that is not valid (NotValid), naming it.
+func (s Settings) Validate() error {
+	if err := s.Agent.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case s.Interval <= 0:
+		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
+	case s.Agent.TTL < 2*s.Interval:
+		return errors.NotValidf("agent TTL %s (must be at least twice Interval %s)", s.Agent.TTL, s.Interval)
+	case s.Timeout <= 0:
+		return errors.NotValidf("Timeout %s (must be positive)", s.Timeout)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
 	case c.Store == nil:
-		return errors.New("leadership worker: Store is required (pass the agent's store)")
+		return errors.NotValidf("leadership worker: nil Store (pass the agent's store)")
 	case c.Registration == nil:
-		return errors.New("leadership worker: Registration is required")
+		return errors.NotValidf("leadership worker: nil Registration")
 	case c.Clock == nil:
-		return errors.New("leadership worker: Clock is required")
+		return errors.NotValidf("leadership worker: nil Clock")
 	case c.Logger == nil:
-		return errors.New("leadership worker: Logger is required")
+		return errors.NotValidf("leadership worker: nil Logger")
 	case c.Metrics == nil:
-		return errors.New("leadership worker: Metrics is required")
-	case c.AgentID == "":
-		return errors.New("leadership worker: AgentID is required (the agent's --agent-id)")
-	case c.Interval <= 0:
-		return fmt.Errorf("leadership worker: Interval must be positive, got %s", c.Interval)
-	case c.TTL < 2*c.Interval:
-		return fmt.Errorf("leadership worker: TTL (%s) must be at least twice Interval (%s)", c.TTL, c.Interval)
-	case c.Timeout <= 0:
-		return fmt.Errorf("leadership worker: Timeout must be positive, got %s", c.Timeout)
+		return errors.NotValidf("leadership worker: nil Metrics")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("leadership worker: %w", err)
 	}
 	return nil
 }
@@ -214,9 +234,9 @@ func (w *Worker) renew(ctx context.Context) error {
 		w.lastError = err.Error()
 		renewed := w.renewed
 		w.mu.Unlock()
-		if w.mine && now.Sub(renewed) >= w.config.TTL {
+		if w.mine && now.Sub(renewed) >= w.config.Agent.TTL {
 			w.config.Logger.Warn("leadership lost: no claim has held it for the agent ttl; another agent may lead",
-				"agent-id", w.config.AgentID, "error", err, "ttl", w.config.TTL)
+				"agent-id", w.config.Agent.ID, "error", err, "ttl", w.config.Agent.TTL)
 			w.config.Metrics.ObserveLeader(false)
 			return dependency.ErrBounce
 		}
@@ -253,7 +273,7 @@ func (w *Worker) claim(parent context.Context) (string, bool, error) {
 	w.session = session
 	ctx, cancel := clocktimeout.WithTimeout(parent, w.config.Clock, w.config.Timeout)
 	defer cancel()
-	leader, mine, err := w.config.Store.ClaimLeadership(ctx, w.config.AgentID, w.session, w.config.TTL)
+	leader, mine, err := w.config.Store.ClaimLeadership(ctx, w.config.Agent.ID, w.session, w.config.Agent.TTL)
 	if err != nil {
 		return "", false, withCause(ctx, err)
 	}
@@ -263,13 +283,13 @@ func (w *Worker) claim(parent context.Context) (string, bool, error) {
 // logChange logs a gain or loss of leadership at start, naming the holder the agent saw
 // before.
 func (w *Worker) logChange(previous string) {
-	wasMine := previous == w.config.AgentID
+	wasMine := previous == w.config.Agent.ID
 	switch {
 	case w.mine && !wasMine:
 		w.config.Logger.Info("leadership gained: this agent runs the environ checks, samples capacity, raises its warnings and prunes history",
-			"agent-id", w.config.AgentID, "previous-leader", previous)
+			"agent-id", w.config.Agent.ID, "previous-leader", previous)
 	case !w.mine && wasMine:
-		w.config.Logger.Info("leadership lost", "agent-id", w.config.AgentID, "leader", w.leader)
+		w.config.Logger.Info("leadership lost", "agent-id", w.config.Agent.ID, "leader", w.leader)
 	}
 }
 
@@ -282,12 +302,12 @@ func (w *Worker) resign() {
 	w.config.Metrics.ObserveLeader(false)
 	ctx, cancel := clocktimeout.WithTimeout(context.Background(), w.config.Clock, w.config.Timeout)
 	defer cancel()
-	if err := w.config.Store.ResignLeadership(ctx, w.config.AgentID, w.session); err != nil {
+	if err := w.config.Store.ResignLeadership(ctx, w.config.Agent.ID, w.session); err != nil {
 		w.config.Logger.Warn("resigning leadership failed; another agent leads once the lease expires",
-			"agent-id", w.config.AgentID, "error", withCause(ctx, err), "ttl", w.config.TTL)
+			"agent-id", w.config.Agent.ID, "error", withCause(ctx, err), "ttl", w.config.Agent.TTL)
 		return
 	}
-	w.config.Logger.Info("resigned leadership", "agent-id", w.config.AgentID)
+	w.config.Logger.Info("resigned leadership", "agent-id", w.config.Agent.ID)
 }
 
 // withCause adds why ctx ended, when it did, to err.

@@ -14,6 +14,7 @@ import (
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/leadership"
 )
@@ -116,10 +117,11 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 		Clock:        s.clock,
 		Logger:       slog.New(slog.NewTextHandler(s.logs, nil)),
 		Metrics:      s.metrics,
-		AgentID:      "agent-a",
-		Interval:     2 * time.Second,
-		TTL:          6 * time.Second,
-		Timeout:      time.Second,
+		Settings: leadership.Settings{
+			Agent:    domain.AgentIdentity{ID: "agent-a", TTL: 6 * time.Second},
+			Interval: 2 * time.Second,
+			Timeout:  time.Second,
+		},
 	}
 }
 
@@ -279,23 +281,23 @@ func (r *settableRegistration) Session() int64 {
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*leadership.Config)
-		err    string
+		field  string
 	}{
-		{func(cfg *leadership.Config) { cfg.Store = nil }, ".*Store is required.*"},
-		{func(cfg *leadership.Config) { cfg.Registration = nil }, ".*Registration is required"},
-		{func(cfg *leadership.Config) { cfg.Clock = nil }, ".*Clock is required"},
-		{func(cfg *leadership.Config) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *leadership.Config) { cfg.Metrics = nil }, ".*Metrics is required"},
-		{func(cfg *leadership.Config) { cfg.AgentID = "" }, ".*AgentID is required.*"},
-		{func(cfg *leadership.Config) { cfg.Interval = 0 }, ".*Interval must be positive, got 0s"},
-		{func(cfg *leadership.Config) { cfg.TTL = 3 * time.Second }, `.*TTL \(3s\) must be at least twice Interval \(2s\)`},
-		{func(cfg *leadership.Config) { cfg.Timeout = 0 }, ".*Timeout must be positive, got 0s"},
+		{func(cfg *leadership.Config) { cfg.Store = nil }, "Store"},
+		{func(cfg *leadership.Config) { cfg.Registration = nil }, "Registration"},
+		{func(cfg *leadership.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *leadership.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *leadership.Config) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *leadership.Config) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *leadership.Config) { cfg.Interval = 0 }, "Interval 0s"},
+		{func(cfg *leadership.Config) { cfg.Agent.TTL = 3 * time.Second }, `agent TTL 3s \(must be at least twice Interval 2s\)`},
+		{func(cfg *leadership.Config) { cfg.Timeout = 0 }, "Timeout 0s"},
 	} {
 		config := s.config
 		t.mutate(&config)
 		w, err := leadership.NewWorker(config)
 		c.Check(w, gc.IsNil)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	s.expectNoCall(c)
 }

@@ -2,16 +2,14 @@ package membership
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
-	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/worker/database"
 )
 
@@ -19,47 +17,32 @@ import (
 type ManifoldConfig struct {
 	ClockName    string
 	DatabaseName string // a database.Hold
-	Agent        domain.AgentInfo
-
-	HeartbeatInterval time.Duration
-	TTL               time.Duration
-	Timeout           time.Duration
-	ResignTimeout     time.Duration
-	PruneInterval     time.Duration
-	PruneAfter        time.Duration
 
 	Logger    *slog.Logger
 	Metrics   Metrics
 	NewWorker func(Config) (worker.Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("membership manifold: ClockName is required")
+		return errors.NotValidf("membership manifold: empty ClockName")
 	case c.DatabaseName == "":
-		return errors.New("membership manifold: DatabaseName is required")
-	case c.Agent.ID == "":
-		return errors.New("membership manifold: Agent.ID is required")
-	case c.HeartbeatInterval <= 0:
-		return fmt.Errorf("membership manifold: HeartbeatInterval must be positive, got %s", c.HeartbeatInterval)
-	case c.TTL <= 0:
-		return fmt.Errorf("membership manifold: TTL must be positive, got %s", c.TTL)
-	case c.Timeout <= 0:
-		return fmt.Errorf("membership manifold: Timeout must be positive, got %s", c.Timeout)
-	case c.ResignTimeout <= 0:
-		return fmt.Errorf("membership manifold: ResignTimeout must be positive, got %s", c.ResignTimeout)
-	case c.PruneInterval <= 0:
-		return fmt.Errorf("membership manifold: PruneInterval must be positive, got %s", c.PruneInterval)
-	case c.PruneAfter <= 0:
-		return fmt.Errorf("membership manifold: PruneAfter must be positive, got %s", c.PruneAfter)
+		return errors.NotValidf("membership manifold: empty DatabaseName")
 	case c.Logger == nil:
-		return errors.New("membership manifold: Logger is required")
+		return errors.NotValidf("membership manifold: nil Logger")
 	case c.Metrics == nil:
-		return errors.New("membership manifold: Metrics is required")
+		return errors.NotValidf("membership manifold: nil Metrics")
 	case c.NewWorker == nil:
-		return errors.New("membership manifold: NewWorker is required")
+		return errors.NotValidf("membership manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("membership manifold: %w", err)
 	}
 	return nil
 }
@@ -84,17 +67,11 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			w, err := config.NewWorker(Config{
-				Store:             hold.State,
-				Clock:             clk,
-				Logger:            config.Logger,
-				Metrics:           config.Metrics,
-				Agent:             config.Agent,
-				HeartbeatInterval: config.HeartbeatInterval,
-				TTL:               config.TTL,
-				Timeout:           config.Timeout,
-				ResignTimeout:     config.ResignTimeout,
-				PruneInterval:     config.PruneInterval,
-				PruneAfter:        config.PruneAfter,
+				Store:    hold.State,
+				Clock:    clk,
+				Logger:   config.Logger,
+				Metrics:  config.Metrics,
+				Settings: config.Settings,
 			})
 			if err != nil {
 				hold.Release()

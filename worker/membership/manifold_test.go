@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -38,17 +39,19 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.released = 0
 	s.started = nil
 	s.config = membership.ManifoldConfig{
-		ClockName:         "clock",
-		DatabaseName:      "database",
-		Agent:             domain.AgentInfo{ID: "agent-a", Version: "v1", HTTPAddr: "127.0.0.1:8080"},
-		HeartbeatInterval: 2 * time.Second,
-		TTL:               15 * time.Second,
-		Timeout:           10 * time.Second,
-		ResignTimeout:     5 * time.Second,
-		PruneInterval:     time.Hour,
-		PruneAfter:        24 * time.Hour,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:           &fakeMetrics{},
+		ClockName:    "clock",
+		DatabaseName: "database",
+		Settings: membership.Settings{
+			Agent:             domain.AgentInfo{ID: "agent-a", Version: "v1", HTTPAddr: "127.0.0.1:8080"},
+			HeartbeatInterval: 2 * time.Second,
+			TTL:               15 * time.Second,
+			Timeout:           10 * time.Second,
+			ResignTimeout:     5 * time.Second,
+			PruneInterval:     time.Hour,
+			PruneAfter:        24 * time.Hour,
+		},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: &fakeMetrics{},
 		NewWorker: func(config membership.Config) (worker.Worker, error) {
 			s.started = append(s.started, config)
 			return workertest.NewErrorWorker(nil), nil
@@ -74,27 +77,27 @@ func (s *manifoldSuite) TestInputs(c *gc.C) {
 func (s *manifoldSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*membership.ManifoldConfig)
-		err    string
+		field  string
 	}{
-		{func(cfg *membership.ManifoldConfig) { cfg.ClockName = "" }, ".*ClockName is required"},
-		{func(cfg *membership.ManifoldConfig) { cfg.DatabaseName = "" }, ".*DatabaseName is required"},
-		{func(cfg *membership.ManifoldConfig) { cfg.Agent.ID = "" }, ".*Agent.ID is required"},
-		{func(cfg *membership.ManifoldConfig) { cfg.HeartbeatInterval = 0 }, ".*HeartbeatInterval must be positive, got 0s"},
-		{func(cfg *membership.ManifoldConfig) { cfg.TTL = -time.Second }, ".*TTL must be positive, got -1s"},
-		{func(cfg *membership.ManifoldConfig) { cfg.Timeout = 0 }, ".*Timeout must be positive, got 0s"},
-		{func(cfg *membership.ManifoldConfig) { cfg.ResignTimeout = 0 }, ".*ResignTimeout must be positive, got 0s"},
-		{func(cfg *membership.ManifoldConfig) { cfg.PruneInterval = 0 }, ".*PruneInterval must be positive, got 0s"},
-		{func(cfg *membership.ManifoldConfig) { cfg.PruneAfter = 0 }, ".*PruneAfter must be positive, got 0s"},
-		{func(cfg *membership.ManifoldConfig) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *membership.ManifoldConfig) { cfg.Metrics = nil }, ".*Metrics is required"},
-		{func(cfg *membership.ManifoldConfig) { cfg.NewWorker = nil }, ".*NewWorker is required"},
+		{func(cfg *membership.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
+		{func(cfg *membership.ManifoldConfig) { cfg.DatabaseName = "" }, "DatabaseName"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *membership.ManifoldConfig) { cfg.HeartbeatInterval = 0 }, "HeartbeatInterval 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.TTL = -time.Second }, "agent TTL -1s .*--agent-ttl"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Timeout = 0 }, "Timeout 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.ResignTimeout = 0 }, "ResignTimeout 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.PruneInterval = 0 }, "PruneInterval 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.PruneAfter = 0 }, "PruneAfter 0s"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *membership.ManifoldConfig) { cfg.NewWorker = nil }, "NewWorker"},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := membership.Manifold(config).Start(context.Background(), s.getter(nil))
 		workertest.CheckNilOrKill(c, w)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.config.Validate(), gc.IsNil)
 	c.Check(s.started, gc.HasLen, 0)
@@ -148,13 +151,7 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Clock, gc.Equals, s.clock)
 	c.Check(config.Logger, gc.Equals, s.config.Logger)
 	c.Check(config.Metrics, gc.Equals, s.config.Metrics)
-	c.Check(config.Agent, gc.Equals, s.config.Agent)
-	c.Check(config.HeartbeatInterval, gc.Equals, 2*time.Second)
-	c.Check(config.TTL, gc.Equals, 15*time.Second)
-	c.Check(config.Timeout, gc.Equals, 10*time.Second)
-	c.Check(config.ResignTimeout, gc.Equals, 5*time.Second)
-	c.Check(config.PruneInterval, gc.Equals, time.Hour)
-	c.Check(config.PruneAfter, gc.Equals, 24*time.Hour)
+	c.Check(config.Settings, gc.Equals, s.config.Settings)
 	c.Check(config.Validate(), gc.IsNil)
 }
 
@@ -179,3 +176,9 @@ type sessionStub struct{ worker.Worker }
 func (sessionStub) Session() int64 { return 42 }
 
 func (sessionStub) Registered() <-chan struct{} { return nil }
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
+}

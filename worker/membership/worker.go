@@ -17,13 +17,13 @@ package membership
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 
@@ -45,13 +45,20 @@ type Metrics interface {
 	ObserveAgentsLive(n int)
 }
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
 	Store   Store
 	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics Metrics
-	Agent   domain.AgentInfo // what this agent registers as; ID is required
+
+	Settings
+}
+
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
+	Agent domain.AgentInfo // what this agent registers as; ID is required
 
 	// HeartbeatInterval is the time between heartbeats.
 	HeartbeatInterval time.Duration
@@ -67,31 +74,43 @@ type Config struct {
 	PruneAfter time.Duration
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first setting that is not valid (NotValid), naming it. The agent's
+// id and TTL are checked as every worker acting for the agent checks them.
+func (s Settings) Validate() error {
+	if err := (domain.AgentIdentity{ID: s.Agent.ID, TTL: s.TTL}).Validate(); err != nil {
+		return err
+	}
+	switch {
+	case s.HeartbeatInterval <= 0:
+		return errors.NotValidf("HeartbeatInterval %s (must be positive)", s.HeartbeatInterval)
+	case s.TTL < 2*s.HeartbeatInterval:
+		return errors.NotValidf("TTL %s (must be at least twice HeartbeatInterval %s)", s.TTL, s.HeartbeatInterval)
+	case s.Timeout <= 0:
+		return errors.NotValidf("Timeout %s (must be positive)", s.Timeout)
+	case s.ResignTimeout <= 0:
+		return errors.NotValidf("ResignTimeout %s (must be positive)", s.ResignTimeout)
+	case s.PruneInterval <= 0:
+		return errors.NotValidf("PruneInterval %s (must be positive)", s.PruneInterval)
+	case s.PruneAfter <= s.TTL:
+		return errors.NotValidf("PruneAfter %s (must exceed TTL %s, or live agents would be pruned)", s.PruneAfter, s.TTL)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
 	case c.Store == nil:
-		return errors.New("membership worker: Store is required (pass the agent's store)")
+		return errors.NotValidf("membership worker: nil Store (pass the agent's store)")
 	case c.Clock == nil:
-		return errors.New("membership worker: Clock is required")
+		return errors.NotValidf("membership worker: nil Clock")
 	case c.Logger == nil:
-		return errors.New("membership worker: Logger is required")
+		return errors.NotValidf("membership worker: nil Logger")
 	case c.Metrics == nil:
-		return errors.New("membership worker: Metrics is required")
-	case c.Agent.ID == "":
-		return errors.New("membership worker: Agent.ID is required (the agent's --agent-id)")
-	case c.HeartbeatInterval <= 0:
-		return fmt.Errorf("membership worker: HeartbeatInterval must be positive, got %s", c.HeartbeatInterval)
-	case c.TTL < 2*c.HeartbeatInterval:
-		return fmt.Errorf("membership worker: TTL (%s) must be at least twice HeartbeatInterval (%s)", c.TTL, c.HeartbeatInterval)
-	case c.Timeout <= 0:
-		return fmt.Errorf("membership worker: Timeout must be positive, got %s", c.Timeout)
-	case c.ResignTimeout <= 0:
-		return fmt.Errorf("membership worker: ResignTimeout must be positive, got %s", c.ResignTimeout)
-	case c.PruneInterval <= 0:
-		return fmt.Errorf("membership worker: PruneInterval must be positive, got %s", c.PruneInterval)
-	case c.PruneAfter <= c.TTL:
-		return fmt.Errorf("membership worker: PruneAfter (%s) must exceed TTL (%s), or live agents would be pruned", c.PruneAfter, c.TTL)
+		return errors.NotValidf("membership worker: nil Metrics")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("membership worker: %w", err)
 	}
 	return nil
 }

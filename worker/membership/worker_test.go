@@ -107,17 +107,19 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.metrics = &fakeMetrics{live: make(chan int, 20)}
 	s.logs = &syncBuffer{}
 	s.config = membership.Config{
-		Store:             s.store,
-		Clock:             s.clock,
-		Logger:            slog.New(slog.NewTextHandler(s.logs, nil)),
-		Metrics:           s.metrics,
-		Agent:             domain.AgentInfo{ID: "agent-a", Version: "v1", HTTPAddr: "127.0.0.1:8080"},
-		HeartbeatInterval: 2 * time.Second,
-		TTL:               15 * time.Second,
-		Timeout:           10 * time.Second,
-		ResignTimeout:     5 * time.Second,
-		PruneInterval:     time.Hour,
-		PruneAfter:        24 * time.Hour,
+		Store:   s.store,
+		Clock:   s.clock,
+		Logger:  slog.New(slog.NewTextHandler(s.logs, nil)),
+		Metrics: s.metrics,
+		Settings: membership.Settings{
+			Agent:             domain.AgentInfo{ID: "agent-a", Version: "v1", HTTPAddr: "127.0.0.1:8080"},
+			HeartbeatInterval: 2 * time.Second,
+			TTL:               15 * time.Second,
+			Timeout:           10 * time.Second,
+			ResignTimeout:     5 * time.Second,
+			PruneInterval:     time.Hour,
+			PruneAfter:        24 * time.Hour,
+		},
 	}
 }
 
@@ -176,26 +178,26 @@ func (s *workerSuite) tick(c *gc.C) {
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		mutate func(*membership.Config)
-		err    string
+		field  string
 	}{
-		{func(cfg *membership.Config) { cfg.Store = nil }, ".*Store is required.*"},
-		{func(cfg *membership.Config) { cfg.Clock = nil }, ".*Clock is required"},
-		{func(cfg *membership.Config) { cfg.Logger = nil }, ".*Logger is required"},
-		{func(cfg *membership.Config) { cfg.Metrics = nil }, ".*Metrics is required"},
-		{func(cfg *membership.Config) { cfg.Agent.ID = "" }, ".*Agent.ID is required.*"},
-		{func(cfg *membership.Config) { cfg.HeartbeatInterval = 0 }, ".*HeartbeatInterval must be positive, got 0s"},
-		{func(cfg *membership.Config) { cfg.TTL = 3 * time.Second }, `.*TTL \(3s\) must be at least twice HeartbeatInterval \(2s\)`},
-		{func(cfg *membership.Config) { cfg.Timeout = 0 }, ".*Timeout must be positive, got 0s"},
-		{func(cfg *membership.Config) { cfg.ResignTimeout = -time.Second }, ".*ResignTimeout must be positive, got -1s"},
-		{func(cfg *membership.Config) { cfg.PruneInterval = 0 }, ".*PruneInterval must be positive, got 0s"},
-		{func(cfg *membership.Config) { cfg.PruneAfter = 15 * time.Second }, `.*PruneAfter \(15s\) must exceed TTL \(15s\).*`},
+		{func(cfg *membership.Config) { cfg.Store = nil }, "Store"},
+		{func(cfg *membership.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *membership.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *membership.Config) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *membership.Config) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *membership.Config) { cfg.HeartbeatInterval = 0 }, "HeartbeatInterval 0s"},
+		{func(cfg *membership.Config) { cfg.TTL = 3 * time.Second }, `TTL 3s \(must be at least twice HeartbeatInterval 2s\)`},
+		{func(cfg *membership.Config) { cfg.Timeout = 0 }, "Timeout 0s"},
+		{func(cfg *membership.Config) { cfg.ResignTimeout = -time.Second }, "ResignTimeout -1s"},
+		{func(cfg *membership.Config) { cfg.PruneInterval = 0 }, "PruneInterval 0s"},
+		{func(cfg *membership.Config) { cfg.PruneAfter = 15 * time.Second }, `PruneAfter 15s \(must exceed TTL 15s.*`},
 	} {
 		config := s.config
 		t.mutate(&config)
-		c.Check(config.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, config.Validate(), t.field)
 		w, err := membership.NewWorker(config)
 		c.Check(w, gc.IsNil)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.config.Validate(), gc.IsNil)
 }

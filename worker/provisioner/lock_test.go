@@ -160,18 +160,20 @@ func (s *workerSuite) TestWaitsForAHealthCheckInFlight(c *gc.C) {
 		return environtest.Unchanged(r), nil
 	}
 	checker, err := healthcheck.NewWorker(healthcheck.Config{
-		Store:        checkStore{s.state},
-		Environs:     checkEnvirons{&env},
-		Clock:        s.clock,
-		Rand:         func() float64 { return 0 },
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:      noHealthMetrics{},
-		Locks:        s.locks,
-		Holder:       holder,
-		Interval:     time.Hour,
-		Concurrency:  1,
-		PageSize:     10,
-		CheckTimeout: time.Hour,
+		Store:    checkStore{s.state},
+		Environs: checkEnvirons{&env},
+		Clock:    s.clock,
+		Rand:     func() float64 { return 0 },
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:  noHealthMetrics{},
+		Locks:    s.locks,
+		Settings: healthcheck.Settings{
+			Agent:        domain.AgentIdentity{ID: holder, TTL: domain.DefaultAgentTTL},
+			Interval:     time.Hour,
+			Concurrency:  1,
+			PageSize:     10,
+			CheckTimeout: time.Hour,
+		},
 	})
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, checker)

@@ -2,12 +2,11 @@ package provisioner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	"go.opentelemetry.io/otel/trace"
@@ -19,19 +18,8 @@ import (
 // ManifoldConfig names the manifold's inputs and carries the worker's settings.
 type ManifoldConfig struct {
 	ClockName    string // a clock.Clock
-	DatabaseName string // a domain.State
+	DatabaseName string // a domain.State, which also lists the agents sharing it
 	EnvironsName string // an *environ.Set
-
-	Holder           string
-	Concurrency      int
-	AwaitConcurrency int
-	LeaseTTL         time.Duration
-	ReconcileTimeout time.Duration
-	BackoffBase      time.Duration
-	BackoffMax       time.Duration
-	CapacityRetry    time.Duration
-	AgentTTL         time.Duration // the agents' --agent-ttl
-	ShareGrace       time.Duration // how long a changed resource is left to its owner (see Config)
 
 	Logger     *slog.Logger
 	Rand       func() float64
@@ -42,50 +30,36 @@ type ManifoldConfig struct {
 
 	// TracerProvider gets the reconciles' spans; nil is the no-op provider (no traces).
 	TracerProvider trace.TracerProvider
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing field. The worker's Config checks how the settings
-// relate to each other.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("provisioner manifold: ClockName is required")
+		return errors.NotValidf("provisioner manifold: empty ClockName")
 	case c.DatabaseName == "":
-		return errors.New("provisioner manifold: DatabaseName is required")
+		return errors.NotValidf("provisioner manifold: empty DatabaseName")
 	case c.EnvironsName == "":
-		return errors.New("provisioner manifold: EnvironsName is required")
-	case c.Holder == "":
-		return errors.New("provisioner manifold: Holder is required: set it to this agent's identity (e.g. its host name)")
-	case c.Concurrency < 1:
-		return fmt.Errorf("provisioner manifold: Concurrency must be at least 1, got %d", c.Concurrency)
-	case c.AwaitConcurrency < 1:
-		return fmt.Errorf("provisioner manifold: AwaitConcurrency must be at least 1, got %d", c.AwaitConcurrency)
-	case c.LeaseTTL <= 0:
-		return errors.New("provisioner manifold: LeaseTTL is required")
-	case c.ReconcileTimeout <= 0:
-		return errors.New("provisioner manifold: ReconcileTimeout is required")
-	case c.BackoffBase <= 0:
-		return errors.New("provisioner manifold: BackoffBase is required")
-	case c.BackoffMax <= 0:
-		return errors.New("provisioner manifold: BackoffMax is required")
-	case c.CapacityRetry <= 0:
-		return errors.New("provisioner manifold: CapacityRetry is required")
-	case c.AgentTTL <= 0:
-		return errors.New("provisioner manifold: AgentTTL is required: pass the agents' --agent-ttl")
-	case c.ShareGrace <= 0:
-		return errors.New("provisioner manifold: ShareGrace is required: pass the agents' --heartbeat-interval")
+		return errors.NotValidf("provisioner manifold: empty EnvironsName")
 	case c.Logger == nil:
-		return errors.New("provisioner manifold: Logger is required")
+		return errors.NotValidf("provisioner manifold: nil Logger")
 	case c.Rand == nil:
-		return errors.New("provisioner manifold: Rand is required")
+		return errors.NotValidf("provisioner manifold: nil Rand")
 	case c.Metrics == nil:
-		return errors.New("provisioner manifold: Metrics is required")
+		return errors.NotValidf("provisioner manifold: nil Metrics")
 	case c.Locks == nil:
-		return errors.New("provisioner manifold: Locks is required: pass the lock set the health checker shares")
+		return errors.NotValidf("provisioner manifold: nil Locks (pass the lock set the health checker shares)")
 	case c.NewWorker == nil:
-		return errors.New("provisioner manifold: NewWorker is required")
+		return errors.NotValidf("provisioner manifold: nil NewWorker")
 	case c.NewWatcher == nil:
-		return errors.New("provisioner manifold: NewWatcher is required")
+		return errors.NotValidf("provisioner manifold: nil NewWatcher")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("provisioner manifold: %w", err)
 	}
 	return nil
 }
@@ -112,23 +86,14 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				NewWatcher: func() (Watcher, error) {
 					return config.NewWatcher(in.State, in.Clock, config.Logger)
 				},
-				Clock:            in.Clock,
-				Rand:             config.Rand,
-				Logger:           config.Logger,
-				Metrics:          config.Metrics,
-				Locks:            config.Locks,
-				TracerProvider:   config.TracerProvider,
-				Holder:           config.Holder,
-				Concurrency:      config.Concurrency,
-				AwaitConcurrency: config.AwaitConcurrency,
-				LeaseTTL:         config.LeaseTTL,
-				ReconcileTimeout: config.ReconcileTimeout,
-				BackoffBase:      config.BackoffBase,
-				BackoffMax:       config.BackoffMax,
-				CapacityRetry:    config.CapacityRetry,
-				Agents:           in.State,
-				AgentTTL:         config.AgentTTL,
-				ShareGrace:       config.ShareGrace,
+				Clock:          in.Clock,
+				Rand:           config.Rand,
+				Logger:         config.Logger,
+				Metrics:        config.Metrics,
+				Locks:          config.Locks,
+				TracerProvider: config.TracerProvider,
+				Agents:         in.State,
+				Settings:       config.Settings,
 			})
 		},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -49,23 +50,24 @@ func (stubState) ListAgents(context.Context, time.Duration) ([]domain.Agent, err
 
 func (s *manifoldSuite) config() provisioner.ManifoldConfig {
 	return provisioner.ManifoldConfig{
-		ClockName:        "clock",
-		DatabaseName:     "database",
-		EnvironsName:     "environs",
-		Holder:           holder,
-		Concurrency:      4,
-		AwaitConcurrency: 8,
-		LeaseTTL:         leaseTTL,
-		ReconcileTimeout: reconcileTimeout,
-		BackoffBase:      backoffBase,
-		BackoffMax:       backoffMax,
-		CapacityRetry:    capacityRetry,
-		AgentTTL:         15 * time.Second,
-		ShareGrace:       2 * time.Second,
-		Logger:           s.logger,
-		Rand:             func() float64 { return 0.25 },
-		Metrics:          s.metrics,
-		Locks:            s.locks,
+		ClockName:    "clock",
+		DatabaseName: "database",
+		EnvironsName: "environs",
+		Settings: provisioner.Settings{
+			Agent:            domain.AgentIdentity{ID: holder, TTL: 15 * time.Second},
+			Concurrency:      4,
+			AwaitConcurrency: 8,
+			LeaseTTL:         leaseTTL,
+			ReconcileTimeout: reconcileTimeout,
+			BackoffBase:      backoffBase,
+			BackoffMax:       backoffMax,
+			CapacityRetry:    capacityRetry,
+			ShareGrace:       2 * time.Second,
+		},
+		Logger:  s.logger,
+		Rand:    func() float64 { return 0.25 },
+		Metrics: s.metrics,
+		Locks:   s.locks,
 		NewWorker: func(provisioner.Config) (worker.Worker, error) {
 			return nil, errors.New("NewWorker not expected")
 		},
@@ -91,39 +93,47 @@ func (s *manifoldSuite) TestInputs(c *gc.C) {
 	c.Check(provisioner.Manifold(s.config()).Inputs, gc.DeepEquals, []string{"clock", "database", "environs"})
 }
 
+// A manifold config names its inputs and functions and carries valid Settings; whatever is
+// wrong is NotValid and named.
 func (s *manifoldSuite) TestValidate(c *gc.C) {
 	for i, t := range []struct {
 		change func(*provisioner.ManifoldConfig)
-		err    string
+		field  string
 	}{
-		{func(m *provisioner.ManifoldConfig) { m.ClockName = "" }, "provisioner manifold: ClockName is required"},
-		{func(m *provisioner.ManifoldConfig) { m.DatabaseName = "" }, "provisioner manifold: DatabaseName is required"},
-		{func(m *provisioner.ManifoldConfig) { m.EnvironsName = "" }, "provisioner manifold: EnvironsName is required"},
-		{func(m *provisioner.ManifoldConfig) { m.Holder = "" }, "provisioner manifold: Holder is required: .*"},
-		{func(m *provisioner.ManifoldConfig) { m.Concurrency = 0 }, "provisioner manifold: Concurrency must be at least 1, got 0"},
-		{func(m *provisioner.ManifoldConfig) { m.LeaseTTL = 0 }, "provisioner manifold: LeaseTTL is required"},
-		{func(m *provisioner.ManifoldConfig) { m.ReconcileTimeout = 0 }, "provisioner manifold: ReconcileTimeout is required"},
-		{func(m *provisioner.ManifoldConfig) { m.BackoffBase = 0 }, "provisioner manifold: BackoffBase is required"},
-		{func(m *provisioner.ManifoldConfig) { m.BackoffMax = 0 }, "provisioner manifold: BackoffMax is required"},
-		{func(m *provisioner.ManifoldConfig) { m.CapacityRetry = 0 }, "provisioner manifold: CapacityRetry is required"},
-		{func(m *provisioner.ManifoldConfig) { m.AgentTTL = 0 }, "provisioner manifold: AgentTTL is required.*"},
-		{func(m *provisioner.ManifoldConfig) { m.ShareGrace = 0 }, "provisioner manifold: ShareGrace is required.*"},
-		{func(m *provisioner.ManifoldConfig) { m.Logger = nil }, "provisioner manifold: Logger is required"},
-		{func(m *provisioner.ManifoldConfig) { m.Rand = nil }, "provisioner manifold: Rand is required"},
-		{func(m *provisioner.ManifoldConfig) { m.Metrics = nil }, "provisioner manifold: Metrics is required"},
-		{func(m *provisioner.ManifoldConfig) { m.Locks = nil }, "provisioner manifold: Locks is required: .*"},
-		{func(m *provisioner.ManifoldConfig) { m.NewWorker = nil }, "provisioner manifold: NewWorker is required"},
-		{func(m *provisioner.ManifoldConfig) { m.NewWatcher = nil }, "provisioner manifold: NewWatcher is required"},
+		{func(m *provisioner.ManifoldConfig) { m.ClockName = "" }, "ClockName"},
+		{func(m *provisioner.ManifoldConfig) { m.DatabaseName = "" }, "DatabaseName"},
+		{func(m *provisioner.ManifoldConfig) { m.EnvironsName = "" }, "EnvironsName"},
+		{func(m *provisioner.ManifoldConfig) { m.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(m *provisioner.ManifoldConfig) { m.Concurrency = 0 }, "Concurrency 0"},
+		{func(m *provisioner.ManifoldConfig) { m.LeaseTTL = 0 }, "LeaseTTL 0s"},
+		{func(m *provisioner.ManifoldConfig) { m.ReconcileTimeout = 0 }, "ReconcileTimeout 0s"},
+		{func(m *provisioner.ManifoldConfig) { m.BackoffBase = 0 }, "BackoffBase 0s"},
+		{func(m *provisioner.ManifoldConfig) { m.BackoffMax = 0 }, "BackoffMax 0s"},
+		{func(m *provisioner.ManifoldConfig) { m.CapacityRetry = 0 }, "CapacityRetry 0s"},
+		{func(m *provisioner.ManifoldConfig) { m.Agent.TTL = 0 }, "agent TTL 0s .*--agent-ttl"},
+		{func(m *provisioner.ManifoldConfig) { m.ShareGrace = 0 }, "ShareGrace 0s .*--heartbeat-interval"},
+		{func(m *provisioner.ManifoldConfig) { m.Logger = nil }, "Logger"},
+		{func(m *provisioner.ManifoldConfig) { m.Rand = nil }, "Rand"},
+		{func(m *provisioner.ManifoldConfig) { m.Metrics = nil }, "Metrics"},
+		{func(m *provisioner.ManifoldConfig) { m.Locks = nil }, "Locks .*health checker"},
+		{func(m *provisioner.ManifoldConfig) { m.NewWorker = nil }, "NewWorker"},
+		{func(m *provisioner.ManifoldConfig) { m.NewWatcher = nil }, "NewWatcher"},
 	} {
-		c.Logf("test %d: %s", i, t.err)
+		c.Logf("test %d: %s", i, t.field)
 		cfg := s.config()
 		t.change(&cfg)
-		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, cfg.Validate(), t.field)
 		w, err := provisioner.Manifold(cfg).Start(context.Background(), s.getter(nil))
 		c.Check(w, gc.IsNil)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }
 
 func (s *manifoldSuite) TestMissingInputs(c *gc.C) {
@@ -162,16 +172,8 @@ func (s *manifoldSuite) TestStart(c *gc.C) {
 	c.Check(got.Rand(), gc.Equals, 0.25)
 	c.Check(got.Metrics, gc.Equals, provisioner.Metrics(s.metrics))
 	c.Check(got.Locks, gc.Equals, provisioner.Locks(s.locks))
-	c.Check(got.Holder, gc.Equals, holder)
-	c.Check(got.Concurrency, gc.Equals, 4)
-	c.Check(got.LeaseTTL, gc.Equals, leaseTTL)
-	c.Check(got.ReconcileTimeout, gc.Equals, reconcileTimeout)
-	c.Check(got.BackoffBase, gc.Equals, backoffBase)
-	c.Check(got.BackoffMax, gc.Equals, backoffMax)
-	c.Check(got.CapacityRetry, gc.Equals, capacityRetry)
 	c.Check(got.Agents, gc.Equals, s.state)
-	c.Check(got.AgentTTL, gc.Equals, 15*time.Second)
-	c.Check(got.ShareGrace, gc.Equals, 2*time.Second)
+	c.Check(got.Settings, gc.Equals, cfg.Settings)
 	c.Check(got.Validate(), gc.IsNil)
 
 	// The watcher is started by the worker, on the manifold's inputs.

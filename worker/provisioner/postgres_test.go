@@ -106,22 +106,25 @@ func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
 	metrics := newFakeMetrics()
 	watcher := newFakeWatcher()
 	w, err := provisioner.NewWorker(provisioner.Config{
-		State:            s.state,
-		Environs:         s.set,
-		NewWatcher:       func() (provisioner.Watcher, error) { return watcher, nil },
-		Clock:            s.clock,
-		Rand:             func() float64 { return 0.5 },
-		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics:          metrics,
-		Locks:            new(resourcelock.Set),
-		Holder:           holder,
-		Concurrency:      2,
-		AwaitConcurrency: 2,
-		LeaseTTL:         leaseTTL,
-		ReconcileTimeout: reconcileTimeout,
-		BackoffBase:      backoffBase,
-		BackoffMax:       backoffMax,
-		CapacityRetry:    capacityRetry,
+		State:      s.state,
+		Environs:   s.set,
+		NewWatcher: func() (provisioner.Watcher, error) { return watcher, nil },
+		Clock:      s.clock,
+		Rand:       func() float64 { return 0.5 },
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:    metrics,
+		Locks:      new(resourcelock.Set),
+		Settings: provisioner.Settings{
+			Agent:            domain.AgentIdentity{ID: holder, TTL: 15 * time.Second},
+			Concurrency:      2,
+			AwaitConcurrency: 2,
+			LeaseTTL:         leaseTTL,
+			ReconcileTimeout: reconcileTimeout,
+			BackoffBase:      backoffBase,
+			BackoffMax:       backoffMax,
+			CapacityRetry:    capacityRetry,
+			ShareGrace:       2 * time.Second,
+		},
 	})
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	jujuerrors "github.com/juju/errors"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/berth-dev/berth/domain"
@@ -168,7 +169,7 @@ func (a *attempt) claim() (domain.Claim, error) {
 	cfg := a.w.config
 	env, name, err := cfg.Environs.Get("")
 	if err != nil {
-		return cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL)
+		return cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Agent.ID, cfg.LeaseTTL)
 	}
 	start := domain.ProvisioningStart{Provisioner: name}
 	for _, t := range domain.ResourceTypes {
@@ -176,7 +177,7 @@ func (a *attempt) claim() (domain.Claim, error) {
 			start.Types = append(start.Types, t)
 		}
 	}
-	return cfg.State.ClaimAndStart(a.attemptCtx, a.r.ID, cfg.Holder, cfg.LeaseTTL, start)
+	return cfg.State.ClaimAndStart(a.attemptCtx, a.r.ID, cfg.Agent.ID, cfg.LeaseTTL, start)
 }
 
 // provision brings the resource to ready at its current generation.
@@ -299,8 +300,7 @@ func (a *attempt) hibernate() outcome {
 	a.resolved(name)
 	hibernator, ok := env.(environ.Hibernator)
 	if !ok {
-		return a.fail(environ.Permanent(fmt.Errorf(
-			"provisioner %q (%s) cannot hibernate resources: wake the resource (berth resource wake %s) or delete it", name, env.Type(), a.r.ID)))
+		return a.fail(environ.Permanent(cannotHibernate(name, env.Type(), a.r.ID)))
 	}
 	a.hibernating = true
 	if a.r.Status != domain.StatusHibernating || a.r.StatusMessage != hibernatingMessage(gen) {
@@ -324,6 +324,13 @@ func (a *attempt) hibernate() outcome {
 	}
 	done.State = orEmpty(res.State)
 	return a.hibernated(done)
+}
+
+// cannotHibernate is the NotSupported error of provisioner name, of environ type envType,
+// which has no environ.Hibernator: it says how to get resource id out of hibernating.
+func cannotHibernate(name, envType, id string) error {
+	return jujuerrors.NewNotSupported(fmt.Errorf(
+		"provisioner %q (%s) cannot hibernate resources: wake the resource (berth resource wake %s) or delete it", name, envType, id), "")
 }
 
 // hibernated records the end of a hibernate.

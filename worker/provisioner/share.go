@@ -42,18 +42,18 @@ func (w *Worker) refreshAgents(ctx context.Context, sh *sharing, now time.Time) 
 	}
 	ctx, cancel := w.withTimeout(ctx, bookkeepingTimeout)
 	defer cancel()
-	listed, err := w.config.Agents.ListAgents(ctx, w.config.AgentTTL)
+	listed, err := w.config.Agents.ListAgents(ctx, w.config.Agent.TTL)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.config.Logger.Warn("cannot list the live agents; reconciling every changed resource here", "error", err)
 		}
 		if sh.agents == nil {
-			sh.agents = []string{w.config.Holder}
+			sh.agents = []string{w.config.Agent.ID}
 		}
 		sh.listedAt = now
 		return
 	}
-	sh.agents, sh.listedAt = domain.LiveAgentIDs(listed, w.config.Holder), now
+	sh.agents, sh.listedAt = domain.LiveAgentIDs(listed, w.config.Agent.ID), now
 }
 
 // route queues the ids of a watcher event: at once those this agent owns (and those it has
@@ -62,7 +62,7 @@ func (w *Worker) route(ctx context.Context, s *schedule, sh *sharing, ids []stri
 	now := w.config.Clock.Now()
 	w.refreshAgents(ctx, sh, now)
 	for _, id := range ids {
-		if len(sh.agents) <= 1 || s.pending(id) || rendezvous.Owner(sh.agents, id) == w.config.Holder {
+		if len(sh.agents) <= 1 || s.pending(id) || rendezvous.Owner(sh.agents, id) == w.config.Agent.ID {
 			s.enqueue(id)
 			continue
 		}

@@ -45,7 +45,7 @@ func (s *workerSuite) TestChangedResourcesAreFirstTheirOwnersWork(c *gc.C) {
 		s.state.add(domain.Resource{ID: id})
 	}
 	cfg := s.config()
-	cfg.Agents, cfg.AgentTTL, cfg.ShareGrace = fakeAgents{agents}, 15*time.Second, shareGrace
+	cfg.Agents, cfg.Agent.TTL, cfg.ShareGrace = fakeAgents{agents}, 15*time.Second, shareGrace
 	w := s.start(c, cfg)
 	defer workertest.CleanKill(c, w)
 
@@ -74,7 +74,7 @@ func (s *workerSuite) TestAloneEveryChangeIsReconciledAtOnce(c *gc.C) {
 		s.state.add(domain.Resource{ID: id})
 	}
 	cfg := s.config()
-	cfg.Agents, cfg.AgentTTL, cfg.ShareGrace = fakeAgents{[]string{holder}}, 15*time.Second, shareGrace
+	cfg.Agents, cfg.Agent.TTL, cfg.ShareGrace = fakeAgents{[]string{holder}}, 15*time.Second, shareGrace
 	w := s.start(c, cfg)
 	defer workertest.CleanKill(c, w)
 

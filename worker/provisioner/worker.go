@@ -2,13 +2,13 @@ package provisioner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/catacomb"
 	"go.opentelemetry.io/otel/trace"
@@ -76,7 +76,7 @@ const (
 	OutcomeStale      = "stale" // the row moved on under the attempt; reconciled again
 )
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
 	State      ResourceState
 	Environs   Environs
@@ -90,8 +90,23 @@ type Config struct {
 	// its children; nil is the no-op provider (no traces).
 	TracerProvider trace.TracerProvider
 
-	Holder      string // this agent's identity on reconcile leases
-	Concurrency int    // most reconciles in flight at once, a reconcile awaiting its resource aside
+	// Agents lists the agents sharing the store: a changed resource whose rendezvous owner
+	// among the live agents (Agent.TTL) is another agent is left to that agent for
+	// ShareGrace, then reconciled here only if it still needs attention and no live agent
+	// holds it. Without Agents the worker is alone and reconciles every changed resource at
+	// once.
+	Agents AgentLister
+
+	Settings
+}
+
+// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
+// that Validate is their one check.
+type Settings struct {
+	// Agent is this agent: Agent.ID is its identity on reconcile leases, Agent.TTL how
+	// long another agent counts as live after its last heartbeat.
+	Agent       domain.AgentIdentity
+	Concurrency int // most reconciles in flight at once, a reconcile awaiting its resource aside
 	// AwaitConcurrency is how many more reconciles may be in flight while some wait for
 	// their resource to serve (a Kubernetes rollout): a waiting reconcile gives its place
 	// back, so that a slow rollout does not keep other resources from being applied, and
@@ -104,55 +119,59 @@ type Config struct {
 	BackoffBase      time.Duration // first retry delay (see backoff)
 	BackoffMax       time.Duration // retry delays never exceed it
 	CapacityRetry    time.Duration // longest wait between retries of a resource waiting for capacity
-
-	// Agents lists the agents sharing the store: a changed resource whose rendezvous owner
-	// among the live agents is another agent is left to that agent for ShareGrace, then
-	// reconciled here only if it still needs attention and no live agent holds it. Without
-	// Agents the worker is alone and reconciles every changed resource at once.
-	Agents     AgentLister
-	AgentTTL   time.Duration // required with Agents: an agent is live while its last heartbeat is younger
-	ShareGrace time.Duration // required with Agents; also how old the list of live agents may get
+	// ShareGrace is how long a changed resource is left to its rendezvous owner (the agents'
+	// --heartbeat-interval), and how old the list of live agents may get.
+	ShareGrace time.Duration
 }
 
-// Validate reports the first missing or inconsistent field and how to fix it.
+// Validate reports the first setting that is not valid (NotValid), naming it and the fix.
+func (s Settings) Validate() error {
+	if err := s.Agent.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case s.Concurrency < 1:
+		return errors.NotValidf("Concurrency %d (must be at least 1)", s.Concurrency)
+	case s.AwaitConcurrency < 1:
+		return errors.NotValidf("AwaitConcurrency %d (must be at least 1)", s.AwaitConcurrency)
+	case s.ReconcileTimeout <= 0:
+		return errors.NotValidf("ReconcileTimeout %s (must be positive)", s.ReconcileTimeout)
+	case s.LeaseTTL <= s.ReconcileTimeout:
+		return errors.NotValidf("LeaseTTL %s (must exceed ReconcileTimeout %s so that a lease outlives the attempt it guards: raise LeaseTTL)", s.LeaseTTL, s.ReconcileTimeout)
+	case s.BackoffBase <= 0:
+		return errors.NotValidf("BackoffBase %s (must be positive)", s.BackoffBase)
+	case s.BackoffMax < s.BackoffBase:
+		return errors.NotValidf("BackoffMax %s (must be at least BackoffBase %s)", s.BackoffMax, s.BackoffBase)
+	case s.CapacityRetry <= 0:
+		return errors.NotValidf("CapacityRetry %s (must be positive)", s.CapacityRetry)
+	case s.ShareGrace <= 0:
+		return errors.NotValidf("ShareGrace %s (must be positive: pass the agents' --heartbeat-interval)", s.ShareGrace)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
 	case c.State == nil:
-		return errors.New("provisioner: State is required")
+		return errors.NotValidf("provisioner: nil State")
 	case c.Environs == nil:
-		return errors.New("provisioner: Environs is required")
+		return errors.NotValidf("provisioner: nil Environs")
 	case c.NewWatcher == nil:
-		return errors.New("provisioner: NewWatcher is required")
+		return errors.NotValidf("provisioner: nil NewWatcher")
 	case c.Clock == nil:
-		return errors.New("provisioner: Clock is required")
+		return errors.NotValidf("provisioner: nil Clock")
 	case c.Rand == nil:
-		return errors.New("provisioner: Rand is required")
+		return errors.NotValidf("provisioner: nil Rand")
 	case c.Logger == nil:
-		return errors.New("provisioner: Logger is required")
+		return errors.NotValidf("provisioner: nil Logger")
 	case c.Metrics == nil:
-		return errors.New("provisioner: Metrics is required")
+		return errors.NotValidf("provisioner: nil Metrics")
 	case c.Locks == nil:
-		return errors.New("provisioner: Locks is required: pass the lock set the health checker shares")
-	case c.Holder == "":
-		return errors.New("provisioner: Holder is required: set it to this agent's identity (e.g. its host name)")
-	case c.Concurrency < 1:
-		return fmt.Errorf("provisioner: Concurrency must be at least 1, got %d", c.Concurrency)
-	case c.AwaitConcurrency < 1:
-		return fmt.Errorf("provisioner: AwaitConcurrency must be at least 1, got %d", c.AwaitConcurrency)
-	case c.ReconcileTimeout <= 0:
-		return fmt.Errorf("provisioner: ReconcileTimeout must be positive, got %s", c.ReconcileTimeout)
-	case c.LeaseTTL <= c.ReconcileTimeout:
-		return fmt.Errorf("provisioner: LeaseTTL (%s) must exceed ReconcileTimeout (%s) so that a lease outlives the attempt it guards: raise LeaseTTL", c.LeaseTTL, c.ReconcileTimeout)
-	case c.BackoffBase <= 0:
-		return fmt.Errorf("provisioner: BackoffBase must be positive, got %s", c.BackoffBase)
-	case c.BackoffMax < c.BackoffBase:
-		return fmt.Errorf("provisioner: BackoffMax (%s) must be at least BackoffBase (%s)", c.BackoffMax, c.BackoffBase)
-	case c.CapacityRetry <= 0:
-		return fmt.Errorf("provisioner: CapacityRetry must be positive, got %s", c.CapacityRetry)
-	case c.Agents != nil && c.AgentTTL <= 0:
-		return fmt.Errorf("provisioner: AgentTTL must be positive with Agents (the agents' --agent-ttl), got %s", c.AgentTTL)
-	case c.Agents != nil && c.ShareGrace <= 0:
-		return fmt.Errorf("provisioner: ShareGrace must be positive with Agents (e.g. the --heartbeat-interval), got %s", c.ShareGrace)
+		return errors.NotValidf("provisioner: nil Locks (pass the lock set the health checker shares)")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("provisioner: %w", err)
 	}
 	return nil
 }

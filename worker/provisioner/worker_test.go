@@ -83,17 +83,20 @@ func (s *workerSuite) config() provisioner.Config {
 			defer s.mu.Unlock()
 			return s.rand
 		},
-		Logger:           slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics:          s.metrics,
-		Locks:            s.locks,
-		Holder:           holder,
-		Concurrency:      2,
-		AwaitConcurrency: 2,
-		LeaseTTL:         leaseTTL,
-		ReconcileTimeout: reconcileTimeout,
-		BackoffBase:      backoffBase,
-		BackoffMax:       backoffMax,
-		CapacityRetry:    capacityRetry,
+		Logger:  slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics: s.metrics,
+		Locks:   s.locks,
+		Settings: provisioner.Settings{
+			Agent:            domain.AgentIdentity{ID: holder, TTL: 15 * time.Second},
+			Concurrency:      2,
+			AwaitConcurrency: 2,
+			LeaseTTL:         leaseTTL,
+			ReconcileTimeout: reconcileTimeout,
+			BackoffBase:      backoffBase,
+			BackoffMax:       backoffMax,
+			CapacityRetry:    capacityRetry,
+			ShareGrace:       2 * time.Second,
+		},
 	}
 }
 
@@ -877,33 +880,35 @@ func (s *workerSuite) TestNoSecretsInLogsOrMessages(c *gc.C) {
 	}
 }
 
+// A worker config has its dependencies and valid Settings; whatever is wrong is NotValid and
+// named.
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for i, t := range []struct {
 		change func(*provisioner.Config)
-		err    string
+		field  string
 	}{
-		{func(cfg *provisioner.Config) { cfg.State = nil }, "provisioner: State is required"},
-		{func(cfg *provisioner.Config) { cfg.Environs = nil }, "provisioner: Environs is required"},
-		{func(cfg *provisioner.Config) { cfg.NewWatcher = nil }, "provisioner: NewWatcher is required"},
-		{func(cfg *provisioner.Config) { cfg.Clock = nil }, "provisioner: Clock is required"},
-		{func(cfg *provisioner.Config) { cfg.Rand = nil }, "provisioner: Rand is required"},
-		{func(cfg *provisioner.Config) { cfg.Logger = nil }, "provisioner: Logger is required"},
-		{func(cfg *provisioner.Config) { cfg.Metrics = nil }, "provisioner: Metrics is required"},
-		{func(cfg *provisioner.Config) { cfg.Holder = "" }, "provisioner: Holder is required: .*"},
-		{func(cfg *provisioner.Config) { cfg.Concurrency = 0 }, "provisioner: Concurrency must be at least 1, got 0"},
-		{func(cfg *provisioner.Config) { cfg.ReconcileTimeout = 0 }, "provisioner: ReconcileTimeout must be positive, got 0s"},
-		{func(cfg *provisioner.Config) { cfg.LeaseTTL = reconcileTimeout }, `provisioner: LeaseTTL \(5m0s\) must exceed ReconcileTimeout \(5m0s\).*raise LeaseTTL`},
-		{func(cfg *provisioner.Config) { cfg.BackoffBase = 0 }, "provisioner: BackoffBase must be positive, got 0s"},
-		{func(cfg *provisioner.Config) { cfg.BackoffMax = time.Second }, `provisioner: BackoffMax \(1s\) must be at least BackoffBase \(10s\)`},
-		{func(cfg *provisioner.Config) { cfg.CapacityRetry = 0 }, "provisioner: CapacityRetry must be positive, got 0s"},
+		{func(cfg *provisioner.Config) { cfg.State = nil }, "State"},
+		{func(cfg *provisioner.Config) { cfg.Environs = nil }, "Environs"},
+		{func(cfg *provisioner.Config) { cfg.NewWatcher = nil }, "NewWatcher"},
+		{func(cfg *provisioner.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *provisioner.Config) { cfg.Rand = nil }, "Rand"},
+		{func(cfg *provisioner.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *provisioner.Config) { cfg.Metrics = nil }, "Metrics"},
+		{func(cfg *provisioner.Config) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *provisioner.Config) { cfg.Concurrency = 0 }, "Concurrency 0 .*at least 1"},
+		{func(cfg *provisioner.Config) { cfg.ReconcileTimeout = 0 }, "ReconcileTimeout 0s .*positive"},
+		{func(cfg *provisioner.Config) { cfg.LeaseTTL = reconcileTimeout }, `LeaseTTL 5m0s \(must exceed ReconcileTimeout 5m0s.*raise LeaseTTL`},
+		{func(cfg *provisioner.Config) { cfg.BackoffBase = 0 }, "BackoffBase 0s .*positive"},
+		{func(cfg *provisioner.Config) { cfg.BackoffMax = time.Second }, `BackoffMax 1s \(must be at least BackoffBase 10s\)`},
+		{func(cfg *provisioner.Config) { cfg.CapacityRetry = 0 }, "CapacityRetry 0s .*positive"},
 	} {
-		c.Logf("test %d: %s", i, t.err)
+		c.Logf("test %d: %s", i, t.field)
 		cfg := s.config()
 		t.change(&cfg)
-		c.Check(cfg.Validate(), gc.ErrorMatches, t.err)
+		checkNotValid(c, cfg.Validate(), t.field)
 		w, err := provisioner.NewWorker(cfg)
 		c.Check(w, gc.IsNil)
-		c.Check(err, gc.ErrorMatches, t.err)
+		checkNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
 }

@@ -2,43 +2,44 @@ package provisionerset
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
-	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 )
 
-// ManifoldConfig names the manifold's input and carries the set's origin.
+// ManifoldConfig names the manifold's input and carries the worker's settings.
 type ManifoldConfig struct {
 	ClockName string
 
-	Initial  []byte
-	Origin   string
-	Path     string
-	Signals  <-chan os.Signal
-	Default  string
-	Builder  SetBuilder
-	Debounce time.Duration
+	Signals <-chan os.Signal
+	Builder SetBuilder
 
 	Logger    *slog.Logger
 	NewWorker func(Config) (worker.Worker, error)
+
+	// Settings are handed to the worker's Config whole.
+	Settings
 }
 
-// Validate reports the first missing field; the worker's Config checks the rest.
+// Validate reports the first missing name or function, or setting that is not valid
+// (NotValid).
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("provisioner-set manifold: ClockName is required")
+		return errors.NotValidf("provisioner-set manifold: empty ClockName")
 	case c.Logger == nil:
-		return errors.New("provisioner-set manifold: Logger is required")
+		return errors.NotValidf("provisioner-set manifold: nil Logger")
 	case c.NewWorker == nil:
-		return errors.New("provisioner-set manifold: NewWorker is required")
+		return errors.NotValidf("provisioner-set manifold: nil NewWorker")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("provisioner-set manifold: %w", err)
 	}
 	return nil
 }
@@ -57,15 +58,11 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			return config.NewWorker(Config{
-				Initial:  config.Initial,
-				Origin:   config.Origin,
-				Path:     config.Path,
 				Signals:  config.Signals,
-				Default:  config.Default,
 				Builder:  config.Builder,
-				Debounce: config.Debounce,
 				Clock:    clk,
 				Logger:   config.Logger,
+				Settings: config.Settings,
 			})
 		},
 		Output: output,

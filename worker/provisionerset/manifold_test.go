@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -29,17 +30,80 @@ func (s *manifoldSuite) SetUpTest(*gc.C) { s.started = nil }
 
 func (s *manifoldSuite) manifold(newWorker func(provisionerset.Config) (worker.Worker, error)) dependency.Manifold {
 	s.signals = make(chan os.Signal, 1)
-	return provisionerset.Manifold(provisionerset.ManifoldConfig{
+	return provisionerset.Manifold(s.config(newWorker))
+}
+
+func (s *manifoldSuite) config(newWorker func(provisionerset.Config) (worker.Worker, error)) provisionerset.ManifoldConfig {
+	return provisionerset.ManifoldConfig{
 		ClockName: "clock",
-		Initial:   []byte(v1),
-		Origin:    "BERTH_PROVISIONER_SET_JSON",
 		Signals:   s.signals,
-		Default:   "pool",
 		Builder:   registry(),
-		Debounce:  debounce,
+		Settings: provisionerset.Settings{
+			Initial:  []byte(v1),
+			Origin:   "BERTH_PROVISIONER_SET_JSON",
+			Default:  "pool",
+			Debounce: debounce,
+		},
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		NewWorker: newWorker,
-	})
+	}
+}
+
+// A manifold config names its input and functions and carries valid Settings; whatever is
+// wrong is NotValid and named, and no worker starts.
+func (s *manifoldSuite) TestValidate(c *gc.C) {
+	for _, t := range []struct {
+		mutate func(*provisionerset.ManifoldConfig)
+		field  string
+	}{
+		{func(cfg *provisionerset.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
+		{func(cfg *provisionerset.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *provisionerset.ManifoldConfig) { cfg.NewWorker = nil }, "NewWorker"},
+		{func(cfg *provisionerset.ManifoldConfig) { cfg.Initial = nil }, "Initial .*--provisioners FILE"},
+		{func(cfg *provisionerset.ManifoldConfig) { cfg.Origin = "" }, "Origin"},
+		{func(cfg *provisionerset.ManifoldConfig) { cfg.Debounce = 0 }, "Debounce 0s"},
+	} {
+		config := s.config(provisionerset.NewManifoldWorker)
+		t.mutate(&config)
+		checkNotValid(c, config.Validate(), t.field)
+		w, err := provisionerset.Manifold(config).Start(context.Background(), dt.StubGetter(map[string]any{"clock": testclock.NewClock(time.Now())}))
+		c.Check(w, gc.IsNil)
+		checkNotValid(c, err, t.field)
+	}
+	c.Check(s.config(provisionerset.NewManifoldWorker).Validate(), gc.IsNil)
+}
+
+// A worker config has its dependencies and valid Settings; whatever is wrong is NotValid and
+// named.
+func (s *manifoldSuite) TestConfigValidate(c *gc.C) {
+	valid := func() provisionerset.Config {
+		m := s.config(nil)
+		return provisionerset.Config{Builder: m.Builder, Clock: testclock.NewClock(time.Now()), Logger: m.Logger, Settings: m.Settings}
+	}
+	for _, t := range []struct {
+		mutate func(*provisionerset.Config)
+		field  string
+	}{
+		{func(cfg *provisionerset.Config) { cfg.Builder = nil }, "Builder"},
+		{func(cfg *provisionerset.Config) { cfg.Clock = nil }, "Clock"},
+		{func(cfg *provisionerset.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *provisionerset.Config) { cfg.Initial = nil }, "Initial .*BERTH_PROVISIONER_SET_JSON"},
+		{func(cfg *provisionerset.Config) { cfg.Debounce = -time.Second }, "Debounce -1s"},
+	} {
+		config := valid()
+		t.mutate(&config)
+		checkNotValid(c, config.Validate(), t.field)
+		w, err := provisionerset.NewWorker(config)
+		c.Check(w, gc.IsNil)
+		checkNotValid(c, err, t.field)
+	}
+	c.Check(valid().Validate(), gc.IsNil)
+}
+
+// checkNotValid checks err is NotValid and names field (a regular expression).
+func checkNotValid(c *gc.C, err error, field string) {
+	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }
 
 func (s *manifoldSuite) TestInputs(c *gc.C) {

@@ -2,7 +2,6 @@ package provisionerset
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4/catacomb"
 
 	"github.com/berth-dev/berth/domain"
@@ -24,8 +24,20 @@ type SetBuilder interface {
 	NewSet(setJSON []byte, defaultName string, deps environ.Deps) (*environ.Set, error)
 }
 
-// Config holds what the worker needs.
+// Config holds what the worker needs: its dependencies, and its Settings.
 type Config struct {
+	// Signals carries reload requests (SIGHUP); nil when there are none.
+	Signals <-chan os.Signal
+	Builder SetBuilder
+	Clock   clock.Clock
+	Logger  *slog.Logger
+
+	Settings
+}
+
+// Settings say where the set comes from and how it is reloaded. ManifoldConfig embeds them
+// and hands them to Config whole, so that Validate is their one check.
+type Settings struct {
 	// Initial is the set the agent started with; it must build.
 	Initial []byte
 	// Origin says where the set comes from in logs and errors ("file PATH", or the
@@ -34,32 +46,37 @@ type Config struct {
 	// Path is the file the set is read from on a reload; empty when the set came from the
 	// environment, which cannot change while the agent runs.
 	Path string
-	// Signals carries reload requests (SIGHUP); nil when there are none.
-	Signals <-chan os.Signal
 	// Default names the default provisioner, which every accepted set must contain.
 	Default string
-	Builder SetBuilder
 	// Debounce is how long the file must be quiet after a change before it is read.
 	Debounce time.Duration
-	Clock    clock.Clock
-	Logger   *slog.Logger
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first setting that is not valid (NotValid), naming it.
+func (s Settings) Validate() error {
+	switch {
+	case len(s.Initial) == 0:
+		return errors.NotValidf("empty Initial (pass --provisioners FILE or BERTH_PROVISIONER_SET_JSON)")
+	case s.Origin == "":
+		return errors.NotValidf("empty Origin")
+	case s.Debounce <= 0:
+		return errors.NotValidf("Debounce %s (must be positive)", s.Debounce)
+	}
+	return nil
+}
+
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {
-	case len(c.Initial) == 0:
-		return errors.New("provisioner set: Initial is required (--provisioners FILE or BERTH_PROVISIONER_SET_JSON)")
-	case c.Origin == "":
-		return errors.New("provisioner set: Origin is required")
 	case c.Builder == nil:
-		return errors.New("provisioner set: Builder is required")
-	case c.Debounce <= 0:
-		return errors.New("provisioner set: Debounce must be positive")
+		return errors.NotValidf("provisioner set: nil Builder")
 	case c.Clock == nil:
-		return errors.New("provisioner set: Clock is required")
+		return errors.NotValidf("provisioner set: nil Clock")
 	case c.Logger == nil:
-		return errors.New("provisioner set: Logger is required")
+		return errors.NotValidf("provisioner set: nil Logger")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("provisioner set: %w", err)
 	}
 	return nil
 }

@@ -73,15 +73,17 @@ func (s *workerSuite) newWorker(c *gc.C, config provisionerset.Config) *provisio
 
 func (s *workerSuite) config() provisionerset.Config {
 	return provisionerset.Config{
-		Initial:  []byte(v1),
-		Origin:   "file " + s.path,
-		Path:     s.path,
-		Signals:  s.signals,
-		Default:  "pool",
-		Builder:  registry(),
-		Debounce: debounce,
-		Clock:    s.clock,
-		Logger:   s.logs.logger(),
+		Signals: s.signals,
+		Builder: registry(),
+		Clock:   s.clock,
+		Logger:  s.logs.logger(),
+		Settings: provisionerset.Settings{
+			Initial:  []byte(v1),
+			Origin:   "file " + s.path,
+			Path:     s.path,
+			Default:  "pool",
+			Debounce: debounce,
+		},
 	}
 }
 
