@@ -2,11 +2,11 @@ package environs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
@@ -29,17 +29,17 @@ type ManifoldConfig struct {
 func (c ManifoldConfig) Validate() error {
 	switch {
 	case c.ClockName == "":
-		return errors.New("environs manifold: ClockName is required")
+		return errors.NotValidf("environs manifold: empty ClockName")
 	case c.DatabaseName == "":
-		return errors.New("environs manifold: DatabaseName is required")
+		return errors.NotValidf("environs manifold: empty DatabaseName")
 	case c.ProvisionerSetName == "":
-		return errors.New("environs manifold: ProvisionerSetName is required")
+		return errors.NotValidf("environs manifold: empty ProvisionerSetName")
 	case c.Builder == nil:
-		return errors.New("environs manifold: Builder is required")
+		return errors.NotValidf("environs manifold: nil Builder")
 	case c.Logger == nil:
-		return errors.New("environs manifold: Logger is required")
+		return errors.NotValidf("environs manifold: nil Logger")
 	case c.NewWorker == nil:
-		return errors.New("environs manifold: NewWorker is required")
+		return errors.NotValidf("environs manifold: nil NewWorker")
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
 	"github.com/juju/worker/v4/workertest"
@@ -30,8 +31,8 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.source = newFakeSource(twoPools)
 }
 
-func (s *manifoldSuite) manifold() dependency.Manifold {
-	return environs.Manifold(environs.ManifoldConfig{
+func (s *manifoldSuite) config() environs.ManifoldConfig {
+	return environs.ManifoldConfig{
 		ClockName:          "clock",
 		DatabaseName:       "database",
 		ProvisionerSetName: "provisioner-set",
@@ -39,7 +40,35 @@ func (s *manifoldSuite) manifold() dependency.Manifold {
 		Builder:            s.builder,
 		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		NewWorker:          environs.NewManifoldWorker,
-	})
+	}
+}
+
+func (s *manifoldSuite) manifold() dependency.Manifold {
+	return environs.Manifold(s.config())
+}
+
+func (s *manifoldSuite) TestValidate(c *gc.C) {
+	for _, t := range []struct {
+		mutate func(*environs.ManifoldConfig)
+		field  string
+	}{
+		{func(cfg *environs.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
+		{func(cfg *environs.ManifoldConfig) { cfg.DatabaseName = "" }, "DatabaseName"},
+		{func(cfg *environs.ManifoldConfig) { cfg.ProvisionerSetName = "" }, "ProvisionerSetName"},
+		{func(cfg *environs.ManifoldConfig) { cfg.Builder = nil }, "Builder"},
+		{func(cfg *environs.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *environs.ManifoldConfig) { cfg.NewWorker = nil }, "NewWorker"},
+	} {
+		config := s.config()
+		t.mutate(&config)
+		err := config.Validate()
+		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+		c.Check(err, gc.ErrorMatches, ".*"+t.field+".*")
+		w, err := environs.Manifold(config).Start(context.Background(), dt.StubGetter(nil))
+		workertest.CheckNilOrKill(c, w)
+		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+	}
+	c.Check(s.config().Validate(), gc.IsNil)
 }
 
 func (s *manifoldSuite) TestInputs(c *gc.C) {
