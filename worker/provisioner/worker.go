@@ -331,18 +331,6 @@ func earliest(a, b func() (time.Time, bool)) (time.Time, bool) {
 	}
 }
 
-// withTimeout returns a context that ends with parent or after d on the worker's clock.
-func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	timer := w.config.Clock.AfterFunc(d, func() {
-		cancel(fmt.Errorf("timed out after %s", d))
-	})
-	return ctx, func() {
-		timer.Stop()
-		cancel(context.Canceled)
-	}
-}
-
 // now returns the worker's time at the precision the database keeps, so that a retry time
 // read back from a row equals the one the worker scheduled.
 func (w *Worker) now() time.Time {
