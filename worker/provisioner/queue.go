@@ -118,7 +118,7 @@ func (s *schedule) enqueue(id string) {
 // besides those awaiting their resource, and fewer than limit + awaitLimit in all. woken says
 // it was queued because capacity was freed for it.
 func (s *schedule) start(limit, awaitLimit int) (id string, woken, ok bool) {
-	if len(s.running)-len(s.awaiting) >= limit || len(s.running) >= limit+awaitLimit || len(s.queue) == 0 {
+	if s.inFlight()-s.awaitingReady() >= limit || s.inFlight() >= limit+awaitLimit || len(s.queue) == 0 {
 		return "", false, false
 	}
 	id = s.queue[0]
@@ -206,6 +206,21 @@ func (s *schedule) nextRetry() (time.Time, bool) {
 	}
 	return s.retries[0].at, true
 }
+
+// queueDepth is how many entries are queued.
+func (s *schedule) queueDepth() int { return len(s.queue) }
+
+// inFlight is how many entries are running, those awaiting their resource included.
+func (s *schedule) inFlight() int { return len(s.running) }
+
+// awaitingReady is how many entries in flight wait for their resource to serve.
+func (s *schedule) awaitingReady() int { return len(s.awaiting) }
+
+// waitingForCapacity is how many entries wait for capacity on a provisioner.
+func (s *schedule) waitingForCapacity() int { return len(s.capacity) }
+
+// scheduledRetries is how many entries are retrying.
+func (s *schedule) scheduledRetries() int { return len(s.retries) }
 
 // retry is a resource due to be reconciled at a time.
 type retry struct {

@@ -1,7 +1,9 @@
 package provisioner
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"testing"
 	"time"
 
 	gc "gopkg.in/check.v1"
@@ -248,3 +250,43 @@ func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
 		c.Check(seen[t], gc.Equals, true, gc.Commentf("transition %v not exercised", t))
 	}
 }
+
+// BenchmarkScheduleTurn measures what the loop asks of the schedule on each turn (an event
+// in, reconciles started up to the limits, one outcome applied, the counts read for the
+// report and metrics) while a backlog of resources retries as they wait for capacity.
+func BenchmarkScheduleTurn(b *testing.B) {
+	const backlog, busy, limit = 10000, 64, 16
+	s := newSchedule()
+	for i := range backlog {
+		id := fmt.Sprintf("waiting-%d", i)
+		s.enqueue(id)
+		s.start(backlog, 1)
+		s.finish(outcome{id: id, retryAt: t0.Add(time.Hour), waitingFor: "pool"})
+	}
+	ids := make([]string, busy)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("busy-%d", i)
+	}
+	var inFlight []string
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		s.enqueue(ids[i%busy])
+		for {
+			id, _, ok := s.start(limit, limit)
+			if !ok {
+				break
+			}
+			inFlight = append(inFlight, id)
+		}
+		if i%4 == 0 {
+			s.await(inFlight[len(inFlight)-1])
+		}
+		s.finish(outcome{id: inFlight[0], retryAt: t0.Add(time.Minute)})
+		inFlight = inFlight[1:]
+		sink = s.queueDepth() + s.inFlight() + s.awaitingReady() + s.waitingForCapacity() + s.scheduledRetries()
+	}
+}
+
+// sink keeps the benchmark's reads of the counts from being optimised away.
+var sink int

@@ -275,7 +275,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		w.publish(s, sh)
 
 		changes := watcher.Changes()
-		if len(s.queue)+len(sh.left) >= queueHighWater {
+		if s.queueDepth()+len(sh.left) >= queueHighWater {
 			changes = nil
 		}
 		select {
@@ -300,11 +300,11 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 
 func (w *Worker) publish(s *schedule, sh *sharing) {
 	report := map[string]any{
-		"queue-depth":          len(s.queue),
-		"in-flight":            len(s.running),
-		"awaiting-ready":       len(s.awaiting),
-		"waiting-for-capacity": len(s.capacity),
-		"scheduled-retries":    len(s.retries),
+		"queue-depth":          s.queueDepth(),
+		"in-flight":            s.inFlight(),
+		"awaiting-ready":       s.awaitingReady(),
+		"waiting-for-capacity": s.waitingForCapacity(),
+		"scheduled-retries":    s.scheduledRetries(),
 		"left-to-owners":       len(sh.left),
 		"sharing-with":         len(sh.agents) - 1,
 	}
@@ -314,7 +314,7 @@ func (w *Worker) publish(s *schedule, sh *sharing) {
 	w.mu.Lock()
 	w.report = report
 	w.mu.Unlock()
-	w.config.Metrics.ObserveQueue(len(s.queue), len(s.running))
+	w.config.Metrics.ObserveQueue(s.queueDepth(), s.inFlight())
 }
 
 // earliest returns the earlier of two optional times.
