@@ -119,11 +119,12 @@ func (*scheduleSuite) TestWakeCapacity(c *gc.C) {
 		woken[id] = w
 	}
 	c.Check(woken, gc.DeepEquals, map[string]bool{"a": true, "c": true})
-	c.Check(s.capacity, gc.DeepEquals, map[string]string{"b": "other"})
+	c.Check(s.waitingForCapacity(), gc.Equals, 1)
+	c.Check(s.entries["b"].waitingFor, gc.Equals, "other")
 	c.Check(s.retries, gc.HasLen, 1)
 }
 
-// checkPlaces checks that each id is in the one place its entry says, that the indexes
+// checkPlaces checks that each id is in the one place its entry says, that the counts
 // agree with the entries, and that no field outlives the place it has a meaning in.
 func checkPlaces(c *gc.C, s *schedule, step string) {
 	inQueue := map[string]int{}
@@ -135,7 +136,7 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 		inRetries[r.id]++
 		c.Check(r.index, gc.Equals, i, gc.Commentf("%s: retry of %s", step, r.id))
 	}
-	wantRunning, wantAwaiting, wantCapacity := map[string]bool{}, map[string]bool{}, map[string]string{}
+	var want counts
 	for id, e := range s.entries {
 		comment := gc.Commentf("%s: %s %+v", step, id, *e)
 		c.Check(inQueue[id], gc.Equals, btoi(e.place == queued), comment)
@@ -149,14 +150,15 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 		c.Check(e.woken && e.place != queued, gc.Equals, false, comment)
 		c.Check(e.waitingFor != "" && e.place == running, gc.Equals, false, comment)
 		c.Check(e.place == idle && e.waitingFor == "", gc.Equals, false, gc.Commentf("%s: %s not forgotten", step, id))
+		c.Check(e.counted, gc.Equals, e.counts(), comment)
 		if e.place == running {
-			wantRunning[id] = true
+			want.inFlight++
 			if e.awaiting {
-				wantAwaiting[id] = true
+				want.awaiting++
 			}
 		}
 		if e.waitingFor != "" {
-			wantCapacity[id] = e.waitingFor
+			want.waitingForCapacity++
 		}
 	}
 	for id := range inQueue {
@@ -165,16 +167,10 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 	for id := range inRetries {
 		c.Check(s.entries[id], gc.NotNil, gc.Commentf("%s: %s retrying without an entry", step, id))
 	}
-	c.Check(s.running, gc.DeepEquals, wantRunning, gc.Commentf(step))
-	c.Check(s.awaiting, gc.DeepEquals, wantAwaiting, gc.Commentf(step))
-	c.Check(s.capacity, gc.DeepEquals, wantCapacity, gc.Commentf(step))
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	c.Check(s.counts, gc.Equals, want, gc.Commentf(step))
+	c.Check([]int{s.inFlight(), s.awaitingReady(), s.waitingForCapacity(), s.queueDepth(), s.scheduledRetries()},
+		gc.DeepEquals, []int{want.inFlight, want.awaiting, want.waitingForCapacity, len(s.queue), len(s.retries)},
+		gc.Commentf("%s: in flight, awaiting, waiting for capacity, queued, retrying", step))
 }
 
 // TestOnePlaceAcrossTransitions drives the schedule through every operation from every place,
@@ -203,8 +199,16 @@ func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
 			step = "enqueue " + id
 			s.enqueue(id)
 		case 2:
+			queuedBefore := len(s.queue)
 			started, _, ok := s.start(2, 1)
 			step = "start " + started
+			busy, waiting := len(inFlight), 0
+			for id := range inFlight {
+				waiting += btoi(s.entries[id].awaiting)
+			}
+			full := busy-waiting >= 2 || busy >= 3
+			c.Assert(ok, gc.Equals, queuedBefore > 0 && !full,
+				gc.Commentf("step %d: start with %d queued, %d in flight, %d of them awaiting", i, queuedBefore, busy, waiting))
 			if ok {
 				c.Assert(inFlight[started], gc.Equals, false, gc.Commentf("step %d: %s started twice", i, started))
 				inFlight[started] = true
