@@ -21,6 +21,7 @@ import (
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/metrics"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -911,17 +912,12 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 // change notification, so this polls.
 func waitReport(c *gc.C, w worker.Worker, key string, want any) {
 	reporter := w.(interface{ Report() map[string]any })
-	deadline := time.Now().Add(longWait)
-	for {
-		got := reporter.Report()[key]
-		if got == want {
-			return
+	testkit.Eventually(c, func() error {
+		if got := reporter.Report()[key]; got != want {
+			return fmt.Errorf("report %s: got %v, want %v", key, got, want)
 		}
-		if time.Now().After(deadline) {
-			c.Fatalf("report %s: got %v, want %v", key, got, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for the worker's goroutines to log into.
