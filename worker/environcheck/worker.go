@@ -23,6 +23,7 @@ import (
 
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/clocktimeout"
+	"github.com/berth-dev/berth/internal/inflight"
 )
 
 // Environs names the environs and resolves a provisioner name to its broker (*environ.Set is
@@ -124,11 +125,7 @@ type done struct {
 
 // loop runs the checks, then cancels and waits for every one it started.
 func (w *Worker) loop() error {
-	var running sync.WaitGroup
-	err := w.run(&running)
-	w.catacomb.Kill(err)
-	running.Wait()
-	return err
+	return inflight.Run(&w.catacomb, w.run)
 }
 
 func (w *Worker) run(running *sync.WaitGroup) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/inflight"
 )
 
 // ResourceState is the part of domain.State the worker uses.
@@ -211,11 +212,7 @@ func (w *Worker) Report() map[string]any {
 
 // loop runs the scheduler, then cancels and waits for every reconcile it started.
 func (w *Worker) loop() error {
-	var running sync.WaitGroup
-	err := w.run(&running)
-	w.catacomb.Kill(err)
-	running.Wait()
-	return err
+	return inflight.Run(&w.catacomb, w.run)
 }
 
 func (w *Worker) run(running *sync.WaitGroup) error {
