@@ -2,6 +2,7 @@ package watcher_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -13,11 +14,12 @@ import (
 
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/internal/pgtest/pgstate"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/watcher"
 )
 
 // postgresSuite runs the resources watcher on a real database with the wall clock. Its
-// waits are bounded by longWait; none of them asserts timing.
+// waits are bounded by testkit.LongWait; none of them asserts timing.
 type postgresSuite struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -41,8 +43,8 @@ func (s *postgresSuite) TearDownTest(c *gc.C) {
 	s.cancel()
 }
 
-// start starts a watcher whose poll is too slow to matter: what it sees within longWait
-// comes from wake-ups and the reads that follow listening.
+// start starts a watcher whose poll is too slow to matter: what it sees within
+// testkit.LongWait comes from wake-ups and the reads that follow listening.
 func (s *postgresSuite) start(c *gc.C) watcher.StringsWatcher {
 	w, err := watcher.NewResourcesWatcher(watcher.ResourcesConfig{
 		Source:       s.state,
@@ -143,10 +145,10 @@ func (s *postgresSuite) exec(c *gc.C, sql string, args ...any) {
 
 // listenBackend waits for the backend LISTENing for change-log wake-ups, other than the one
 // with pid not, and returns its pid. Nothing announces the LISTEN, so it asks the server
-// every few milliseconds until longWait runs out.
+// until it is there (testkit.Eventually).
 func (s *postgresSuite) listenBackend(c *gc.C, not int32) int32 {
-	deadline := time.After(longWait)
-	for {
+	var pid int32
+	testkit.Eventually(c, func() error {
 		var pids []int32
 		rows, err := s.state.Pool().Query(s.ctx, `
 			SELECT pid FROM pg_stat_activity
@@ -160,13 +162,11 @@ func (s *postgresSuite) listenBackend(c *gc.C, not int32) int32 {
 		}
 		c.Assert(rows.Err(), gc.IsNil)
 		if len(pids) == 1 {
-			return pids[0]
+			pid = pids[0]
+			return nil
 		}
 		c.Assert(pids, gc.HasLen, 0)
-		select {
-		case <-deadline:
-			c.Fatalf("no backend is listening for change-log wake-ups")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return errors.New("no backend is listening for change-log wake-ups")
+	})
+	return pid
 }

@@ -12,12 +12,11 @@ import (
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/watcher"
 )
 
 const (
-	// longWait bounds every wait for something the test expects to happen.
-	longWait = 10 * time.Second
 	// shortWait is how long the test gives something it expects not to happen.
 	shortWait = 50 * time.Millisecond
 )
@@ -193,11 +192,11 @@ func (s *resourcesSuite) TestPollsWithoutWakeups(c *gc.C) {
 
 	s.source.commit("a")
 	assertNoEvent(c, w)
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a"})
 
 	s.source.commit("b")
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"b"})
 	c.Check(report(w)["listening"], gc.Equals, false)
 }
@@ -211,23 +210,23 @@ func (s *resourcesSuite) TestListenerFailuresAreRetriedWithBackoff(c *gc.C) {
 	c.Check(nextEvent(c, w), gc.HasLen, 0)
 
 	// The poll timer and the one-second backoff.
-	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 2), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 2), gc.IsNil)
 	first := s.waitListener(c)
 	first.fail <- errors.New("connection reset")
 	select {
 	case <-first.closed:
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("broken listener was not closed")
 	}
 
 	// A second failure in a row doubles the backoff: one second is not enough.
-	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 2), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 2), gc.IsNil)
 	select {
 	case <-s.source.listens:
 		c.Fatalf("listened again before the backoff ran out")
 	case <-time.After(shortWait):
 	}
-	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 2), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 2), gc.IsNil)
 	s.waitListener(c)
 
 	s.source.commit("a")
@@ -290,17 +289,17 @@ func (s *resourcesSuite) TestPollsReportTheResourcesOfDeadAgents(c *gc.C) {
 	// An agent died holding two leases; no change is logged for them.
 	s.source.setDeadLeased("orphan-1", "orphan-2")
 	assertNoEvent(c, w)
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"orphan-1", "orphan-2"})
 
 	// Another agent took one over; the other is reported again, with a change that came in.
 	s.source.setDeadLeased("orphan-2")
 	s.source.commit("changed")
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"changed", "orphan-2"})
 
 	s.source.setDeadLeased()
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	assertNoEvent(c, w)
 }
 
@@ -315,7 +314,7 @@ func (s *resourcesSuite) TestResourcesNeedingAttentionArePagedOneDeliveryAtATime
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a4", "a5", "a6"})
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a7"})
 	s.source.commit("changed")
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"changed"})
 	assertNoEvent(c, w)
 }
@@ -329,18 +328,18 @@ func (s *resourcesSuite) TestPollsReportOverdueRetries(c *gc.C) {
 	// An agent released two resources with retries scheduled and never came back for them.
 	s.source.setOverdue("left-1", "left-2", "left-3", "left-4")
 	assertNoEvent(c, w)
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"left-1", "left-2", "left-3"})
 	s.source.mu.Lock()
 	c.Check(s.source.overdueFor, gc.Equals, s.config.OverdueAfter)
 	s.source.mu.Unlock()
 
 	s.source.setOverdue("left-4")
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"left-4"})
 
 	s.source.setOverdue()
-	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
 	assertNoEvent(c, w)
 }
 
@@ -368,7 +367,7 @@ func (s *resourcesSuite) waitListener(c *gc.C) *fakeListener {
 	select {
 	case l := <-s.source.listens:
 		return l
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("watcher did not listen for wake-ups")
 		return nil
 	}
@@ -382,7 +381,7 @@ func (s *resourcesSuite) nextRead(c *gc.C) []int64 {
 			seqs[i] = change.Seq
 		}
 		return seqs
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("watcher did not read the change log")
 		return nil
 	}
@@ -410,7 +409,7 @@ func nextEvent(c *gc.C, w watcher.StringsWatcher) []string {
 	select {
 	case ids := <-w.Changes():
 		return ids
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("no event from the watcher")
 		return nil
 	}

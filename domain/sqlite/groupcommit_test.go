@@ -9,7 +9,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // groupState opens a State on a new file with a table of names to write.
@@ -66,20 +67,16 @@ func holdLead(t *testing.T, s *State) (release func(), done <-chan error) {
 	return func() { close(gate) }, result
 }
 
-// waitQueued waits until n writes wait behind the commit in progress.
+// waitQueued waits until n writes wait behind the commit in progress. Nothing announces a
+// write joining the queue, so this polls.
 func waitQueued(t *testing.T, s *State, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		queued := s.group.Queued()
-		if queued >= n {
-			return
+	testkit.Eventually(t, func() error {
+		if queued := s.group.Queued(); queued < n {
+			return fmt.Errorf("%d writes queued, want %d", queued, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d writes queued, want %d", queued, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestGroupCommitKeepsEachWriteOnItsOwn(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/internal/clocktimeout"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 func TestPackage(t *testing.T) { gc.TestingT(t) }
@@ -20,9 +21,6 @@ type suite struct {
 
 var _ = gc.Suite(&suite{})
 
-// waitForTimer bounds how long a test waits, in real time, for the timer to be set.
-const waitForTimer = 10 * time.Second
-
 func (s *suite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 }
@@ -31,7 +29,7 @@ func (s *suite) TestEndsAfterDurationOnClock(c *gc.C) {
 	ctx, cancel := clocktimeout.WithTimeout(context.Background(), s.clock, 5*time.Second)
 	defer cancel()
 
-	c.Assert(s.clock.WaitAdvance(5*time.Second-time.Nanosecond, waitForTimer, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(5*time.Second-time.Nanosecond, testkit.LongWait, 1), gc.IsNil)
 	c.Check(ctx.Err(), gc.IsNil)
 
 	s.clock.Advance(time.Nanosecond)
@@ -55,7 +53,7 @@ func (s *suite) TestEndsWithParent(c *gc.C) {
 
 func (s *suite) TestCancelStopsTimer(c *gc.C) {
 	ctx, cancel := clocktimeout.WithTimeout(context.Background(), s.clock, time.Minute)
-	c.Assert(s.clock.WaitAdvance(0, waitForTimer, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(0, testkit.LongWait, 1), gc.IsNil)
 
 	cancel()
 	<-ctx.Done()

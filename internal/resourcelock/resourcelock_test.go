@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
-)
 
-// longWait bounds waits for something that should happen at once; it only fails a broken
-// test sooner than the test binary's timeout.
-const longWait = 10 * time.Second
+	"github.com/berth-dev/berth/internal/testkit"
+)
 
 func (s *Set) entries() int {
 	s.mu.Lock()
@@ -82,7 +79,7 @@ func TestLockWaitsForTheHolder(t *testing.T) {
 			t.Fatal("TryLock succeeded while the waiter holds the lock")
 		}
 		next()
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("Lock still waiting after the holder gave the lock up")
 	}
 	if n := s.entries(); n != 0 {
@@ -109,7 +106,7 @@ func TestLockGivesUpWhenItsContextEnds(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Lock: got %v, want context.Canceled", err)
 		}
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("Lock still waiting after its context ended")
 	}
 	if n := s.usersOf("r1"); n != 1 {
@@ -180,11 +177,10 @@ func TestManyGoroutines(t *testing.T) {
 
 func waitUsers(t *testing.T, s *Set, id string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(longWait)
-	for s.usersOf(id) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %d users, want %d", id, s.usersOf(id), n)
+	testkit.Eventually(t, func() error {
+		if have := s.usersOf(id); have != n {
+			return fmt.Errorf("%s has %d users, want %d", id, have, n)
 		}
-		runtime.Gosched()
-	}
+		return nil
+	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/internal/pgtest/pgstate"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/changelog"
 )
 
@@ -61,9 +62,9 @@ func (s *postgresSuite) TestPrunesEntriesOlderThanRetain(c *gc.C) {
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
 
-	c.Assert(clk.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
+	c.Assert(clk.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
 	// The timer is set again once the prune is done.
-	c.Assert(clk.WaitAdvance(0, longWait, 1), gc.IsNil)
+	c.Assert(clk.WaitAdvance(0, testkit.LongWait, 1), gc.IsNil)
 
 	var left int
 	err = s.state.Pool().QueryRow(s.ctx, `SELECT count(*) FROM change_log`).Scan(&left)
@@ -94,8 +95,8 @@ func (s *postgresSuite) TestPrunesHistoryOlderThanHistoryRetain(c *gc.C) {
 	})
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
-	c.Assert(clk.WaitAdvance(time.Minute, longWait, 1), gc.IsNil)
-	c.Assert(clk.WaitAdvance(0, longWait, 1), gc.IsNil)
+	c.Assert(clk.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+	c.Assert(clk.WaitAdvance(0, testkit.LongWait, 1), gc.IsNil)
 
 	var events, samples int
 	err = s.state.Pool().QueryRow(s.ctx, `SELECT (SELECT count(*) FROM resource_events), (SELECT count(*) FROM capacity_samples)`).Scan(&events, &samples)

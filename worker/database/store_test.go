@@ -16,6 +16,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/internal/pgtest"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/database"
 )
 
@@ -97,7 +98,7 @@ func (s *storeSuite) TestKillWhileTheServerNeverAnswers(c *gc.C) {
 	var conn net.Conn
 	select {
 	case conn = <-accepted:
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatal("the worker never connected to the server")
 	}
 	defer conn.Close()

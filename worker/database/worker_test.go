@@ -80,14 +80,10 @@ func (s *workerSuite) start(c *gc.C) *database.Worker {
 func waitConnected(c *gc.C, w *database.Worker) {
 	select {
 	case <-database.Connected(w):
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatal("the worker never connected")
 	}
 }
-
-// longWait bounds waiting for something the test expects to happen; it is never reached
-// when the code works.
-const longWait = 10 * time.Second
 
 func (s *workerSuite) TestMigratesAtStartAndClosesOnKill(c *gc.C) {
 	w := s.start(c)
@@ -147,7 +143,7 @@ func (s *workerSuite) TestConnectTimeoutIsOnTheWorkersClock(c *gc.C) {
 	waitFor(c, opening, "the worker never opened the database")
 	workertest.CheckAlive(c, w)
 
-	c.Assert(s.clock.WaitAdvance(30*time.Second, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
 	err = workertest.CheckKilled(c, w)
 	c.Assert(err, gc.ErrorMatches, "open database: timed out after 30s: context canceled")
 }
@@ -164,7 +160,7 @@ func (s *workerSuite) TestMigrateTimeoutIsOnTheWorkersClock(c *gc.C) {
 	defer workertest.DirtyKill(c, w)
 	waitFor(c, migrating, "the worker never migrated the database")
 
-	c.Assert(s.clock.WaitAdvance(time.Second, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 1), gc.IsNil)
 	err = workertest.CheckKilled(c, w)
 	c.Assert(err, gc.ErrorMatches, "migrate database: timed out after 1s: context canceled")
 	c.Check(s.db.closed(), gc.Equals, true)
@@ -204,7 +200,7 @@ func (s *workerSuite) TestManifoldStartEndsWithItsContext(c *gc.C) {
 	select {
 	case err := <-started:
 		c.Check(err, gc.Equals, context.Canceled)
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatal("Start did not end with its context")
 	}
 }
@@ -219,7 +215,7 @@ func (s *workerSuite) TestManifoldStartFailsWithTheConnectError(c *gc.C) {
 func waitFor(c *gc.C, ch <-chan struct{}, failure string) {
 	select {
 	case <-ch:
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatal(failure)
 	}
 }
@@ -370,7 +366,7 @@ func (f *fakeDB) closed() bool {
 func (f *fakeDB) waitPing(c *gc.C) {
 	select {
 	case <-f.pinged:
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatal("the worker never pinged the database")
 	}
 }

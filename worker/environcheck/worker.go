@@ -22,6 +22,8 @@ import (
 	"github.com/juju/worker/v4/catacomb"
 
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/clocktimeout"
+	"github.com/berth-dev/berth/internal/inflight"
 )
 
 // Environs names the environs and resolves a provisioner name to its broker (*environ.Set is
@@ -139,11 +141,7 @@ type done struct {
 
 // loop runs the checks, then cancels and waits for every one it started.
 func (w *Worker) loop() error {
-	var running sync.WaitGroup
-	err := w.run(&running)
-	w.catacomb.Kill(err)
-	running.Wait()
-	return err
+	return inflight.Run(&w.catacomb, w.run)
 }
 
 func (w *Worker) run(running *sync.WaitGroup) error {
@@ -192,14 +190,8 @@ func (w *Worker) check(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	timer := w.config.Clock.AfterFunc(w.config.CheckTimeout, func() {
-		cancel(fmt.Errorf("timed out after %s", w.config.CheckTimeout))
-	})
-	defer func() {
-		timer.Stop()
-		cancel(context.Canceled)
-	}()
+	ctx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, w.config.CheckTimeout)
+	defer cancel()
 	if err := env.Check(ctx); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (%v)", err, context.Cause(ctx))

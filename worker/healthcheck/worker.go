@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/clocktimeout"
+	"github.com/berth-dev/berth/internal/inflight"
 	"github.com/berth-dev/berth/internal/rendezvous"
 	"github.com/berth-dev/berth/metrics"
 )
@@ -232,11 +233,7 @@ func (w *Worker) Report() map[string]any {
 
 // loop runs rounds, then cancels and waits for every check it started.
 func (w *Worker) loop() error {
-	var running sync.WaitGroup
-	err := w.run(&running)
-	w.catacomb.Kill(err)
-	running.Wait()
-	return err
+	return inflight.Run(&w.catacomb, w.run)
 }
 
 // round is the loop's cursor through one round.

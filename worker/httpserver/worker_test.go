@@ -32,7 +32,6 @@ import (
 )
 
 const (
-	longWait        = 10 * time.Second
 	shutdownTimeout = 5 * time.Second
 )
 
@@ -127,7 +126,7 @@ func (s *workerSuite) start(c *gc.C) *httpserver.Worker {
 
 // get fetches path from w and returns the status code and body.
 func get(c *gc.C, w *httpserver.Worker, path string) (int, string) {
-	client := &http.Client{Timeout: longWait}
+	client := &http.Client{Timeout: testkit.LongWait}
 	resp, err := client.Get("http://" + w.Addr() + path)
 	c.Assert(err, gc.IsNil)
 	defer resp.Body.Close()
@@ -277,12 +276,12 @@ func (s *workerSuite) TestKillLetsARequestInFlightFinish(c *gc.C) {
 	waitEntered(c, s.reporter)
 	w.Kill()
 	// Shutdown is waiting for the request, under its timeout.
-	c.Assert(s.clock.WaitAdvance(0, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(0, testkit.LongWait, 1), gc.IsNil)
 	s.reporter.release <- struct{}{}
 	select {
 	case code := <-answered:
 		c.Check(code, gc.Equals, http.StatusOK)
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("the request in flight was not answered")
 	}
 	c.Check(workertest.CheckKilled(c, w), gc.IsNil)
@@ -300,7 +299,7 @@ func (s *workerSuite) TestKillCutsOffARequestAfterTheTimeout(c *gc.C) {
 	}()
 	waitEntered(c, s.reporter)
 	w.Kill()
-	c.Assert(s.clock.WaitAdvance(shutdownTimeout, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(shutdownTimeout, testkit.LongWait, 1), gc.IsNil)
 	c.Check(workertest.CheckKilled(c, w), gc.IsNil)
 }
 
@@ -465,9 +464,9 @@ func (s *workerSuite) TestWarnsWhenListeningBeyondLoopback(c *gc.C) {
 }
 
 func dial(c *gc.C, w *httpserver.Worker) net.Conn {
-	conn, err := net.DialTimeout("tcp", w.Addr(), longWait)
+	conn, err := net.DialTimeout("tcp", w.Addr(), testkit.LongWait)
 	c.Assert(err, gc.IsNil)
-	c.Assert(conn.SetDeadline(time.Now().Add(longWait)), gc.IsNil)
+	c.Assert(conn.SetDeadline(time.Now().Add(testkit.LongWait)), gc.IsNil)
 	return conn
 }
 
@@ -518,7 +517,7 @@ func (s *workerSuite) TestInARealEngine(c *gc.C) {
 	var addr string
 	select {
 	case addr = <-addrs:
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("the HTTP worker did not start")
 	}
 	code, body := getURL(c, "http://"+addr+"/readyz")
@@ -575,7 +574,7 @@ func idleManifold() dependency.Manifold {
 }
 
 func getURL(c *gc.C, url string) (int, string) {
-	client := &http.Client{Timeout: longWait}
+	client := &http.Client{Timeout: testkit.LongWait}
 	resp, err := client.Get(url)
 	c.Assert(err, gc.IsNil)
 	defer resp.Body.Close()
@@ -587,7 +586,7 @@ func getURL(c *gc.C, url string) (int, string) {
 func waitEntered(c *gc.C, r *fakeReporter) {
 	select {
 	case <-r.entered:
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("no request reached the reporter")
 	}
 }

@@ -19,8 +19,6 @@ import (
 	"github.com/berth-dev/berth/worker/leadership"
 )
 
-const longWait = 10 * time.Second
-
 type workerSuite struct {
 	clock   *testclock.Clock
 	store   *fakeStore
@@ -130,7 +128,7 @@ func (s *workerSuite) expectCall(c *gc.C, want string) {
 	case got := <-s.store.calls:
 		c.Check(got, gc.Equals, want)
 		c.Check(<-s.store.session, gc.Equals, int64(7))
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("timed out waiting for %q", want)
 	}
 }
@@ -154,7 +152,7 @@ func (s *workerSuite) start(c *gc.C, first claimResult) *leadership.Worker {
 // advance moves the clock to the next claim and answers it with r.
 func (s *workerSuite) advance(c *gc.C, r claimResult) {
 	s.store.claims <- r
-	c.Assert(s.clock.WaitAdvance(s.config.Interval, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
 	s.expectCall(c, "claim agent-a")
 }
 

@@ -15,10 +15,9 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/membership"
 )
-
-const longWait = 10 * time.Second
 
 type workerSuite struct {
 	clock   *testclock.Clock
@@ -129,7 +128,7 @@ func (s *workerSuite) expect(c *gc.C, method string) call {
 	case got := <-s.store.calls:
 		c.Assert(got.method, gc.Equals, method)
 		return got
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("the worker made no %s call", method)
 	}
 	panic("unreachable")
@@ -147,7 +146,7 @@ func (s *workerSuite) expectLive(c *gc.C, want int) {
 	select {
 	case got := <-s.metrics.live:
 		c.Check(got, gc.Equals, want)
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatal("the worker observed no count of live agents")
 	}
 }
@@ -172,7 +171,7 @@ type reportingWorker interface {
 // tick fires the next heartbeat once the worker waits for it (its heartbeat and prune
 // timers are its only ones).
 func (s *workerSuite) tick(c *gc.C) {
-	c.Assert(s.clock.WaitAdvance(s.config.HeartbeatInterval, longWait, 2), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.HeartbeatInterval, testkit.LongWait, 2), gc.IsNil)
 }
 
 func (s *workerSuite) TestValidate(c *gc.C) {
@@ -292,7 +291,7 @@ func (s *workerSuite) TestRegistrationTimesOutOnTheClock(c *gc.C) {
 	w, err := membership.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
 	s.expect(c, "register")
-	c.Assert(s.clock.WaitAdvance(s.config.Timeout, longWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.Timeout, testkit.LongWait, 1), gc.IsNil)
 	err = workertest.CheckKilled(c, w)
 	c.Check(err, gc.ErrorMatches, `register agent agent-a: context canceled \(timed out after 10s\)`)
 }
@@ -307,7 +306,7 @@ func (s *workerSuite) TestResignationIsBoundedByItsTimeout(c *gc.C) {
 	resign := s.expect(c, "resign")
 	c.Check(resign.ctxErr, gc.IsNil)
 	// The heartbeat and prune timers, and the resignation's timeout.
-	c.Assert(s.clock.WaitAdvance(s.config.ResignTimeout, longWait, 3), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.ResignTimeout, testkit.LongWait, 3), gc.IsNil)
 	c.Check(workertest.CheckKilled(c, w), gc.IsNil)
 	c.Check(s.logs.String(), gc.Matches, `(?s).*resigning failed.*timed out after 5s.*`)
 }
@@ -315,14 +314,14 @@ func (s *workerSuite) TestResignationIsBoundedByItsTimeout(c *gc.C) {
 func (s *workerSuite) TestPrunesDeadAgentsHourly(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
-	c.Assert(s.clock.WaitAdvance(s.config.PruneInterval, longWait, 2), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.PruneInterval, testkit.LongWait, 2), gc.IsNil)
 	// The heartbeat is due as well; the two run in either order.
 	seen := map[string]time.Duration{}
 	for range 3 {
 		select {
 		case got := <-s.store.calls:
 			seen[got.method] = got.d
-		case <-time.After(longWait):
+		case <-time.After(testkit.LongWait):
 			c.Fatalf("calls after an hour: %v; want a prune, a heartbeat and a listing", seen)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // schedule is the loop's bookkeeping of which resources to reconcile and when. Only the loop
-// goroutine touches it. Each resource it knows has one entry, whose state says the one place
+// goroutine touches it. Each resource it knows has one entry, whose placement says the one place
 // the resource is in: the FIFO queue (reconcile as soon as a slot is free), running (a
 // reconcile is in flight; a change marks it dirty), or the retry heap (reconcile at a time).
 // Resources waiting for capacity also remember the provisioner, so that a deprovision can
@@ -16,10 +16,24 @@ type schedule struct {
 	queue   []string  // the ids of the queued entries, in order
 	retries retryHeap // the retries of the retrying entries, earliest first
 
-	// Indexes of the entries, for the worker's limits and report; only sync writes them.
-	running  map[string]bool   // entries in flight
-	awaiting map[string]bool   // entries in flight that wait for their resource to serve
-	capacity map[string]string // id -> provisioner it waits for capacity on
+	// counts is the sum of the entries' counts. The entries answer it, but the loop's limits
+	// and report read it on every turn, and counting would visit every entry, a backlog of
+	// thousands retrying included; so sync keeps the sum as each entry changes.
+	counts counts
+}
+
+// counts are how many entries are in flight, in flight awaiting their resource, and waiting
+// for capacity.
+type counts struct {
+	inFlight, awaiting, waitingForCapacity int
+}
+
+func (c counts) plus(d counts) counts {
+	return counts{c.inFlight + d.inFlight, c.awaiting + d.awaiting, c.waitingForCapacity + d.waitingForCapacity}
+}
+
+func (c counts) minus(d counts) counts {
+	return counts{c.inFlight - d.inFlight, c.awaiting - d.awaiting, c.waitingForCapacity - d.waitingForCapacity}
 }
 
 // place is where a resource is in the schedule.
@@ -33,9 +47,17 @@ const (
 	retrying
 )
 
-// entry is what the schedule knows of one resource. The fields other than place and
-// waitingFor only have a meaning in one place, and are cleared when the entry leaves it.
+// entry is what the schedule knows of one resource: its placement, and what of it the
+// schedule's counts hold.
 type entry struct {
+	placement
+	counted counts // only sync writes it
+}
+
+// placement is where a resource is in the schedule and what that place remembers of it. The
+// fields other than place and waitingFor only have a meaning in one place, and are cleared
+// when the entry leaves it.
+type placement struct {
 	place      place
 	dirty      bool   // running: changed since its reconcile started, so runs again after it
 	awaiting   bool   // running: waits for its resource to serve, its place given back
@@ -44,13 +66,24 @@ type entry struct {
 	waitingFor string // the provisioner it waits for capacity on, until it next starts
 }
 
-func newSchedule() *schedule {
-	return &schedule{
-		entries:  make(map[string]*entry),
-		running:  make(map[string]bool),
-		awaiting: make(map[string]bool),
-		capacity: make(map[string]string),
+// counts is what an entry so placed adds to the schedule's counts.
+func (p placement) counts() counts {
+	return counts{
+		inFlight:           btoi(p.place == running),
+		awaiting:           btoi(p.place == running && p.awaiting),
+		waitingForCapacity: btoi(p.waitingFor != ""),
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func newSchedule() *schedule {
+	return &schedule{entries: make(map[string]*entry)}
 }
 
 // entry returns id's entry, adding an idle one if the schedule has none.
@@ -63,28 +96,18 @@ func (s *schedule) entry(id string) *entry {
 	return e
 }
 
-// sync brings the indexes in step with id's entry after a change, and forgets an entry with
-// nothing left to remember. Every change to an entry ends with it.
+// sync brings the counts in step with id's entry after a change, and forgets an entry with
+// nothing left to remember (and so nothing counted). Every change to an entry ends with it.
 func (s *schedule) sync(id string) {
 	e, ok := s.entries[id]
-	if ok && e.place == idle && e.waitingFor == "" {
+	if !ok {
+		return
+	}
+	now := e.counts()
+	s.counts = s.counts.minus(e.counted).plus(now)
+	e.counted = now
+	if e.place == idle && e.waitingFor == "" {
 		delete(s.entries, id)
-		ok = false
-	}
-	setIndex(s.running, id, ok && e.place == running)
-	setIndex(s.awaiting, id, ok && e.place == running && e.awaiting)
-	if ok && e.waitingFor != "" {
-		s.capacity[id] = e.waitingFor
-	} else {
-		delete(s.capacity, id)
-	}
-}
-
-func setIndex(index map[string]bool, id string, in bool) {
-	if in {
-		index[id] = true
-	} else {
-		delete(index, id)
 	}
 }
 
@@ -118,7 +141,7 @@ func (s *schedule) enqueue(id string) {
 // besides those awaiting their resource, and fewer than limit + awaitLimit in all. woken says
 // it was queued because capacity was freed for it.
 func (s *schedule) start(limit, awaitLimit int) (id string, woken, ok bool) {
-	if len(s.running)-len(s.awaiting) >= limit || len(s.running) >= limit+awaitLimit || len(s.queue) == 0 {
+	if s.inFlight()-s.awaitingReady() >= limit || s.inFlight() >= limit+awaitLimit || len(s.queue) == 0 {
 		return "", false, false
 	}
 	id = s.queue[0]
@@ -126,7 +149,7 @@ func (s *schedule) start(limit, awaitLimit int) (id string, woken, ok bool) {
 	s.queue = s.queue[1:]
 	e := s.entries[id]
 	woken = e.woken
-	*e = entry{place: running}
+	e.placement = placement{place: running}
 	s.sync(id)
 	return id, woken, true
 }
@@ -206,6 +229,21 @@ func (s *schedule) nextRetry() (time.Time, bool) {
 	}
 	return s.retries[0].at, true
 }
+
+// queueDepth is how many entries are queued.
+func (s *schedule) queueDepth() int { return len(s.queue) }
+
+// inFlight is how many entries are running, those awaiting their resource included.
+func (s *schedule) inFlight() int { return s.counts.inFlight }
+
+// awaitingReady is how many entries in flight wait for their resource to serve.
+func (s *schedule) awaitingReady() int { return s.counts.awaiting }
+
+// waitingForCapacity is how many entries wait for capacity on a provisioner.
+func (s *schedule) waitingForCapacity() int { return s.counts.waitingForCapacity }
+
+// scheduledRetries is how many entries are retrying.
+func (s *schedule) scheduledRetries() int { return len(s.retries) }
 
 // retry is a resource due to be reconciled at a time.
 type retry struct {

@@ -1,7 +1,9 @@
 package provisioner
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"testing"
 	"time"
 
 	gc "gopkg.in/check.v1"
@@ -117,11 +119,12 @@ func (*scheduleSuite) TestWakeCapacity(c *gc.C) {
 		woken[id] = w
 	}
 	c.Check(woken, gc.DeepEquals, map[string]bool{"a": true, "c": true})
-	c.Check(s.capacity, gc.DeepEquals, map[string]string{"b": "other"})
+	c.Check(s.waitingForCapacity(), gc.Equals, 1)
+	c.Check(s.entries["b"].waitingFor, gc.Equals, "other")
 	c.Check(s.retries, gc.HasLen, 1)
 }
 
-// checkPlaces checks that each id is in the one place its entry says, that the indexes
+// checkPlaces checks that each id is in the one place its entry says, that the counts
 // agree with the entries, and that no field outlives the place it has a meaning in.
 func checkPlaces(c *gc.C, s *schedule, step string) {
 	inQueue := map[string]int{}
@@ -133,7 +136,7 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 		inRetries[r.id]++
 		c.Check(r.index, gc.Equals, i, gc.Commentf("%s: retry of %s", step, r.id))
 	}
-	wantRunning, wantAwaiting, wantCapacity := map[string]bool{}, map[string]bool{}, map[string]string{}
+	var want counts
 	for id, e := range s.entries {
 		comment := gc.Commentf("%s: %s %+v", step, id, *e)
 		c.Check(inQueue[id], gc.Equals, btoi(e.place == queued), comment)
@@ -147,14 +150,15 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 		c.Check(e.woken && e.place != queued, gc.Equals, false, comment)
 		c.Check(e.waitingFor != "" && e.place == running, gc.Equals, false, comment)
 		c.Check(e.place == idle && e.waitingFor == "", gc.Equals, false, gc.Commentf("%s: %s not forgotten", step, id))
+		c.Check(e.counted, gc.Equals, e.counts(), comment)
 		if e.place == running {
-			wantRunning[id] = true
+			want.inFlight++
 			if e.awaiting {
-				wantAwaiting[id] = true
+				want.awaiting++
 			}
 		}
 		if e.waitingFor != "" {
-			wantCapacity[id] = e.waitingFor
+			want.waitingForCapacity++
 		}
 	}
 	for id := range inQueue {
@@ -163,16 +167,10 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 	for id := range inRetries {
 		c.Check(s.entries[id], gc.NotNil, gc.Commentf("%s: %s retrying without an entry", step, id))
 	}
-	c.Check(s.running, gc.DeepEquals, wantRunning, gc.Commentf(step))
-	c.Check(s.awaiting, gc.DeepEquals, wantAwaiting, gc.Commentf(step))
-	c.Check(s.capacity, gc.DeepEquals, wantCapacity, gc.Commentf(step))
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	c.Check(s.counts, gc.Equals, want, gc.Commentf(step))
+	c.Check([]int{s.inFlight(), s.awaitingReady(), s.waitingForCapacity(), s.queueDepth(), s.scheduledRetries()},
+		gc.DeepEquals, []int{want.inFlight, want.awaiting, want.waitingForCapacity, len(s.queue), len(s.retries)},
+		gc.Commentf("%s: in flight, awaiting, waiting for capacity, queued, retrying", step))
 }
 
 // TestOnePlaceAcrossTransitions drives the schedule through every operation from every place,
@@ -201,8 +199,16 @@ func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
 			step = "enqueue " + id
 			s.enqueue(id)
 		case 2:
+			queuedBefore := len(s.queue)
 			started, _, ok := s.start(2, 1)
 			step = "start " + started
+			busy, waiting := len(inFlight), 0
+			for id := range inFlight {
+				waiting += btoi(s.entries[id].awaiting)
+			}
+			full := busy-waiting >= 2 || busy >= 3
+			c.Assert(ok, gc.Equals, queuedBefore > 0 && !full,
+				gc.Commentf("step %d: start with %d queued, %d in flight, %d of them awaiting", i, queuedBefore, busy, waiting))
 			if ok {
 				c.Assert(inFlight[started], gc.Equals, false, gc.Commentf("step %d: %s started twice", i, started))
 				inFlight[started] = true
@@ -248,3 +254,43 @@ func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
 		c.Check(seen[t], gc.Equals, true, gc.Commentf("transition %v not exercised", t))
 	}
 }
+
+// BenchmarkScheduleTurn measures what the loop asks of the schedule on each turn (an event
+// in, reconciles started up to the limits, one outcome applied, the counts read for the
+// report and metrics) while a backlog of resources retries as they wait for capacity.
+func BenchmarkScheduleTurn(b *testing.B) {
+	const backlog, busy, limit = 10000, 64, 16
+	s := newSchedule()
+	for i := range backlog {
+		id := fmt.Sprintf("waiting-%d", i)
+		s.enqueue(id)
+		s.start(backlog, 1)
+		s.finish(outcome{id: id, retryAt: t0.Add(time.Hour), waitingFor: "pool"})
+	}
+	ids := make([]string, busy)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("busy-%d", i)
+	}
+	var inFlight []string
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		s.enqueue(ids[i%busy])
+		for {
+			id, _, ok := s.start(limit, limit)
+			if !ok {
+				break
+			}
+			inFlight = append(inFlight, id)
+		}
+		if i%4 == 0 {
+			s.await(inFlight[len(inFlight)-1])
+		}
+		s.finish(outcome{id: inFlight[0], retryAt: t0.Add(time.Minute)})
+		inFlight = inFlight[1:]
+		sink = s.queueDepth() + s.inFlight() + s.awaitingReady() + s.waitingForCapacity() + s.scheduledRetries()
+	}
+}
+
+// sink keeps the benchmark's reads of the counts from being optimised away.
+var sink int

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/clocktimeout"
 	"github.com/berth-dev/berth/internal/logging"
 	"github.com/berth-dev/berth/metrics"
 )
@@ -47,7 +48,7 @@ func (w *Worker) reconcile(ctx context.Context, id string, woken bool, awaiting 
 	defer unlock()
 	started := w.config.Clock.Now()
 	ctx, span := w.tracer.Start(ctx, SpanReconcile, trace.WithAttributes(AttrResourceID.String(id)))
-	attemptCtx, cancel := w.withTimeout(ctx, w.config.ReconcileTimeout)
+	attemptCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, w.config.ReconcileTimeout)
 	base := logging.WithSpan(ctx, w.config.Logger)
 	a := &attempt{w: w, ctx: ctx, attemptCtx: attemptCtx, base: base, log: base.With("id", id), awaiting: awaiting}
 	a.r.ID = id
@@ -480,7 +481,7 @@ func (a *attempt) fail(err error) outcome {
 	}
 
 	// The attempt's own context may have timed out; the record gets a fresh bound.
-	ctx, cancel := a.w.withTimeout(a.ctx, bookkeepingTimeout)
+	ctx, cancel := clocktimeout.WithTimeout(a.ctx, a.w.config.Clock, bookkeepingTimeout)
 	defer cancel()
 	if rerr := a.record(ctx, u); rerr != nil {
 		if errors.Is(rerr, domain.ErrStale) {
@@ -559,7 +560,7 @@ func (a *attempt) record(ctx context.Context, u domain.ProgressUpdate) error {
 // resource over instead: the other agents that found it leased take it at once.
 func (a *attempt) release() {
 	cfg := a.w.config
-	ctx, cancel := a.w.withTimeout(context.WithoutCancel(a.ctx), bookkeepingTimeout)
+	ctx, cancel := clocktimeout.WithTimeout(context.WithoutCancel(a.ctx), cfg.Clock, bookkeepingTimeout)
 	defer cancel()
 	release := cfg.State.ReleaseResource
 	if a.ctx.Err() != nil {

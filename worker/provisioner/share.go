@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/clocktimeout"
 	"github.com/berth-dev/berth/internal/rendezvous"
 )
 
@@ -40,7 +41,7 @@ func (w *Worker) refreshAgents(ctx context.Context, sh *sharing, now time.Time) 
 	if w.config.Agents == nil || (sh.agents != nil && now.Sub(sh.listedAt) < w.config.ShareGrace) {
 		return
 	}
-	ctx, cancel := w.withTimeout(ctx, bookkeepingTimeout)
+	ctx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, bookkeepingTimeout)
 	defer cancel()
 	listed, err := w.config.Agents.ListAgents(ctx, w.config.Agent.TTL)
 	if err != nil {
@@ -96,7 +97,7 @@ func (w *Worker) takeUp(ctx context.Context, s *schedule, sh *sharing) {
 	if len(due) == 0 {
 		return
 	}
-	ctx, cancel := w.withTimeout(ctx, bookkeepingTimeout)
+	ctx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, bookkeepingTimeout)
 	defer cancel()
 	unclaimed, err := w.config.State.UnclaimedResources(ctx, due)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/inflight"
 )
 
 // ResourceState is the part of domain.State the worker uses.
@@ -230,11 +231,7 @@ func (w *Worker) Report() map[string]any {
 
 // loop runs the scheduler, then cancels and waits for every reconcile it started.
 func (w *Worker) loop() error {
-	var running sync.WaitGroup
-	err := w.run(&running)
-	w.catacomb.Kill(err)
-	running.Wait()
-	return err
+	return inflight.Run(&w.catacomb, w.run)
 }
 
 func (w *Worker) run(running *sync.WaitGroup) error {
@@ -294,7 +291,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		w.publish(s, sh)
 
 		changes := watcher.Changes()
-		if len(s.queue)+len(sh.left) >= queueHighWater {
+		if s.queueDepth()+len(sh.left) >= queueHighWater {
 			changes = nil
 		}
 		select {
@@ -319,11 +316,11 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 
 func (w *Worker) publish(s *schedule, sh *sharing) {
 	report := map[string]any{
-		"queue-depth":          len(s.queue),
-		"in-flight":            len(s.running),
-		"awaiting-ready":       len(s.awaiting),
-		"waiting-for-capacity": len(s.capacity),
-		"scheduled-retries":    len(s.retries),
+		"queue-depth":          s.queueDepth(),
+		"in-flight":            s.inFlight(),
+		"awaiting-ready":       s.awaitingReady(),
+		"waiting-for-capacity": s.waitingForCapacity(),
+		"scheduled-retries":    s.scheduledRetries(),
 		"left-to-owners":       len(sh.left),
 		"sharing-with":         len(sh.agents) - 1,
 	}
@@ -333,7 +330,7 @@ func (w *Worker) publish(s *schedule, sh *sharing) {
 	w.mu.Lock()
 	w.report = report
 	w.mu.Unlock()
-	w.config.Metrics.ObserveQueue(len(s.queue), len(s.running))
+	w.config.Metrics.ObserveQueue(s.queueDepth(), s.inFlight())
 }
 
 // earliest returns the earlier of two optional times.
@@ -347,18 +344,6 @@ func earliest(a, b func() (time.Time, bool)) (time.Time, bool) {
 		return ta, true
 	default:
 		return tb, okB
-	}
-}
-
-// withTimeout returns a context that ends with parent or after d on the worker's clock.
-func (w *Worker) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	timer := w.config.Clock.AfterFunc(d, func() {
-		cancel(fmt.Errorf("timed out after %s", d))
-	})
-	return ctx, func() {
-		timer.Stop()
-		cancel(context.Canceled)
 	}
 }
 

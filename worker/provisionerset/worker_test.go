@@ -15,11 +15,11 @@ import (
 
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisionerset"
 )
 
 const (
-	longWait = 10 * time.Second
 	debounce = time.Second
 )
 
@@ -113,7 +113,7 @@ func (s *workerSuite) replace(c *gc.C, content string) {
 func (s *workerSuite) awaitTimer(c *gc.C) {
 	select {
 	case <-s.clock.Alarms():
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatal("the worker armed no debounce timer after the file changed")
 	}
 }
@@ -145,7 +145,7 @@ func isClosed(ch <-chan struct{}) bool {
 func waitClosed(c *gc.C, ch <-chan struct{}, what string) {
 	select {
 	case <-ch:
-	case <-time.After(longWait):
+	case <-time.After(testkit.LongWait):
 		c.Fatalf("%s: the running set was not replaced", what)
 	}
 }
@@ -323,7 +323,7 @@ func (l *logLines) logger() *slog.Logger {
 
 // wait returns the next line containing every part, without its newline.
 func (l *logLines) wait(c *gc.C, parts ...string) string {
-	deadline := time.After(longWait)
+	deadline := time.After(testkit.LongWait)
 	var seen []string
 	for {
 		select {

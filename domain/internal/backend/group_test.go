@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-dev/berth/domain/internal/backend"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // call is one call of the tests' groups.
@@ -59,15 +61,16 @@ func doAll(t *testing.T, wg *sync.WaitGroup, g *backend.Group[*call], calls ...*
 	}
 }
 
+// waitQueued waits until n calls wait behind the group in progress. Nothing announces a
+// call joining the queue, so this polls.
 func waitQueued[C any](t *testing.T, g *backend.Group[C], n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for g.Queued() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls queued, want %d", g.Queued(), n)
+	testkit.Eventually(t, func() error {
+		if queued := g.Queued(); queued < n {
+			return fmt.Errorf("%d calls queued, want %d", queued, n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestGroupRunsQueuedCallsTogether(t *testing.T) {
@@ -151,7 +154,7 @@ func TestGroupLeadHandedToACallerWhoseContextEnded(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("the call whose context ended: %v, want context.Canceled", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("the caller handed the lead after its context ended never returned")
 	}
 	wg.Wait()
