@@ -2,11 +2,11 @@ package manifolds
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/juju/clock"
+	"github.com/juju/errors"
 	"github.com/juju/worker/v4/dependency"
 	"go.opentelemetry.io/otel/trace"
 
@@ -25,7 +25,7 @@ import (
 func NewEngine(config Config) (*dependency.Engine, error) {
 	switch {
 	case config.Engine != nil || config.Metrics != nil:
-		return nil, errors.New("manifolds: NewEngine makes Engine and Metrics: leave them unset")
+		return nil, errors.NotValidf("manifolds: Engine or Metrics set (NewEngine makes both: leave them unset)")
 	case config.Clock == nil || config.Logger == nil:
 		return nil, config.Validate() // names the one missing, without which no engine is made
 	}

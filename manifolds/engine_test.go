@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
@@ -71,7 +72,8 @@ func (*engineSuite) TestNewEngineMakesTheEngineAndMetrics(c *gc.C) {
 		cfg := engineConfig()
 		breakIt(&cfg)
 		_, err := manifolds.NewEngine(cfg)
-		c.Check(err, gc.ErrorMatches, "manifolds: NewEngine makes Engine and Metrics: leave them unset")
+		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+		c.Check(err, gc.ErrorMatches, "manifolds: Engine or Metrics set .*leave them unset.*")
 	}
 }
 
@@ -84,6 +86,7 @@ func (*engineSuite) TestNewEngineRefusesAnIncompleteConfig(c *gc.C) {
 		cfg := engineConfig()
 		breakIt(&cfg)
 		_, err := manifolds.NewEngine(cfg)
-		c.Check(err, gc.ErrorMatches, "manifolds: "+field+" is required")
+		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+		c.Check(err, gc.ErrorMatches, "manifolds: .*"+field+".*")
 	}
 }
