@@ -13,7 +13,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain/postgres"
-	"github.com/berth-dev/berth/internal/pgtest/pgstate"
+	"github.com/berth-dev/berth/domain/postgres/postgrestest"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/watcher"
 )
@@ -32,7 +32,7 @@ var _ = gc.Suite(&postgresSuite{})
 func (s *postgresSuite) SetUpTest(c *gc.C) {
 	s.ctx, s.cancel = context.WithTimeout(context.Background(), time.Minute)
 	var err error
-	s.state, s.cleanup, err = pgstate.New(s.ctx)
+	s.state, s.cleanup, err = postgrestest.New(s.ctx)
 	c.Assert(err, gc.IsNil)
 }
 

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/internal/specjson"
+	"github.com/berth-dev/berth/environ/internal/specjson"
 )
 
 // Defaults a spec gets when it leaves a field out (or sets it to 0).

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/berth-dev/berth/internal/specjson"
+	"github.com/berth-dev/berth/environ/internal/specjson"
 	"net/url"
 	"strings"
 

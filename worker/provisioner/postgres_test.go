@@ -16,7 +16,7 @@ import (
 	"github.com/berth-dev/berth/domain/postgres"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
-	"github.com/berth-dev/berth/internal/pgtest/pgstate"
+	"github.com/berth-dev/berth/domain/postgres/postgrestest"
 	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisioner"
@@ -40,7 +40,7 @@ const poolHost = "http://runtime-a.test:9091"
 func (s *postgresSuite) SetUpTest(c *gc.C) {
 	s.ctx, s.cancel = context.WithTimeout(context.Background(), time.Minute)
 	var err error
-	s.state, s.cleanup, err = pgstate.New(s.ctx)
+	s.state, s.cleanup, err = postgrestest.New(s.ctx)
 	c.Assert(err, gc.IsNil)
 	s.clock = testclock.NewClock(time.Now().Truncate(time.Second))
 	spec, err := json.Marshal(map[string]any{

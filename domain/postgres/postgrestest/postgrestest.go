@@ -1,6 +1,6 @@
-// Package pgstate gives gocheck suites a migrated PostgreSQL State on a fresh database of
-// their own. (It is apart from pgtest because the postgres package's own tests use pgtest.)
-package pgstate
+// Package postgrestest gives gocheck suites outside the postgres package a migrated
+// PostgreSQL State on a fresh database of their own (the package's own tests use pgtest).
+package postgrestest
 
 import (
 	"context"
