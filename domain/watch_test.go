@@ -11,9 +11,8 @@ import (
 	"github.com/juju/clock/testclock"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/testkit"
 )
-
-const testLimit = 10 * time.Second // how long a test waits for the code under test to get somewhere
 
 // feedStore is a ResourceStore with a feed, safe for the waiter's goroutines: put and remove
 // record an event and wake the listeners, as the stores' triggers do, and change records a
@@ -200,7 +199,7 @@ func (f *feedStore) awaitRead(t *testing.T) {
 	t.Helper()
 	select {
 	case <-f.reads:
-	case <-time.After(testLimit):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("the feed was not read")
 	}
 }
@@ -226,7 +225,7 @@ func awaitResult(t *testing.T, done <-chan waitResult) waitResult {
 	select {
 	case res := <-done:
 		return res
-	case <-time.After(testLimit):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("Wait did not return")
 		return waitResult{}
 	}
@@ -270,7 +269,7 @@ func TestWaitRechecksWithoutListeners(t *testing.T) {
 	r.Status = domain.StatusReady
 	store.put(r)
 	// The recheck, and the next attempt to open each listener.
-	if err := clk.WaitAdvance(time.Minute, testLimit, 3); err != nil {
+	if err := clk.WaitAdvance(time.Minute, testkit.LongWait, 3); err != nil {
 		t.Fatal(err)
 	}
 	if res := awaitResult(t, done); res.err != nil || res.r.Status != domain.StatusReady {
@@ -303,7 +302,7 @@ func TestFollowFeedReadsLateCommitsAndGivesUpOnRollbacks(t *testing.T) {
 		select {
 		case c := <-calls:
 			return c
-		case <-time.After(testLimit):
+		case <-time.After(testkit.LongWait):
 			t.Fatal("FollowFeed reported nothing")
 			return call{}
 		}
@@ -320,7 +319,7 @@ func TestFollowFeedReadsLateCommitsAndGivesUpOnRollbacks(t *testing.T) {
 	if c := next(); !slices.Equal(c.ids, []string{"e"}) {
 		t.Fatalf("got %+v, want e", c)
 	}
-	if err := clk.WaitAdvance(2*time.Minute, testLimit, 1); err != nil {
+	if err := clk.WaitAdvance(2*time.Minute, testkit.LongWait, 1); err != nil {
 		t.Fatal(err)
 	}
 	if c := next(); !c.recheck || len(c.ids) != 0 {
@@ -364,7 +363,7 @@ func TestFollowFeedReadsOnAfterAJump(t *testing.T) {
 			select {
 			case ids := <-calls:
 				got = append(got, ids...)
-			case <-time.After(testLimit):
+			case <-time.After(testkit.LongWait):
 				t.Fatalf("FollowFeed reported %v, want %d ids", got, n)
 			}
 		}
@@ -398,7 +397,7 @@ func (w *watched) next(t *testing.T) domain.ResourceChange {
 	select {
 	case c := <-w.changes:
 		return c
-	case <-time.After(testLimit):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("no change reported")
 		return domain.ResourceChange{}
 	}
@@ -491,7 +490,7 @@ func TestWatchResourceEndsWithTheRemoval(t *testing.T) {
 		if err != nil {
 			t.Fatalf("WatchResource = %v, want nil after the removal", err)
 		}
-	case <-time.After(testLimit):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("WatchResource did not end after the removal")
 	}
 	if err := svc.WatchResource(context.Background(), testclock.NewClock(time.Now()), a.ID, time.Minute,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // runtimeHost is a real HTTP server standing in for a runtime host: its ping endpoint answers
@@ -207,7 +208,7 @@ func TestProbeTimesOutOnTheClock(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "no answer within 3s") {
 			t.Errorf("Check of a host that never answers: %v, want a timeout", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("Check did not return after the probe timeout")
 	}
 }
@@ -316,7 +317,7 @@ func awaitProbe(t *testing.T, arrived <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-arrived:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("no health probe reached the host")
 	}
 }
