@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
@@ -58,10 +57,10 @@ func (s *resourcesSuite) TestValidate(c *gc.C) {
 	} {
 		config := s.config
 		t.mutate(&config)
-		checkNotValid(c, config.Validate(), t.field)
+		testkit.CheckNotValid(c, config.Validate(), t.field)
 		w, err := watcher.NewResourcesWatcher(config)
 		workertest.CheckNilOrKill(c, w)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config.Validate(), gc.IsNil)
 }
@@ -425,10 +424,4 @@ func assertNoEvent(c *gc.C, w watcher.StringsWatcher) {
 
 func report(w watcher.StringsWatcher) map[string]any {
 	return w.(worker.Reporter).Report()
-}
-
-// checkNotValid checks err is NotValid and names field (a regular expression).
-func checkNotValid(c *gc.C, err error, field string) {
-	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
-	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

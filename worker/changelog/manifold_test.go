@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -16,6 +15,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/changelog"
 )
 
@@ -81,10 +81,10 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 	} {
 		config := s.config
 		t.mutate(&config)
-		checkNotValid(c, config.Validate(), t.field)
+		testkit.CheckNotValid(c, config.Validate(), t.field)
 		w, err := changelog.Manifold(config).Start(context.Background(), s.getter(nil))
 		workertest.CheckNilOrKill(c, w)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config.Validate(), gc.IsNil)
 	c.Check(s.started, gc.HasLen, 0)
@@ -114,10 +114,4 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Retain, gc.Equals, 24*time.Hour)
 	c.Check(config.HistoryRetain, gc.Equals, 7*24*time.Hour)
 	c.Check(config.Validate(), gc.IsNil)
-}
-
-// checkNotValid checks err is NotValid and names field (a regular expression).
-func checkNotValid(c *gc.C, err error, field string) {
-	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
-	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

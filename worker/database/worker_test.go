@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -64,7 +63,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		cfg := s.config()
 		t.breakIt(&cfg)
 		_, err := database.NewWorker(cfg)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 		c.Check(err, gc.Not(gc.ErrorMatches), ".*secret.*")
 	}
 }
@@ -293,19 +292,13 @@ func (s *workerSuite) TestManifoldValidate(c *gc.C) {
 	c.Check(cfg.Validate(), gc.IsNil)
 	noURL := cfg
 	noURL.URL = ""
-	checkNotValid(c, noURL.Validate(), "URL .*BERTH_DATABASE_URL")
+	testkit.CheckNotValid(c, noURL.Validate(), "URL .*BERTH_DATABASE_URL")
 	noClock := cfg
 	noClock.ClockName = ""
-	checkNotValid(c, noClock.Validate(), "ClockName")
+	testkit.CheckNotValid(c, noClock.Validate(), "ClockName")
 	noTimeout := cfg
 	noTimeout.ConnectTimeout = 0
-	checkNotValid(c, noTimeout.Validate(), "ConnectTimeout 0s")
-}
-
-// checkNotValid checks err is NotValid and names field (a regular expression).
-func checkNotValid(c *gc.C, err error, field string) {
-	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
-	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
+	testkit.CheckNotValid(c, noTimeout.Validate(), "ConnectTimeout 0s")
 }
 
 // fakeDB is a domain.State whose health the test controls; only the methods the worker calls

@@ -233,7 +233,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		t.mutate(&config)
 		w, err := environcheck.NewWorker(config)
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 }
 

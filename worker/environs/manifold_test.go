@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
 	"github.com/juju/worker/v4/workertest"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/environs"
 )
 
@@ -61,12 +61,10 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 	} {
 		config := s.config()
 		t.mutate(&config)
-		err := config.Validate()
-		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
-		c.Check(err, gc.ErrorMatches, ".*"+t.field+".*")
+		testkit.CheckNotValid(c, config.Validate(), t.field)
 		w, err := environs.Manifold(config).Start(context.Background(), dt.StubGetter(nil))
 		workertest.CheckNilOrKill(c, w)
-		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
 }

@@ -87,10 +87,10 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 	} {
 		config := s.config
 		t.mutate(&config)
-		checkNotValid(c, config.Validate(), t.field)
+		testkit.CheckNotValid(c, config.Validate(), t.field)
 		w, err := healthcheck.NewWorker(config)
 		workertest.CheckNilOrKill(c, w)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/juju/clock/testclock"
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/httpserver"
 )
 
@@ -81,10 +81,10 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		c.Logf("test %d: %s", i, t.field)
 		cfg := s.config()
 		t.change(&cfg)
-		checkNotValid(c, cfg.Validate(), t.field)
+		testkit.CheckNotValid(c, cfg.Validate(), t.field)
 		w, err := httpserver.Manifold(cfg).Start(context.Background(), s.getter(nil))
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
 }
@@ -130,10 +130,4 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Assert(ok, gc.Equals, true)
 	code, _ := getURL(c, "http://"+server.Addr()+"/readyz")
 	c.Check(code, gc.Equals, 503) // environs is not in the report
-}
-
-// checkNotValid checks err is NotValid and names field (a regular expression).
-func checkNotValid(c *gc.C, err error, field string) {
-	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
-	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

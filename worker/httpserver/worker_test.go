@@ -337,10 +337,10 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		c.Logf("test %d: %s", i, t.field)
 		cfg := s.config()
 		t.change(&cfg)
-		checkNotValid(c, cfg.Validate(), t.field)
+		testkit.CheckNotValid(c, cfg.Validate(), t.field)
 		w, err := httpserver.NewWorker(cfg)
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
 }
@@ -357,7 +357,7 @@ func (s *workerSuite) TestTimeoutsValidate(c *gc.C) {
 		c.Logf("test %d: %+v", i, t.timeouts)
 		cfg := s.config()
 		cfg.Timeouts = t.timeouts
-		checkNotValid(c, cfg.Validate(), t.field)
+		testkit.CheckNotValid(c, cfg.Validate(), t.field)
 	}
 	c.Check(httpserver.Timeouts{}.Validate(), gc.IsNil)
 	c.Check(httpserver.DefaultTimeouts.Validate(), gc.IsNil)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -16,6 +15,7 @@ import (
 	gc "gopkg.in/check.v1"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/database"
 	"github.com/berth-dev/berth/worker/leadership"
 	"github.com/berth-dev/berth/worker/membership"
@@ -106,7 +106,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		t.mutate(&config)
 		w, err := leadership.Manifold(config).Start(context.Background(), s.getter(nil))
 		workertest.CheckNilOrKill(c, w)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.started, gc.HasLen, 0)
 }
@@ -175,10 +175,4 @@ func (s *manifoldSuite) TestGateStartsOnlyOnTheLeader(c *gc.C) {
 	c.Assert(err, gc.IsNil)
 	workertest.CleanKill(c, w)
 	c.Check(starts, gc.Equals, 1)
-}
-
-// checkNotValid checks err is NotValid and names field (a regular expression).
-func checkNotValid(c *gc.C, err error, field string) {
-	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
-	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }

@@ -295,7 +295,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		t.mutate(&config)
 		w, err := leadership.NewWorker(config)
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	s.expectNoCall(c)
 }

@@ -193,10 +193,10 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 	} {
 		config := s.config
 		t.mutate(&config)
-		checkNotValid(c, config.Validate(), t.field)
+		testkit.CheckNotValid(c, config.Validate(), t.field)
 		w, err := membership.NewWorker(config)
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config.Validate(), gc.IsNil)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -122,18 +122,12 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		c.Logf("test %d: %s", i, t.field)
 		cfg := s.config()
 		t.change(&cfg)
-		checkNotValid(c, cfg.Validate(), t.field)
+		testkit.CheckNotValid(c, cfg.Validate(), t.field)
 		w, err := provisioner.Manifold(cfg).Start(context.Background(), s.getter(nil))
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
-}
-
-// checkNotValid checks err is NotValid and names field (a regular expression).
-func checkNotValid(c *gc.C, err error, field string) {
-	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
-	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }
 
 func (s *manifoldSuite) TestMissingInputs(c *gc.C) {

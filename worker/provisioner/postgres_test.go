@@ -14,9 +14,9 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/domain/postgres/postgrestest"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
-	"github.com/berth-dev/berth/domain/postgres/postgrestest"
 	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisioner"

@@ -905,10 +905,10 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		c.Logf("test %d: %s", i, t.field)
 		cfg := s.config()
 		t.change(&cfg)
-		checkNotValid(c, cfg.Validate(), t.field)
+		testkit.CheckNotValid(c, cfg.Validate(), t.field)
 		w, err := provisioner.NewWorker(cfg)
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config().Validate(), gc.IsNil)
 }

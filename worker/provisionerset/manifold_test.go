@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
-	jujuerrors "github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 	dt "github.com/juju/worker/v4/dependency/testing"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/provisionerset"
 )
 
@@ -65,10 +65,10 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 	} {
 		config := s.config(provisionerset.NewManifoldWorker)
 		t.mutate(&config)
-		checkNotValid(c, config.Validate(), t.field)
+		testkit.CheckNotValid(c, config.Validate(), t.field)
 		w, err := provisionerset.Manifold(config).Start(context.Background(), dt.StubGetter(map[string]any{"clock": testclock.NewClock(time.Now())}))
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(s.config(provisionerset.NewManifoldWorker).Validate(), gc.IsNil)
 }
@@ -92,18 +92,12 @@ func (s *manifoldSuite) TestConfigValidate(c *gc.C) {
 	} {
 		config := valid()
 		t.mutate(&config)
-		checkNotValid(c, config.Validate(), t.field)
+		testkit.CheckNotValid(c, config.Validate(), t.field)
 		w, err := provisionerset.NewWorker(config)
 		c.Check(w, gc.IsNil)
-		checkNotValid(c, err, t.field)
+		testkit.CheckNotValid(c, err, t.field)
 	}
 	c.Check(valid().Validate(), gc.IsNil)
-}
-
-// checkNotValid checks err is NotValid and names field (a regular expression).
-func checkNotValid(c *gc.C, err error, field string) {
-	c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
-	c.Check(err, gc.ErrorMatches, ".*"+field+".*")
 }
 
 func (s *manifoldSuite) TestInputs(c *gc.C) {
