@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 const module = "github.com/berth-dev/berth/"
@@ -52,13 +54,10 @@ func within(pkg, top string) bool {
 }
 
 func TestImportsFlowDown(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testkit.ModuleRoot(t)
 	fset := token.NewFileSet()
 	checked := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // Markers README.md puts on the line before each quick-start block.
@@ -30,7 +32,7 @@ const (
 )
 
 func TestReadmeQuickStart(t *testing.T) {
-	root := repoRoot(t)
+	root := testkit.ModuleRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -97,19 +99,6 @@ func TestReadmeQuickStart(t *testing.T) {
 	if first := firstAgentLine(logs); !strings.Contains(first, home) {
 		t.Errorf("the agent's first log line should name its database file, in the fresh home %s:\n%s", home, first)
 	}
-}
-
-// repoRoot is the directory holding go.mod, two levels up from this package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repository root not found from the test's directory: %v", err)
-	}
-	return root
 }
 
 // shellBlock returns the body of the ```sh block that starts on the line after marker; the

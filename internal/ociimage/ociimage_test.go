@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/berth-dev/berth/internal/ociimage"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // TestMakeImage builds the image as make image does (a static binary stamped with VERSION,
@@ -36,7 +37,7 @@ func TestMakeImage(t *testing.T) {
 		revision = "0123456789abcdef0123456789abcdef01234567"
 		tag      = "berth:" + version
 	)
-	root := repoRoot(t)
+	root := testkit.ModuleRoot(t)
 	out := t.TempDir()
 	cmd := exec.Command("make", "-s", "-C", root, "image",
 		"VERSION="+version, "REVISION="+revision, "SOURCE_DATE_EPOCH=1700000000",
@@ -125,7 +126,7 @@ func TestMakeImage(t *testing.T) {
 // command, user, environment, working directory, volume and labels as the image
 // cmd/berth-image builds, and builds the binary as make image does.
 func TestDockerfileMatchesImage(t *testing.T) {
-	df := parseDockerfile(t, filepath.Join(repoRoot(t), "Dockerfile"))
+	df := parseDockerfile(t, filepath.Join(testkit.ModuleRoot(t), "Dockerfile"))
 	if df.base != "scratch" {
 		t.Errorf("the final stage is FROM %s, want scratch (the base make image uses)", df.base)
 	}
@@ -388,18 +389,6 @@ func keyValue(t *testing.T, line, args string) (string, string) {
 		t.Fatalf("Dockerfile: %q: want one KEY=VALUE", line)
 	}
 	return k, v
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("the repository root: %v", err)
-	}
-	return root
 }
 
 func writeFile(t *testing.T, name, content string) string {

@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 var (
@@ -33,9 +35,9 @@ func ServerURL() (string, error) {
 			serverURL = url
 			return
 		}
-		root, err := repoRoot()
+		root, err := testkit.FindModuleRoot()
 		if err != nil {
-			serverErr = err
+			serverErr = fmt.Errorf("no BERTH_TEST_DATABASE_URL, and no scripts/pg-local.sh to start a server: %w", err)
 			return
 		}
 		out, err := exec.Command(filepath.Join(root, "scripts", "pg-local.sh"), "start").Output()
@@ -110,21 +112,4 @@ func replaceDatabase(url, from, to string) string {
 		return url + sep + "dbname=" + to
 	}
 	return url + " dbname=" + to
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "scripts", "pg-local.sh")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no BERTH_TEST_DATABASE_URL and no scripts/pg-local.sh above the test's directory")
-		}
-		dir = parent
-	}
 }

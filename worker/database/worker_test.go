@@ -257,16 +257,7 @@ func (s *workerSuite) TestDiesAfterConsecutivePingFailures(c *gc.C) {
 }
 
 func (s *workerSuite) TestManifoldOutputsTheState(c *gc.C) {
-	cfg := database.ManifoldConfig{
-		ClockName: "clock",
-		Open:      func(context.Context, string) (database.DB, error) { return s.db, nil },
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NewWorker: database.NewManifoldWorker,
-		Settings: database.Settings{
-			URL:            "postgres://db/berth",
-			ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
-		},
-	}
+	cfg := s.manifoldConfig()
 	manifold := database.Manifold(cfg)
 	c.Check(manifold.Inputs, gc.DeepEquals, []string{"clock"})
 
@@ -391,16 +382,7 @@ func (s *workerSuite) TestReportCountsConsecutivePingFailures(c *gc.C) {
 // A Hold keeps the store open after the worker stops, until it is released: the engine
 // stops every worker at once, and a worker writing as it stops must not find it closed.
 func (s *workerSuite) TestHoldKeepsTheStoreOpenUntilReleased(c *gc.C) {
-	manifold := database.Manifold(database.ManifoldConfig{
-		ClockName: "clock",
-		Open:      func(context.Context, string) (database.DB, error) { return s.db, nil },
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NewWorker: database.NewManifoldWorker,
-		Settings: database.Settings{
-			URL:            "postgres://db/berth",
-			ConnectTimeout: time.Second, PingInterval: time.Second, PingTimeout: time.Second, MaxPingFailures: 1,
-		},
-	})
+	manifold := database.Manifold(s.manifoldConfig())
 	w, err := manifold.Start(context.Background(), dt.StubGetter(map[string]any{"clock": s.clock}))
 	c.Assert(err, gc.IsNil)
 	var first, second database.Hold
