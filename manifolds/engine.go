@@ -26,8 +26,9 @@ func NewEngine(config Config) (*dependency.Engine, error) {
 	switch {
 	case config.Engine != nil || config.Metrics != nil:
 		return nil, errors.NotValidf("manifolds: Engine or Metrics set (NewEngine makes both: leave them unset)")
-	case config.Clock == nil || config.Logger == nil:
-		return nil, config.Validate() // names the one missing, without which no engine is made
+	}
+	if err := config.validateInputs(); err != nil {
+		return nil, err // before the engine starts: nothing to stop
 	}
 	config.Metrics = metrics.New()
 	engine, err := dependency.NewEngine(EngineConfig(config.Clock, config.Logger, config.Metrics))
@@ -35,20 +36,12 @@ func NewEngine(config Config) (*dependency.Engine, error) {
 		return nil, err
 	}
 	config.Engine = engine
-	if err := config.Validate(); err != nil {
-		_ = stopEngine(engine)
-		return nil, err
-	}
 	if err := dependency.Install(engine, Manifolds(config)); err != nil {
-		_ = stopEngine(engine)
+		engine.Kill()
+		_ = engine.Wait()
 		return nil, err
 	}
 	return engine, nil
-}
-
-func stopEngine(engine *dependency.Engine) error {
-	engine.Kill()
-	return engine.Wait()
 }
 
 // EngineConfig is the dependency engine's configuration for the agent (Juju's

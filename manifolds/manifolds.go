@@ -176,6 +176,21 @@ type WatcherSettings struct {
 // Validate reports the first missing field as NotValid. The workers' Settings are checked by
 // their manifolds, each once.
 func (c Config) Validate() error {
+	if err := c.validateInputs(); err != nil {
+		return err
+	}
+	switch {
+	case c.Engine == nil:
+		return errors.NotValidf("manifolds: nil Engine")
+	case c.Metrics == nil:
+		return errors.NotValidf("manifolds: nil Metrics")
+	}
+	return nil
+}
+
+// validateInputs checks the fields the caller fills whether or not NewEngine makes the
+// engine and metrics.
+func (c Config) validateInputs() error {
 	switch {
 	case c.Clock == nil:
 		return errors.NotValidf("manifolds: nil Clock")
@@ -187,10 +202,6 @@ func (c Config) Validate() error {
 		return errors.NotValidf("manifolds: nil OpenDatabase")
 	case c.SetBuilder == nil:
 		return errors.NotValidf("manifolds: nil SetBuilder")
-	case c.Engine == nil:
-		return errors.NotValidf("manifolds: nil Engine")
-	case c.Metrics == nil:
-		return errors.NotValidf("manifolds: nil Metrics")
 	}
 	return nil
 }
