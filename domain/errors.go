@@ -18,6 +18,9 @@ const (
 	ErrNotFound = jujuerrors.NotFound
 	// ErrAlreadyExists is returned when a resource with the same owner, type and name exists.
 	ErrAlreadyExists = jujuerrors.AlreadyExists
+	// ErrForbidden is returned when the database refuses a write to the role that made it:
+	// a client's write of a column only the agent writes, or of another owner's row.
+	ErrForbidden = jujuerrors.Forbidden
 )
 
 // The domain's own conditions, which no juju/errors kind names exactly, are sentinels.

@@ -155,7 +155,7 @@ func (s *State) RequestDelete(ctx context.Context, id string) (domain.Resource, 
 		return s.GetResource(ctx, id)
 	}
 	if err != nil {
-		return domain.Resource{}, fmt.Errorf("request delete of resource %s: %w", id, err)
+		return domain.Resource{}, fmt.Errorf("request delete of resource %s: %w", id, describeDBError(err))
 	}
 	return r, nil
 }
@@ -181,15 +181,27 @@ func isUniqueViolation(err error) bool {
 // checkMessages explains each check constraint of the schema as a field error.
 var checkMessages = backend.CheckMessages(nil)
 
-// describeDBError turns a check violation into a *domain.FieldError naming the column; other
-// errors are returned unchanged.
+// describeDBError turns a check violation into a *domain.FieldError naming the column, and a
+// write the database refused to the caller's role (a client's write of a column only the
+// agent writes, row security) into an error wrapping domain.ErrForbidden with the database's
+// explanation; other errors are returned unchanged.
 func describeDBError(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23514" {
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case "23514":
 		if fe, ok := checkMessages[pgErr.ConstraintName]; ok {
 			return &fe
 		}
 		return fmt.Errorf("violates %s: %w", pgErr.ConstraintName, err)
+	case "42501":
+		msg := pgErr.Message
+		if pgErr.Hint != "" {
+			msg += " (" + pgErr.Hint + ")"
+		}
+		return fmt.Errorf("%s: %w", msg, domain.ErrForbidden)
 	}
 	return err
 }

@@ -227,6 +227,15 @@ func testDirectSQLGetsTheSameBehaviour(t *testing.T, b *Backend) {
 		t.Fatalf("changes logged by the direct delete = %v, want [%s]", ids, r.ID)
 	}
 
+	// A delete requested is carried out: no writer, the agent's role included, moves the
+	// row out of deleting (cancelling the delete mid-deprovision).
+	if _, err := b.Exec(ctx, `UPDATE resources SET status = 'ready' WHERE id = $1`, r.ID); err == nil || !strings.Contains(err.Error(), "deleting") {
+		t.Fatalf("moving a deleting row to ready: %v, want it refused saying the row stays deleting", err)
+	}
+	if got := mustGet(t, b, r.ID); got.Status != domain.StatusDeleting {
+		t.Fatalf("after the refused write: status %s, want deleting", got.Status)
+	}
+
 	// An operator who must drop a row without deprovisioning it says so first, as the agent
 	// does when it finalizes a delete.
 	seq = latestSeq(t, b)

@@ -17,6 +17,7 @@ func CheckMessages(extra map[string]domain.FieldError) map[string]domain.FieldEr
 		"resources_status_check":        {Field: "status", Msg: "must be one of " + domain.StatusNames()},
 		"resources_labels_check":        {Field: "labels", Msg: "must be a JSON object of string values"},
 		"slot_reservations_slots_check": {Field: "slots", Msg: "must be at least 1"},
+		"resources_deleting_final":      {Field: "status", Msg: "stays deleting once a delete was requested, until the agent has deprovisioned the resource and removed the row; create the resource again afterwards"},
 	}
 	for name, fe := range extra {
 		messages[name] = fe

@@ -1,0 +1,24 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Every table of the schema is in the list a client role is granted reading, so a new
+// table is not forgotten by `berth migrate --client-role`.
+func TestClientReadableTablesAreTheSchemasTables(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := migratedState(ctx, t)
+	var tables []string
+	if err := st.pool.QueryRow(ctx, `
+		SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = current_schema()`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(clientReadableTables, tables) {
+		t.Fatalf("client-readable tables %v, the schema's tables %v: add a new table to clientReadableTables", clientReadableTables, tables)
+	}
+}
