@@ -9,14 +9,21 @@ import (
 )
 
 func newMigrateCommand(opts *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var clientRole string
+	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade Berth's database schema",
 		Long: `Apply every schema migration the database lacks. It is safe to run any number of times and
 while agents are running; berth run migrates on start too. The other commands never migrate:
-they refuse to work on a database without Berth's schema.`,
+they refuse to work on a database without Berth's schema.
+
+With --client-role NAME (PostgreSQL), the existing role NAME is then given exactly a
+client's rights: it reads Berth's tables and inserts, updates and deletes resources, and the
+database refuses its writes of the columns only the agent writes. Run it with the agent's URL
+(the role that owns the tables), and again after each upgrade.`,
 		Example: `  berth migrate --database-url postgres://berth@localhost:5432/berth
-  BERTH_DATABASE_URL=postgres://berth@db.internal/berth berth migrate -o json`,
+  BERTH_DATABASE_URL=postgres://berth@db.internal/berth berth migrate -o json
+  berth migrate --client-role app`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := opts.outputFormat()
@@ -35,12 +42,22 @@ they refuse to work on a database without Berth's schema.`,
 			if err := st.Migrate(cmd.Context()); err != nil {
 				return fmt.Errorf("migrate the database: %w", err)
 			}
+			if cmd.Flags().Changed("client-role") {
+				if err := grantClientRole(cmd.Context(), st, clientRole); err != nil {
+					return err
+				}
+			}
 			where := store.Redact(url)
 			if format != outputTable {
 				return writeData(cmd.OutOrStdout(), format, map[string]string{"database": where, "schema": "up to date"})
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "schema of %s is up to date\n", where)
+			if err == nil && clientRole != "" {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "role %s has a client's rights\n", clientRole)
+			}
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&clientRole, "client-role", "", "an existing PostgreSQL role to give exactly a client's rights (run again after each upgrade)")
+	return cmd
 }

@@ -115,6 +115,8 @@ Global flags have environment variables; a flag beats its variable:
 		newVersionCommand(opts),
 		newStatusCommand(opts),
 		newAgentsCommand(opts),
+		newDoctorCommand(opts),
+		newAccessCommand(opts),
 		newDevHostsCommand(opts),
 	)
 	addBuiltinCommands(root)
