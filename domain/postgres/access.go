@@ -83,6 +83,23 @@ func (s *State) GrantClientRole(ctx context.Context, role string) error {
 	return nil
 }
 
+// checkAgentRole refuses a role that does not act as the agent on a database that has
+// Berth's tables: migrating, and the agent's writes, need the role that owns them.
+func (s *State) checkAgentRole(ctx context.Context) error {
+	var role string
+	var agent *bool
+	err := s.pool.QueryRow(ctx, `
+		SELECT current_user, (SELECT pg_has_role(current_user, c.relowner, 'USAGE')
+		                        FROM pg_class c WHERE c.oid = to_regclass('resources'))`).Scan(&role, &agent)
+	if err != nil {
+		return fmt.Errorf("read the database role: %w", err)
+	}
+	if agent != nil && !*agent {
+		return fmt.Errorf("role %q does not own Berth's tables, so it is a client: berth run and berth migrate need the agent's role (the tables' owner); see berth doctor: %w", role, domain.ErrForbidden)
+	}
+	return nil
+}
+
 // Access reports what the connection's role may do with Berth's tables.
 func (s *State) Access(ctx context.Context) (domain.Access, error) {
 	var a domain.Access

@@ -81,6 +81,9 @@ func TestClientRoleWritesTheClientColumnsOnly(t *testing.T) {
 		}
 	}
 	client := openAs(t, clientURL)
+	if err := client.Migrate(ctx); !errors.Is(err, domain.ErrForbidden) || !strings.Contains(err.Error(), "need the agent's role") {
+		t.Fatalf("migrate as a client: %v, want it refused as the agent's work", err)
+	}
 
 	// What a client does works.
 	r, err := client.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "web", Owner: "alice", Args: map[string]any{"slots": 1}, Labels: map[string]string{"team": "a"}})

@@ -20,6 +20,9 @@ const migrationLockKey int64 = 0x62657274682d6d67
 // Migrate applies the embedded migrations the database lacks. It is idempotent and safe to
 // call from several processes at once.
 func (s *State) Migrate(ctx context.Context) error {
+	if err := s.checkAgentRole(ctx); err != nil {
+		return err
+	}
 	return s.migrateTo(ctx, 0)
 }
 
