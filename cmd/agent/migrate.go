@@ -49,7 +49,11 @@ database refuses its writes of the columns only the agent writes. Run it with th
 			}
 			where := store.Redact(url)
 			if format != outputTable {
-				return writeData(cmd.OutOrStdout(), format, map[string]string{"database": where, "schema": "up to date"})
+				out := map[string]string{"database": where, "schema": "up to date"}
+				if clientRole != "" {
+					out["client_role"] = clientRole
+				}
+				return writeData(cmd.OutOrStdout(), format, out)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "schema of %s is up to date\n", where)
 			if err == nil && clientRole != "" {
