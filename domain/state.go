@@ -82,6 +82,13 @@ type ResourceStore interface {
 	// generation (the Kubernetes environ labels its objects) and is recorded as a control
 	// event; the same labels again change nothing.
 	SetLabels(ctx context.Context, id string, labels map[string]string) (Resource, error)
+	// ChangeLabels sets the labels in set and removes the keys in remove, in one write that
+	// merges them into the labels the row has when it is written, so that concurrent
+	// changes of different keys all land; it returns the resource. It is recorded as
+	// SetLabels is, and the same labels again change nothing. Removing a key the resource
+	// does not have, or ending with more than MaxLabels, gives a FieldError and changes
+	// nothing (see MergeLabels); a resource being deleted gives an error wrapping ErrConflict.
+	ChangeLabels(ctx context.Context, id string, set map[string]string, remove []string) (Resource, error)
 }
 
 // OrphanFinder tells brokers which of the things they hold belong to resources that no longer

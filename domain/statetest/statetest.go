@@ -128,6 +128,8 @@ var tests = []struct {
 	{"PausedResourcesAreLeftAlone", testPausedResourcesAreLeftAlone},
 	{"HibernationNeedsAttention", testHibernationNeedsAttention},
 	{"ListResourcesBySelector", testListResourcesBySelector},
+	{"ChangeLabelsMergesInOneWrite", testChangeLabelsMergesInOneWrite},
+	{"ConcurrentLabelChangesAllLand", testConcurrentLabelChangesAllLand},
 	{"StatusChangedAtFollowsTheStatus", testStatusChangedAtFollowsTheStatus},
 	{"EventFeed", testEventFeed},
 	{"ControlsSurviveARestart", testControlsSurviveARestart},
