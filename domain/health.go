@@ -79,8 +79,9 @@ type Event struct {
 type EventLog interface {
 	// ListEvents returns the resource's newest limit events (limit <= 0: all), oldest first.
 	ListEvents(ctx context.Context, resourceID string, limit int) ([]Event, error)
-	// PruneEvents deletes events from before cutoff and returns how many.
-	PruneEvents(ctx context.Context, cutoff time.Time) (int64, error)
+	// PruneEvents deletes, while term holds, the events recorded more than olderThan ago on
+	// the database clock, and returns how many (see ChangeLog.PruneChanges).
+	PruneEvents(ctx context.Context, term Term, olderThan time.Duration) (int64, error)
 	// LatestEventSeq returns the highest event sequence number (0 when there are none).
 	LatestEventSeq(ctx context.Context) (int64, error)
 	// EventsAfter returns up to limit events of every resource with Seq > after, in Seq

@@ -284,8 +284,10 @@ type ChangeLog interface {
 	ChangesAfter(ctx context.Context, after int64, limit int) ([]Change, error)
 	// ChangesIn returns the entries among seqs that exist (committed) now.
 	ChangesIn(ctx context.Context, seqs []int64) ([]Change, error)
-	// PruneChanges deletes entries written before cutoff and returns how many.
-	PruneChanges(ctx context.Context, cutoff time.Time) (int64, error)
+	// PruneChanges deletes, while term holds, the entries written more than olderThan ago on
+	// the database clock, and returns how many (an error wrapping ErrNotLeader, and nothing
+	// deleted, once term has ended).
+	PruneChanges(ctx context.Context, term Term, olderThan time.Duration) (int64, error)
 	// ListenChanges opens a wake-up channel for new log entries. Notifications are hints
 	// only: they may be lost or coalesced, and correctness never depends on them.
 	ListenChanges(ctx context.Context) (ChangeListener, error)

@@ -207,11 +207,7 @@ func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([
 	return out, nil
 }
 
-// PruneEvents deletes events from before cutoff.
-func (s *State) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, backend.PruneEventsSQL, cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("prune resource events: %w", err)
-	}
-	return tag.RowsAffected(), nil
+// PruneEvents deletes, while term holds, the events recorded more than olderThan ago.
+func (s *State) PruneEvents(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	return s.prune(ctx, term, backend.PrunableEvents, olderThan)
 }

@@ -115,6 +115,8 @@ var tests = []struct {
 	{"LeadershipOfADeadOrExpiredHolderIsTaken", testLeadershipOfADeadOrExpiredHolderIsTaken},
 	{"CompetingLeadershipClaimsHaveOneWinner", testCompetingLeadershipClaimsHaveOneWinner},
 	{"LeadershipInputsAreChecked", testLeadershipInputsAreChecked},
+	{"StaleLeadersWritesChangeNothing", testStaleLeadersWritesChangeNothing},
+	{"PrunesGoByTheDatabaseClock", testPrunesGoByTheDatabaseClock},
 	{"UnregisteredHoldersLeasesExpireAsBefore", testUnregisteredHoldersLeasesExpireAsBefore},
 	{"ResignLogsAChangePerLease", testResignLogsAChangePerLease},
 	{"HandOverLogsAChange", testHandOverLogsAChange},

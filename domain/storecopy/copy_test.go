@@ -208,10 +208,17 @@ func populate(t *testing.T, b *backend) {
 			domain.CapacitySample{At: when, Provisioner: "pool", Host: "host-a", Unit: "slots", Total: 8, Used: 4},
 			domain.CapacitySample{At: when, Provisioner: "pool", Host: "host-b", Unit: "slots", Total: 8, Used: int64(i), Down: i == 1})
 	}
-	must("record capacity", b.RecordCapacity(ctx, samples))
-	_, err = b.SetCapacityWarning(ctx, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: true, Message: "75% used", Since: at})
+	session, err := b.RegisterAgent(ctx, domain.AgentInfo{ID: holder, Version: "test"})
+	must("register", err)
+	_, leads, err := b.ClaimLeadership(ctx, holder, session, time.Hour)
+	if err != nil || !leads {
+		t.Fatalf("claim leadership: %v (leads: %v)", err, leads)
+	}
+	term := domain.Term{Holder: holder, Session: session}
+	must("record capacity", b.RecordCapacity(ctx, term, samples))
+	_, err = b.SetCapacityWarning(ctx, term, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: true, Message: "75% used", Since: at})
 	must("warn", err)
-	_, err = b.SetCapacityWarning(ctx, domain.CapacityWarning{Provisioner: "pool", Kind: "hosts", Active: false, Message: "", Since: at.Add(-time.Hour)})
+	_, err = b.SetCapacityWarning(ctx, term, domain.CapacityWarning{Provisioner: "pool", Kind: "hosts", Active: false, Message: "", Since: at.Add(-time.Hour)})
 	must("warn", err)
 	_, err = b.ApplyProvisionerSpec(ctx, "pool", "sha256:pool-1")
 	must("spec", err)

@@ -117,19 +117,22 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Flag is the worker's output: whether this agent leads.
+// Flag is the worker's output: whether this agent leads, and under which term.
 type Flag interface {
 	Check() bool
+	// Term is the leadership term a leader's writes carry (see domain.Term): the store
+	// applies them only while it holds.
+	Term() domain.Term
 }
 
 // Worker holds the claim; see the package doc.
 type Worker struct {
 	catacomb catacomb.Catacomb
 	config   Config
-	mine     bool  // fixed for the worker's lifetime
-	session  int64 // the session of the last claim, which a leader resigns with
+	mine     bool // fixed for the worker's lifetime
 
-	mu        sync.Mutex // guards what Report reads
+	mu        sync.Mutex // guards what Report and Term read
+	session   int64      // the session of the last claim, which a leader resigns with
 	leader    string
 	since     time.Time // when this worker last saw the holder change, on its clock
 	renewed   time.Time // the last claim that held the lease, on its clock
@@ -164,6 +167,13 @@ func NewWorker(config Config) (*Worker, error) {
 
 // Check says whether this agent leads.
 func (w *Worker) Check() bool { return w.mine }
+
+// Term is the term of the last claim: this agent under the session it claimed with.
+func (w *Worker) Term() domain.Term {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return domain.Term{Holder: w.config.Agent.ID, Session: w.session}
+}
 
 // Leader is the holder the worker last saw, empty for none.
 func (w *Worker) Leader() string {
@@ -200,7 +210,7 @@ func (w *Worker) loop() error {
 	// Until the agent has registered there is no session to claim under; the claim is made
 	// the moment there is one.
 	var registered <-chan struct{}
-	if w.session == 0 {
+	if w.Term().Session == 0 {
 		registered = w.config.Registration.Registered()
 	}
 	for {
@@ -270,10 +280,12 @@ func (w *Worker) claim(parent context.Context) (string, bool, error) {
 	if session == 0 {
 		return "", false, errors.New("the agent is not registered yet")
 	}
+	w.mu.Lock()
 	w.session = session
+	w.mu.Unlock()
 	ctx, cancel := clocktimeout.WithTimeout(parent, w.config.Clock, w.config.Timeout)
 	defer cancel()
-	leader, mine, err := w.config.Store.ClaimLeadership(ctx, w.config.Agent.ID, w.session, w.config.Agent.TTL)
+	leader, mine, err := w.config.Store.ClaimLeadership(ctx, w.config.Agent.ID, session, w.config.Agent.TTL)
 	if err != nil {
 		return "", false, withCause(ctx, err)
 	}
@@ -302,7 +314,7 @@ func (w *Worker) resign() {
 	w.config.Metrics.ObserveLeader(false)
 	ctx, cancel := clocktimeout.WithTimeout(context.Background(), w.config.Clock, w.config.Timeout)
 	defer cancel()
-	if err := w.config.Store.ResignLeadership(ctx, w.config.Agent.ID, w.session); err != nil {
+	if err := w.config.Store.ResignLeadership(ctx, w.config.Agent.ID, w.Term().Session); err != nil {
 		w.config.Logger.Warn("resigning leadership failed; another agent leads once the lease expires",
 			"agent-id", w.config.Agent.ID, "error", withCause(ctx, err), "ttl", w.config.Agent.TTL)
 		return
