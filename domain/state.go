@@ -311,6 +311,11 @@ type SlotRequest struct {
 	// Lease is the reconcile lease the request is made under; nil for a caller that holds
 	// none (a health check's repair). See SlotStore for how it fences the write.
 	Lease *Lease
+	// Checked, for a request under no lease, is the row as the health check that decided
+	// the request read it (a repair's reservation): the reservation is then made only while
+	// the row is still so (see Checked), so that a repair racing a hibernate, a delete or
+	// a wake reserves nothing. Nil for none; a request has a Lease or Checked, not both.
+	Checked *Checked
 }
 
 // Reservation is a resource's hold on slots of one host.
@@ -344,7 +349,10 @@ type PickHost func(req SlotRequest, existing *Reservation, usage []HostUsage) (s
 // error wrapping ErrNotFound), and a write under none only while nobody holds a live lease
 // on the row (a row that is gone holds none, so an orphan's slots are always released). A
 // refused write gives an error wrapping ErrLeaseHeld naming the current holder, and
-// creates, moves or removes nothing.
+// creates, moves or removes nothing. A reservation under none decided by a health check
+// (SlotRequest.Checked) applies only while the row is still as the check read it, checked
+// under the same lock: otherwise it gives an error wrapping ErrStale (ErrNotFound when the
+// row is gone) and reserves nothing.
 type SlotStore interface {
 	// ReserveSlots atomically records (or resizes) req's reservation on the host pick chooses,
 	// serialised per provisioner. When the existing reservation already has req.Slots it is

@@ -342,7 +342,7 @@ const (
 	leaseColumns = `r.lease_holder, r.lease_token, r.lease_expires_at,
 		       coalesce(r.lease_expires_at >= now(), false) AND (a.id IS NULL OR NOT (` + agentDeadSQL + `)),
 		       a.heartbeat_at + a.ttl_ms * interval '1 millisecond',
-		       r.generation, r.status, r.provisioner`
+		       r.generation, r.status, r.provisioner, r.observed_generation, r.paused, r.hibernate`
 	leaseFrom = `FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder WHERE r.id = $1`
 )
 
@@ -354,7 +354,8 @@ func scanLease(row pgx.Row, uid pgtype.UUID) (backend.Lease, error) {
 		expiresAt *time.Time
 		deadline  *time.Time
 	)
-	err := row.Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
+	err := row.Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner,
+		&l.ObservedGeneration, &l.Paused, &l.Hibernate)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, notFound(uid.String())
 	}

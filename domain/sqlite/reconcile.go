@@ -309,10 +309,11 @@ func readLease(ctx context.Context, tx *sql.Tx, id string) (backend.Lease, error
 		SELECT r.lease_holder, r.lease_token, r.lease_expires_at,
 		       coalesce(r.lease_expires_at >= `+nowSQL+`, 0) AND (a.id IS NULL OR NOT (`+agentDeadSQL+`)),
 		       CASE WHEN a.id IS NOT NULL THEN `+agentDeadlineSQL+` END,
-		       r.generation, r.status, r.provisioner
+		       r.generation, r.status, r.provisioner, r.observed_generation, r.paused, r.hibernate
 		  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
 		 WHERE r.id = $1`, id,
-	).Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
+	).Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner,
+		&l.ObservedGeneration, &l.Paused, &l.Hibernate)
 	if errors.Is(err, sql.ErrNoRows) {
 		return l, notFound(id)
 	}

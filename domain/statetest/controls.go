@@ -614,7 +614,7 @@ func testStatusChangedAtFollowsTheStatus(t *testing.T, b *Backend) {
 	}
 	healthy := provisioned(t, b, "healthy")
 	mustExec(t, b, `UPDATE resources SET status_changed_at = $2 WHERE id = $1`, healthy.ID, past)
-	h, err := b.RecordHealth(ctx, healthy.ID, 1, domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "down", UnhealthySince: time.Now()})
+	h, err := b.RecordHealth(ctx, healthy.ID, checkedAt(1), domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "down", UnhealthySince: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,9 @@ func populate(t *testing.T, b *backend) {
 	_, err := b.UpdateResourceArgs(ctx, ids["resized"], map[string]any{"slots": 4})
 	must("resize", err)
 	provisioned("unhealthy", "host-b")
-	_, err = b.RecordHealth(ctx, ids["unhealthy"], 1, domain.HealthUpdate{Status: domain.StatusUnhealthy,
+	checked, err := b.GetResource(ctx, ids["unhealthy"])
+	must("read unhealthy", err)
+	_, err = b.RecordHealth(ctx, ids["unhealthy"], checked.CheckedBy(holder), domain.HealthUpdate{Status: domain.StatusUnhealthy,
 		StatusMessage: "health probe failed", UnhealthySince: at, Repairs: []string{"restarted the runtime"}})
 	must("record health", err)
 	progress("failed", domain.ProgressUpdate{Status: domain.StatusError, StatusMessage: "args.slots: must be at most 8",

@@ -94,7 +94,7 @@ func (s *fakeStore) ListCheckable(ctx context.Context, after string, limit int, 
 	return out, nil
 }
 
-func (s *fakeStore) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+func (s *fakeStore) RecordHealth(ctx context.Context, id string, checked domain.Checked, h domain.HealthUpdate) (domain.Resource, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
@@ -106,7 +106,7 @@ func (s *fakeStore) RecordHealth(ctx context.Context, id string, generation int6
 	if !ok {
 		return domain.Resource{}, domain.ErrNotFound
 	}
-	if r.Generation != generation || (r.Status != domain.StatusReady && r.Status != domain.StatusUnhealthy) {
+	if r.Generation != checked.Generation || r.LeaseToken != checked.LeaseToken || (r.Status != domain.StatusReady && r.Status != domain.StatusUnhealthy) {
 		return domain.Resource{}, domain.ErrStale
 	}
 	r.Status, r.StatusMessage = h.Status, h.StatusMessage
