@@ -168,6 +168,8 @@ type fakeEnviron struct {
 	mu     sync.Mutex
 	errs   map[string]error    // CheckResource errors by id
 	labels []map[string]string // the labels of every CheckResource's options, in order
+	// checked is what every CheckResource was told the check read of the row, in order.
+	checked []*domain.Checked
 	result map[string]*environ.Resource
 	block  bool
 }
@@ -177,6 +179,7 @@ func newFakeEnviron(clk clock.Clock) *fakeEnviron {
 	e.CheckResourceFn = func(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
 		e.mu.Lock()
 		e.labels = append(e.labels, opts.Labels)
+		e.checked = append(e.checked, r.Checked)
 		e.mu.Unlock()
 		e.calls.Add(call{id: r.ID, at: clk.Now()})
 		e.mu.Lock()
