@@ -170,8 +170,8 @@ type fakeEnviron struct {
 	labels []map[string]string // the labels of every CheckResource's options, in order
 	// checked is what every CheckResource was told the check read of the row, in order.
 	checked []*domain.Checked
-	result map[string]*environ.Resource
-	block  bool
+	result  map[string]*environ.Resource
+	block   bool
 }
 
 func newFakeEnviron(clk clock.Clock) *fakeEnviron {
