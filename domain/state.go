@@ -121,9 +121,13 @@ type ProgressUpdate struct {
 	Config             map[string]any // non-nil: replace the client config
 	ObservedGeneration *int64         // non-nil: record this generation as observed
 
-	Attempts      int
-	NextAttemptAt *time.Time // nil: no retry scheduled
-	LastError     string
+	Attempts int
+	// RetryIn, when positive, schedules the next attempt that long after the write, on the
+	// database clock (the row's NextAttemptAt): every agent compares it with that clock, so
+	// an agent whose own clock is off neither skips another's backoff nor makes others skip
+	// its own. Zero (or less): no retry scheduled.
+	RetryIn   time.Duration
+	LastError string
 
 	// ReleaseLease gives up holder's lease in the same write, as ReleaseResource would after
 	// it: for the last record of an attempt. When the update is refused the lease is kept.

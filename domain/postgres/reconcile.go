@@ -271,7 +271,7 @@ const progressSQL = `
 	       config = coalesce($8, config),
 	       observed_generation = coalesce($9, observed_generation),
 	       attempts = $10,
-	       next_attempt_at = $11,
+	       next_attempt_at = CASE WHEN $11::bigint > 0 THEN now() + $11::bigint * interval '1 millisecond' END,
 	       last_error = $12,
 	       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, now()) ELSE ready_at END,
 	       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
@@ -295,7 +295,7 @@ func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate) 
 	}
 	return []any{uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
-		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease, lease.Token,
+		u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token,
 		string(passed.Status), passed.Message}
 }
 

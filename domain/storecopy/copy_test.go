@@ -153,9 +153,8 @@ func populate(t *testing.T, b *backend) {
 			func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return host, nil })
 		must("reserve for "+name, err)
 	}
-	next := at.Add(time.Minute)
 	progress("retrying", domain.ProgressUpdate{Status: domain.StatusPending, StatusMessage: "attempt 2 failed: host busy",
-		Provisioner: "pool", Attempts: 2, NextAttemptAt: &next, LastError: "host busy"})
+		Provisioner: "pool", Attempts: 2, RetryIn: time.Minute, LastError: "host busy"})
 	must("release retrying", b.ReleaseResource(ctx, ids["retrying"], leases["retrying"]))
 	// Left with its lease live, as an agent stopped mid-reconcile leaves it.
 	progress("provisioning", domain.ProgressUpdate{Status: domain.StatusProvisioning, StatusMessage: "provisioning on host-a",
