@@ -2,7 +2,9 @@
 // lease: one agent of those sharing a store runs what must run once (environ checks and
 // orphan sweeps, capacity samples and warnings, change-log and history pruning). Those
 // workers are gated on the flag (see Gate), as Juju gates its singular workers on an
-// is-responsible flag.
+// is-responsible flag, and those that write to the store carry the flag's Term with their
+// writes (see TermOf): the store applies them only while that term holds, so a leader that
+// resumed after losing the lease writes nothing even before its flag notices.
 //
 // The worker claims at start, before it returns, so its flag is fixed for its lifetime; it
 // then claims (renews, or tries to take) every Interval on the database clock. When the
