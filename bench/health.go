@@ -594,9 +594,9 @@ func (s countingStore) ListCheckable(ctx context.Context, afterID string, limit 
 	return s.st.ListCheckable(ctx, afterID, limit, holder)
 }
 
-func (s countingStore) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+func (s countingStore) RecordHealth(ctx context.Context, id string, checked domain.Checked, h domain.HealthUpdate) (domain.Resource, error) {
 	s.calls.add("RecordHealth")
-	return s.st.RecordHealth(ctx, id, generation, h)
+	return s.st.RecordHealth(ctx, id, checked, h)
 }
 
 // countingSlots is the environ's slot store, counted; it keeps the single-reservation

@@ -119,6 +119,16 @@ type AgentStore interface {
 	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
 }
 
+// Term is one leadership lease as a claim granted it: the agent and the session it claimed
+// under. The leader-only writes (pruning, capacity samples and warnings) carry it and apply
+// only while it still holds, checked in their own transaction: a leader that paused past
+// its lease (or was partitioned from the database) and resumes writes nothing once another
+// agent took the lease over.
+type Term struct {
+	Holder  string
+	Session int64
+}
+
 // LeadershipStore is the leadership lease: one agent at a time runs what must run once
 // (environ checks, orphan sweeps, capacity samples and warnings, pruning). The lease follows
 // the liveness rule of resource leases, on the database clock.

@@ -43,21 +43,24 @@ type CapacityWarning struct {
 
 // CapacityStore records provisioners' capacity over time and their warnings.
 type CapacityStore interface {
-	// RecordCapacity stores samples (a sample already stored for the same provisioner, host
-	// and time is kept).
-	RecordCapacity(ctx context.Context, samples []CapacitySample) error
+	// RecordCapacity stores samples while term holds (a sample already stored for the same
+	// provisioner, host and time is kept); once term has ended it stores nothing and gives an
+	// error wrapping ErrNotLeader.
+	RecordCapacity(ctx context.Context, term Term, samples []CapacitySample) error
 	// LatestCapacity returns each provisioner's newest samples, by provisioner, then host
 	// (the total first).
 	LatestCapacity(ctx context.Context) ([]CapacitySample, error)
 	// CapacityTrends summarises the samples taken at or after since, per provisioner and
 	// host, by provisioner, then host (the total first).
 	CapacityTrends(ctx context.Context, since time.Time) ([]CapacityTrend, error)
-	// PruneCapacitySamples deletes samples from before cutoff and returns how many.
-	PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error)
-	// SetCapacityWarning records w and reports whether its Active state changed (a new
-	// warning counts as changed when active). Since is kept while Active stays; Message is
-	// updated.
-	SetCapacityWarning(ctx context.Context, w CapacityWarning) (changed bool, err error)
+	// PruneCapacitySamples deletes, while term holds, the samples taken more than olderThan
+	// ago on the database clock, and returns how many (see ChangeLog.PruneChanges).
+	PruneCapacitySamples(ctx context.Context, term Term, olderThan time.Duration) (int64, error)
+	// SetCapacityWarning records w while term holds and reports whether its Active state
+	// changed (a new warning counts as changed when active). Since is kept while Active
+	// stays; Message is updated. Once term has ended it records nothing and gives an error
+	// wrapping ErrNotLeader.
+	SetCapacityWarning(ctx context.Context, term Term, w CapacityWarning) (changed bool, err error)
 	// ListCapacityWarnings returns every warning's state, by provisioner, then kind.
 	ListCapacityWarnings(ctx context.Context) ([]CapacityWarning, error)
 }

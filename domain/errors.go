@@ -39,4 +39,7 @@ var (
 	// ErrSessionEnded is returned when an agent's registration is no longer the one it
 	// holds: another process registered the same agent id, or the row was removed.
 	ErrSessionEnded = errors.New("agent session ended")
+	// ErrNotLeader is returned by a leader-only write whose leadership Term no longer holds:
+	// another agent leads now (or the lease expired), and the write changed nothing.
+	ErrNotLeader = errors.New("the leadership term the write carried has ended")
 )

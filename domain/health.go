@@ -20,6 +20,26 @@ type HealthUpdate struct {
 	Repairs []string
 }
 
+// Checked is a resource row as a health check read it, and who checked it. The writes such
+// a check decides without holding a lease (its RecordHealth, and a repair's slot
+// reservation, see SlotRequest.Checked) apply only while the row is still as it was read,
+// decided in the write's own transaction: it exists, is ready or unhealthy at Generation
+// (and provisioned at it), is not paused, being deleted or hibernated, nor asked to
+// hibernate, its lease token is still LeaseToken (no claim since: no reconcile, wake or
+// hibernate has moved the resource) and no live lease of another holder than Holder is on
+// it. Otherwise nothing is written and the error wraps ErrStale (ErrNotFound when the row
+// is gone).
+type Checked struct {
+	Holder     string // the checking agent's lease identity
+	Generation int64
+	LeaseToken int64
+}
+
+// CheckedBy is r as the check of agent holder (its lease identity) read it.
+func (r Resource) CheckedBy(holder string) Checked {
+	return Checked{Holder: holder, Generation: r.Generation, LeaseToken: r.LeaseToken}
+}
+
 // HealthStore is the health checker's side of the resources table.
 type HealthStore interface {
 	// ListCheckable returns up to limit resources that are provisioned at their current
@@ -28,13 +48,14 @@ type HealthStore interface {
 	// is live (on the database clock) and held by another holder than holder, this agent's
 	// lease identity, is left out: another agent is reconciling it.
 	ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]Resource, error)
-	// RecordHealth applies h to the resource while it is still at generation, provisioned at
-	// it, ready or unhealthy and not paused, and returns the new row; otherwise (args
-	// changed, a delete, a pause or a reconcile started) it gives ErrStale, and ErrNotFound when the row is gone. A
+	// RecordHealth applies h to the resource while it is still as checked read it (see
+	// Checked) and returns the new row; otherwise (args changed, a delete, a pause, a
+	// hibernate, a reconcile or wake claimed it since, another agent's live lease) it gives
+	// an error wrapping ErrStale saying which, and ErrNotFound when the row is gone. A
 	// change of status is recorded as a health event, each repair as a repair event. An
 	// error (an unreadable row) is also logged as a change of the resource, so the agent's
 	// provisioner takes the row over and looks at it again until it is fixed.
-	RecordHealth(ctx context.Context, id string, generation int64, h HealthUpdate) (Resource, error)
+	RecordHealth(ctx context.Context, id string, checked Checked, h HealthUpdate) (Resource, error)
 	// CountResourcesByStatus counts the resources in each status; statuses without
 	// resources are absent.
 	CountResourcesByStatus(ctx context.Context) (map[Status]int, error)
@@ -79,8 +100,9 @@ type Event struct {
 type EventLog interface {
 	// ListEvents returns the resource's newest limit events (limit <= 0: all), oldest first.
 	ListEvents(ctx context.Context, resourceID string, limit int) ([]Event, error)
-	// PruneEvents deletes events from before cutoff and returns how many.
-	PruneEvents(ctx context.Context, cutoff time.Time) (int64, error)
+	// PruneEvents deletes, while term holds, the events recorded more than olderThan ago on
+	// the database clock, and returns how many (see ChangeLog.PruneChanges).
+	PruneEvents(ctx context.Context, term Term, olderThan time.Duration) (int64, error)
 	// LatestEventSeq returns the highest event sequence number (0 when there are none).
 	LatestEventSeq(ctx context.Context) (int64, error)
 	// EventsAfter returns up to limit events of every resource with Seq > after, in Seq

@@ -2,6 +2,8 @@ package domain
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -46,4 +48,43 @@ func ParseSelector(s string) (labels.Selector, error) {
 // MatchesSelector reports whether r's labels match sel (nil matches everything).
 func (r Resource) MatchesSelector(sel labels.Selector) bool {
 	return sel == nil || sel.Empty() || sel.Matches(labels.Set(r.Labels))
+}
+
+// CheckLabelChange checks a change of labels before a store sees it: the labels set are
+// valid ones and no key is both set and removed.
+func CheckLabelChange(set map[string]string, remove []string) error {
+	for _, key := range remove {
+		if _, both := set[key]; both {
+			return &FieldError{"labels", fmt.Sprintf("%q is both set and removed: give it once", key)}
+		}
+	}
+	return ValidateLabels(set)
+}
+
+// MergeLabels returns current with the labels in set set and the keys in remove removed, as
+// ChangeLabels writes them. Removing a key current does not have is an error, since it is
+// usually a misspelling, and so is ending with more than MaxLabels.
+func MergeLabels(current, set map[string]string, remove []string) (map[string]string, error) {
+	merged := maps.Clone(current)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	for _, key := range remove {
+		if _, ok := merged[key]; !ok {
+			return nil, &FieldError{"labels", fmt.Sprintf("the resource has no label %q (its labels: %s)", key, labelKeyList(current))}
+		}
+		delete(merged, key)
+	}
+	maps.Copy(merged, set)
+	if len(merged) > MaxLabels {
+		return nil, &FieldError{"labels", fmt.Sprintf("would have %d labels: use at most %d", len(merged), MaxLabels)}
+	}
+	return merged, nil
+}
+
+func labelKeyList(m map[string]string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }

@@ -192,31 +192,18 @@ func (s *Service) Retry(ctx context.Context, id string) (Resource, error) {
 	return s.store.RequestRetry(ctx, id)
 }
 
-// Label sets the labels in set and removes those in unset. Removing a label the resource
+// Label sets the labels in set and removes those in remove, in one write of the store's
+// (ChangeLabels): two label commands run at once both land. Removing a label the resource
 // does not have is an error, since it is usually a misspelling.
-func (s *Service) Label(ctx context.Context, id string, set map[string]string, unset []string) (Resource, error) {
-	current, err := s.Get(ctx, id)
+func (s *Service) Label(ctx context.Context, id string, set map[string]string, remove []string) (Resource, error) {
+	id, err := checkID(id)
 	if err != nil {
 		return Resource{}, err
 	}
-	merged := maps.Clone(current.Labels)
-	if merged == nil {
-		merged = map[string]string{}
-	}
-	for _, key := range unset {
-		if _, both := set[key]; both {
-			return Resource{}, &FieldError{"labels", fmt.Sprintf("%q is both set and removed: give it once", key)}
-		}
-		if _, ok := merged[key]; !ok {
-			return Resource{}, &FieldError{"labels", fmt.Sprintf("the resource has no label %q (its labels: %s)", key, labelKeyList(current.Labels))}
-		}
-		delete(merged, key)
-	}
-	maps.Copy(merged, set)
-	if err := ValidateLabels(merged); err != nil {
+	if err := CheckLabelChange(set, remove); err != nil {
 		return Resource{}, err
 	}
-	return s.store.SetLabels(ctx, current.ID, merged)
+	return s.store.ChangeLabels(ctx, id, set, remove)
 }
 
 // Wait reads the resource until until says it is done or fails, or ctx ends. until sees
@@ -319,13 +306,6 @@ func StatusNames() string {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
-}
-
-func labelKeyList(m map[string]string) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }
 
 func keyList(m map[string]any) string {

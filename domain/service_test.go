@@ -107,6 +107,18 @@ func (m *memStore) SetLabels(_ context.Context, id string, labels map[string]str
 	return m.update(id, func(r *domain.Resource) { r.Labels = maps.Clone(labels) })
 }
 
+func (m *memStore) ChangeLabels(_ context.Context, id string, set map[string]string, remove []string) (domain.Resource, error) {
+	r, ok := m.rows[id]
+	if !ok {
+		return domain.Resource{}, domain.ErrNotFound
+	}
+	merged, err := domain.MergeLabels(r.Labels, set, remove)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	return m.update(id, func(r *domain.Resource) { r.Labels = merged })
+}
+
 func fieldOf(t *testing.T, err error) string {
 	t.Helper()
 	var fe *domain.FieldError

@@ -82,6 +82,13 @@ type ResourceStore interface {
 	// generation (the Kubernetes environ labels its objects) and is recorded as a control
 	// event; the same labels again change nothing.
 	SetLabels(ctx context.Context, id string, labels map[string]string) (Resource, error)
+	// ChangeLabels sets the labels in set and removes the keys in remove, in one write that
+	// merges them into the labels the row has when it is written, so that concurrent
+	// changes of different keys all land; it returns the resource. It is recorded as
+	// SetLabels is, and the same labels again change nothing. Removing a key the resource
+	// does not have, or ending with more than MaxLabels, gives a FieldError and changes
+	// nothing (see MergeLabels); a resource being deleted gives an error wrapping ErrConflict.
+	ChangeLabels(ctx context.Context, id string, set map[string]string, remove []string) (Resource, error)
 }
 
 // OrphanFinder tells brokers which of the things they hold belong to resources that no longer
@@ -114,9 +121,13 @@ type ProgressUpdate struct {
 	Config             map[string]any // non-nil: replace the client config
 	ObservedGeneration *int64         // non-nil: record this generation as observed
 
-	Attempts      int
-	NextAttemptAt *time.Time // nil: no retry scheduled
-	LastError     string
+	Attempts int
+	// RetryIn, when positive, schedules the next attempt that long after the write, on the
+	// database clock (the row's NextAttemptAt): every agent compares it with that clock, so
+	// an agent whose own clock is off neither skips another's backoff nor makes others skip
+	// its own. Zero (or less): no retry scheduled.
+	RetryIn   time.Duration
+	LastError string
 
 	// ReleaseLease gives up holder's lease in the same write, as ReleaseResource would after
 	// it: for the last record of an attempt. When the update is refused the lease is kept.
@@ -277,8 +288,10 @@ type ChangeLog interface {
 	ChangesAfter(ctx context.Context, after int64, limit int) ([]Change, error)
 	// ChangesIn returns the entries among seqs that exist (committed) now.
 	ChangesIn(ctx context.Context, seqs []int64) ([]Change, error)
-	// PruneChanges deletes entries written before cutoff and returns how many.
-	PruneChanges(ctx context.Context, cutoff time.Time) (int64, error)
+	// PruneChanges deletes, while term holds, the entries written more than olderThan ago on
+	// the database clock, and returns how many (an error wrapping ErrNotLeader, and nothing
+	// deleted, once term has ended).
+	PruneChanges(ctx context.Context, term Term, olderThan time.Duration) (int64, error)
 	// ListenChanges opens a wake-up channel for new log entries. Notifications are hints
 	// only: they may be lost or coalesced, and correctness never depends on them.
 	ListenChanges(ctx context.Context) (ChangeListener, error)
@@ -302,6 +315,11 @@ type SlotRequest struct {
 	// Lease is the reconcile lease the request is made under; nil for a caller that holds
 	// none (a health check's repair). See SlotStore for how it fences the write.
 	Lease *Lease
+	// Checked, for a request under no lease, is the row as the health check that decided
+	// the request read it (a repair's reservation): the reservation is then made only while
+	// the row is still so (see Checked), so that a repair racing a hibernate, a delete or
+	// a wake reserves nothing. Nil for none; a request has a Lease or Checked, not both.
+	Checked *Checked
 }
 
 // Reservation is a resource's hold on slots of one host.
@@ -335,7 +353,10 @@ type PickHost func(req SlotRequest, existing *Reservation, usage []HostUsage) (s
 // error wrapping ErrNotFound), and a write under none only while nobody holds a live lease
 // on the row (a row that is gone holds none, so an orphan's slots are always released). A
 // refused write gives an error wrapping ErrLeaseHeld naming the current holder, and
-// creates, moves or removes nothing.
+// creates, moves or removes nothing. A reservation under none decided by a health check
+// (SlotRequest.Checked) applies only while the row is still as the check read it, checked
+// under the same lock: otherwise it gives an error wrapping ErrStale (ErrNotFound when the
+// row is gone) and reserves nothing.
 type SlotStore interface {
 	// ReserveSlots atomically records (or resizes) req's reservation on the host pick chooses,
 	// serialised per provisioner. When the existing reservation already has req.Slots it is

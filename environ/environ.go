@@ -33,6 +33,12 @@ type Resource struct {
 	// ReleaseSlots), so that once another claim fenced the lease none of those writes lands.
 	// It is an input only: brokers do not copy it into the Resource they return.
 	Lease *domain.Lease
+	// Checked is, for a health check (which holds no lease), the row as the check read it:
+	// a broker that writes to the store to repair the resource passes it with each write
+	// (domain.SlotRequest.Checked), so that no repair lands once the resource moved on (was
+	// hibernated, deleted, woken elsewhere) or is gone. Nil otherwise; an input only, as
+	// Lease is.
+	Checked *domain.Checked
 	// Kept says, on the Resource Reconcile returns, that the broker keeps what it returned
 	// itself and hands it back on the next Reconcile (the static pool's reservation rows),
 	// and that AwaitReady waits briefly if at all. The caller then need not save State

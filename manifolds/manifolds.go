@@ -298,8 +298,9 @@ func Manifolds(config Config) dependency.Manifolds {
 		}),
 
 		ChangeLogPrunerName: leadership.Gate(LeadershipName, changelog.Manifold(changelog.ManifoldConfig{
-			ClockName:    ClockName,
-			DatabaseName: DatabaseName,
+			ClockName:      ClockName,
+			DatabaseName:   DatabaseName,
+			LeadershipName: LeadershipName,
 			Settings: changelog.Settings{
 				Interval:      10 * time.Minute,
 				Retain:        config.ChangeLogRetain,
@@ -374,9 +375,10 @@ func Manifolds(config Config) dependency.Manifolds {
 		}),
 
 		CapacityName: leadership.Gate(LeadershipName, capacity.Manifold(capacity.ManifoldConfig{
-			ClockName:    ClockName,
-			DatabaseName: DatabaseName,
-			EnvironsName: EnvironsName,
+			ClockName:      ClockName,
+			DatabaseName:   DatabaseName,
+			EnvironsName:   EnvironsName,
+			LeadershipName: LeadershipName,
 			Settings: capacity.Settings{
 				Interval:   config.Capacity.Interval,
 				Timeout:    30 * time.Second,

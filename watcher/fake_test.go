@@ -141,7 +141,7 @@ func (s *fakeSource) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Chan
 	return out, nil
 }
 
-func (s *fakeSource) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
+func (s *fakeSource) PruneChanges(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
 	return 0, errors.New("the watcher never prunes")
 }
 

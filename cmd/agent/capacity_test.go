@@ -17,16 +17,25 @@ func TestCapacityShowsNowTrendWarningsAndWaits(t *testing.T) {
 	sample := func(at time.Time, host string, total, used int64, down bool) domain.CapacitySample {
 		return domain.CapacitySample{At: at, Provisioner: "pool", Host: host, Unit: "slots", Total: total, Used: used, Down: down}
 	}
+	// Written as the leader's capacity worker writes them.
+	session, err := c.st.RegisterAgent(ctx, domain.AgentInfo{ID: "leader", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, leads, err := c.st.ClaimLeadership(ctx, "leader", session, time.Hour); err != nil || !leads {
+		t.Fatalf("claim leadership: %v (leads: %v)", err, leads)
+	}
+	term := domain.Term{Holder: "leader", Session: session}
 	for _, s := range [][]domain.CapacitySample{
 		{sample(now.Add(-2*time.Hour), "", 20, 1, false)}, // before the window
 		{sample(now.Add(-40*time.Minute), "", 20, 12, false), sample(now.Add(-40*time.Minute), "http://a", 10, 8, false), sample(now.Add(-40*time.Minute), "http://b", 10, 4, false)},
 		{sample(now.Add(-time.Minute), "", 20, 17, false), sample(now.Add(-time.Minute), "http://a", 10, 9, false), sample(now.Add(-time.Minute), "http://b", 10, 8, true)},
 	} {
-		if err := c.st.RecordCapacity(ctx, s); err != nil {
+		if err := c.st.RecordCapacity(ctx, term, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.st.SetCapacityWarning(ctx, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: true, Message: "90% of 10 slots used", Since: now.Add(-time.Minute)}); err != nil {
+	if _, err := c.st.SetCapacityWarning(ctx, term, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: true, Message: "90% of 10 slots used", Since: now.Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	waiting := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "big", "--arg", "slots=5", "-o", "json"))["id"].(string)

@@ -269,11 +269,10 @@ func TestRetryAllFailedAndBySelector(t *testing.T) {
 		permanent := c.create("permanent", "--label", "team=data")
 		backingOff := c.create("backing-off", "--label", "team=web")
 		ready := c.create("ready", "--label", "team=data")
-		later := c.clk.Now().Add(10 * time.Minute)
 		c.record(permanent, domain.ProgressUpdate{Status: domain.StatusError, StatusMessage: "unknown provisioner \"gone\"",
 			Attempts: 1, LastError: "unknown provisioner \"gone\"", ReleaseLease: true})
 		c.record(backingOff, domain.ProgressUpdate{Status: domain.StatusProvisioning, StatusMessage: "attempt 3 failed: host down",
-			Attempts: 3, LastError: "host down", NextAttemptAt: &later, ReleaseLease: true})
+			Attempts: 3, LastError: "host down", RetryIn: 10 * time.Minute, ReleaseLease: true})
 		c.makeReady(ready)
 
 		retried := func(out string) []string {

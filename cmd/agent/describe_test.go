@@ -125,9 +125,8 @@ func TestNextAttemptSaysWhy(t *testing.T) {
 func TestDescribeOnEachStore(t *testing.T) {
 	onEachStore(t, func(t *testing.T, c *storeCLI) {
 		id := c.create("web", "--owner", "acme", "--label", "team=data", "--arg", "slots=2")
-		later := c.clk.Now().Add(5 * time.Minute)
 		c.record(id, domain.ProgressUpdate{Status: domain.StatusProvisioning, StatusMessage: "attempt 2 failed: host refused; retrying at T",
-			Provisioner: "pool", Attempts: 2, LastError: "host refused", NextAttemptAt: &later})
+			Provisioner: "pool", Attempts: 2, LastError: "host refused", RetryIn: 5 * time.Minute})
 		out := c.mustRun("resource", "describe", "web", "--owner", "acme")
 		wantLines(t, out,
 			`^Name:\s+web$`, `^ID:\s+`+id+`$`, `^Type:\s+runtime$`, `^Owner:\s+acme$`, `^Provisioner:\s+pool$`,

@@ -16,7 +16,11 @@ func TestResourceEvents(t *testing.T) {
 	one := int64(1)
 	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "provisioning generation 1"})
 	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, StatusMessage: "ready at generation 1", ObservedGeneration: &one})
-	if _, err := c.st.RecordHealth(ctx, id, 1, domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: 503",
+	checked, err := c.st.GetResource(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.st.RecordHealth(ctx, id, checked.CheckedBy("test-agent"), domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: 503",
 		UnhealthySince: time.Now(), Repairs: []string{"reservation made again"}}); err != nil {
 		t.Fatal(err)
 	}

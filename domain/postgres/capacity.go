@@ -12,20 +12,23 @@ import (
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// RecordCapacity stores samples in one batch.
-func (s *State) RecordCapacity(ctx context.Context, samples []domain.CapacitySample) error {
+// RecordCapacity stores samples in one batch, in the transaction that checks term.
+func (s *State) RecordCapacity(ctx context.Context, term domain.Term, samples []domain.CapacitySample) error {
 	if len(samples) == 0 {
 		return nil
 	}
 	if err := backend.CheckCapacitySamples(samples); err != nil {
 		return err
 	}
-	batch := &pgx.Batch{}
-	for _, c := range samples {
-		batch.Queue(backend.InsertCapacitySampleSQL,
-			c.At, c.Provisioner, c.Host, c.Unit, c.Total, c.Used, c.Down)
-	}
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+	err := s.asLeader(ctx, term, func(tx pgx.Tx) error {
+		batch := &pgx.Batch{}
+		for _, c := range samples {
+			batch.Queue(backend.InsertCapacitySampleSQL,
+				c.At, c.Provisioner, c.Host, c.Unit, c.Total, c.Used, c.Down)
+		}
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err != nil {
 		return fmt.Errorf("record capacity samples: %w", err)
 	}
 	return nil
@@ -84,22 +87,19 @@ func (s *State) CapacityTrends(ctx context.Context, since time.Time) ([]domain.C
 }
 
 // PruneCapacitySamples deletes samples from before cutoff.
-func (s *State) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, backend.PruneCapacitySamplesSQL, cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("prune capacity samples: %w", err)
-	}
-	return tag.RowsAffected(), nil
+func (s *State) PruneCapacitySamples(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	return s.prune(ctx, term, backend.PrunableCapacitySamples, olderThan)
 }
 
-// SetCapacityWarning upserts w under a row lock; the row's since moves only when active
-// flips, so agents sharing the database agree on one crossing.
-func (s *State) SetCapacityWarning(ctx context.Context, w domain.CapacityWarning) (bool, error) {
+// SetCapacityWarning upserts w under a row lock, in the transaction that checks term; the
+// row's since moves only when active flips, so agents sharing the database agree on one
+// crossing.
+func (s *State) SetCapacityWarning(ctx context.Context, term domain.Term, w domain.CapacityWarning) (bool, error) {
 	if err := backend.CheckCapacityWarning(w); err != nil {
 		return false, err
 	}
 	var changed bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.asLeader(ctx, term, func(tx pgx.Tx) error {
 		var previous bool
 		err := tx.QueryRow(ctx, `
 			SELECT active FROM capacity_warnings WHERE provisioner = $1 AND kind = $2 FOR UPDATE`,

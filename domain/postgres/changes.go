@@ -60,13 +60,9 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 	return out, nil
 }
 
-// PruneChanges deletes entries written before cutoff and returns how many.
-func (s *State) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, backend.PruneChangesSQL, cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("prune change log: %w", err)
-	}
-	return tag.RowsAffected(), nil
+// PruneChanges deletes, while term holds, the entries written more than olderThan ago.
+func (s *State) PruneChanges(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	return s.prune(ctx, term, backend.PrunableChanges, olderThan)
 }
 
 // ListenChanges takes a connection out of the pool for good and LISTENs on it.

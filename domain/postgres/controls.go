@@ -80,6 +80,62 @@ func (s *State) SetLabels(ctx context.Context, id string, labels map[string]stri
 	return r, err
 }
 
+// ChangeLabels merges the change into the labels the row has in one UPDATE, so that
+// concurrent changes of different keys all land; the trigger bumps the generation and
+// records the control event as for SetLabels. The UPDATE matches no row when the change is
+// refused or changes nothing: the row read after it says which (backend.LabelChange); should
+// it say neither, the row changed in between and the UPDATE runs again.
+func (s *State) ChangeLabels(ctx context.Context, id string, set map[string]string, remove []string) (domain.Resource, error) {
+	if err := domain.CheckLabelChange(set, remove); err != nil {
+		return domain.Resource{}, err
+	}
+	encoded, err := backend.EncodeLabels(set)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	if remove == nil {
+		remove = []string{}
+	}
+	for range labelChangeTries {
+		r, err := scanResource(s.pool.QueryRow(ctx, changeLabelsSQL, uid, encoded, remove, domain.MaxLabels))
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return domain.Resource{}, fmt.Errorf("label resource %s: %w", id, describeDBError(err))
+		}
+		cur, err := s.GetResource(ctx, id)
+		if err != nil {
+			return domain.Resource{}, err
+		}
+		changes, err := backend.LabelChange(cur, set, remove)
+		if err != nil {
+			return domain.Resource{}, err
+		}
+		if !changes {
+			return cur, nil
+		}
+	}
+	return domain.Resource{}, fmt.Errorf("label resource %s: its labels kept changing under the write; try again: %w", id, domain.ErrConflict)
+}
+
+// labelChangeTries bounds ChangeLabels' writes of one change.
+const labelChangeTries = 3
+
+// changeLabelsSQL sets the labels $2 (a JSON object) of resource $1 and removes the keys $3,
+// when it has every key of $3, is not being deleted, the labels change and there are at most
+// $4 of them after.
+const changeLabelsSQL = `
+	UPDATE resources SET labels = (labels || $2::jsonb) - $3::text[]
+	 WHERE id = $1 AND status <> 'deleting' AND labels ?& $3::text[]
+	   AND labels <> ((labels || $2::jsonb) - $3::text[])
+	   AND (SELECT count(*) FROM jsonb_object_keys((labels || $2::jsonb) - $3::text[])) <= $4
+	RETURNING ` + resourceColumns
+
 // control runs update, which writes row $1 (the resource) with args and returns it, or
 // matches no row when the control changes nothing; the row is then read as it is.
 func (s *State) control(ctx context.Context, id, what, update string, args ...any) (domain.Resource, error) {

@@ -193,7 +193,7 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 	b.Queue(`BEGIN`)
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
 	for _, c := range group {
-		queueFence(b, c.uid, c.req.Lease, &c.fenceErr)
+		queueFence(b, c.uid, c.req.Lease, c.req.Checked, &c.fenceErr)
 	}
 	b.Queue(reservationsByIDSQL, provisioner, uids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {

@@ -76,10 +76,11 @@ const (
 		 ORDER BY resources.id LIMIT $1`
 )
 
-// RecordHealth applies h while the row is at generation, provisioned at it and ready or
-// unhealthy. The transaction tags the trigger's status event as a health event and adds a
-// repair event per repair.
-func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+// RecordHealth applies h while the row is as checked read it (domain.Checked): the UPDATE's
+// condition, which PostgreSQL checks again on the row it has locked. The transaction tags
+// the trigger's status event as a health event and adds a repair event per repair. When
+// the UPDATE matches no row, the row's lease and guards, read then, say why.
+func (s *State) RecordHealth(ctx context.Context, id string, checked domain.Checked, h domain.HealthUpdate) (domain.Resource, error) {
 	if err := backend.CheckHealthUpdate(h); err != nil {
 		return domain.Resource{}, err
 	}
@@ -99,15 +100,17 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 		var err error
 		r, err = scanResource(tx.QueryRow(ctx, `
 			UPDATE resources
-			   SET status = $3,
-			       status_message = $4,
-			       unhealthy_since = CASE WHEN $3 = 'unhealthy' THEN coalesce(unhealthy_since, $5) END,
-			       state = coalesce($6, state),
-			       config = coalesce($7, config)
-			 WHERE id = $1 AND generation = $2 AND observed_generation = generation
-			   AND status IN ('ready', 'unhealthy') AND NOT paused
+			   SET status = $5,
+			       status_message = $6,
+			       unhealthy_since = CASE WHEN $5 = 'unhealthy' THEN coalesce(unhealthy_since, $7) END,
+			       state = coalesce($8, state),
+			       config = coalesce($9, config)
+			 WHERE id = $1 AND generation = $3 AND observed_generation = generation AND lease_token = $4
+			   AND status IN ('ready', 'unhealthy') AND NOT paused AND NOT hibernate
+			   AND `+leaseFreeSQL+`
 			RETURNING `+resourceColumns,
-			uid, generation, string(h.Status), h.StatusMessage, since, nilMap(h.State), nilMap(h.Config)))
+			uid, checked.Holder, checked.Generation, checked.LeaseToken,
+			string(h.Status), h.StatusMessage, since, nilMap(h.State), nilMap(h.Config)))
 		if err != nil {
 			return err
 		}
@@ -133,11 +136,11 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return domain.Resource{}, fmt.Errorf("record health of resource %s: %w", id, describeDBError(err))
 	}
-	cur, err := s.GetResource(ctx, id)
+	l, err := s.readLease(ctx, uid)
 	if err != nil {
-		return domain.Resource{}, err
+		return domain.Resource{}, fmt.Errorf("record health of resource %s: %w", id, err)
 	}
-	return domain.Resource{}, backend.HealthMovedOn(id, cur, generation)
+	return domain.Resource{}, backend.HealthRefused(id, l, checked)
 }
 
 // CountResourcesByStatus counts the resources in each status.
@@ -207,11 +210,7 @@ func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([
 	return out, nil
 }
 
-// PruneEvents deletes events from before cutoff.
-func (s *State) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, backend.PruneEventsSQL, cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("prune resource events: %w", err)
-	}
-	return tag.RowsAffected(), nil
+// PruneEvents deletes, while term holds, the events recorded more than olderThan ago.
+func (s *State) PruneEvents(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	return s.prune(ctx, term, backend.PrunableEvents, olderThan)
 }

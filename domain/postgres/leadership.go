@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/berth-dev/berth/domain"
+
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
@@ -49,6 +51,53 @@ func (s *State) ResignLeadership(ctx context.Context, agentID string, session in
 		return fmt.Errorf("resign leadership of agent %s: %w", agentID, err)
 	}
 	return nil
+}
+
+// asLeader runs f in a transaction that first checks that term holds and keeps it holding
+// until the transaction ends: it share-locks the leadership row, which a claim must lock to
+// take it over. A term that no longer holds gives an error wrapping domain.ErrNotLeader
+// before f runs.
+func (s *State) asLeader(ctx context.Context, term domain.Term, f func(tx pgx.Tx) error) error {
+	if err := backend.CheckTerm(term); err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var holder string
+		err := tx.QueryRow(ctx, termHoldsSQL, term.Holder, term.Session).Scan(&holder)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return backend.TermEnded(term)
+		}
+		if err != nil {
+			return fmt.Errorf("check the leadership term: %w", err)
+		}
+		return f(tx)
+	})
+}
+
+// termHoldsSQL reads and share-locks the leadership row while agent $1 holds it in session
+// $2: the lease has not expired and the agent is live, on the database clock.
+const termHoldsSQL = `
+	SELECT l.holder FROM leadership l
+	 WHERE l.id = 1 AND l.holder = $1 AND l.session = $2 AND l.expires_at >= now()
+	   AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = l.holder AND ` + agentDeadSQL + `)
+	   FOR SHARE OF l`
+
+// prune deletes, while term holds, p's rows written more than olderThan ago on the database
+// clock, and returns how many.
+func (s *State) prune(ctx context.Context, term domain.Term, p backend.Prunable, olderThan time.Duration) (int64, error) {
+	if err := backend.CheckRetention(olderThan); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.asLeader(ctx, term, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM `+p.Table+` WHERE `+p.Column+` < now() - $1 * interval '1 millisecond'`, olderThan.Milliseconds())
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.What, err)
+	}
+	return n, nil
 }
 
 // leadershipFreeSQL is true when the leadership row l may be taken by the agent $1 at

@@ -271,7 +271,7 @@ const progressSQL = `
 	       config = coalesce($8, config),
 	       observed_generation = coalesce($9, observed_generation),
 	       attempts = $10,
-	       next_attempt_at = $11,
+	       next_attempt_at = CASE WHEN $11::bigint > 0 THEN now() + $11::bigint * interval '1 millisecond' END,
 	       last_error = $12,
 	       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, now()) ELSE ready_at END,
 	       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
@@ -295,7 +295,7 @@ func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate) 
 	}
 	return []any{uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
-		u.Attempts, u.NextAttemptAt, u.LastError, u.ReleaseLease, lease.Token,
+		u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token,
 		string(passed.Status), passed.Message}
 }
 
@@ -342,7 +342,7 @@ const (
 	leaseColumns = `r.lease_holder, r.lease_token, r.lease_expires_at,
 		       coalesce(r.lease_expires_at >= now(), false) AND (a.id IS NULL OR NOT (` + agentDeadSQL + `)),
 		       a.heartbeat_at + a.ttl_ms * interval '1 millisecond',
-		       r.generation, r.status, r.provisioner`
+		       r.generation, r.status, r.provisioner, r.observed_generation, r.paused, r.hibernate`
 	leaseFrom = `FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder WHERE r.id = $1`
 )
 
@@ -354,7 +354,8 @@ func scanLease(row pgx.Row, uid pgtype.UUID) (backend.Lease, error) {
 		expiresAt *time.Time
 		deadline  *time.Time
 	)
-	err := row.Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
+	err := row.Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner,
+		&l.ObservedGeneration, &l.Paused, &l.Hibernate)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return l, notFound(uid.String())
 	}

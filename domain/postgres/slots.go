@@ -75,7 +75,7 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, req.Provisioner)
-	queueFence(b, uid, req.Lease, &fenceErr)
+	queueFence(b, uid, req.Lease, req.Checked, &fenceErr)
 	b.Queue(`
 		SELECT provisioner, resource_id::text, owner, host, slots
 		  FROM slot_reservations WHERE provisioner = $1 AND resource_id = $2`, req.Provisioner, uid,
@@ -152,23 +152,18 @@ const upsertReservationSQL = `
 	   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
 	RETURNING provisioner, resource_id::text, owner, host, slots`
 
-// queueFence queues the read, under a row lock that keeps claims off the resource until the
-// transaction ends, of the resource's lease, and sets *refused when it refuses a slot write
-// under lease (nil: none). A missing row refuses a write under a lease (ErrNotFound) and
-// allows one under none.
-func queueFence(b *pgx.Batch, uid pgtype.UUID, lease *domain.Lease, refused *error) {
+// queueFence queues the read, under a row lock that keeps claims and every other writer off
+// the resource until the transaction ends, of the resource's lease and guards, and sets
+// *refused when they refuse a slot write under lease (nil: none) or, under none, decided by
+// the health check that read the row as checked (nil: none). A missing row refuses a write
+// under a lease or a check (ErrNotFound) and allows one under neither.
+func queueFence(b *pgx.Batch, uid pgtype.UUID, lease *domain.Lease, checked *domain.Checked, refused *error) {
 	b.Queue(`SELECT `+leaseColumns+` `+leaseFrom+` FOR SHARE OF r`, uid).QueryRow(func(row pgx.Row) error {
 		l, err := scanLease(row, uid)
-		switch {
-		case errors.Is(err, domain.ErrNotFound) && lease == nil:
-			return nil
-		case errors.Is(err, domain.ErrNotFound):
-			*refused = fmt.Errorf("lease of %s (claim %d) lost: %w", lease.Holder, lease.Token, err)
-			return nil
-		case err != nil:
+		if err != nil && !errors.Is(err, domain.ErrNotFound) {
 			return fmt.Errorf("read the resource's lease: %w", err)
 		}
-		*refused = l.SlotsError(lease)
+		*refused = backend.SlotsFenceError(l, err, lease, checked)
 		return nil
 	})
 }
@@ -211,7 +206,7 @@ func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var refused error
 		b := &pgx.Batch{}
-		queueFence(b, uid, lease, &refused)
+		queueFence(b, uid, lease, nil, &refused)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}

@@ -12,14 +12,14 @@ import (
 )
 
 // RecordCapacity stores samples in one transaction.
-func (s *State) RecordCapacity(ctx context.Context, samples []domain.CapacitySample) error {
+func (s *State) RecordCapacity(ctx context.Context, term domain.Term, samples []domain.CapacitySample) error {
 	if len(samples) == 0 {
 		return nil
 	}
 	if err := backend.CheckCapacitySamples(samples); err != nil {
 		return err
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.asLeader(ctx, term, func(tx *sql.Tx) error {
 		for _, c := range samples {
 			if _, err := tx.ExecContext(ctx, backend.InsertCapacitySampleSQL,
 				FormatTime(c.At), c.Provisioner, c.Host, c.Unit, c.Total, c.Used, c.Down); err != nil {
@@ -99,23 +99,19 @@ func (s *State) CapacityTrends(ctx context.Context, since time.Time) ([]domain.C
 	return out, nil
 }
 
-// PruneCapacitySamples deletes samples from before cutoff.
-func (s *State) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error) {
-	n, err := s.exec(ctx, backend.PruneCapacitySamplesSQL, FormatTime(cutoff))
-	if err != nil {
-		return 0, fmt.Errorf("prune capacity samples: %w", err)
-	}
-	return n, nil
+// PruneCapacitySamples deletes, while term holds, the samples taken more than olderThan ago.
+func (s *State) PruneCapacitySamples(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	return s.prune(ctx, term, backend.PrunableCapacitySamples, olderThan)
 }
 
 // SetCapacityWarning upserts w; the row's since moves only when active flips. The write
 // lock taken at the transaction's start makes the read and the upsert one step.
-func (s *State) SetCapacityWarning(ctx context.Context, w domain.CapacityWarning) (bool, error) {
+func (s *State) SetCapacityWarning(ctx context.Context, term domain.Term, w domain.CapacityWarning) (bool, error) {
 	if err := backend.CheckCapacityWarning(w); err != nil {
 		return false, err
 	}
 	var changed bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.asLeader(ctx, term, func(tx *sql.Tx) error {
 		var previous bool
 		err := tx.QueryRowContext(ctx, `
 			SELECT active FROM capacity_warnings WHERE provisioner = $1 AND kind = $2`,

@@ -65,13 +65,9 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 	return out, nil
 }
 
-// PruneChanges deletes entries written before cutoff and returns how many.
-func (s *State) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
-	n, err := s.exec(ctx, backend.PruneChangesSQL, FormatTime(cutoff))
-	if err != nil {
-		return 0, fmt.Errorf("prune change log: %w", err)
-	}
-	return n, nil
+// PruneChanges deletes, while term holds, the entries written more than olderThan ago.
+func (s *State) PruneChanges(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	return s.prune(ctx, term, backend.PrunableChanges, olderThan)
 }
 
 // ListenChanges returns a listener woken by this State's commits and by changes of the

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -72,6 +73,62 @@ func (s *State) SetLabels(ctx context.Context, id string, labels map[string]stri
 		UPDATE resources SET labels = $2
 		 WHERE id = $1 AND labels IS NOT $2 AND json(labels) IS NOT json($2)`, encoded)
 }
+
+// ChangeLabels merges the change into the labels the row has in one UPDATE. The
+// transaction holds the write lock, so the row read to decide the change (backend.LabelChange)
+// is the row the UPDATE merges into: concurrent changes of different keys all land.
+func (s *State) ChangeLabels(ctx context.Context, id string, set map[string]string, remove []string) (domain.Resource, error) {
+	if err := domain.CheckLabelChange(set, remove); err != nil {
+		return domain.Resource{}, err
+	}
+	encodedSet, err := backend.EncodeLabels(set)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	encodedRemove, err := json.Marshal(append([]string{}, remove...))
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	uid, err := parseID(id)
+	if err != nil {
+		return domain.Resource{}, err
+	}
+	var r domain.Resource
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		cur, err := readResource(ctx, tx, uid)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		r = cur
+		changes, err := backend.LabelChange(cur, set, remove)
+		if err != nil || !changes {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, changeLabelsSQL, uid, encodedSet, string(encodedRemove)); err != nil {
+			return describeDBError(err)
+		}
+		r, err = readResource(ctx, tx, uid)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, domain.ErrNotFound) || errors.Is(err, domain.ErrConflict) || errors.As(err, new(*domain.FieldError)) {
+			return domain.Resource{}, err
+		}
+		return domain.Resource{}, fmt.Errorf("label resource %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// changeLabelsSQL sets the labels $2 (a JSON object of strings) of resource $1 and removes
+// the keys $3 (a JSON array).
+const changeLabelsSQL = `
+	UPDATE resources
+	   SET labels = (SELECT json_group_object(key, value) FROM json_each(json_patch(labels, $2))
+	                  WHERE key NOT IN (SELECT value FROM json_each($3)))
+	 WHERE id = $1`
 
 // control runs update, which writes row $1 (the resource) with args, or matches no row when
 // the control changes nothing, and returns the row as it then is. refuse, when set, is

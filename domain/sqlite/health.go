@@ -37,10 +37,11 @@ func (s *State) ListCheckable(ctx context.Context, afterID string, limit int, ho
 	return out, nil
 }
 
-// RecordHealth applies h while the row is at generation, provisioned at it and ready or
-// unhealthy. The 'health' intent makes the trigger's status event a health event; each
-// repair is added as a repair event.
-func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+// RecordHealth applies h while the row is as checked read it (domain.Checked), decided by
+// the UPDATE's condition under the write lock; when it matches no row, the row's lease and
+// guards, read in the same transaction, say why. The 'health' intent makes the trigger's
+// status event a health event; each repair is added as a repair event.
+func (s *State) RecordHealth(ctx context.Context, id string, checked domain.Checked, h domain.HealthUpdate) (domain.Resource, error) {
 	if err := backend.CheckHealthUpdate(h); err != nil {
 		return domain.Resource{}, err
 	}
@@ -76,9 +77,10 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 			       state = coalesce($6, state),
 			       config = coalesce($7, config),
 			       `+touchSQL+`
-			 WHERE id = $1 AND generation = $2 AND observed_generation = generation
-			   AND status IN ('ready', 'unhealthy') AND NOT paused`,
-			uid, generation, string(h.Status), h.StatusMessage, since, state, config)
+			 WHERE id = $1 AND generation = $2 AND observed_generation = generation AND lease_token = $8
+			   AND status IN ('ready', 'unhealthy') AND NOT paused AND NOT hibernate
+			   AND `+leaseFreeSQL("$9"),
+			uid, checked.Generation, string(h.Status), h.StatusMessage, since, state, config, checked.LeaseToken, checked.Holder)
 		if err != nil {
 			return describeDBError(err)
 		}
@@ -86,7 +88,11 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 			if err != nil {
 				return err
 			}
-			return sql.ErrNoRows
+			l, err := readLease(ctx, tx, uid)
+			if err != nil {
+				return err
+			}
+			return backend.HealthRefused(id, l, checked)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM write_intents WHERE resource_id = $1 AND intent = 'health'`, uid); err != nil {
 			return err
@@ -107,17 +113,13 @@ func (s *State) RecordHealth(ctx context.Context, id string, generation int64, h
 		}
 		return nil
 	})
-	if err == nil {
+	switch {
+	case err == nil:
 		return r, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return domain.Resource{}, fmt.Errorf("record health of resource %s: %w", id, err)
-	}
-	cur, err := s.GetResource(ctx, id)
-	if err != nil {
+	case errors.Is(err, domain.ErrStale), errors.Is(err, domain.ErrNotFound):
 		return domain.Resource{}, err
 	}
-	return domain.Resource{}, backend.HealthMovedOn(id, cur, generation)
+	return domain.Resource{}, fmt.Errorf("record health of resource %s: %w", id, err)
 }
 
 // CountResourcesByStatus counts the resources in each status.
@@ -182,11 +184,7 @@ func (s *State) ListEvents(ctx context.Context, resourceID string, limit int) ([
 	return out, nil
 }
 
-// PruneEvents deletes events from before cutoff.
-func (s *State) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
-	n, err := s.exec(ctx, backend.PruneEventsSQL, FormatTime(cutoff))
-	if err != nil {
-		return 0, fmt.Errorf("prune resource events: %w", err)
-	}
-	return n, nil
+// PruneEvents deletes, while term holds, the events recorded more than olderThan ago.
+func (s *State) PruneEvents(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	return s.prune(ctx, term, backend.PrunableEvents, olderThan)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
@@ -49,6 +50,54 @@ func (s *State) ResignLeadership(ctx context.Context, agentID string, session in
 		return fmt.Errorf("resign leadership of agent %s: %w", agentID, err)
 	}
 	return nil
+}
+
+// asLeader runs f in a write transaction that first checks that term holds: the write lock
+// keeps any claim from taking the leadership over until it ends. A term that no longer holds
+// gives an error wrapping domain.ErrNotLeader before f runs.
+func (s *State) asLeader(ctx context.Context, term domain.Term, f func(tx *sql.Tx) error) error {
+	if err := backend.CheckTerm(term); err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var holds bool
+		if err := tx.QueryRowContext(ctx, termHoldsSQL, term.Holder, term.Session).Scan(&holds); err != nil {
+			return fmt.Errorf("check the leadership term: %w", err)
+		}
+		if !holds {
+			return backend.TermEnded(term)
+		}
+		return f(tx)
+	})
+}
+
+// termHoldsSQL is true while agent $1 holds the leadership in session $2: the lease has not
+// expired and the agent is live, on the database clock.
+const termHoldsSQL = `
+	SELECT EXISTS (SELECT 1 FROM leadership l
+	 WHERE l.id = 1 AND l.holder = $1 AND l.session = $2 AND l.expires_at >= ` + nowSQL + `
+	   AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = l.holder AND ` + agentDeadSQL + `))`
+
+// prune deletes, while term holds, p's rows written more than olderThan ago on the database
+// clock, and returns how many.
+func (s *State) prune(ctx context.Context, term domain.Term, p backend.Prunable, olderThan time.Duration) (int64, error) {
+	if err := backend.CheckRetention(olderThan); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.asLeader(ctx, term, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM `+p.Table+` WHERE `+p.Column+
+			` < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', -$1 / 1000.0))`, olderThan.Milliseconds())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.What, err)
+	}
+	return n, nil
 }
 
 // leadershipFreeSQL is true when the leadership row l may be taken by the agent $1 at

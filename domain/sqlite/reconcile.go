@@ -226,7 +226,8 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			       config = coalesce($8, config),
 			       observed_generation = coalesce($9, observed_generation),
 			       attempts = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN 0 ELSE $10 END,
-			       next_attempt_at = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN NULL ELSE $11 END,
+			       next_attempt_at = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN NULL
+			                              WHEN $11 > 0 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', $11 / 1000.0)) END,
 			       last_error = CASE WHEN $4 = 'deleting' AND status <> 'deleting' THEN '' ELSE $12 END,
 			       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, `+nowSQL+`) ELSE ready_at END,
 			       unhealthy_since = CASE WHEN $4 = 'unhealthy' THEN unhealthy_since END,
@@ -241,7 +242,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			RETURNING `+resourceColumns,
 			uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 			state, config, u.ObservedGeneration,
-			u.Attempts, optionalTime(u.NextAttemptAt), u.LastError, u.ReleaseLease, lease.Token))
+			u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token))
 		if errors.Is(err, sql.ErrNoRows) {
 			l, err := readLease(ctx, tx, uid)
 			if err != nil {
@@ -309,10 +310,11 @@ func readLease(ctx context.Context, tx *sql.Tx, id string) (backend.Lease, error
 		SELECT r.lease_holder, r.lease_token, r.lease_expires_at,
 		       coalesce(r.lease_expires_at >= `+nowSQL+`, 0) AND (a.id IS NULL OR NOT (`+agentDeadSQL+`)),
 		       CASE WHEN a.id IS NOT NULL THEN `+agentDeadlineSQL+` END,
-		       r.generation, r.status, r.provisioner
+		       r.generation, r.status, r.provisioner, r.observed_generation, r.paused, r.hibernate
 		  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
 		 WHERE r.id = $1`, id,
-	).Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner)
+	).Scan(&holder, &l.Token, &expiresAt, &l.Live, &deadline, &l.Generation, &l.Status, &l.Provisioner,
+		&l.ObservedGeneration, &l.Paused, &l.Hibernate)
 	if errors.Is(err, sql.ErrNoRows) {
 		return l, notFound(id)
 	}

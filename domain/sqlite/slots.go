@@ -26,7 +26,7 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 	}
 	var out domain.Reservation
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := checkSlotsFence(ctx, tx, uid, req.Lease); err != nil {
+		if err := checkSlotsFence(ctx, tx, uid, req.Lease, req.Checked); err != nil {
 			return err
 		}
 		existing, err := scanReservation(tx.QueryRowContext(ctx, `
@@ -119,7 +119,7 @@ func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string
 		return err
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := checkSlotsFence(ctx, tx, uid, lease); err != nil {
+		if err := checkSlotsFence(ctx, tx, uid, lease, nil); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, backend.DeleteReservationSQL, provisioner, uid)
@@ -131,10 +131,11 @@ func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string
 	return nil
 }
 
-// checkSlotsFence reads the resource's lease inside tx and says whether it refuses a slot
-// write under lease (nil: none). A missing row refuses a write under a lease (ErrNotFound)
-// and allows one under none.
-func checkSlotsFence(ctx context.Context, tx *sql.Tx, id string, lease *domain.Lease) error {
+// checkSlotsFence reads the resource's lease and guards inside tx and says whether they
+// refuse a slot write under lease (nil: none) or, under none, decided by the health check
+// that read the row as checked (nil: none). A missing row refuses a write under a lease or
+// a check (ErrNotFound) and allows one under neither.
+func checkSlotsFence(ctx context.Context, tx *sql.Tx, id string, lease *domain.Lease, checked *domain.Checked) error {
 	if lease != nil {
 		// A write under a lease needs no more than the lease to be the row's (see
 		// backend.Lease.SlotsError): the one-row read of it, and readLease only to explain
@@ -151,15 +152,10 @@ func checkSlotsFence(ctx context.Context, tx *sql.Tx, id string, lease *domain.L
 		}
 	}
 	l, err := readLease(ctx, tx, id)
-	switch {
-	case errors.Is(err, domain.ErrNotFound) && lease == nil:
-		return nil
-	case errors.Is(err, domain.ErrNotFound):
-		return fmt.Errorf("lease of %s (claim %d) lost: %w", lease.Holder, lease.Token, err)
-	case err != nil:
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return fmt.Errorf("read the resource's lease: %w", err)
 	}
-	return l.SlotsError(lease)
+	return backend.SlotsFenceError(l, err, lease, checked)
 }
 
 // ListReservations returns the provisioner's reservations ordered by host, then resource.

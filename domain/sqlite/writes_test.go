@@ -98,9 +98,8 @@ func TestRecordProgressReturnsTheStoredRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retry := time.Now().Add(time.Hour)
 	u := domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, StatusMessage: "failed",
-		Attempts: 3, NextAttemptAt: &retry, LastError: "boom"}
+		Attempts: 3, RetryIn: time.Hour, LastError: "boom"}
 	failed, err := st.RecordProgress(ctx, r.ID, c.Lease, u)
 	if err != nil {
 		t.Fatal(err)

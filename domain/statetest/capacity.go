@@ -10,13 +10,14 @@ import (
 
 func testCapacityHistoryAndWarnings(t *testing.T, b *Backend) {
 	ctx := testContext(t)
+	term := leaderTerm(t, b, "leader")
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	sample := func(at time.Time, prov, host string, total, used int64, down bool) domain.CapacitySample {
 		return domain.CapacitySample{At: at, Provisioner: prov, Host: host, Unit: "slots", Total: total, Used: used, Down: down}
 	}
 	for i, used := range []int64{2, 6, 4} {
 		at := t0.Add(time.Duration(i) * time.Minute)
-		err := b.RecordCapacity(ctx, []domain.CapacitySample{
+		err := b.RecordCapacity(ctx, term, []domain.CapacitySample{
 			sample(at, "pool", "", 10, used, false),
 			sample(at, "pool", "http://a", 6, used, false),
 			sample(at, "pool", "http://b", 4, 0, i == 2),
@@ -25,14 +26,14 @@ func testCapacityHistoryAndWarnings(t *testing.T, b *Backend) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.RecordCapacity(ctx, []domain.CapacitySample{sample(t0, "other", "", 3, 1, false)}); err != nil {
+	if err := b.RecordCapacity(ctx, term, []domain.CapacitySample{sample(t0, "other", "", 3, 1, false)}); err != nil {
 		t.Fatal(err)
 	}
 	// Recording the same sample twice keeps the first.
-	if err := b.RecordCapacity(ctx, []domain.CapacitySample{sample(t0, "other", "", 3, 3, false)}); err != nil {
+	if err := b.RecordCapacity(ctx, term, []domain.CapacitySample{sample(t0, "other", "", 3, 3, false)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.RecordCapacity(ctx, []domain.CapacitySample{{Provisioner: "pool", Unit: "slots"}}); err == nil {
+	if err := b.RecordCapacity(ctx, term, []domain.CapacitySample{{Provisioner: "pool", Unit: "slots"}}); err == nil {
 		t.Error("a sample without a time was recorded")
 	}
 
@@ -71,14 +72,15 @@ func testCapacityHistoryAndWarnings(t *testing.T, b *Backend) {
 		t.Errorf("host b trend = %+v, want it down only in the newest sample", hb)
 	}
 
-	pruned, err := b.PruneCapacitySamples(ctx, t0.Add(time.Minute))
+	// Pruning goes by the database clock: older than half a minute past t0 is t0's samples.
+	pruned, err := b.PruneCapacitySamples(ctx, term, time.Since(t0)-30*time.Second)
 	if err != nil || pruned != 4 {
 		t.Errorf("prune samples before t0+1m = %d, %v; want 4", pruned, err)
 	}
 
 	warn := func(active bool, msg string, at time.Time) bool {
 		t.Helper()
-		changed, err := b.SetCapacityWarning(ctx, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: active, Message: msg, Since: at})
+		changed, err := b.SetCapacityWarning(ctx, term, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: active, Message: msg, Since: at})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +105,7 @@ func testCapacityHistoryAndWarnings(t *testing.T, b *Backend) {
 	if ws, _ := b.ListCapacityWarnings(ctx); ws[0].Active || !ws[0].Since.Equal(t0.Add(3*time.Minute)) {
 		t.Errorf("after clearing: %+v", ws)
 	}
-	if _, err := b.SetCapacityWarning(ctx, domain.CapacityWarning{Provisioner: "pool", Since: t0}); err == nil {
+	if _, err := b.SetCapacityWarning(ctx, term, domain.CapacityWarning{Provisioner: "pool", Since: t0}); err == nil {
 		t.Error("a warning without a kind was recorded")
 	}
 }

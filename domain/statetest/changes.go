@@ -37,7 +37,7 @@ func testChangeLog(t *testing.T, b *Backend) {
 	}
 
 	mustExec(t, b, `UPDATE change_log SET created_at = $1 WHERE seq <= $2`, time.Now().Add(-2*time.Hour), all[1].Seq)
-	pruned, err := b.PruneChanges(ctx, time.Now().Add(-time.Hour))
+	pruned, err := b.PruneChanges(ctx, leaderTerm(t, b, "leader"), time.Hour)
 	if err != nil || pruned != 2 {
 		t.Fatalf("prune = %d, %v; want 2", pruned, err)
 	}
@@ -48,7 +48,7 @@ func testChangeLog(t *testing.T, b *Backend) {
 
 	// Numbers are never handed out again, even once the newest entries are pruned.
 	mustExec(t, b, `UPDATE change_log SET created_at = $1`, time.Now().Add(-2*time.Hour))
-	if _, err := b.PruneChanges(ctx, time.Now().Add(-time.Hour)); err != nil {
+	if _, err := b.PruneChanges(ctx, leaderTerm(t, b, "leader"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	rd := mustCreate(t, b, runtime("d"))

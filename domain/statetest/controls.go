@@ -614,7 +614,7 @@ func testStatusChangedAtFollowsTheStatus(t *testing.T, b *Backend) {
 	}
 	healthy := provisioned(t, b, "healthy")
 	mustExec(t, b, `UPDATE resources SET status_changed_at = $2 WHERE id = $1`, healthy.ID, past)
-	h, err := b.RecordHealth(ctx, healthy.ID, 1, domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "down", UnhealthySince: time.Now()})
+	h, err := b.RecordHealth(ctx, healthy.ID, checkedAt(1), domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "down", UnhealthySince: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -749,9 +749,8 @@ func testResourceTimesAreInUTC(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))
 	lease := mustClaim(t, b, r.ID, "agent-a")
-	next := time.Now().Add(time.Hour)
 	if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning,
-		StatusMessage: "attempt 1 failed", Attempts: 1, NextAttemptAt: &next}); err != nil {
+		StatusMessage: "attempt 1 failed", Attempts: 1, RetryIn: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.RequestRetry(ctx, r.ID)

@@ -21,6 +21,11 @@ func provisioned(t *testing.T, b *Backend, name string) domain.Resource {
 	return mustGet(t, b, r.ID)
 }
 
+// checkedAt is a check by agent "checker" of a row at generation that was never claimed.
+func checkedAt(generation int64) domain.Checked {
+	return domain.Checked{Holder: "checker", Generation: generation}
+}
+
 func events(t *testing.T, b *Backend, id string, limit int) []domain.Event {
 	t.Helper()
 	es, err := b.ListEvents(testContext(t), id, limit)
@@ -44,7 +49,7 @@ func testRecordHealth(t *testing.T, b *Backend) {
 	r := provisioned(t, b, "web")
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-	got, err := b.RecordHealth(ctx, r.ID, 1, domain.HealthUpdate{
+	got, err := b.RecordHealth(ctx, r.ID, checkedAt(1), domain.HealthUpdate{
 		Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: 503", UnhealthySince: since,
 		State: map[string]any{"host": "http://b"}, Config: map[string]any{"host": "http://b"},
 		Repairs: []string{"slot reservation was missing; reserved again on http://b"},
@@ -57,13 +62,13 @@ func testRecordHealth(t *testing.T, b *Backend) {
 		t.Fatalf("after unhealthy: %+v", got)
 	}
 	// Still failing, with another error: the first since stays and no event is added.
-	got, err = b.RecordHealth(ctx, r.ID, 1, domain.HealthUpdate{
+	got, err = b.RecordHealth(ctx, r.ID, checkedAt(1), domain.HealthUpdate{
 		Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: timeout", UnhealthySince: since.Add(time.Minute),
 	})
 	if err != nil || !got.UnhealthySince.Equal(since) || got.State["host"] != "http://b" {
 		t.Fatalf("still unhealthy: %+v, %v; want since kept and state untouched", got, err)
 	}
-	got, err = b.RecordHealth(ctx, r.ID, 1, domain.HealthUpdate{Status: domain.StatusReady, StatusMessage: "ready at generation 1: healthy again"})
+	got, err = b.RecordHealth(ctx, r.ID, checkedAt(1), domain.HealthUpdate{Status: domain.StatusReady, StatusMessage: "ready at generation 1: healthy again"})
 	if err != nil || got.Status != domain.StatusReady || got.UnhealthySince != nil {
 		t.Fatalf("ready again: %+v, %v", got, err)
 	}
@@ -106,7 +111,7 @@ func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
 		t.Fatal(err)
 	}
 	for _, r := range []domain.Resource{changed, deleting, pending, paused} {
-		_, err := b.RecordHealth(ctx, r.ID, 1, unhealthy)
+		_, err := b.RecordHealth(ctx, r.ID, checkedAt(1), unhealthy)
 		if !errors.Is(err, domain.ErrStale) {
 			t.Errorf("record health of %s: %v, want ErrStale", r.Name, err)
 		}
@@ -116,21 +121,21 @@ func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
 	}
 	// An old generation is stale even when the row is ready again at a newer one.
 	mustExec(t, b, `UPDATE resources SET status = 'ready', observed_generation = generation WHERE id = $1`, changed.ID)
-	if _, err := b.RecordHealth(ctx, changed.ID, 1, unhealthy); !errors.Is(err, domain.ErrStale) {
+	if _, err := b.RecordHealth(ctx, changed.ID, checkedAt(1), unhealthy); !errors.Is(err, domain.ErrStale) {
 		t.Errorf("record health at an old generation: %v, want ErrStale", err)
 	}
-	if _, err := b.RecordHealth(ctx, changed.ID, 2, unhealthy); err != nil {
+	if _, err := b.RecordHealth(ctx, changed.ID, checkedAt(2), unhealthy); err != nil {
 		t.Errorf("record health at the current generation: %v", err)
 	}
-	if _, err := b.RecordHealth(ctx, missingID, 1, unhealthy); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.RecordHealth(ctx, missingID, checkedAt(1), unhealthy); !errors.Is(err, domain.ErrNotFound) {
 		t.Errorf("record health of a missing resource: %v, want ErrNotFound", err)
 	}
 	for _, status := range []domain.Status{domain.StatusPending, domain.StatusProvisioning, domain.StatusDeleting} {
-		if _, err := b.RecordHealth(ctx, changed.ID, 2, domain.HealthUpdate{Status: status}); err == nil || !strings.Contains(err.Error(), "ready, unhealthy or error") {
+		if _, err := b.RecordHealth(ctx, changed.ID, checkedAt(2), domain.HealthUpdate{Status: status}); err == nil || !strings.Contains(err.Error(), "ready, unhealthy or error") {
 			t.Errorf("record health with status %s: %v, want a field error", status, err)
 		}
 	}
-	if _, err := b.RecordHealth(ctx, changed.ID, 2, domain.HealthUpdate{Status: domain.StatusUnhealthy}); err == nil {
+	if _, err := b.RecordHealth(ctx, changed.ID, checkedAt(2), domain.HealthUpdate{Status: domain.StatusUnhealthy}); err == nil {
 		t.Error("record unhealthy without a time it started: nil error")
 	}
 	// Leaving unhealthy by any writer clears unhealthy_since.
@@ -190,7 +195,7 @@ func testEventsRecordEveryStatusChange(t *testing.T, b *Backend) {
 
 	other := mustCreate(t, b, runtime("other"))
 	mustExec(t, b, `UPDATE resource_events SET at = $2 WHERE resource_id = $1`, r.ID, time.Now().Add(-8*24*time.Hour))
-	pruned, err := b.PruneEvents(ctx, time.Now().Add(-7*24*time.Hour))
+	pruned, err := b.PruneEvents(ctx, leaderTerm(t, b, "leader"), 7*24*time.Hour)
 	if err != nil || pruned != int64(len(want)) {
 		t.Fatalf("prune events = %d, %v; want %d", pruned, err, len(want))
 	}

@@ -21,6 +21,14 @@ func mustClaimLeadership(t *testing.T, st domain.LeadershipStore, id string, ses
 	return leader, mine
 }
 
+// leaderTerm registers agent id, makes it the leader and returns its term.
+func leaderTerm(t *testing.T, b *Backend, id string) domain.Term {
+	t.Helper()
+	session := mustRegister(t, b, id)
+	expectLeader(t, b, id, session, id)
+	return domain.Term{Holder: id, Session: session}
+}
+
 func expectLeader(t *testing.T, st domain.LeadershipStore, id string, session int64, wantLeader string) {
 	t.Helper()
 	leader, mine := mustClaimLeadership(t, st, id, session)

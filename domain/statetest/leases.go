@@ -207,11 +207,13 @@ func scheduleRetry(t *testing.T, b *Backend, r domain.Resource, holder string, a
 	}
 	_, err = b.RecordProgress(ctx, r.ID, claim.Lease, domain.ProgressUpdate{
 		Generation: r.Generation, Status: domain.StatusProvisioning, StatusMessage: "attempt 1 failed",
-		Attempts: 1, LastError: "boom", NextAttemptAt: &at, ReleaseLease: !keepLease,
+		Attempts: 1, LastError: "boom", RetryIn: time.Hour, ReleaseLease: !keepLease,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The store schedules retries from its own clock; a retry due in the past is set directly.
+	mustExec(t, b, `UPDATE resources SET next_attempt_at = $2 WHERE id = $1`, r.ID, at)
 }
 
 func testOverdueResources(t *testing.T, b *Backend) {

@@ -268,13 +268,13 @@ func testRecordProgress(t *testing.T, b *Backend) {
 	if provisioning.Provisioner != "static" || provisioning.State["host"] != "h1" || provisioning.ReadyAt != nil {
 		t.Fatalf("after provisioning progress: %+v", provisioning)
 	}
-	retry := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	failing, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
-		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "retrying", Attempts: 2, NextAttemptAt: &retry, LastError: "timeout",
+		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "retrying", Attempts: 2, RetryIn: time.Hour, LastError: "timeout",
 	})
-	if err != nil || failing.Attempts != 2 || failing.NextAttemptAt == nil || !failing.NextAttemptAt.Equal(retry) || failing.LastError != "timeout" {
+	if err != nil || failing.Attempts != 2 || failing.LastError != "timeout" {
 		t.Fatalf("after a failed attempt: %+v, %v; want the retry bookkeeping recorded", failing, err)
 	}
+	expectRetryIn(t, failing, time.Hour)
 	observed := int64(1)
 	ready, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
 		Generation: 1, Status: domain.StatusReady, Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed,
@@ -476,5 +476,18 @@ func testFinalizeDelete(t *testing.T, b *Backend) {
 	mustExec(t, b, `DELETE FROM resources WHERE id = $1`, kept.ID)
 	if got := mustGet(t, b, kept.ID); got.Status != domain.StatusDeleting {
 		t.Fatalf("direct delete after a refused finalize: status %s, want deleting", got.Status)
+	}
+}
+
+// expectRetryIn checks that r's next attempt is scheduled d after the write that scheduled
+// it, on the database clock: its NextAttemptAt is d after its UpdatedAt, both the
+// database's, to the millisecond both stores keep.
+func expectRetryIn(t *testing.T, r domain.Resource, d time.Duration) {
+	t.Helper()
+	if r.NextAttemptAt == nil {
+		t.Fatalf("no retry scheduled; want one %s after the write", d)
+	}
+	if got := r.NextAttemptAt.Sub(r.UpdatedAt); got < d-time.Millisecond || got > d+time.Millisecond {
+		t.Errorf("next attempt at %v, %s after the write at %v; want %s after it", r.NextAttemptAt, got, r.UpdatedAt, d)
 	}
 }

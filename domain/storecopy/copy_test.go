@@ -153,9 +153,8 @@ func populate(t *testing.T, b *backend) {
 			func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return host, nil })
 		must("reserve for "+name, err)
 	}
-	next := at.Add(time.Minute)
 	progress("retrying", domain.ProgressUpdate{Status: domain.StatusPending, StatusMessage: "attempt 2 failed: host busy",
-		Provisioner: "pool", Attempts: 2, NextAttemptAt: &next, LastError: "host busy"})
+		Provisioner: "pool", Attempts: 2, RetryIn: time.Minute, LastError: "host busy"})
 	must("release retrying", b.ReleaseResource(ctx, ids["retrying"], leases["retrying"]))
 	// Left with its lease live, as an agent stopped mid-reconcile leaves it.
 	progress("provisioning", domain.ProgressUpdate{Status: domain.StatusProvisioning, StatusMessage: "provisioning on host-a",
@@ -165,7 +164,9 @@ func populate(t *testing.T, b *backend) {
 	_, err := b.UpdateResourceArgs(ctx, ids["resized"], map[string]any{"slots": 4})
 	must("resize", err)
 	provisioned("unhealthy", "host-b")
-	_, err = b.RecordHealth(ctx, ids["unhealthy"], 1, domain.HealthUpdate{Status: domain.StatusUnhealthy,
+	checked, err := b.GetResource(ctx, ids["unhealthy"])
+	must("read unhealthy", err)
+	_, err = b.RecordHealth(ctx, ids["unhealthy"], checked.CheckedBy(holder), domain.HealthUpdate{Status: domain.StatusUnhealthy,
 		StatusMessage: "health probe failed", UnhealthySince: at, Repairs: []string{"restarted the runtime"}})
 	must("record health", err)
 	progress("failed", domain.ProgressUpdate{Status: domain.StatusError, StatusMessage: "args.slots: must be at most 8",
@@ -208,10 +209,17 @@ func populate(t *testing.T, b *backend) {
 			domain.CapacitySample{At: when, Provisioner: "pool", Host: "host-a", Unit: "slots", Total: 8, Used: 4},
 			domain.CapacitySample{At: when, Provisioner: "pool", Host: "host-b", Unit: "slots", Total: 8, Used: int64(i), Down: i == 1})
 	}
-	must("record capacity", b.RecordCapacity(ctx, samples))
-	_, err = b.SetCapacityWarning(ctx, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: true, Message: "75% used", Since: at})
+	session, err := b.RegisterAgent(ctx, domain.AgentInfo{ID: holder, Version: "test"})
+	must("register", err)
+	_, leads, err := b.ClaimLeadership(ctx, holder, session, time.Hour)
+	if err != nil || !leads {
+		t.Fatalf("claim leadership: %v (leads: %v)", err, leads)
+	}
+	term := domain.Term{Holder: holder, Session: session}
+	must("record capacity", b.RecordCapacity(ctx, term, samples))
+	_, err = b.SetCapacityWarning(ctx, term, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: true, Message: "75% used", Since: at})
 	must("warn", err)
-	_, err = b.SetCapacityWarning(ctx, domain.CapacityWarning{Provisioner: "pool", Kind: "hosts", Active: false, Message: "", Since: at.Add(-time.Hour)})
+	_, err = b.SetCapacityWarning(ctx, term, domain.CapacityWarning{Provisioner: "pool", Kind: "hosts", Active: false, Message: "", Since: at.Add(-time.Hour)})
 	must("warn", err)
 	_, err = b.ApplyProvisionerSpec(ctx, "pool", "sha256:pool-1")
 	must("spec", err)

@@ -152,7 +152,7 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if woken {
 		placement.preferred = canonicalOr(previous)
 	}
-	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Lease: r.Lease}
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Lease: r.Lease, Checked: r.Checked}
 	place := placement.pick
 	var (
 		old    domain.Reservation

@@ -49,6 +49,24 @@ var realStores = map[string]func(t *testing.T, ctx context.Context) domain.State
 	},
 }
 
+// onRealStores runs test on each real store, with a context of a minute and the static
+// pool of spec on the store; deps gives what of the store the environ is handed.
+func onRealStores(t *testing.T, spec string, deps func(domain.State) environ.Deps,
+	test func(t *testing.T, ctx context.Context, st domain.State, env environ.Environ)) {
+	for name, open := range realStores {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			st := open(t, ctx)
+			env, err := static.NewWithHTTPClient(healthyHosts{})("pool", json.RawMessage(spec), deps(st))
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			test(t, ctx, st, env)
+		})
+	}
+}
+
 // unlisted is a real store that fails the test when the pool's reservations are listed whole.
 type unlisted struct {
 	domain.State

@@ -18,4 +18,8 @@
 // logged and announced only when it starts or clears, not on every sample. The state is
 // read back when the worker starts, so a restart does not raise a warning again. The
 // optional Observer sees every sample and the current state of every warning.
+//
+// The worker runs on the leader only, and its samples and warnings carry the leadership
+// term it runs under (Config.Term): once another agent leads, the store refuses them, so a
+// leader that resumed after a pause records nothing; the refusal is logged at debug.
 package capacity

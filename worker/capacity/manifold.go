@@ -10,6 +10,7 @@ import (
 	"github.com/juju/worker/v4/dependency"
 
 	"github.com/berth-dev/berth/worker/environs"
+	"github.com/berth-dev/berth/worker/leadership"
 )
 
 // ManifoldConfig names the manifold's inputs and carries the worker's settings.
@@ -17,6 +18,8 @@ type ManifoldConfig struct {
 	ClockName    string // a clock.Clock
 	DatabaseName string // a domain.State
 	EnvironsName string // an *environ.Set
+	// LeadershipName is a leadership.Flag: the term the worker's writes carry.
+	LeadershipName string
 
 	Logger    *slog.Logger
 	Observer  Observer // optional
@@ -36,6 +39,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.NotValidf("capacity manifold: empty DatabaseName")
 	case c.EnvironsName == "":
 		return errors.NotValidf("capacity manifold: empty EnvironsName")
+	case c.LeadershipName == "":
+		return errors.NotValidf("capacity manifold: empty LeadershipName")
 	case c.Logger == nil:
 		return errors.NotValidf("capacity manifold: nil Logger")
 	case c.NewWorker == nil:
@@ -54,12 +59,16 @@ func (c ManifoldConfig) inputNames() environs.InputNames {
 // Manifold runs the capacity worker on the agent's clock, database and provisioner set.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
-		Inputs: config.inputNames().Inputs(),
+		Inputs: append(config.inputNames().Inputs(), config.LeadershipName),
 		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
 			if err := config.Validate(); err != nil {
 				return nil, err
 			}
 			in, err := config.inputNames().Get(getter)
+			if err != nil {
+				return nil, err
+			}
+			term, err := leadership.TermOf(getter, config.LeadershipName)
 			if err != nil {
 				return nil, err
 			}
@@ -69,6 +78,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Clock:    in.Clock,
 				Logger:   config.Logger,
 				Observer: config.Observer,
+				Term:     term,
 				Settings: config.Settings,
 			})
 			if err != nil {

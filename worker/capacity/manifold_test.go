@@ -18,6 +18,7 @@ import (
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/capacity"
+	"github.com/berth-dev/berth/worker/leadership"
 )
 
 type manifoldSuite struct {
@@ -33,15 +34,29 @@ var _ = gc.Suite(&manifoldSuite{})
 // stubState stands in for the agent's store; the manifold only passes it on.
 type stubState struct{ domain.State }
 
+// leader is a leadership flag of agent-a's session 3.
+type leader bool
+
+func (l leader) Check() bool       { return bool(l) }
+func (l leader) Term() domain.Term { return domain.Term{Holder: "agent-a", Session: 3} }
+
+func (s *manifoldSuite) TestStartsOnlyOnTheLeader(c *gc.C) {
+	w, err := capacity.Manifold(s.config).Start(context.Background(), s.getter(map[string]any{"leadership": leadership.Flag(leader(false))}))
+	workertest.CheckNilOrKill(c, w)
+	c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true)
+	c.Check(s.started, gc.HasLen, 0)
+}
+
 func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(time.Now())
 	s.state = &stubState{}
 	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{}}
 	s.started = nil
 	s.config = capacity.ManifoldConfig{
-		ClockName:    "clock",
-		DatabaseName: "database",
-		EnvironsName: "environs",
+		ClockName:      "clock",
+		DatabaseName:   "database",
+		EnvironsName:   "environs",
+		LeadershipName: "leadership",
 		Settings: capacity.Settings{
 			Interval:   time.Minute,
 			Timeout:    30 * time.Second,
@@ -56,7 +71,7 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 }
 
 func (s *manifoldSuite) getter(overrides map[string]any) dependency.Getter {
-	resources := map[string]any{"clock": s.clock, "database": s.state, "environs": s.set}
+	resources := map[string]any{"clock": s.clock, "database": s.state, "environs": s.set, "leadership": leadership.Flag(leader(true))}
 	for name, value := range overrides {
 		resources[name] = value
 	}
@@ -64,7 +79,7 @@ func (s *manifoldSuite) getter(overrides map[string]any) dependency.Getter {
 }
 
 func (s *manifoldSuite) TestInputs(c *gc.C) {
-	c.Check(capacity.Manifold(s.config).Inputs, gc.DeepEquals, []string{"clock", "database", "environs"})
+	c.Check(capacity.Manifold(s.config).Inputs, gc.DeepEquals, []string{"clock", "database", "environs", "leadership"})
 }
 
 func (s *manifoldSuite) TestValidate(c *gc.C) {
@@ -75,6 +90,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 		{func(cfg *capacity.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
 		{func(cfg *capacity.ManifoldConfig) { cfg.DatabaseName = "" }, "DatabaseName"},
 		{func(cfg *capacity.ManifoldConfig) { cfg.EnvironsName = "" }, "EnvironsName"},
+		{func(cfg *capacity.ManifoldConfig) { cfg.LeadershipName = "" }, "LeadershipName"},
 		{func(cfg *capacity.ManifoldConfig) { cfg.Logger = nil }, "Logger"},
 		{func(cfg *capacity.ManifoldConfig) { cfg.Interval = 0 }, "Interval 0s"},
 		{func(cfg *capacity.ManifoldConfig) { cfg.Thresholds.Host = 2 }, "Thresholds.Host 2"},
@@ -91,7 +107,7 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 }
 
 func (s *manifoldSuite) TestMissingInputs(c *gc.C) {
-	for _, name := range []string{"clock", "database", "environs"} {
+	for _, name := range []string{"clock", "database", "environs", "leadership"} {
 		w, err := capacity.Manifold(s.config).Start(context.Background(), s.getter(map[string]any{name: dependency.ErrMissing}))
 		workertest.CheckNilOrKill(c, w)
 		c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true, gc.Commentf("input %q", name))
@@ -112,5 +128,6 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Timeout, gc.Equals, 30*time.Second)
 	c.Check(config.Thresholds, gc.Equals, capacity.Thresholds{Total: 0.8, Host: 0.7})
 	c.Check(config.Observer, gc.IsNil)
+	c.Check(config.Term, gc.Equals, domain.Term{Holder: "agent-a", Session: 3})
 	c.Check(config.Validate(), gc.IsNil)
 }

@@ -18,10 +18,11 @@ import (
 )
 
 // Store is the part of domain.State the worker uses.
+// The writes carry the leadership term the worker runs under and apply only while it holds.
 type Store interface {
-	RecordCapacity(ctx context.Context, samples []domain.CapacitySample) error
+	RecordCapacity(ctx context.Context, term domain.Term, samples []domain.CapacitySample) error
 	ListCapacityWarnings(ctx context.Context) ([]domain.CapacityWarning, error)
-	SetCapacityWarning(ctx context.Context, w domain.CapacityWarning) (bool, error)
+	SetCapacityWarning(ctx context.Context, term domain.Term, w domain.CapacityWarning) (bool, error)
 }
 
 // Environs names the environs and resolves a name to its broker (*environ.Set is one).
@@ -47,6 +48,9 @@ type Config struct {
 	Clock    clock.Clock
 	Logger   *slog.Logger
 	Observer Observer // optional: nil observes nothing
+	// Term is the leadership term the worker runs under: a sample or warning recorded once
+	// another agent leads is refused by the store.
+	Term domain.Term
 
 	Settings
 }
@@ -85,6 +89,8 @@ func (c Config) Validate() error {
 		return errors.NotValidf("capacity worker: nil Clock")
 	case c.Logger == nil:
 		return errors.NotValidf("capacity worker: nil Logger")
+	case c.Term.Holder == "" || c.Term.Session <= 0:
+		return errors.NotValidf("capacity worker: Term %+v (pass the leadership flag's term)", c.Term)
 	}
 	if err := c.Settings.Validate(); err != nil {
 		return fmt.Errorf("capacity worker: %w", err)
@@ -230,8 +236,8 @@ func (w *Worker) sampleOne(ctx context.Context, at time.Time, name string, repor
 	for _, h := range c.Hosts {
 		samples = append(samples, domain.CapacitySample{At: at, Provisioner: name, Host: h.Host, Unit: c.Unit, Total: h.Total, Used: h.Used, Down: h.Down})
 	}
-	if err := w.config.Store.RecordCapacity(ctx, samples); err != nil {
-		log.Warn("cannot record the provisioner's capacity", "error", err)
+	if err := w.config.Store.RecordCapacity(ctx, w.config.Term, samples); err != nil {
+		w.logWriteError(log, "cannot record the provisioner's capacity", err)
 		report["error"] = err.Error()
 	}
 	if w.config.Observer != nil {
@@ -265,13 +271,13 @@ func (w *Worker) sampleOne(ctx context.Context, at time.Time, name string, repor
 // transition records that key's warning starts or clears. The store says whether this agent
 // saw the crossing first (several agents may sample one provisioner); only then is it logged.
 func (w *Worker) transition(ctx context.Context, at time.Time, key warningKey, state warning) {
-	changed, err := w.config.Store.SetCapacityWarning(ctx, domain.CapacityWarning{
+	changed, err := w.config.Store.SetCapacityWarning(ctx, w.config.Term, domain.CapacityWarning{
 		Provisioner: key.provisioner, Kind: key.kind, Active: state.active, Message: state.message, Since: at,
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			w.config.Logger.Warn("cannot record a capacity warning; trying again next interval",
-				"provisioner", key.provisioner, "warning", key.kind, "error", err)
+			w.logWriteError(w.config.Logger.With("provisioner", key.provisioner, "warning", key.kind),
+				"cannot record a capacity warning; trying again next interval", err)
 		}
 		return
 	}
@@ -284,6 +290,16 @@ func (w *Worker) transition(ctx context.Context, at time.Time, key warningKey, s
 	} else {
 		w.config.Logger.Info("capacity warning cleared", "provisioner", key.provisioner, "warning", key.kind)
 	}
+}
+
+// logWriteError logs a refused write: at debug when the term ended (another agent leads
+// now, and this worker stops once the leadership flag says so), else as a warning.
+func (w *Worker) logWriteError(log *slog.Logger, msg string, err error) {
+	if errors.Is(err, domain.ErrNotLeader) {
+		log.Debug("not the leader any more; nothing recorded", "error", err)
+		return
+	}
+	log.Warn(msg, "error", err)
 }
 
 // load reads the stored warning states, so that a restarted worker does not raise again what

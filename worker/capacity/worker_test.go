@@ -33,7 +33,21 @@ func newFakeStore() *fakeStore {
 	return &fakeStore{warnings: make(map[string]domain.CapacityWarning)}
 }
 
-func (s *fakeStore) RecordCapacity(ctx context.Context, samples []domain.CapacitySample) error {
+// workerTerm is the leadership term the worker tests run under; the fake store refuses
+// writes under any other.
+var workerTerm = domain.Term{Holder: "agent-a", Session: 2}
+
+func checkTerm(term domain.Term) error {
+	if term != workerTerm {
+		return fmt.Errorf("write under term %+v, not %+v: %w", term, workerTerm, domain.ErrNotLeader)
+	}
+	return nil
+}
+
+func (s *fakeStore) RecordCapacity(ctx context.Context, term domain.Term, samples []domain.CapacitySample) error {
+	if err := checkTerm(term); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.samples = append(s.samples, samples...)
@@ -50,7 +64,10 @@ func (s *fakeStore) ListCapacityWarnings(ctx context.Context) ([]domain.Capacity
 	return out, nil
 }
 
-func (s *fakeStore) SetCapacityWarning(ctx context.Context, w domain.CapacityWarning) (bool, error) {
+func (s *fakeStore) SetCapacityWarning(ctx context.Context, term domain.Term, w domain.CapacityWarning) (bool, error) {
+	if err := checkTerm(term); err != nil {
+		return false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := w.Provisioner + "/" + w.Kind
@@ -189,6 +206,7 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 		Clock:    s.clock,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Observer: s.observer,
+		Term:     workerTerm,
 		Settings: capacity.Settings{
 			Interval:   time.Minute,
 			Timeout:    10 * time.Second,
@@ -258,6 +276,22 @@ func (s *workerSuite) TestRecordsSamples(c *gc.C) {
 	report := w.(worker.Reporter).Report()
 	c.Check(report["pool"].(map[string]any)["free"], gc.Equals, int64(16))
 	c.Check(report["plain"], gc.IsNil)
+}
+
+// A worker whose leadership term ended (another agent took over while it was paused) has
+// its samples and warnings refused: it records nothing and reports why.
+func (s *workerSuite) TestAFormerLeaderRecordsNothing(c *gc.C) {
+	s.config.Term = domain.Term{Holder: "agent-a", Session: 1}
+	s.pool.set(twoHosts(10, 10, false), nil)
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	s.observer.waitObserved(c, 3)
+
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	c.Check(s.store.samples, gc.HasLen, 0)
+	c.Check(s.store.writes, gc.HasLen, 0)
+	c.Check(w.(worker.Reporter).Report()["pool"].(map[string]any)["error"], gc.Matches, ".*leadership term the write carried has ended")
 }
 
 // A worker that stops (its agent no longer leads) drops what it exported: the new leader's

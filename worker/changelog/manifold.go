@@ -11,14 +11,16 @@ import (
 	"github.com/juju/worker/v4/dependency"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/worker/leadership"
 )
 
 // ManifoldConfig names the manifold's inputs and carries the worker's settings.
 type ManifoldConfig struct {
-	ClockName    string
-	DatabaseName string
-	Logger       *slog.Logger
-	NewWorker    func(Config) (worker.Worker, error)
+	ClockName      string
+	DatabaseName   string
+	LeadershipName string // a leadership.Flag: the term the prunes carry
+	Logger         *slog.Logger
+	NewWorker      func(Config) (worker.Worker, error)
 
 	// Settings are handed to the worker's Config whole.
 	Settings
@@ -32,6 +34,8 @@ func (c ManifoldConfig) Validate() error {
 		return errors.NotValidf("change-log pruner manifold: empty ClockName")
 	case c.DatabaseName == "":
 		return errors.NotValidf("change-log pruner manifold: empty DatabaseName")
+	case c.LeadershipName == "":
+		return errors.NotValidf("change-log pruner manifold: empty LeadershipName")
 	case c.Logger == nil:
 		return errors.NotValidf("change-log pruner manifold: nil Logger")
 	case c.NewWorker == nil:
@@ -47,7 +51,7 @@ func (c ManifoldConfig) Validate() error {
 // agent's clock and store.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
-		Inputs: []string{config.ClockName, config.DatabaseName},
+		Inputs: []string{config.ClockName, config.DatabaseName, config.LeadershipName},
 		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
 			if err := config.Validate(); err != nil {
 				return nil, err
@@ -60,10 +64,15 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 			if err := getter.Get(config.DatabaseName, &state); err != nil {
 				return nil, err
 			}
+			term, err := leadership.TermOf(getter, config.LeadershipName)
+			if err != nil {
+				return nil, err
+			}
 			return config.NewWorker(Config{
 				Pruner:   state,
 				Clock:    clk,
 				Logger:   config.Logger,
+				Term:     term,
 				Settings: config.Settings,
 			})
 		},

@@ -5,6 +5,12 @@
 // attention rather than from old entries, so Retain only has to be comfortably longer than
 // the watchers' gap timeout. HistoryRetain is how far back `berth resource events` and the
 // capacity trend can look.
+//
+// What is old is decided by the database's clock: the worker hands the store the retention,
+// not a cutoff of its own clock, so an agent whose clock is off prunes no entry its peers
+// have yet to read. Each prune carries the leadership term the worker runs under, and the
+// store applies it only while that term holds: a former leader resuming after a pause
+// prunes nothing. The worker's clock only times the rounds.
 package changelog
 
 import (
@@ -18,20 +24,25 @@ import (
 	"github.com/juju/errors"
 	"github.com/juju/worker/v4"
 	"gopkg.in/tomb.v2"
+
+	"github.com/berth-dev/berth/domain"
 )
 
-// Pruner deletes log entries written before a cutoff and says how many went.
+// Pruner deletes, while a leadership term holds, the log entries written longer ago than a
+// retention on the database clock, and says how many went (domain.State is one).
 type Pruner interface {
-	PruneChanges(ctx context.Context, cutoff time.Time) (int64, error)
-	PruneEvents(ctx context.Context, cutoff time.Time) (int64, error)
-	PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error)
+	PruneChanges(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error)
+	PruneEvents(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error)
+	PruneCapacitySamples(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error)
 }
 
-// Config holds what the worker needs: its dependencies, and its Settings.
+// Config holds what the worker needs: its dependencies, the leadership term it prunes
+// under, and its Settings.
 type Config struct {
 	Pruner Pruner
 	Clock  clock.Clock
 	Logger *slog.Logger
+	Term   domain.Term
 
 	Settings
 }
@@ -69,6 +80,8 @@ func (c Config) Validate() error {
 		return errors.NotValidf("change-log pruner: nil Clock")
 	case c.Logger == nil:
 		return errors.NotValidf("change-log pruner: nil Logger")
+	case c.Term.Holder == "" || c.Term.Session <= 0:
+		return errors.NotValidf("change-log pruner: Term %+v (pass the leadership flag's term)", c.Term)
 	}
 	if err := c.Settings.Validate(); err != nil {
 		return fmt.Errorf("change-log pruner: %w", err)
@@ -88,9 +101,9 @@ type pruneWorker struct {
 
 // pruned is the outcome of one table's last prune.
 type pruned struct {
-	cutoff time.Time
-	rows   int64
-	err    string
+	olderThan time.Duration
+	rows      int64
+	err       string
 }
 
 // NewWorker starts a pruning worker.
@@ -119,7 +132,7 @@ func (w *pruneWorker) Report() map[string]any {
 		"history-retain": w.config.HistoryRetain.String(),
 	}
 	for table, p := range w.last {
-		entry := map[string]any{"cutoff": p.cutoff, "pruned": p.rows}
+		entry := map[string]any{"older-than": p.olderThan.String(), "pruned": p.rows}
 		if p.err != "" {
 			entry["error"] = p.err
 		}
@@ -137,27 +150,30 @@ func (w *pruneWorker) loop() error {
 		case <-w.tomb.Dying():
 			return tomb.ErrDying
 		case <-timer.Chan():
-			now := w.config.Clock.Now()
-			w.prune(ctx, "change-log", now.Add(-w.config.Retain), w.config.Pruner.PruneChanges)
-			w.prune(ctx, "resource-events", now.Add(-w.config.HistoryRetain), w.config.Pruner.PruneEvents)
-			w.prune(ctx, "capacity-samples", now.Add(-w.config.HistoryRetain), w.config.Pruner.PruneCapacitySamples)
+			w.prune(ctx, "change-log", w.config.Retain, w.config.Pruner.PruneChanges)
+			w.prune(ctx, "resource-events", w.config.HistoryRetain, w.config.Pruner.PruneEvents)
+			w.prune(ctx, "capacity-samples", w.config.HistoryRetain, w.config.Pruner.PruneCapacitySamples)
 			timer.Reset(w.config.Interval)
 		}
 	}
 }
 
-func (w *pruneWorker) prune(ctx context.Context, table string, cutoff time.Time, prune func(context.Context, time.Time) (int64, error)) {
-	rows, err := prune(ctx, cutoff)
-	p := pruned{cutoff: cutoff, rows: rows}
+func (w *pruneWorker) prune(ctx context.Context, table string, olderThan time.Duration, prune func(context.Context, domain.Term, time.Duration) (int64, error)) {
+	rows, err := prune(ctx, w.config.Term, olderThan)
+	p := pruned{olderThan: olderThan, rows: rows}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Stopping: the cancelled prune is not worth a warning.
+	case errors.Is(err, domain.ErrNotLeader):
+		// Another agent leads now; this worker stops when the leadership flag moves.
+		p.err = err.Error()
+		w.config.Logger.Debug("not the leader any more; nothing pruned", "table", table, "error", err)
 	case err != nil:
 		p.err = err.Error()
 		w.config.Logger.Warn("pruning failed; trying again next interval",
 			"table", table, "error", err, "retry_in", w.config.Interval)
 	case rows > 0:
-		w.config.Logger.Debug("pruned", "table", table, "rows", rows, "cutoff", cutoff)
+		w.config.Logger.Debug("pruned", "table", table, "rows", rows, "older-than", olderThan)
 	}
 	w.mu.Lock()
 	w.last[table] = p

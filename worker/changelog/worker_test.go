@@ -3,6 +3,7 @@ package changelog_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/changelog"
 )
@@ -24,16 +26,21 @@ type workerSuite struct {
 
 var _ = gc.Suite(&workerSuite{})
 
-// fakePruner reports every change-log cutoff it is given and answers with the next scripted
-// error; events and capacity samples report their cutoffs on their own channel.
+// fakePruner reports every change-log retention it is given and answers with the next
+// scripted error; events and capacity samples report their retentions on their own channel.
+// Every prune must carry the worker's term.
 type fakePruner struct {
-	cutoffs        chan time.Time
+	term           domain.Term
+	cutoffs        chan time.Duration
 	historyCutoffs chan string
 	errs           chan error
 }
 
-func (p *fakePruner) PruneChanges(ctx context.Context, cutoff time.Time) (int64, error) {
-	p.cutoffs <- cutoff
+func (p *fakePruner) PruneChanges(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	if term != p.term {
+		return 0, fmt.Errorf("pruned under term %+v, not the worker's %+v", term, p.term)
+	}
+	p.cutoffs <- olderThan
 	select {
 	case err := <-p.errs:
 		return 0, err
@@ -42,21 +49,23 @@ func (p *fakePruner) PruneChanges(ctx context.Context, cutoff time.Time) (int64,
 	}
 }
 
-func (p *fakePruner) PruneEvents(ctx context.Context, cutoff time.Time) (int64, error) {
-	p.historyCutoffs <- "events " + cutoff.Format(time.RFC3339)
+func (p *fakePruner) PruneEvents(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	p.historyCutoffs <- fmt.Sprintf("events %s by %+v", olderThan, term)
 	return 3, nil
 }
 
-func (p *fakePruner) PruneCapacitySamples(ctx context.Context, cutoff time.Time) (int64, error) {
-	p.historyCutoffs <- "samples " + cutoff.Format(time.RFC3339)
+func (p *fakePruner) PruneCapacitySamples(ctx context.Context, term domain.Term, olderThan time.Duration) (int64, error) {
+	p.historyCutoffs <- fmt.Sprintf("samples %s by %+v", olderThan, term)
 	return 2, nil
 }
 
 func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s.pruner = &fakePruner{cutoffs: make(chan time.Time, 10), historyCutoffs: make(chan string, 20), errs: make(chan error, 10)}
+	term := domain.Term{Holder: "agent-a", Session: 3}
+	s.pruner = &fakePruner{term: term, cutoffs: make(chan time.Duration, 10), historyCutoffs: make(chan string, 20), errs: make(chan error, 10)}
 	s.config = changelog.Config{
 		Pruner: s.pruner,
+		Term:   term,
 		Clock:  s.clock,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Settings: changelog.Settings{
@@ -75,6 +84,8 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *changelog.Config) { cfg.Pruner = nil }, "Pruner"},
 		{func(cfg *changelog.Config) { cfg.Clock = nil }, "Clock"},
 		{func(cfg *changelog.Config) { cfg.Logger = nil }, "Logger"},
+		{func(cfg *changelog.Config) { cfg.Term = domain.Term{} }, "Term"},
+		{func(cfg *changelog.Config) { cfg.Term.Session = 0 }, "Term"},
 		{func(cfg *changelog.Config) { cfg.Interval = 0 }, "Interval 0s"},
 		{func(cfg *changelog.Config) { cfg.Retain = 0 }, "Retain 0s"},
 		{func(cfg *changelog.Config) { cfg.HistoryRetain = 0 }, "HistoryRetain 0s"},
@@ -89,24 +100,36 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 }
 
 func (s *workerSuite) TestPrunesEveryInterval(c *gc.C) {
-	start := s.clock.Now()
 	w, err := changelog.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
 
 	for tick := 1; tick <= 3; tick++ {
 		c.Assert(s.clock.WaitAdvance(time.Hour, testkit.LongWait, 1), gc.IsNil)
-		now := start.Add(time.Duration(tick) * time.Hour)
-		c.Check(s.nextCutoff(c), gc.Equals, now.Add(-24*time.Hour))
-		week := now.Add(-7 * 24 * time.Hour).Format(time.RFC3339)
-		c.Check(s.nextHistoryCutoff(c), gc.Equals, "events "+week)
-		c.Check(s.nextHistoryCutoff(c), gc.Equals, "samples "+week)
+		// The store is handed the retentions, for the database's clock to decide what is
+		// old; the worker's clock only times the rounds.
+		c.Check(s.nextCutoff(c), gc.Equals, 24*time.Hour)
+		c.Check(s.nextHistoryCutoff(c), gc.Equals, "events 168h0m0s by {Holder:agent-a Session:3}")
+		c.Check(s.nextHistoryCutoff(c), gc.Equals, "samples 168h0m0s by {Holder:agent-a Session:3}")
 	}
 	s.assertNoPrune(c)
 }
 
+func (s *workerSuite) TestKeepsGoingWhenNoLongerTheLeader(c *gc.C) {
+	s.pruner.errs <- fmt.Errorf("prune change log: %w", domain.ErrNotLeader)
+	w, err := changelog.NewWorker(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+
+	c.Assert(s.clock.WaitAdvance(time.Hour, testkit.LongWait, 1), gc.IsNil)
+	s.nextCutoff(c)
+	c.Assert(s.clock.WaitAdvance(0, testkit.LongWait, 1), gc.IsNil)
+	report := w.(worker.Reporter).Report()["change-log"].(map[string]any)
+	c.Check(report["error"], gc.Matches, ".*leadership term the write carried has ended")
+	workertest.CheckAlive(c, w)
+}
+
 func (s *workerSuite) TestDoesNotPruneBeforeInterval(c *gc.C) {
-	start := s.clock.Now()
 	w, err := changelog.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
@@ -115,11 +138,10 @@ func (s *workerSuite) TestDoesNotPruneBeforeInterval(c *gc.C) {
 	s.assertNoPrune(c)
 	// The first prune is the one at the interval, not one before it.
 	c.Assert(s.clock.WaitAdvance(time.Second, testkit.LongWait, 1), gc.IsNil)
-	c.Check(s.nextCutoff(c), gc.Equals, start.Add(time.Hour-24*time.Hour))
+	c.Check(s.nextCutoff(c), gc.Equals, 24*time.Hour)
 }
 
 func (s *workerSuite) TestSurvivesPruneError(c *gc.C) {
-	start := s.clock.Now()
 	s.pruner.errs <- errors.New("connection lost")
 	w, err := changelog.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
@@ -129,12 +151,11 @@ func (s *workerSuite) TestSurvivesPruneError(c *gc.C) {
 	s.nextCutoff(c)
 	// The timer is set again only once the failed prune is done, so this also waits for it.
 	c.Assert(s.clock.WaitAdvance(time.Hour, testkit.LongWait, 1), gc.IsNil)
-	c.Check(s.nextCutoff(c), gc.Equals, start.Add(2*time.Hour-24*time.Hour))
+	c.Check(s.nextCutoff(c), gc.Equals, 24*time.Hour)
 	workertest.CheckAlive(c, w)
 }
 
 func (s *workerSuite) TestReport(c *gc.C) {
-	start := s.clock.Now()
 	s.pruner.errs <- errors.New("connection lost")
 	w, err := changelog.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
@@ -146,31 +167,29 @@ func (s *workerSuite) TestReport(c *gc.C) {
 	c.Assert(s.clock.WaitAdvance(time.Hour, testkit.LongWait, 1), gc.IsNil)
 	s.nextCutoff(c)
 	c.Assert(s.clock.WaitAdvance(0, testkit.LongWait, 1), gc.IsNil)
-	now := start.Add(time.Hour)
-	history := now.Add(-7 * 24 * time.Hour)
 	c.Check(reporter.Report(), gc.DeepEquals, map[string]any{
 		"interval":         "1h0m0s",
 		"retain":           "24h0m0s",
 		"history-retain":   "168h0m0s",
-		"change-log":       map[string]any{"cutoff": now.Add(-24 * time.Hour), "pruned": int64(0), "error": "connection lost"},
-		"resource-events":  map[string]any{"cutoff": history, "pruned": int64(3)},
-		"capacity-samples": map[string]any{"cutoff": history, "pruned": int64(2)},
+		"change-log":       map[string]any{"older-than": "24h0m0s", "pruned": int64(0), "error": "connection lost"},
+		"resource-events":  map[string]any{"older-than": "168h0m0s", "pruned": int64(3)},
+		"capacity-samples": map[string]any{"older-than": "168h0m0s", "pruned": int64(2)},
 	})
 
 	c.Assert(s.clock.WaitAdvance(time.Hour, testkit.LongWait, 1), gc.IsNil)
 	s.nextCutoff(c)
 	c.Assert(s.clock.WaitAdvance(0, testkit.LongWait, 1), gc.IsNil)
 	report := reporter.Report()
-	c.Check(report["change-log"], gc.DeepEquals, map[string]any{"cutoff": now.Add(time.Hour - 24*time.Hour), "pruned": int64(7)})
+	c.Check(report["change-log"], gc.DeepEquals, map[string]any{"older-than": "24h0m0s", "pruned": int64(7)})
 }
 
-func (s *workerSuite) nextCutoff(c *gc.C) time.Time {
+func (s *workerSuite) nextCutoff(c *gc.C) time.Duration {
 	select {
-	case cutoff := <-s.pruner.cutoffs:
-		return cutoff
+	case olderThan := <-s.pruner.cutoffs:
+		return olderThan
 	case <-time.After(testkit.LongWait):
 		c.Fatalf("the worker did not prune")
-		return time.Time{}
+		return 0
 	}
 }
 

@@ -94,7 +94,7 @@ func (s *fakeStore) ListCheckable(ctx context.Context, after string, limit int, 
 	return out, nil
 }
 
-func (s *fakeStore) RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+func (s *fakeStore) RecordHealth(ctx context.Context, id string, checked domain.Checked, h domain.HealthUpdate) (domain.Resource, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
@@ -106,7 +106,7 @@ func (s *fakeStore) RecordHealth(ctx context.Context, id string, generation int6
 	if !ok {
 		return domain.Resource{}, domain.ErrNotFound
 	}
-	if r.Generation != generation || (r.Status != domain.StatusReady && r.Status != domain.StatusUnhealthy) {
+	if r.Generation != checked.Generation || r.LeaseToken != checked.LeaseToken || (r.Status != domain.StatusReady && r.Status != domain.StatusUnhealthy) {
 		return domain.Resource{}, domain.ErrStale
 	}
 	r.Status, r.StatusMessage = h.Status, h.StatusMessage
@@ -168,8 +168,10 @@ type fakeEnviron struct {
 	mu     sync.Mutex
 	errs   map[string]error    // CheckResource errors by id
 	labels []map[string]string // the labels of every CheckResource's options, in order
-	result map[string]*environ.Resource
-	block  bool
+	// checked is what every CheckResource was told the check read of the row, in order.
+	checked []*domain.Checked
+	result  map[string]*environ.Resource
+	block   bool
 }
 
 func newFakeEnviron(clk clock.Clock) *fakeEnviron {
@@ -177,6 +179,7 @@ func newFakeEnviron(clk clock.Clock) *fakeEnviron {
 	e.CheckResourceFn = func(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
 		e.mu.Lock()
 		e.labels = append(e.labels, opts.Labels)
+		e.checked = append(e.checked, r.Checked)
 		e.mu.Unlock()
 		e.calls.Add(call{id: r.ID, at: clk.Now()})
 		e.mu.Lock()

@@ -27,7 +27,7 @@ import (
 type Store interface {
 	CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error)
 	ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error)
-	RecordHealth(ctx context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error)
+	RecordHealth(ctx context.Context, id string, checked domain.Checked, h domain.HealthUpdate) (domain.Resource, error)
 }
 
 // AgentLister lists the agents sharing the store (domain.AgentStore is one); an agent is
@@ -633,9 +633,12 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 		return checkDone{skipped: true}
 	}
 	defer unlock()
+	// What the check's writes carry: the store applies them only while the row is still as
+	// it was read here, whatever happened to it since (a hibernate, a wake, a delete).
+	checked := r.CheckedBy(w.config.Agent.ID)
 	checkCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, w.config.CheckTimeout)
 	res, checkErr := checker.CheckResource(checkCtx,
-		&environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config},
+		&environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config, Checked: &checked},
 		&environ.ResourceOptions{Name: r.Name, Owner: r.Owner, Args: r.Args, Generation: r.Generation, Labels: r.Labels})
 	if checkErr != nil && checkCtx.Err() != nil {
 		checkErr = fmt.Errorf("%w (%v)", checkErr, context.Cause(checkCtx))
@@ -644,10 +647,10 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	if ctx.Err() != nil {
 		return checkDone{}
 	}
-	if errors.Is(checkErr, domain.ErrStale) {
-		// The environ read the row before a repair and found it moved on (another
-		// generation, deleting, paused, hibernating): what the check found is not the
-		// resource's any more, and nothing is recorded.
+	if errors.Is(checkErr, domain.ErrStale) || errors.Is(checkErr, domain.ErrNotFound) {
+		// The store refused a repair (or the environ found before one) that the row moved
+		// on (another generation, deleting, paused, hibernating, claimed since, gone): what
+		// the check found is not the resource's any more, and nothing is recorded.
 		log.Debug("resource changed while it was checked; nothing recorded", "error", checkErr)
 		return checkDone{skipped: true}
 	}
@@ -665,7 +668,7 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	}
 	recordCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, recordTimeout)
 	defer cancel()
-	_, err = w.config.Store.RecordHealth(recordCtx, r.ID, r.Generation, u)
+	_, err = w.config.Store.RecordHealth(recordCtx, r.ID, checked, u)
 	switch {
 	case errors.Is(err, domain.ErrStale) || errors.Is(err, domain.ErrNotFound):
 		log.Debug("resource changed while it was checked; dropping the result", "error", err)
@@ -701,7 +704,7 @@ func (w *Worker) recordUnreadable(ctx context.Context, log *slog.Logger, r domai
 	recordCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, recordTimeout)
 	defer cancel()
 	message := r.UnreadableReason() + ": fix the column with SQL or delete the resource"
-	_, err := w.config.Store.RecordHealth(recordCtx, r.ID, r.Generation, domain.HealthUpdate{Status: domain.StatusError, StatusMessage: message})
+	_, err := w.config.Store.RecordHealth(recordCtx, r.ID, r.CheckedBy(w.config.Agent.ID), domain.HealthUpdate{Status: domain.StatusError, StatusMessage: message})
 	switch {
 	case errors.Is(err, domain.ErrStale) || errors.Is(err, domain.ErrNotFound):
 		log.Debug("unreadable resource changed meanwhile; leaving it to the next round", "error", err)

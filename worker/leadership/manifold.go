@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/juju/clock"
@@ -11,6 +12,7 @@ import (
 	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/dependency"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/worker/database"
 	"github.com/berth-dev/berth/worker/membership"
 )
@@ -97,12 +99,16 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 }
 
 // Gate makes manifold start only on the leader: it takes the flag named flagName as one
-// more input and, while the flag is false, its Start reports dependency.ErrMissing, as
-// Juju's flag-gated manifolds do. The engine restarts it whenever the flag worker restarts,
-// which it does when leadership moves.
+// more input (unless manifold names it already, to read its term with TermOf) and, while
+// the flag is false, its Start reports dependency.ErrMissing, as Juju's flag-gated
+// manifolds do. The engine restarts it whenever the flag worker restarts, which it does
+// when leadership moves.
 func Gate(flagName string, manifold dependency.Manifold) dependency.Manifold {
 	start := manifold.Start
-	manifold.Inputs = append(append([]string(nil), manifold.Inputs...), flagName)
+	manifold.Inputs = append([]string(nil), manifold.Inputs...)
+	if !slices.Contains(manifold.Inputs, flagName) {
+		manifold.Inputs = append(manifold.Inputs, flagName)
+	}
 	manifold.Start = func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
 		var flag Flag
 		if err := getter.Get(flagName, &flag); err != nil {
@@ -114,6 +120,19 @@ func Gate(flagName string, manifold dependency.Manifold) dependency.Manifold {
 		return start(ctx, getter)
 	}
 	return manifold
+}
+
+// TermOf reads the leadership term from the flag named flagName, for a gated manifold whose
+// writes carry it; a flag that says this agent does not lead gives dependency.ErrMissing.
+func TermOf(getter dependency.Getter, flagName string) (domain.Term, error) {
+	var flag Flag
+	if err := getter.Get(flagName, &flag); err != nil {
+		return domain.Term{}, err
+	}
+	if !flag.Check() {
+		return domain.Term{}, fmt.Errorf("not the leader: %w", dependency.ErrMissing)
+	}
+	return flag.Term(), nil
 }
 
 // lastSeen is the leader the manifold's last worker saw.

@@ -151,6 +151,21 @@ type flagValue bool
 
 func (f flagValue) Check() bool { return bool(f) }
 
+func (f flagValue) Term() domain.Term { return domain.Term{Holder: "agent-a", Session: 7} }
+
+func (s *manifoldSuite) TestTermOfReadsTheLeadersTerm(c *gc.C) {
+	term, err := leadership.TermOf(dt.StubGetter(map[string]any{"leader": leadership.Flag(flagValue(true))}), "leader")
+	c.Assert(err, gc.IsNil)
+	c.Check(term, gc.Equals, domain.Term{Holder: "agent-a", Session: 7})
+	_, err = leadership.TermOf(dt.StubGetter(map[string]any{"leader": leadership.Flag(flagValue(false))}), "leader")
+	c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true)
+}
+
+func (s *manifoldSuite) TestGateTakesTheFlagOnce(c *gc.C) {
+	gated := leadership.Gate("leader", dependency.Manifold{Inputs: []string{"clock", "leader"}})
+	c.Check(gated.Inputs, gc.DeepEquals, []string{"clock", "leader"})
+}
+
 func (s *manifoldSuite) TestGateStartsOnlyOnTheLeader(c *gc.C) {
 	starts := 0
 	gated := leadership.Gate("leader", dependency.Manifold{

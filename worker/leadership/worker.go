@@ -2,7 +2,9 @@
 // lease: one agent of those sharing a store runs what must run once (environ checks and
 // orphan sweeps, capacity samples and warnings, change-log and history pruning). Those
 // workers are gated on the flag (see Gate), as Juju gates its singular workers on an
-// is-responsible flag.
+// is-responsible flag, and those that write to the store carry the flag's Term with their
+// writes (see TermOf): the store applies them only while that term holds, so a leader that
+// resumed after losing the lease writes nothing even before its flag notices.
 //
 // The worker claims at start, before it returns, so its flag is fixed for its lifetime; it
 // then claims (renews, or tries to take) every Interval on the database clock. When the
@@ -117,19 +119,22 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Flag is the worker's output: whether this agent leads.
+// Flag is the worker's output: whether this agent leads, and under which term.
 type Flag interface {
 	Check() bool
+	// Term is the leadership term a leader's writes carry (see domain.Term): the store
+	// applies them only while it holds.
+	Term() domain.Term
 }
 
 // Worker holds the claim; see the package doc.
 type Worker struct {
 	catacomb catacomb.Catacomb
 	config   Config
-	mine     bool  // fixed for the worker's lifetime
-	session  int64 // the session of the last claim, which a leader resigns with
+	mine     bool // fixed for the worker's lifetime
 
-	mu        sync.Mutex // guards what Report reads
+	mu        sync.Mutex // guards what Report and Term read
+	session   int64      // the session of the last claim, which a leader resigns with
 	leader    string
 	since     time.Time // when this worker last saw the holder change, on its clock
 	renewed   time.Time // the last claim that held the lease, on its clock
@@ -164,6 +169,13 @@ func NewWorker(config Config) (*Worker, error) {
 
 // Check says whether this agent leads.
 func (w *Worker) Check() bool { return w.mine }
+
+// Term is the term of the last claim: this agent under the session it claimed with.
+func (w *Worker) Term() domain.Term {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return domain.Term{Holder: w.config.Agent.ID, Session: w.session}
+}
 
 // Leader is the holder the worker last saw, empty for none.
 func (w *Worker) Leader() string {
@@ -200,7 +212,7 @@ func (w *Worker) loop() error {
 	// Until the agent has registered there is no session to claim under; the claim is made
 	// the moment there is one.
 	var registered <-chan struct{}
-	if w.session == 0 {
+	if w.Term().Session == 0 {
 		registered = w.config.Registration.Registered()
 	}
 	for {
@@ -270,10 +282,12 @@ func (w *Worker) claim(parent context.Context) (string, bool, error) {
 	if session == 0 {
 		return "", false, errors.New("the agent is not registered yet")
 	}
+	w.mu.Lock()
 	w.session = session
+	w.mu.Unlock()
 	ctx, cancel := clocktimeout.WithTimeout(parent, w.config.Clock, w.config.Timeout)
 	defer cancel()
-	leader, mine, err := w.config.Store.ClaimLeadership(ctx, w.config.Agent.ID, w.session, w.config.Agent.TTL)
+	leader, mine, err := w.config.Store.ClaimLeadership(ctx, w.config.Agent.ID, session, w.config.Agent.TTL)
 	if err != nil {
 		return "", false, withCause(ctx, err)
 	}
@@ -302,7 +316,7 @@ func (w *Worker) resign() {
 	w.config.Metrics.ObserveLeader(false)
 	ctx, cancel := clocktimeout.WithTimeout(context.Background(), w.config.Clock, w.config.Timeout)
 	defer cancel()
-	if err := w.config.Store.ResignLeadership(ctx, w.config.Agent.ID, w.session); err != nil {
+	if err := w.config.Store.ResignLeadership(ctx, w.config.Agent.ID, w.Term().Session); err != nil {
 		w.config.Logger.Warn("resigning leadership failed; another agent leads once the lease expires",
 			"agent-id", w.config.Agent.ID, "error", withCause(ctx, err), "ttl", w.config.Agent.TTL)
 		return

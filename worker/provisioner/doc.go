@@ -64,7 +64,9 @@
 //     included; no retry is scheduled. Resuming logs a change, so the row is taken up at
 //     once, and what changed meanwhile (args, a delete request) is acted on then.
 //   - next_attempt_at in the future: a retry scheduled earlier (perhaps by an agent that has
-//     since stopped) is not due; schedule it for then and stop. An args change or a delete
+//     since stopped) is not due; schedule it for then and stop. "Future" is on the database's
+//     clock, which wrote it: the claim tells the database's time (its lease ends LeaseTTL
+//     after it), so an agent whose clock is off waits what is left of the backoff. An args change or a delete
 //     request clears next_attempt_at, so new intent is acted on at once. A pending row with
 //     a retry is waiting for capacity and is remembered as such; when this agent frees room
 //     on its provisioner, the wait ends early.
@@ -176,6 +178,9 @@
 // (its leases are void) or release it with a retry it does not come back for within the
 // agents' ttl. A lease held by any other holder is tried again when it expires. The retry time is stored in next_attempt_at, so a restarted worker
 // (whose watcher's first events list every resource needing attention) keeps the schedule.
+// The worker hands the store the delay (ProgressUpdate.RetryIn) and the database adds it to
+// its own now: every agent compares next_attempt_at with that clock. The worker's clock only
+// times its own requeue.
 //
 // # Observability
 //

@@ -223,8 +223,9 @@ func (s *fakeState) RecordProgress(_ context.Context, id string, held domain.Lea
 	}
 	row.Attempts = u.Attempts
 	row.NextAttemptAt = nil
-	if u.NextAttemptAt != nil {
-		t := *u.NextAttemptAt
+	if u.RetryIn > 0 {
+		// The fake's clock is the database's.
+		t := s.clock.Now().Add(u.RetryIn)
 		row.NextAttemptAt = &t
 	}
 	row.LastError = u.LastError

@@ -124,7 +124,7 @@ func (st checkStore) ListCheckable(_ context.Context, after string, limit int, _
 	return out, nil
 }
 
-func (st checkStore) RecordHealth(_ context.Context, id string, generation int64, h domain.HealthUpdate) (domain.Resource, error) {
+func (st checkStore) RecordHealth(_ context.Context, id string, checked domain.Checked, h domain.HealthUpdate) (domain.Resource, error) {
 	st.s.mu.Lock()
 	defer st.s.mu.Unlock()
 	defer st.s.notify()
@@ -132,7 +132,7 @@ func (st checkStore) RecordHealth(_ context.Context, id string, generation int64
 	switch {
 	case !ok:
 		return domain.Resource{}, domain.ErrNotFound
-	case r.Generation != generation || !r.UpToDate():
+	case r.Generation != checked.Generation || r.LeaseToken != checked.LeaseToken || !r.UpToDate():
 		return domain.Resource{}, domain.ErrStale
 	}
 	r.Status, r.StatusMessage = h.Status, h.StatusMessage

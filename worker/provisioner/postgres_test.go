@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
@@ -67,44 +68,32 @@ func (s *postgresSuite) create(c *gc.C, name string) domain.Resource {
 	return r
 }
 
-// advanceToRetry moves the clock to the resource's next attempt.
+// advanceToRetry brings the resource's next attempt: the database's clock does not move with
+// the test's, so the retry is made due on it directly, and the test clock moves on by the
+// wait the worker scheduled (the row's retry is that long after its write).
 func (s *postgresSuite) advanceToRetry(c *gc.C, id string) {
 	r, err := s.state.GetResource(s.ctx, id)
 	c.Assert(err, gc.IsNil)
 	c.Assert(r.NextAttemptAt, gc.NotNil, gc.Commentf("no retry scheduled: %s %q", r.Status, r.StatusMessage))
-	c.Assert(s.clock.WaitAdvance(max(r.NextAttemptAt.Sub(s.clock.Now()), 0), testkit.LongWait, 1), gc.IsNil)
-}
-
-type eventLine struct {
-	kind    domain.EventKind
-	status  domain.Status
-	message string
-}
-
-func (s *postgresSuite) events(c *gc.C, id string) []eventLine {
-	events, err := s.state.ListEvents(s.ctx, id, 0)
+	_, err = s.state.Pool().Exec(s.ctx, `UPDATE resources SET next_attempt_at = now() WHERE id = $1`, id)
 	c.Assert(err, gc.IsNil)
-	out := make([]eventLine, len(events))
-	for i, e := range events {
-		out[i] = eventLine{e.Kind, e.Status, e.Message}
-	}
-	return out
+	c.Assert(s.clock.WaitAdvance(max(r.NextAttemptAt.Sub(r.UpdatedAt), 0), testkit.LongWait, 1), gc.IsNil)
 }
 
-// A resource waiting for a full pool is retried again and again; its history holds one
-// event for the whole wait, and it goes to ready once the slot is freed.
-func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
+// fillPool creates a resource holding the pool's one slot and returns it.
+func (s *postgresSuite) fillPool(c *gc.C) domain.Resource {
 	occupant := s.create(c, "occupant")
 	_, err := s.state.ReserveSlots(s.ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: occupant.ID, Owner: "acme", Slots: 1},
 		func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 			return poolHost, nil
 		})
 	c.Assert(err, gc.IsNil)
-	waiter := s.create(c, "waiter")
-	started := s.clock.Now()
+	return occupant
+}
 
-	metrics := newFakeMetrics()
-	watcher := newFakeWatcher()
+// startWorker starts the provisioner on the suite's database, pool and clock, reporting to
+// metrics and taking its work from watcher.
+func (s *postgresSuite) startWorker(c *gc.C, metrics *fakeMetrics, watcher *fakeWatcher) worker.Worker {
 	w, err := provisioner.NewWorker(provisioner.Config{
 		State:      s.state,
 		Environs:   s.set,
@@ -127,6 +116,35 @@ func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
 		},
 	})
 	c.Assert(err, gc.IsNil)
+	return w
+}
+
+type eventLine struct {
+	kind    domain.EventKind
+	status  domain.Status
+	message string
+}
+
+func (s *postgresSuite) events(c *gc.C, id string) []eventLine {
+	events, err := s.state.ListEvents(s.ctx, id, 0)
+	c.Assert(err, gc.IsNil)
+	out := make([]eventLine, len(events))
+	for i, e := range events {
+		out[i] = eventLine{e.Kind, e.Status, e.Message}
+	}
+	return out
+}
+
+// A resource waiting for a full pool is retried again and again; its history holds one
+// event for the whole wait, and it goes to ready once the slot is freed.
+func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
+	occupant := s.fillPool(c)
+	waiter := s.create(c, "waiter")
+	started := s.clock.Now()
+
+	metrics := newFakeMetrics()
+	watcher := newFakeWatcher()
+	w := s.startWorker(c, metrics, watcher)
 	defer workertest.CleanKill(c, w)
 
 	watcher.send(c, waiter.ID)
@@ -163,4 +181,63 @@ func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
 		eventLine{domain.EventStatus, domain.StatusProvisioning, "provisioning generation 1: waiting for it to serve"},
 		eventLine{domain.EventStatus, domain.StatusReady, "ready at generation 1"},
 	))
+}
+
+// An agent whose clock is ten minutes ahead of the database's schedules its retries on the
+// database's clock: the stored next attempt is the backoff after the write, as every agent
+// reads it, not the backoff after the agent's own time.
+func (s *postgresSuite) TestRetriesAreScheduledOnTheDatabaseClock(c *gc.C) {
+	s.clock.Advance(10 * time.Minute)
+	s.fillPool(c)
+	waiter := s.create(c, "waiter")
+	metrics := newFakeMetrics()
+	watcher := newFakeWatcher()
+	w := s.startWorker(c, metrics, watcher)
+	defer workertest.CleanKill(c, w)
+
+	watcher.send(c, waiter.ID)
+	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeCapacity})
+	row, err := s.state.GetResource(s.ctx, waiter.ID)
+	c.Assert(err, gc.IsNil)
+	c.Assert(row.NextAttemptAt, gc.NotNil)
+	wait := row.NextAttemptAt.Sub(row.UpdatedAt)
+	c.Check(wait > 0 && wait <= capacityRetry, gc.Equals, true, gc.Commentf("retry %s after the write", wait))
+	c.Check(row.NextAttemptAt.Before(s.clock.Now()), gc.Equals, true,
+		gc.Commentf("next attempt %v is on the agent's clock (%v), not the database's", row.NextAttemptAt, s.clock.Now()))
+}
+
+// A retry another agent scheduled five minutes ahead on the database's clock is not taken
+// early by an agent whose clock is ten minutes ahead: it claims the resource, finds the
+// retry not due on the database's clock and leaves it as it is.
+func (s *postgresSuite) TestPeersBackoffHoldsOnAnAgentAhead(c *gc.C) {
+	s.clock.Advance(10 * time.Minute)
+	r := s.create(c, "retried")
+	_, err := s.state.Pool().Exec(s.ctx, `
+		UPDATE resources SET status = 'provisioning', status_message = 'attempt 1 failed: boom; retrying',
+		       attempts = 1, last_error = 'boom', next_attempt_at = now() + interval '5 minutes'
+		 WHERE id = $1`, r.ID)
+	c.Assert(err, gc.IsNil)
+	before, err := s.state.GetResource(s.ctx, r.ID)
+	c.Assert(err, gc.IsNil)
+	history := s.events(c, r.ID)
+	watcher := newFakeWatcher()
+	w := s.startWorker(c, newFakeMetrics(), watcher)
+	defer workertest.CleanKill(c, w)
+	watcher.send(c, r.ID)
+	// The attempt ends by giving up the lease it claimed.
+	var after domain.Resource
+	testkit.Eventually(c, func() error {
+		after, err = s.state.GetResource(s.ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		if after.LeaseToken == before.LeaseToken || after.LeaseHolder != "" {
+			return fmt.Errorf("lease %q (claim %d): not claimed and released yet", after.LeaseHolder, after.LeaseToken)
+		}
+		return nil
+	})
+	c.Check(after.Status, gc.Equals, domain.StatusProvisioning)
+	c.Check(after.Attempts, gc.Equals, 1)
+	c.Check(after.NextAttemptAt, gc.DeepEquals, before.NextAttemptAt)
+	c.Check(s.events(c, r.ID), gc.DeepEquals, history)
 }

@@ -132,9 +132,9 @@ func (a *attempt) run(woken bool) outcome {
 		return outcome{}
 	}
 	wokenForCapacity := woken && r.Status == domain.StatusPending
-	if next := r.NextAttemptAt; next != nil && next.After(a.w.now()) && !wokenForCapacity {
-		a.log.Debug("retry not due yet", "status", r.Status, "next-attempt-at", *next)
-		o := outcome{retryAt: *next}
+	if wait := a.untilDue(r); wait > 0 && !wokenForCapacity {
+		a.log.Debug("retry not due yet", "status", r.Status, "next-attempt-at", *r.NextAttemptAt, "retry-in", wait)
+		o := outcome{retryAt: a.w.now().Add(wait)}
 		if r.Status == domain.StatusPending && r.Provisioner != "" {
 			o.waitingFor = r.Provisioner
 		}
@@ -472,12 +472,14 @@ func (a *attempt) fail(err error) outcome {
 		u.StatusMessage = fmt.Sprintf("attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
 	}
 	if !o.retryAt.IsZero() {
-		u.NextAttemptAt = &o.retryAt
+		// The store schedules the retry this long after the write on the database's clock,
+		// which every agent compares it with; o.retryAt times this agent's own requeue.
+		u.RetryIn = o.retryAt.Sub(now)
 	}
 	if stillWaiting {
-		a.log.Debug("still waiting for capacity", "attempts", attempts, "error", err, "next-attempt-at", u.NextAttemptAt)
+		a.log.Debug("still waiting for capacity", "attempts", attempts, "error", err, "retry-in", u.RetryIn)
 	} else {
-		a.log.Warn("reconcile failed", "status", u.Status, "attempts", attempts, "error", err, "next-attempt-at", u.NextAttemptAt)
+		a.log.Warn("reconcile failed", "status", u.Status, "attempts", attempts, "error", err, "retry-in", u.RetryIn)
 	}
 
 	// The attempt's own context may have timed out; the record gets a fresh bound.
@@ -569,6 +571,21 @@ func (a *attempt) release() {
 	if err := release(ctx, a.r.ID, a.lease); err != nil && !errors.Is(err, domain.ErrNotFound) {
 		a.log.Warn("cannot release the resource's lease; it will expire", "error", err)
 	}
+}
+
+// untilDue is how long the claimed row r's scheduled retry is still ahead (0 or less: due),
+// on the database's clock, which scheduled it: the claim set the lease to end LeaseTTL after
+// the database's now. A row that names no lease expiry (a store that keeps none) is
+// compared with the agent's clock.
+func (a *attempt) untilDue(r domain.Resource) time.Duration {
+	if r.NextAttemptAt == nil {
+		return 0
+	}
+	claimedAt := a.w.now()
+	if r.LeaseExpiresAt != nil {
+		claimedAt = r.LeaseExpiresAt.Add(-a.w.config.LeaseTTL)
+	}
+	return r.NextAttemptAt.Sub(claimedAt)
 }
 
 // leaseRetry is when to try a resource whose lease another agent holds until expires: then,

@@ -9,8 +9,5 @@ const InsertCapacitySampleSQL = `
 	VALUES ($1, $2, $3, $4, $5, $6, $7)
 	ON CONFLICT (provisioner, host, at) DO NOTHING`
 
-// PruneCapacitySamplesSQL deletes the capacity samples taken before $1.
-const PruneCapacitySamplesSQL = `DELETE FROM capacity_samples WHERE at < $1`
-
 // ListCapacityWarningsSQL reads every capacity warning, by provisioner and kind.
 const ListCapacityWarningsSQL = `SELECT provisioner, kind, active, message, since FROM capacity_warnings ORDER BY provisioner, kind`

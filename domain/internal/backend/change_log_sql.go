@@ -7,6 +7,3 @@ const LogChangeSQL = `INSERT INTO change_log (resource_id) VALUES ($1)`
 
 // LatestChangeSQL reads the newest change's seq (0 for none).
 const LatestChangeSQL = `SELECT coalesce(max(seq), 0) FROM change_log`
-
-// PruneChangesSQL deletes the changes logged before $1.
-const PruneChangesSQL = `DELETE FROM change_log WHERE created_at < $1`

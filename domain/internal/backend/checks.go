@@ -15,6 +15,9 @@ func CheckSlotRequest(req domain.SlotRequest) error {
 	if req.Slots < 1 {
 		return &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at least 1, got %d", req.Slots)}
 	}
+	if req.Lease != nil && req.Checked != nil {
+		return &domain.FieldError{Field: "checked", Msg: "a request under a lease is fenced by it: give a Lease or Checked, not both"}
+	}
 	return nil
 }
 

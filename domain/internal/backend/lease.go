@@ -20,6 +20,37 @@ type Lease struct {
 	Generation    int64
 	Status        domain.Status
 	Provisioner   string
+	// ObservedGeneration, Paused and Hibernate are the row's, for the writes a health check
+	// decides (CheckedError).
+	ObservedGeneration int64
+	Paused             bool
+	Hibernate          bool
+}
+
+// CheckedError says why a write decided by the health check that read the row as checked
+// may not apply to the row whose lease and guards are l, or nil when it may (see
+// domain.Checked). Each refusal wraps domain.ErrStale.
+func (l Lease) CheckedError(checked domain.Checked) error {
+	var why string
+	switch {
+	case l.Status != domain.StatusReady && l.Status != domain.StatusUnhealthy:
+		why = "it is " + string(l.Status)
+	case l.Paused:
+		why = "it was paused"
+	case l.Hibernate:
+		why = "it was asked to hibernate"
+	case l.Generation != checked.Generation:
+		why = fmt.Sprintf("its args changed (generation %d, checked %d)", l.Generation, checked.Generation)
+	case l.ObservedGeneration != l.Generation:
+		why = fmt.Sprintf("generation %d is not provisioned yet", l.Generation)
+	case l.Token != checked.LeaseToken:
+		why = fmt.Sprintf("it was claimed since it was checked (claim %d, checked at %d): a reconcile, wake or hibernate may have moved it", l.Token, checked.LeaseToken)
+	case l.Live && l.Holder != "" && l.Holder != checked.Holder:
+		return fmt.Errorf("the resource moved on since it was checked: %w (%w)", domain.ErrStale, l.HeldError())
+	default:
+		return nil
+	}
+	return fmt.Errorf("the resource moved on since it was checked: %s: %w", why, domain.ErrStale)
 }
 
 // HeldError is the error of a write that needed the lease while l's holder has it.
@@ -85,12 +116,33 @@ func LeaseTakeover(holder string, previous *string, waited time.Duration) *domai
 	return &domain.Takeover{PreviousHolder: *previous, Waited: max(waited, 0)}
 }
 
-// HealthMovedOn is RecordHealth's error when the row checked at generation is now cur.
-func HealthMovedOn(id string, cur domain.Resource, generation int64) error {
-	paused := ""
-	if cur.Paused {
-		paused = ", paused"
+// HealthRefused is RecordHealth's error when its write, decided by the check that read the
+// resource id as checked, matched no row, and the row's lease and guards are now l. Should
+// l allow the write (the row changed back meanwhile) the record is still dropped: the next
+// round checks again.
+func HealthRefused(id string, l Lease, checked domain.Checked) error {
+	err := l.CheckedError(checked)
+	if err == nil {
+		err = fmt.Errorf("the resource changed while its check was recorded: %w", domain.ErrStale)
 	}
-	return fmt.Errorf("record health of resource %s: it moved on (status %s%s, generation %d, observed %d; checked generation %d): %w",
-		id, cur.Status, paused, cur.Generation, cur.ObservedGeneration, generation, domain.ErrStale)
+	return fmt.Errorf("record health of resource %s: %w", id, err)
+}
+
+// SlotsFenceError is the error of a slot write under lease (nil: none), decided under none
+// by the check that read the row as checked (nil: none), on a row whose lease and guards
+// are l, or whose read gave notFound (an error wrapping domain.ErrNotFound; nil when the
+// row exists); nil when the write may apply. A row that is gone refuses a write under a
+// lease or a check and allows one under neither (an orphan's release).
+func SlotsFenceError(l Lease, notFound error, lease *domain.Lease, checked *domain.Checked) error {
+	switch {
+	case notFound != nil && lease != nil:
+		return fmt.Errorf("lease of %s (claim %d) lost: %w", lease.Holder, lease.Token, notFound)
+	case notFound != nil && checked != nil:
+		return fmt.Errorf("the resource is gone since it was checked: %w", notFound)
+	case notFound != nil:
+		return nil
+	case checked != nil:
+		return l.CheckedError(*checked)
+	}
+	return l.SlotsError(lease)
 }

@@ -3,6 +3,7 @@ package backend
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"github.com/berth-dev/berth/domain"
 )
@@ -75,4 +76,20 @@ func HibernateWhileDeleting(id string) error {
 // LabelsWhileDeleting is SetLabels' error for a resource being deleted.
 func LabelsWhileDeleting(id string) error {
 	return &conflictError{fmt.Sprintf("resource %s is being deleted: its labels cannot change", id)}
+}
+
+// LabelChange decides ChangeLabels' change of cur's labels: whether writing it changes them
+// (false: cur is already as asked), or why it is refused (a key to remove that cur lacks,
+// too many labels, a resource being deleted).
+func LabelChange(cur domain.Resource, set map[string]string, remove []string) (bool, error) {
+	merged, err := domain.MergeLabels(cur.Labels, set, remove)
+	switch {
+	case err != nil:
+		return false, err
+	case maps.Equal(merged, cur.Labels):
+		return false, nil
+	case cur.Status == domain.StatusDeleting:
+		return false, LabelsWhileDeleting(cur.ID)
+	}
+	return true, nil
 }

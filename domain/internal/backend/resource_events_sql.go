@@ -9,6 +9,3 @@ const InsertRepairEventSQL = `
 
 // LatestEventSQL reads the newest event's seq (0 for none).
 const LatestEventSQL = `SELECT coalesce(max(seq), 0) FROM resource_events`
-
-// PruneEventsSQL deletes the events recorded before $1.
-const PruneEventsSQL = `DELETE FROM resource_events WHERE at < $1`
