@@ -11,8 +11,15 @@
 //	                    │                    └─► capacity ◄─────────────┐ (gated on the flag)
 //	                    ├─► changelog-pruner ◄─────────────────────────┤ (gated on the flag)
 //	                    ├─► membership ──► leadership (a flag) ────────┘
+//	                    ├─► schema-guard ──► provisioner, healthcheck, leadership (gated on it)
 //	                    └─► resource-metrics
 //	engine ──► http-server (/healthz, /readyz, /metrics, /debug/engine)
+//
+// The schema guard runs while the database's schema is one this build knows; the
+// provisioner, the health checker and the leadership flag (so every leader-only worker) are
+// gated on it with schemaguard.Gate. When a newer build migrates the database (a rolling
+// update, a rollback) the guard stops, the engine stops them with it, /readyz fails naming
+// the guard's error, and the agent stays up, registered, until it is replaced.
 //
 // Every worker also takes the clock, which the clock manifold holds in a value worker
 // (valueworker.go). When the database worker restarts (the store was unreachable), the
@@ -71,6 +78,7 @@ import (
 	"github.com/berth-dev/berth/worker/membership"
 	"github.com/berth-dev/berth/worker/provisioner"
 	"github.com/berth-dev/berth/worker/provisionerset"
+	"github.com/berth-dev/berth/worker/schemaguard"
 )
 
 // Names of the agent's manifolds.
@@ -89,6 +97,7 @@ const (
 	MembershipName      = "membership"
 	LeadershipName      = "leadership"
 	EnvironCheckName    = "environ-check"
+	SchemaGuardName     = "schema-guard"
 )
 
 // Config is everything the agent's workers are configured with.
@@ -223,7 +232,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Gatherer:   config.Metrics,
 			Settings: httpserver.Settings{
 				Addr:            config.HTTPAddr,
-				Required:        []string{DatabaseName, EnvironsName},
+				Required:        []string{DatabaseName, SchemaGuardName, EnvironsName},
 				ShutdownTimeout: 5 * time.Second,
 				Profiling:       config.Profiling,
 			},
@@ -273,7 +282,18 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWorker:          environs.NewManifoldWorker,
 		}),
 
-		ProvisionerName: provisioner.Manifold(provisioner.ManifoldConfig{
+		SchemaGuardName: schemaguard.Manifold(schemaguard.ManifoldConfig{
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			Settings: schemaguard.Settings{
+				Interval: config.Membership.HeartbeatInterval,
+				Timeout:  5 * time.Second,
+			},
+			Logger:    logger.With("worker", SchemaGuardName),
+			NewWorker: schemaguard.NewManifoldWorker,
+		}),
+
+		ProvisionerName: schemaguard.Gate(SchemaGuardName, provisioner.Manifold(provisioner.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
@@ -295,7 +315,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			TracerProvider: config.Provisioner.TracerProvider,
 			NewWorker:      provisioner.NewWorker,
 			NewWatcher:     newResourcesWatcher(config.Watcher, config.Membership.AgentTTL),
-		}),
+		})),
 
 		ChangeLogPrunerName: leadership.Gate(LeadershipName, changelog.Manifold(changelog.ManifoldConfig{
 			ClockName:    ClockName,
@@ -309,7 +329,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWorker: changelog.NewWorker,
 		})),
 
-		HealthCheckName: healthcheck.Manifold(healthcheck.ManifoldConfig{
+		HealthCheckName: schemaguard.Gate(SchemaGuardName, healthcheck.Manifold(healthcheck.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
@@ -325,7 +345,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Metrics:   config.Metrics,
 			Locks:     locks,
 			NewWorker: healthcheck.NewWorker,
-		}),
+		})),
 
 		EnvironCheckName: leadership.Gate(LeadershipName, environcheck.Manifold(environcheck.ManifoldConfig{
 			ClockName:    ClockName,
@@ -359,7 +379,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWorker: membership.NewWorker,
 		}),
 
-		LeadershipName: leadership.Manifold(leadership.ManifoldConfig{
+		LeadershipName: schemaguard.Gate(SchemaGuardName, leadership.Manifold(leadership.ManifoldConfig{
 			ClockName:      ClockName,
 			DatabaseName:   DatabaseName,
 			MembershipName: MembershipName,
@@ -371,7 +391,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Logger:    logger.With("worker", LeadershipName),
 			Metrics:   config.Metrics,
 			NewWorker: leadership.NewWorker,
-		}),
+		})),
 
 		CapacityName: leadership.Gate(LeadershipName, capacity.Manifold(capacity.ManifoldConfig{
 			ClockName:    ClockName,
