@@ -15,11 +15,11 @@
 //	                    └─► resource-metrics
 //	engine ──► http-server (/healthz, /readyz, /metrics, /debug/engine)
 //
-// The schema guard runs while the database's schema is one this build knows; the
+// The schema guard is a flag: the database's schema is one this build knows. The
 // provisioner, the health checker and the leadership flag (so every leader-only worker) are
 // gated on it with schemaguard.Gate. When a newer build migrates the database (a rolling
-// update, a rollback) the guard stops, the engine stops them with it, /readyz fails naming
-// the guard's error, and the agent stays up, registered, until it is replaced.
+// update, a rollback) the flag turns false, the engine stops them, /readyz fails with the
+// guard's reason, and the agent stays up, registered, until it is replaced.
 //
 // Every worker also takes the clock, which the clock manifold holds in a value worker
 // (valueworker.go). When the database worker restarts (the store was unreachable), the

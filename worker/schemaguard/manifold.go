@@ -44,11 +44,11 @@ func (c ManifoldConfig) Validate() error {
 	return nil
 }
 
-// Manifold runs the schema guard on the agent's clock and store. It has no output: the
-// workers it guards only need it to be running (Gate).
+// Manifold runs the schema guard on the agent's clock and store; its output is a Flag.
 func Manifold(config ManifoldConfig) dependency.Manifold {
 	return dependency.Manifold{
 		Inputs: []string{config.ClockName, config.DatabaseName},
+		Output: output,
 		Start: func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
 			if err := config.Validate(); err != nil {
 				return nil, err
@@ -80,17 +80,36 @@ func NewManifoldWorker(config Config) (worker.Worker, error) {
 	return w, nil
 }
 
-// Gate makes manifold start only while the schema guard named guardName runs: it takes the
-// guard as one more input, and the engine stops the manifold's worker when the guard stops
-// (the schema became too new) and starts it again once the guard runs.
+// Gate makes manifold start only while the schema is one the build knows: it takes the
+// guard's flag, named guardName, as one more input and, while the flag is false, its Start
+// reports dependency.ErrMissing. The engine restarts it whenever the guard restarts, which
+// it does when its flag changes.
 func Gate(guardName string, manifold dependency.Manifold) dependency.Manifold {
 	start := manifold.Start
 	manifold.Inputs = append(append([]string(nil), manifold.Inputs...), guardName)
 	manifold.Start = func(ctx context.Context, getter dependency.Getter) (worker.Worker, error) {
-		if err := getter.Get(guardName, nil); err != nil {
+		var flag Flag
+		if err := getter.Get(guardName, &flag); err != nil {
 			return nil, err
+		}
+		if !flag.Check() {
+			return nil, fmt.Errorf("the database's schema is newer than this build knows: %w", dependency.ErrMissing)
 		}
 		return start(ctx, getter)
 	}
 	return manifold
+}
+
+// output gives the worker as a Flag.
+func output(in worker.Worker, out any) error {
+	flag, ok := in.(Flag)
+	if !ok {
+		return fmt.Errorf("schema guard manifold: expected a Flag worker, got %T", in)
+	}
+	target, ok := out.(*Flag)
+	if !ok {
+		return fmt.Errorf("schema guard manifold: expected *schemaguard.Flag, got %T", out)
+	}
+	*target = flag
+	return nil
 }

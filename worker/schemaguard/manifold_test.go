@@ -97,7 +97,19 @@ func (s *manifoldSuite) TestMissingInputs(c *gc.C) {
 	c.Check(s.started, gc.HasLen, 0)
 }
 
-// A gated manifold takes the guard as one more input and starts only while it runs.
+// The manifold's output is its worker's flag.
+func (s *manifoldSuite) TestOutputsTheFlag(c *gc.C) {
+	manifold := schemaguard.Manifold(s.config)
+	var flag schemaguard.Flag
+	c.Check(manifold.Output(workertest.NewErrorWorker(nil), &flag), gc.ErrorMatches, ".*expected a Flag worker.*")
+	c.Assert(manifold.Output(fixedFlag{true}, &flag), gc.IsNil)
+	c.Check(flag.Check(), gc.Equals, true)
+	var other worker.Worker
+	c.Check(manifold.Output(fixedFlag{true}, &other), gc.ErrorMatches, ".*expected \\*schemaguard.Flag.*")
+}
+
+// A gated manifold takes the guard as one more input and starts only while its flag is
+// true.
 func (s *manifoldSuite) TestGate(c *gc.C) {
 	starts := 0
 	gated := schemaguard.Gate("schema-guard", dependency.Manifold{
@@ -109,12 +121,21 @@ func (s *manifoldSuite) TestGate(c *gc.C) {
 	})
 	c.Check(gated.Inputs, gc.DeepEquals, []string{"database", "schema-guard"})
 
-	_, err := gated.Start(context.Background(), s.getter(map[string]any{"schema-guard": dependency.ErrMissing}))
-	c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true, gc.Commentf("err = %v", err))
+	for _, guard := range []any{dependency.ErrMissing, schemaguard.Flag(fixedFlag{false})} {
+		_, err := gated.Start(context.Background(), s.getter(map[string]any{"schema-guard": guard}))
+		c.Check(errors.Is(err, dependency.ErrMissing), gc.Equals, true, gc.Commentf("guard %v: err = %v", guard, err))
+	}
 	c.Check(starts, gc.Equals, 0)
 
-	w, err := gated.Start(context.Background(), s.getter(map[string]any{"schema-guard": workertest.NewErrorWorker(nil)}))
+	w, err := gated.Start(context.Background(), s.getter(map[string]any{"schema-guard": schemaguard.Flag(fixedFlag{true})}))
 	c.Assert(err, gc.IsNil)
 	workertest.CleanKill(c, w)
 	c.Check(starts, gc.Equals, 1)
 }
+
+// fixedFlag is a flag worker whose flag never changes.
+type fixedFlag struct{ known bool }
+
+func (f fixedFlag) Check() bool { return f.known }
+func (fixedFlag) Kill()         {}
+func (fixedFlag) Wait() error   { return nil }

@@ -3,7 +3,6 @@ package schemaguard_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -11,10 +10,10 @@ import (
 	"time"
 
 	"github.com/juju/clock/testclock"
+	"github.com/juju/worker/v4/dependency"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
-	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/worker/schemaguard"
@@ -84,35 +83,40 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 	}
 }
 
-// On a schema the build knows the worker runs, and reports both versions.
-func (s *workerSuite) TestRunsOnAKnownSchema(c *gc.C) {
+// On a schema the build knows the flag is true, and the report shows both versions.
+func (s *workerSuite) TestFlagIsTrueOnAKnownSchema(c *gc.C) {
 	w, err := schemaguard.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
+	c.Check(w.Check(), gc.Equals, true)
 	report := w.Report()
 	c.Check(report["known"], gc.Not(gc.Equals), 0)
 	c.Check(report["database"], gc.Equals, report["known"])
+	c.Check(report["not-ready"], gc.IsNil)
 	c.Check(s.logs.String(), gc.Equals, "")
 }
 
-// Started on a newer schema the worker does not run: its error names both versions and the
-// fix, and so does its log line.
-func (s *workerSuite) TestRefusesToStartOnANewerSchema(c *gc.C) {
+// On a newer schema the flag is false; the worker runs on, reports itself not ready, and
+// its log line and report name both versions and the fix.
+func (s *workerSuite) TestFlagIsFalseOnANewerSchema(c *gc.C) {
 	database := s.landNewerSchema(c)
 	w, err := schemaguard.NewWorker(s.config)
-	c.Assert(w, gc.IsNil)
-	var tooNew *domain.SchemaTooNewError
-	c.Assert(errors.As(err, &tooNew), gc.Equals, true, gc.Commentf("err = %v", err))
-	c.Check(tooNew.Versions, gc.Equals, domain.SchemaVersions{Known: database - 1, Database: database})
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	c.Check(w.Check(), gc.Equals, false)
 	fix := "replace this agent with a build that knows schema version " + strconv.Itoa(database)
-	c.Check(err, gc.ErrorMatches, ".*"+fix)
+	c.Check(w.Report()["not-ready"], gc.Matches, ".*version "+strconv.Itoa(database)+", newer than this build of Berth knows \\("+strconv.Itoa(database-1)+"\\).*"+fix)
 	c.Check(s.logs.String(), gc.Matches, `(?s).*level=ERROR.*known-schema=`+strconv.Itoa(database-1)+` database-schema=`+strconv.Itoa(database)+`.*`)
 	c.Check(strings.Contains(s.logs.String(), fix), gc.Equals, true, gc.Commentf("log: %s", s.logs))
+	// Checks that find the same keep it running.
+	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
+	workertest.CheckAlive(c, w)
 }
 
-// A newer schema landing while the worker runs stops it, with the same error, at its next
-// check.
-func (s *workerSuite) TestStopsWhenANewerSchemaLands(c *gc.C) {
+// A newer schema landing while the worker runs bounces it at its next check, so that the
+// engine starts it again with a false flag; the schema going back bounces it again.
+func (s *workerSuite) TestBouncesWhenTheSchemaChanges(c *gc.C) {
 	w, err := schemaguard.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
 	defer workertest.DirtyKill(c, w)
@@ -120,16 +124,21 @@ func (s *workerSuite) TestStopsWhenANewerSchemaLands(c *gc.C) {
 	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
 	database := s.landNewerSchema(c)
 	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
-	err = workertest.CheckKilled(c, w)
-	c.Check(errors.Is(err, domain.ErrSchemaTooNew), gc.Equals, true, gc.Commentf("err = %v", err))
-	c.Check(w.Report()["database"], gc.Equals, database)
-	c.Check(strings.Contains(s.logs.String(), "replace this agent with a build that knows schema version "+strconv.Itoa(database)), gc.Equals, true,
-		gc.Commentf("log: %s", s.logs))
+	c.Check(workertest.CheckKilled(c, w), gc.Equals, dependency.ErrBounce)
+
+	again, err := schemaguard.NewWorker(s.config)
+	c.Assert(err, gc.IsNil)
+	defer workertest.DirtyKill(c, again)
+	c.Check(again.Check(), gc.Equals, false)
+	_, err = s.sql.Exec(`DELETE FROM schema_migrations WHERE version = $1`, database)
+	c.Assert(err, gc.IsNil)
+	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
+	c.Check(workertest.CheckKilled(c, again), gc.Equals, dependency.ErrBounce)
 }
 
-// A check that fails for another reason (on a store closed here) neither stops the worker
-// nor keeps it from starting: the store's fence holds meanwhile.
-func (s *workerSuite) TestAFailedCheckKeepsRunning(c *gc.C) {
+// A check that fails for another reason (on a store closed here) leaves the flag true and
+// the worker running: the store's fence holds meanwhile.
+func (s *workerSuite) TestAFailedCheckKeepsTheFlag(c *gc.C) {
 	closed, err := store.Open(context.Background(), "sqlite://"+filepath.Join(c.MkDir(), "closed.db"), store.Options{})
 	c.Assert(err, gc.IsNil)
 	closed.Close()
@@ -137,10 +146,12 @@ func (s *workerSuite) TestAFailedCheckKeepsRunning(c *gc.C) {
 	w, err := schemaguard.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
 	defer workertest.CleanKill(c, w)
+	c.Check(w.Check(), gc.Equals, true)
 	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
 	testkit.Eventually(c, testkit.Holds("a second failed check reported", func() bool {
 		return strings.Count(s.logs.String(), "checking the schema version failed") == 2
 	}))
 	workertest.CheckAlive(c, w)
 	c.Check(w.Report()["check-error"], gc.Not(gc.IsNil))
+	c.Check(w.Report()["not-ready"], gc.IsNil)
 }
