@@ -129,6 +129,9 @@ func testRollingUpgrade(t *testing.T, store e2etest.Store) {
 	if store == e2etest.Postgres {
 		rollback = e.StartAgent("agent-rollback", flags...)
 		e.waitUnreadyForSchema("the rolled back agent", e.httpAddr(rollback), fix)
+		if !strings.Contains(rollback.Logs(), "not migrating the database: its schema is newer than this build knows") || !strings.Contains(rollback.Logs(), fix) {
+			t.Errorf("the rolled back agent's log does not say it left the schema alone, and why:\n%s", rollback.Logs())
+		}
 		oldAgents = append(oldAgents, "agent-rollback")
 	}
 
