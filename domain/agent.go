@@ -64,6 +64,10 @@ type Agent struct {
 	LeasesHeld int
 	// Leader says the agent holds the leadership lease (see LeadershipStore).
 	Leader bool
+	// Schema is the schema version the agent's build knows (0: it registered without
+	// saying, a build from before schema version 13) and the database's: an agent whose
+	// Schema.TooNew() claims no work and waits to be replaced.
+	Schema SchemaVersions
 }
 
 // LiveAgentIDs returns the ids of the live agents among listed, sorted, with self among them

@@ -25,6 +25,7 @@ type State interface {
 	ProvisionerSpecStore
 	AgentStore
 	LeadershipStore
+	SchemaStore
 	// Close releases the backend's connections.
 	Close()
 }

@@ -19,6 +19,11 @@ type listedAgent struct {
 	LeasesHeld int    `json:"leases_held"`
 	Version    string `json:"version"`
 	HTTPAddr   string `json:"http_addr"`
+	// Schema says how the schema the agent's build knows (SchemaVersion) stands to the
+	// database's (DatabaseSchemaVersion): current, behind, ahead or unknown.
+	Schema                string `json:"schema"`
+	SchemaVersion         int    `json:"schema_version"`
+	DatabaseSchemaVersion int    `json:"database_schema_version"`
 }
 
 // agents lists the agents by id, live as the agents' own --agent-ttl says.

@@ -11,8 +11,15 @@
 //	                    │                    └─► capacity ◄─────────────┐ (gated on the flag)
 //	                    ├─► changelog-pruner ◄─────────────────────────┤ (gated on the flag)
 //	                    ├─► membership ──► leadership (a flag) ────────┘
+//	                    ├─► schema-guard ──► provisioner, healthcheck, leadership (gated on it)
 //	                    └─► resource-metrics
 //	engine ──► http-server (/healthz, /readyz, /metrics, /debug/engine)
+//
+// The schema guard is a flag: the database's schema is one this build knows. The
+// provisioner, the health checker and the leadership flag (so every leader-only worker) are
+// gated on it with schemaguard.Gate. When a newer build migrates the database (a rolling
+// update, a rollback) the flag turns false, the engine stops them, /readyz fails with the
+// guard's reason, and the agent stays up, registered, until it is replaced.
 //
 // Every worker also takes the clock, which the clock manifold holds in a value worker
 // (valueworker.go). When the database worker restarts (the store was unreachable), the
@@ -71,6 +78,7 @@ import (
 	"github.com/berth-dev/berth/worker/membership"
 	"github.com/berth-dev/berth/worker/provisioner"
 	"github.com/berth-dev/berth/worker/provisionerset"
+	"github.com/berth-dev/berth/worker/schemaguard"
 )
 
 // Names of the agent's manifolds.
@@ -89,6 +97,7 @@ const (
 	MembershipName      = "membership"
 	LeadershipName      = "leadership"
 	EnvironCheckName    = "environ-check"
+	SchemaGuardName     = "schema-guard"
 )
 
 // Config is everything the agent's workers are configured with.
@@ -223,7 +232,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Gatherer:   config.Metrics,
 			Settings: httpserver.Settings{
 				Addr:            config.HTTPAddr,
-				Required:        []string{DatabaseName, EnvironsName},
+				Required:        []string{DatabaseName, SchemaGuardName, EnvironsName},
 				ShutdownTimeout: 5 * time.Second,
 				Profiling:       config.Profiling,
 			},
@@ -273,7 +282,18 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWorker:          environs.NewManifoldWorker,
 		}),
 
-		ProvisionerName: provisioner.Manifold(provisioner.ManifoldConfig{
+		SchemaGuardName: schemaguard.Manifold(schemaguard.ManifoldConfig{
+			ClockName:    ClockName,
+			DatabaseName: DatabaseName,
+			Settings: schemaguard.Settings{
+				Interval: config.Membership.HeartbeatInterval,
+				Timeout:  5 * time.Second,
+			},
+			Logger:    logger.With("worker", SchemaGuardName),
+			NewWorker: schemaguard.NewManifoldWorker,
+		}),
+
+		ProvisionerName: schemaguard.Gate(SchemaGuardName, provisioner.Manifold(provisioner.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
@@ -295,7 +315,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			TracerProvider: config.Provisioner.TracerProvider,
 			NewWorker:      provisioner.NewWorker,
 			NewWatcher:     newResourcesWatcher(config.Watcher, config.Membership.AgentTTL),
-		}),
+		})),
 
 		ChangeLogPrunerName: leadership.Gate(LeadershipName, changelog.Manifold(changelog.ManifoldConfig{
 			ClockName:      ClockName,
@@ -310,7 +330,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWorker: changelog.NewWorker,
 		})),
 
-		HealthCheckName: healthcheck.Manifold(healthcheck.ManifoldConfig{
+		HealthCheckName: schemaguard.Gate(SchemaGuardName, healthcheck.Manifold(healthcheck.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
@@ -326,7 +346,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Metrics:   config.Metrics,
 			Locks:     locks,
 			NewWorker: healthcheck.NewWorker,
-		}),
+		})),
 
 		EnvironCheckName: leadership.Gate(LeadershipName, environcheck.Manifold(environcheck.ManifoldConfig{
 			ClockName:    ClockName,
@@ -360,7 +380,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			NewWorker: membership.NewWorker,
 		}),
 
-		LeadershipName: leadership.Manifold(leadership.ManifoldConfig{
+		LeadershipName: schemaguard.Gate(SchemaGuardName, leadership.Manifold(leadership.ManifoldConfig{
 			ClockName:      ClockName,
 			DatabaseName:   DatabaseName,
 			MembershipName: MembershipName,
@@ -372,7 +392,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Logger:    logger.With("worker", LeadershipName),
 			Metrics:   config.Metrics,
 			NewWorker: leadership.NewWorker,
-		}),
+		})),
 
 		CapacityName: leadership.Gate(LeadershipName, capacity.Manifold(capacity.ManifoldConfig{
 			ClockName:      ClockName,

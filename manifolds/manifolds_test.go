@@ -52,7 +52,7 @@ func (*manifoldsSuite) TestNames(c *gc.C) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environ-check", "environs", "healthcheck", "http-server", "leadership", "membership", "provisioner", "provisioner-set", "resource-metrics"})
+	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environ-check", "environs", "healthcheck", "http-server", "leadership", "membership", "provisioner", "provisioner-set", "resource-metrics", "schema-guard"})
 }
 
 func (*manifoldsSuite) TestInputs(c *gc.C) {
@@ -67,14 +67,15 @@ func (*manifoldsSuite) TestInputs(c *gc.C) {
 		"database":         {"clock"},
 		"provisioner-set":  {"clock"},
 		"environs":         {"clock", "database", "provisioner-set"},
-		"provisioner":      {"clock", "database", "environs"},
+		"provisioner":      {"clock", "database", "environs", "schema-guard"},
 		"changelog-pruner": {"clock", "database", "leadership"},
 		"membership":       {"clock", "database"},
-		"leadership":       {"clock", "database", "membership"},
+		"leadership":       {"clock", "database", "membership", "schema-guard"},
 		"engine":           nil,
 		"http-server":      {"clock", "engine"},
 		"resource-metrics": {"database"},
-		"healthcheck":      {"clock", "database", "environs"},
+		"schema-guard":     {"clock", "database"},
+		"healthcheck":      {"clock", "database", "environs", "schema-guard"},
 		"environ-check":    {"clock", "environs", "leadership"},
 		"capacity":         {"clock", "database", "environs", "leadership"},
 	})

@@ -27,6 +27,11 @@ type agentJSON struct {
 	StartedAt           time.Time `json:"started_at"`
 	HeartbeatAt         time.Time `json:"heartbeat_at"`
 	Session             int64     `json:"session"`
+	// Schema is schemaState's word; SchemaVersion the schema version the agent's build
+	// knows (0: unknown), DatabaseSchemaVersion the database's.
+	Schema                string `json:"schema"`
+	SchemaVersion         int    `json:"schema_version"`
+	DatabaseSchemaVersion int    `json:"database_schema_version"`
 }
 
 func newAgentsCommand(opts *globalOptions) *cobra.Command {
@@ -38,8 +43,11 @@ func newAgentsCommand(opts *globalOptions) *cobra.Command {
 heartbeat is, whether it is the leader (the one agent that runs environ-wide work:
 environ checks and orphan sweeps, capacity samples and warnings, change-log and history pruning),
 how many resource leases it holds (resources it is reconciling now), the
-Berth version it runs, the address it serves /healthz, /metrics and /debug/engine on, and
-when it started.
+Berth version it runs, the address it serves /healthz, /metrics and /debug/engine on, when
+it started, and whether its build knows the database's schema (SCHEMA): "current", or
+"behind (knows 12, database 13)" for an agent a newer build's migration left behind, which
+claims no work and waits to be replaced (see the README's Upgrading), or "unknown" for an
+agent of a build from before schema version 13, which does not say.
 
 Every berth run registers when it starts and heartbeats every --heartbeat-interval; an agent
 is live while its last heartbeat is younger than --agent-ttl, measured on the database's
@@ -75,6 +83,7 @@ live, until it is removed after a day of silence, or until it starts again under
 						ID: a.ID, Live: a.Live, Leader: a.Leader, HeartbeatAgeSeconds: a.HeartbeatAge.Seconds(), LeasesHeld: a.LeasesHeld,
 						Version: a.Version, HTTPAddr: a.HTTPAddr, StartedAt: a.StartedAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(),
 						Session: a.Session,
+						Schema:  schemaState(a.Schema), SchemaVersion: a.Schema.Known, DatabaseSchemaVersion: a.Schema.Database,
 					}
 				}
 				return writeData(cmd.OutOrStdout(), format, out)
@@ -92,12 +101,37 @@ func writeAgents(w io.Writer, agents []domain.Agent) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLIVE\tLEADER\tHEARTBEAT AGE\tLEASES\tVERSION\tHTTP ADDR\tSTARTED")
+	fmt.Fprintln(tw, "ID\tLIVE\tLEADER\tHEARTBEAT AGE\tLEASES\tVERSION\tHTTP ADDR\tSTARTED\tSCHEMA")
 	for _, a := range agents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", tableText(a.ID), yesNo(a.Live), yesNo(a.Leader), a.HeartbeatAge.Round(100*time.Millisecond),
-			a.LeasesHeld, tableText(a.Version), tableText(a.HTTPAddr), a.StartedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", tableText(a.ID), yesNo(a.Live), yesNo(a.Leader), a.HeartbeatAge.Round(100*time.Millisecond),
+			a.LeasesHeld, tableText(a.Version), tableText(a.HTTPAddr), a.StartedAt.UTC().Format(time.RFC3339), schemaText(a.Schema))
 	}
 	return tw.Flush()
+}
+
+// schemaState says how the schema version an agent's build knows stands to the database's:
+// "current", "behind" (a newer build migrated the database: the agent claims no work),
+// "ahead" (the database went back to an older schema), or "unknown" (a build from before
+// the agents table said).
+func schemaState(v domain.SchemaVersions) string {
+	switch {
+	case v.Known == 0:
+		return "unknown"
+	case v.TooNew():
+		return "behind"
+	case v.Known > v.Database:
+		return "ahead"
+	}
+	return "current"
+}
+
+// schemaText is the SCHEMA column: schemaState, with both versions when they differ.
+func schemaText(v domain.SchemaVersions) string {
+	state := schemaState(v)
+	if state == "behind" || state == "ahead" {
+		return fmt.Sprintf("%s (knows %d, database %d)", state, v.Known, v.Database)
+	}
+	return state
 }
 
 func yesNo(b bool) string {

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ import (
 )
 
 // agentKeys are exactly the keys -o json prints for an agent.
-var agentKeys = []string{"heartbeat_age_seconds", "heartbeat_at", "http_addr", "id", "leader", "leases_held", "live", "session", "started_at", "version"}
+var agentKeys = []string{"database_schema_version", "heartbeat_age_seconds", "heartbeat_at", "http_addr", "id", "leader", "leases_held", "live", "schema", "schema_version", "session", "started_at", "version"}
 
 func TestAgentsListsLiveAndSilentAgents(t *testing.T) {
 	c := newCLI(t)
@@ -69,7 +71,7 @@ func TestAgentsListsLiveAndSilentAgents(t *testing.T) {
 	}
 
 	out := c.mustRun("agents")
-	for _, want := range []string{"ID", "LIVE", "LEADER", "HEARTBEAT AGE", "LEASES", "VERSION", "HTTP ADDR", "STARTED"} {
+	for _, want := range []string{"ID", "LIVE", "LEADER", "HEARTBEAT AGE", "LEASES", "VERSION", "HTTP ADDR", "STARTED", "SCHEMA"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks column %s:\n%s", want, out)
 		}
@@ -112,5 +114,46 @@ func TestRunChecksTheMembershipFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("berth run %v: err = %v; want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// An agent whose build knows an older schema than the database's is shown behind, with both
+// versions, in the table and in -o json; berth migrate then refuses to run this build's
+// migrations, naming both versions and the fix.
+func TestAgentsShowAnAgentBehindTheSchemaAndMigrateRefuses(t *testing.T) {
+	c := newCLI(t)
+	ctx := context.Background()
+	v, err := c.st.CheckSchema(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.st.RegisterAgent(ctx, domain.AgentInfo{ID: "agent-a", Version: "v1.2.3", HTTPAddr: "10.0.0.5:9090"}); err != nil {
+		t.Fatal(err)
+	}
+	var listed []map[string]any
+	decodeOne(t, c.mustRun("agents", "-o", "json"), &listed)
+	if a := listed[0]; a["schema"] != "current" || a["schema_version"] != json.Number(strconv.Itoa(v.Known)) {
+		t.Errorf("agent-a listed as %v; want schema current at version %d", a, v.Known)
+	}
+	if out := c.mustRun("agents"); !strings.Contains(out, " current") {
+		t.Errorf("table:\n%s\nwant agent-a's schema current", out)
+	}
+
+	c.sql(`INSERT INTO schema_migrations (version) VALUES ($1)`, v.Known+1)
+	behind := fmt.Sprintf("behind (knows %d, database %d)", v.Known, v.Known+1)
+	if out := c.mustRun("agents"); !strings.Contains(out, behind) {
+		t.Errorf("table:\n%s\nwant agent-a's schema %s", out, behind)
+	}
+	decodeOne(t, c.mustRun("agents", "-o", "json"), &listed)
+	if a := listed[0]; a["schema"] != "behind" || a["schema_version"] != json.Number(strconv.Itoa(v.Known)) ||
+		a["database_schema_version"] != json.Number(strconv.Itoa(v.Known+1)) {
+		t.Errorf("agent-a listed as %v; want schema behind, knowing %d of %d", a, v.Known, v.Known+1)
+	}
+
+	_, _, err = c.run("migrate")
+	want := fmt.Sprintf("its schema is at version %d, newer than this build of Berth knows (%d)", v.Known+1, v.Known)
+	fix := fmt.Sprintf("run berth migrate of a build that knows schema version %d", v.Known+1)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fix) {
+		t.Errorf("berth migrate on a newer schema: err = %v; want it to say %q and %q", err, want, fix)
 	}
 }

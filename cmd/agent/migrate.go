@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/store"
 )
 
@@ -16,6 +18,10 @@ func newMigrateCommand(opts *globalOptions) *cobra.Command {
 		Long: `Apply every schema migration the database lacks. It is safe to run any number of times and
 while agents are running; berth run migrates on start too. The other commands never migrate:
 they refuse to work on a database without Berth's schema.
+
+A database whose schema is newer than this build knows (a newer build migrated it) is left
+as it is: berth migrate fails naming both versions, and berth run starts without migrating
+and claims no work until it is replaced by a build that knows the schema.
 
 With --client-role NAME (PostgreSQL), the existing role NAME is then given exactly a
 client's rights: it reads Berth's tables and inserts, updates and deletes resources, and the
@@ -39,7 +45,12 @@ database refuses its writes of the columns only the agent writes. Run it with th
 				return err
 			}
 			defer st.Close()
+			where := store.Redact(url)
 			if err := st.Migrate(cmd.Context()); err != nil {
+				if tooNew := (*domain.SchemaTooNewError)(nil); errors.As(err, &tooNew) {
+					return fmt.Errorf("refusing to migrate %s: its schema is at version %d, newer than this build of Berth knows (%d), and this build's migrations are not the newer one's: run berth migrate of a build that knows schema version %d",
+						where, tooNew.Versions.Database, tooNew.Versions.Known, tooNew.Versions.Database)
+				}
 				return fmt.Errorf("migrate the database: %w", err)
 			}
 			if cmd.Flags().Changed("client-role") {
@@ -47,7 +58,6 @@ database refuses its writes of the columns only the agent writes. Run it with th
 					return err
 				}
 			}
-			where := store.Redact(url)
 			if format != outputTable {
 				out := map[string]string{"database": where, "schema": "up to date"}
 				if clientRole != "" {

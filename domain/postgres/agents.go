@@ -12,24 +12,25 @@ import (
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// RegisterAgent inserts the agent, or starts a new session of a registered id. The session
-// is at least the database clock in milliseconds, so it keeps growing across a removal of
-// the row.
+// RegisterAgent inserts the agent, or starts a new session of a registered id, with the
+// schema version this build knows. The session is at least the database clock in
+// milliseconds, so it keeps growing across a removal of the row.
 func (s *State) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64, error) {
 	if err := backend.CheckAgentInfo(info); err != nil {
 		return 0, err
 	}
 	var session int64
 	err := s.pool.QueryRow(ctx, `
-		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr, ttl_ms, lease_ttl_ms)
-		VALUES ($1, (extract(epoch FROM now()) * 1000)::bigint, now(), now(), $2, $3, $4, $5)
+		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr, ttl_ms, lease_ttl_ms, schema_version)
+		VALUES ($1, (extract(epoch FROM now()) * 1000)::bigint, now(), now(), $2, $3, $4, $5, $6)
 		ON CONFLICT (id) DO UPDATE
 		   SET session = greatest(a.session + 1, EXCLUDED.session),
 		       started_at = now(), heartbeat_at = now(),
 		       version = EXCLUDED.version, http_addr = EXCLUDED.http_addr,
-		       ttl_ms = EXCLUDED.ttl_ms, lease_ttl_ms = EXCLUDED.lease_ttl_ms
+		       ttl_ms = EXCLUDED.ttl_ms, lease_ttl_ms = EXCLUDED.lease_ttl_ms,
+		       schema_version = EXCLUDED.schema_version
 		RETURNING session`, info.ID, info.Version, info.HTTPAddr,
-		backend.AgentTTLMillis(info), info.LeaseTTL.Milliseconds()).Scan(&session)
+		backend.AgentTTLMillis(info), info.LeaseTTL.Milliseconds(), s.schema).Scan(&session)
 	if err != nil {
 		return 0, fmt.Errorf("register agent %s: %w", info.ID, err)
 	}
@@ -109,7 +110,8 @@ func (s *State) ResignAgent(ctx context.Context, id string, session int64) error
 
 // ListAgents returns every agent by id (in byte order, as SQLite sorts), with its liveness,
 // heartbeat age and live leases on the database clock (an agent not live by its own ttl
-// holds none: they are void).
+// holds none: they are void), and the schema version its build knows beside the
+// database's.
 func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error) {
 	if err := backend.CheckAgentAge("ttl", ttl); err != nil {
 		return nil, err
@@ -118,7 +120,8 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 		SELECT a.id, a.session, a.version, a.http_addr, a.started_at, a.heartbeat_at,
 		       a.heartbeat_at > now() - $1 * interval '1 microsecond',
 		       greatest((extract(epoch FROM now() - a.heartbeat_at) * 1000000)::bigint, 0),
-		       coalesce(l.leases, 0), `+leaderSQL+`
+		       coalesce(l.leases, 0), `+leaderSQL+`,
+		       a.schema_version, (`+backend.SchemaVersionSQL+`)
 		  FROM agents a
 		  LEFT JOIN (SELECT lease_holder, count(*)::int AS leases FROM resources
 		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= now()
@@ -133,7 +136,7 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 			a     domain.Agent
 			ageUS int64
 		)
-		err := row.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &a.StartedAt, &a.HeartbeatAt, &a.Live, &ageUS, &a.LeasesHeld, &a.Leader)
+		err := row.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &a.StartedAt, &a.HeartbeatAt, &a.Live, &ageUS, &a.LeasesHeld, &a.Leader, &a.Schema.Known, &a.Schema.Database)
 		a.HeartbeatAge = time.Duration(ageUS) * time.Microsecond
 		return a, err
 	})

@@ -3,6 +3,10 @@
 // The schema lives in versioned SQL migrations embedded in the binary (migrations/*.sql).
 // Migrate applies the pending ones, each in its own transaction that first takes a fixed
 // advisory lock and re-reads schema_migrations, so agents starting together do not race.
+// The newest embedded migration is the schema version the build knows: on a database a
+// newer build migrated, Migrate applies nothing and says so, and the agent's claims,
+// progress records, finalized deletes and leadership claims are refused in their own
+// statements (domain.SchemaStore), so an older build acts on nothing it might misread.
 //
 // # Direct SQL is a first-class client
 //

@@ -14,7 +14,8 @@ import (
 )
 
 // ClaimLeadership takes or renews the leadership lease in one upsert: the row lock makes
-// claimers at once take turns, and each sees what the one before it wrote.
+// claimers at once take turns, and each sees what the one before it wrote. Nothing is
+// inserted or updated while the schema is newer than this build knows.
 func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int64, ttl time.Duration) (string, bool, error) {
 	if err := backend.CheckLeadershipClaim(agentID, session, ttl); err != nil {
 		return "", false, err
@@ -22,15 +23,19 @@ func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int
 	var holder string
 	err := s.pool.QueryRow(ctx, `
 		INSERT INTO leadership AS l (id, holder, session, acquired_at, expires_at)
-		VALUES (1, $1, $2, now(), now() + $3 * interval '1 millisecond')
+		SELECT 1, $1, $2, now(), now() + $3 * interval '1 millisecond'
+		 WHERE NOT EXISTS (`+backend.SchemaNewerSQL+`$4)
 		ON CONFLICT (id) DO UPDATE
 		   SET holder = EXCLUDED.holder, session = EXCLUDED.session,
 		       acquired_at = CASE WHEN l.holder = EXCLUDED.holder AND l.session = EXCLUDED.session
 		                          THEN l.acquired_at ELSE now() END,
 		       expires_at = EXCLUDED.expires_at
 		 WHERE `+leadershipFreeSQL+`
-		RETURNING holder`, agentID, session, ttl.Milliseconds()).Scan(&holder)
+		RETURNING holder`, agentID, session, ttl.Milliseconds(), s.schema).Scan(&holder)
 	if errors.Is(err, pgx.ErrNoRows) {
+		if err := s.schemaError(ctx); err != nil {
+			return "", false, fmt.Errorf("claim leadership for agent %s: %w", agentID, err)
+		}
 		err = s.pool.QueryRow(ctx, backend.LeadershipHolderSQL).Scan(&holder)
 		if err == nil {
 			return holder, false, nil

@@ -88,7 +88,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 	if err := backend.CheckClaim(id, holder, ttl); err != nil {
 		return domain.Claim{}, err
 	}
-	call := &claimCall{uid: uid, holder: holder, args: claimArgs(uid, holder, ttl, start)}
+	call := &claimCall{uid: uid, holder: holder, args: claimArgs(uid, holder, ttl, start, s.schema)}
 	if err := s.claims.Do(ctx, call); err != nil {
 		return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 	}
@@ -120,16 +120,19 @@ func (s *State) claimAlone(ctx context.Context, call *claimCall, id, holder stri
 		if err != nil {
 			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
 		}
+		if err := s.schemaError(ctx); err != nil {
+			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, err)
+		}
 		if (l.Live && l.Holder != holder) || attempt+1 == claimAttempts {
 			return domain.Claim{}, fmt.Errorf("claim resource %s: %w", id, l.HeldError())
 		}
 	}
 }
 
-// claimSQL takes the lease of row $1 for holder $2 for $3 seconds when it is free, and
-// starts provisioning it when $7 says to and it is untouched (of the types $5, with the
-// provisioner $4 or none, neither paused nor to be hibernated; the message is $6 and the
-// generation).
+// claimSQL takes the lease of row $1 for holder $2 for $3 seconds when it is free and the
+// schema is no newer than version $8, and starts provisioning it when $7 says to and it is
+// untouched (of the types $5, with the provisioner $4 or none, neither paused nor to be
+// hibernated; the message is $6 and the generation).
 const claimSQL = `
 	WITH claimed AS (
 		SELECT resources.id AS claimed_id,
@@ -140,6 +143,7 @@ const claimSQL = `
 		       coalesce((extract(epoch FROM now() - least(coalesce(a.heartbeat_at, lease_expires_at), lease_expires_at)) * 1000000)::bigint, 0) AS waited_us
 		  FROM resources LEFT JOIN agents a ON a.id = resources.lease_holder
 		 WHERE resources.id = $1 AND ` + leaseFreeSQL + `
+		   AND NOT EXISTS (` + backend.SchemaNewerSQL + `$8)
 		   FOR UPDATE OF resources
 	)
 	UPDATE resources
@@ -152,13 +156,13 @@ const claimSQL = `
 	 WHERE id = claimed_id
 	RETURNING ` + resourceColumns + `, start, previous_holder, waited_us`
 
-// claimArgs are claimSQL's arguments.
-func claimArgs(uid pgtype.UUID, holder string, ttl time.Duration, start *domain.ProvisioningStart) []any {
+// claimArgs are claimSQL's arguments for a build that knows schema version schema.
+func claimArgs(uid pgtype.UUID, holder string, ttl time.Duration, start *domain.ProvisioningStart, schema int) []any {
 	doStart, startWith := start != nil, domain.ProvisioningStart{}
 	if doStart {
 		startWith = *start
 	}
-	return []any{uid, holder, ttl.Seconds(), startWith.Provisioner, backend.StartTypes(startWith), domain.ProvisioningMessagePrefix, doStart}
+	return []any{uid, holder, ttl.Seconds(), startWith.Provisioner, backend.StartTypes(startWith), domain.ProvisioningMessagePrefix, doStart, schema}
 }
 
 // scanClaim reads the row claimSQL returns into call's claim.
@@ -238,7 +242,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	call := &progressCall{uid: uid, args: progressArgs(uid, lease, u)}
+	call := &progressCall{uid: uid, args: progressArgs(uid, lease, u, s.schema)}
 	if err := s.progress.Do(ctx, call); err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}
@@ -251,6 +255,9 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if !errors.Is(call.err, pgx.ErrNoRows) {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, describeDBError(call.err))
 	}
+	if err := s.schemaError(ctx); err != nil {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
+	}
 	l, err := s.readLease(ctx, uid)
 	if err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
@@ -258,7 +265,8 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, l.ProgressError(lease, u))
 }
 
-// progressSQL is RecordProgress's statement; progressArgs are its arguments. The update's
+// progressSQL is RecordProgress's statement; progressArgs are its arguments. It applies
+// only while the schema is no newer than version $17. The update's
 // own status event is written by the resources table's trigger, which fires at the end of
 // the statement: a passed step inserted by the statement comes before it.
 const progressSQL = `
@@ -281,6 +289,7 @@ const progressSQL = `
 	   AND generation = $3
 	   AND (status <> 'deleting' OR $4 = 'deleting')
 	   AND ($6 = '' OR provisioner IN ('', $6))
+	   AND NOT EXISTS (` + backend.SchemaNewerSQL + `$17)
 	RETURNING ` + resourceColumns + `
 	), passed AS (
 	INSERT INTO resource_events (resource_id, kind, status, message)
@@ -288,7 +297,7 @@ const progressSQL = `
 	)
 	SELECT * FROM updated`
 
-func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate) []any {
+func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate, schema int) []any {
 	var passed domain.StatusStep
 	if u.Passed != nil {
 		passed = *u.Passed
@@ -296,11 +305,12 @@ func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate) 
 	return []any{uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
 		u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token,
-		string(passed.Status), passed.Message}
+		string(passed.Status), passed.Message, schema}
 }
 
-// FinalizeDelete removes a deleting resource's row while lease is its live lease. A row already
-// gone gives ErrNotFound (the caller's work is done); one no longer deleting gives ErrStale.
+// FinalizeDelete removes a deleting resource's row while lease is its live lease and the
+// schema is no newer than this build knows. A row already gone gives ErrNotFound (the
+// caller's work is done); one no longer deleting gives ErrStale.
 func (s *State) FinalizeDelete(ctx context.Context, id string, lease domain.Lease) error {
 	uid, err := parseID(id)
 	if err != nil {
@@ -314,7 +324,8 @@ func (s *State) FinalizeDelete(ctx context.Context, id string, lease domain.Leas
 		tag, err := tx.Exec(ctx, `
 			DELETE FROM resources
 			 WHERE id = $1 AND status = 'deleting'
-			   AND lease_holder = $2 AND lease_token = $3 AND lease_expires_at >= now()`, uid, lease.Holder, lease.Token)
+			   AND lease_holder = $2 AND lease_token = $3 AND lease_expires_at >= now()
+			   AND NOT EXISTS (`+backend.SchemaNewerSQL+`$4)`, uid, lease.Holder, lease.Token, s.schema)
 		deleted = tag.RowsAffected()
 		return err
 	})
@@ -323,6 +334,9 @@ func (s *State) FinalizeDelete(ctx context.Context, id string, lease domain.Leas
 	}
 	if deleted == 1 {
 		return nil
+	}
+	if err := s.schemaError(ctx); err != nil {
+		return fmt.Errorf("finalize delete of resource %s: %w", id, err)
 	}
 	l, err := s.readLease(ctx, uid)
 	if err != nil {

@@ -25,6 +25,9 @@ type State struct {
 	// reserve holds a group per provisioner: its reservations share one hold of its lock.
 	reserveMu sync.Mutex
 	reserve   map[string]*backend.Group[*reserveCall]
+	// schema is the schema version this build knows: the fenced writes apply only while
+	// the database's is no newer.
+	schema int
 }
 
 var _ domain.State = (*State)(nil)
@@ -45,6 +48,10 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	migrations, err := embeddedMigrations()
+	if err != nil {
+		return nil, err
+	}
 	poolCfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		return nil, openError(ctx, "parse database URL "+where.String(), parseConfigMessage(err), where, "")
@@ -62,12 +69,12 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 		pool.Close()
 		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
 	}
-	return newState(pool), nil
+	return newState(pool, backend.KnownVersion(migrations)), nil
 }
 
-// newState is the State on pool.
-func newState(pool *pgxpool.Pool) *State {
-	s := &State{pool: pool, reserve: make(map[string]*backend.Group[*reserveCall])}
+// newState is the State on pool of a build that knows schema version schema.
+func newState(pool *pgxpool.Pool, schema int) *State {
+	s := &State{pool: pool, reserve: make(map[string]*backend.Group[*reserveCall]), schema: schema}
 	s.claims = backend.NewGroup(maxGroup, s.runClaims)
 	s.progress = backend.NewGroup(maxGroup, s.runProgress)
 	return s

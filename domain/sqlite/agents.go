@@ -17,24 +17,25 @@ const nowMillisSQL = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
 // The agents' writes but a resignation touch no change-logged column, so they go straight
 // to the writing connection without waking this State's change listeners.
 
-// RegisterAgent inserts the agent, or starts a new session of a registered id. The session
-// is at least the database clock in milliseconds, so it keeps growing across a removal of
-// the row.
+// RegisterAgent inserts the agent, or starts a new session of a registered id, with the
+// schema version this build knows. The session is at least the database clock in
+// milliseconds, so it keeps growing across a removal of the row.
 func (s *State) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64, error) {
 	if err := backend.CheckAgentInfo(info); err != nil {
 		return 0, err
 	}
 	var session int64
 	err := s.write.QueryRowContext(ctx, `
-		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr, ttl_ms, lease_ttl_ms)
-		VALUES ($1, `+nowMillisSQL+`, `+nowSQL+`, `+nowSQL+`, $2, $3, $4, $5)
+		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr, ttl_ms, lease_ttl_ms, schema_version)
+		VALUES ($1, `+nowMillisSQL+`, `+nowSQL+`, `+nowSQL+`, $2, $3, $4, $5, $6)
 		ON CONFLICT (id) DO UPDATE
 		   SET session = max(a.session + 1, excluded.session),
 		       started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
 		       version = excluded.version, http_addr = excluded.http_addr,
-		       ttl_ms = excluded.ttl_ms, lease_ttl_ms = excluded.lease_ttl_ms
+		       ttl_ms = excluded.ttl_ms, lease_ttl_ms = excluded.lease_ttl_ms,
+		       schema_version = excluded.schema_version
 		RETURNING session`, info.ID, info.Version, info.HTTPAddr,
-		backend.AgentTTLMillis(info), info.LeaseTTL.Milliseconds()).Scan(&session)
+		backend.AgentTTLMillis(info), info.LeaseTTL.Milliseconds(), s.schema).Scan(&session)
 	if err != nil {
 		return 0, fmt.Errorf("register agent %s: %w", info.ID, err)
 	}
@@ -116,7 +117,8 @@ func (s *State) resign(ctx context.Context, id string, session int64) error {
 }
 
 // ListAgents returns every agent by id, with its liveness, heartbeat age and live leases on
-// the database clock (an agent not live by its own ttl holds none: they are void).
+// the database clock (an agent not live by its own ttl holds none: they are void), and the
+// schema version its build knows beside the database's.
 func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error) {
 	if err := backend.CheckAgentAge("ttl", ttl); err != nil {
 		return nil, err
@@ -125,7 +127,8 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 		SELECT a.id, a.session, a.version, a.http_addr, a.started_at, a.heartbeat_at,
 		       a.heartbeat_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1),
 		       max(CAST(round((julianday('now') - julianday(a.heartbeat_at)) * 86400000) AS INTEGER), 0),
-		       coalesce(l.leases, 0), `+leaderSQL+`
+		       coalesce(l.leases, 0), `+leaderSQL+`,
+		       a.schema_version, (`+backend.SchemaVersionSQL+`)
 		  FROM agents a
 		  LEFT JOIN (SELECT lease_holder, count(*) AS leases FROM resources
 		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= `+nowSQL+`
@@ -157,7 +160,7 @@ func scanAgent(rows *sql.Rows) (domain.Agent, error) {
 		ageMS              int64
 		err                error
 	)
-	if err := rows.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &started, &heartbeat, &a.Live, &ageMS, &a.LeasesHeld, &a.Leader); err != nil {
+	if err := rows.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &started, &heartbeat, &a.Live, &ageMS, &a.LeasesHeld, &a.Leader, &a.Schema.Known, &a.Schema.Database); err != nil {
 		return a, err
 	}
 	a.HeartbeatAge = time.Duration(ageMS) * time.Millisecond

@@ -5,6 +5,9 @@
 // It behaves as the PostgreSQL backend does (the contract suite in domain/statetest is run
 // against both), and its schema is the same tables and columns, migration for migration
 // (migrations/*.sql, embedded; see their comments for how each PostgreSQL type is stored).
+// An older build on a file a newer build migrated is held back as with PostgreSQL: Migrate
+// applies nothing, and the agent's writes that decide a resource's fate are refused
+// (domain.SchemaStore).
 //
 // # Direct SQL is a first-class client
 //

@@ -13,7 +13,8 @@ import (
 
 // ClaimLeadership takes or renews the leadership lease in one upsert on the writing
 // connection, so claimers at once take turns. A file has one agent, which holds the lease
-// from its first claim; the rule is the PostgreSQL one all the same.
+// from its first claim; the rule is the PostgreSQL one all the same. Nothing is inserted or
+// updated while the schema is newer than this build knows.
 func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int64, ttl time.Duration) (string, bool, error) {
 	if err := backend.CheckLeadershipClaim(agentID, session, ttl); err != nil {
 		return "", false, err
@@ -21,15 +22,19 @@ func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int
 	var holder string
 	err := s.write.QueryRowContext(ctx, `
 		INSERT INTO leadership AS l (id, holder, session, acquired_at, expires_at)
-		VALUES (1, $1, $2, `+nowSQL+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', $3 / 1000.0)))
+		SELECT 1, $1, $2, `+nowSQL+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', $3 / 1000.0))
+		 WHERE NOT EXISTS (`+backend.SchemaNewerSQL+`$4)
 		ON CONFLICT (id) DO UPDATE
 		   SET holder = excluded.holder, session = excluded.session,
 		       acquired_at = CASE WHEN l.holder = excluded.holder AND l.session = excluded.session
 		                          THEN l.acquired_at ELSE excluded.acquired_at END,
 		       expires_at = excluded.expires_at
 		 WHERE `+leadershipFreeSQL+`
-		RETURNING holder`, agentID, session, ttl.Milliseconds()).Scan(&holder)
+		RETURNING holder`, agentID, session, ttl.Milliseconds(), s.schema).Scan(&holder)
 	if errors.Is(err, sql.ErrNoRows) {
+		if err := checkSchemaIn(ctx, s.write, s.schema); err != nil {
+			return "", false, fmt.Errorf("claim leadership for agent %s: %w", agentID, err)
+		}
 		err = s.write.QueryRowContext(ctx, backend.LeadershipHolderSQL).Scan(&holder)
 		if err == nil {
 			return holder, false, nil

@@ -116,10 +116,14 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			       provisioner = CASE WHEN $4 THEN $6 ELSE provisioner END,
 			       `+touchSQL+`
 			 WHERE id = $1 AND `+leaseFreeSQL("$2")+`
+			   AND NOT EXISTS (`+backend.SchemaNewerSQL+`$7)
 			RETURNING `+resourceColumns,
 			uid, holder, fmt.Sprintf("%+.3f seconds", ttl.Seconds()),
-			startRow, domain.ProvisioningMessagePrefix, provisioner))
+			startRow, domain.ProvisioningMessagePrefix, provisioner, s.schema))
 		if errors.Is(err, sql.ErrNoRows) {
+			if err := checkSchemaIn(ctx, tx, s.schema); err != nil {
+				return err
+			}
 			l, err := readLease(ctx, tx, uid)
 			if err != nil {
 				return err
@@ -239,11 +243,15 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			   AND generation = $3
 			   AND (status <> 'deleting' OR $4 = 'deleting')
 			   AND ($6 = '' OR provisioner IN ('', $6))
+			   AND NOT EXISTS (`+backend.SchemaNewerSQL+`$15)
 			RETURNING `+resourceColumns,
 			uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 			state, config, u.ObservedGeneration,
-			u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token))
+			u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token, s.schema))
 		if errors.Is(err, sql.ErrNoRows) {
+			if err := checkSchemaIn(ctx, tx, s.schema); err != nil {
+				return err
+			}
 			l, err := readLease(ctx, tx, uid)
 			if err != nil {
 				return err
@@ -262,8 +270,9 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	return r, nil
 }
 
-// FinalizeDelete removes a deleting resource's row while lease is its live lease. A row already
-// gone gives ErrNotFound (the caller's work is done); one no longer deleting gives ErrStale.
+// FinalizeDelete removes a deleting resource's row while lease is its live lease and the
+// schema is no newer than this build knows. A row already gone gives ErrNotFound (the
+// caller's work is done); one no longer deleting gives ErrStale.
 func (s *State) FinalizeDelete(ctx context.Context, id string, lease domain.Lease) error {
 	uid, err := parseID(id)
 	if err != nil {
@@ -278,11 +287,15 @@ func (s *State) FinalizeDelete(ctx context.Context, id string, lease domain.Leas
 		res, err := tx.ExecContext(ctx, `
 			DELETE FROM resources
 			 WHERE id = $1 AND status = 'deleting'
-			   AND lease_holder = $2 AND lease_token = $3 AND lease_expires_at >= `+nowSQL, uid, lease.Holder, lease.Token)
+			   AND lease_holder = $2 AND lease_token = $3 AND lease_expires_at >= `+nowSQL+`
+			   AND NOT EXISTS (`+backend.SchemaNewerSQL+`$4)`, uid, lease.Holder, lease.Token, s.schema)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		if err := checkSchemaIn(ctx, tx, s.schema); err != nil {
 			return err
 		}
 		l, err := readLease(ctx, tx, uid)

@@ -28,6 +28,9 @@ type State struct {
 	read  *sql.DB
 	wake  *broadcaster
 	group *groupCommit // shares commits between this process's concurrent writes
+	// schema is the schema version this build knows: the fenced writes apply only while
+	// the database's is no newer.
+	schema int
 }
 
 var _ domain.State = (*State)(nil)
@@ -50,6 +53,10 @@ func Open(ctx context.Context, path string) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database file %s: %w", path, err)
 	}
+	migrations, err := embeddedMigrations()
+	if err != nil {
+		return nil, err
+	}
 	if err := createPrivate(abs); err != nil {
 		return nil, err
 	}
@@ -69,7 +76,8 @@ func Open(ctx context.Context, path string) (*State, error) {
 		write.Close()
 		return nil, fmt.Errorf("database file %s: %w", abs, err)
 	}
-	return &State{path: abs, file: info, write: write, read: read, wake: newBroadcaster(), group: newGroupCommit(write)}, nil
+	return &State{path: abs, file: info, write: write, read: read, wake: newBroadcaster(), group: newGroupCommit(write),
+		schema: backend.KnownVersion(migrations)}, nil
 }
 
 // createPrivate creates the database file, if there is none, readable and writable by its

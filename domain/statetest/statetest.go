@@ -141,6 +141,8 @@ var tests = []struct {
 	{"CheckErrorsListEveryStatusAndType", testCheckErrorsListEveryStatusAndType},
 	{"SchemaChecksAcceptExactlyTheDomainsValues", testSchemaChecksAcceptExactlyTheDomainsValues},
 	{"ResourceTimesAreInUTC", testResourceTimesAreInUTC},
+	{"ANewerSchemaFencesTheAgentsWrites", testANewerSchemaFencesTheAgentsWrites},
+	{"MigrateRefusesANewerSchema", testMigrateRefusesANewerSchema},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

@@ -38,36 +38,72 @@ const StopTimeout = 45 * time.Second
 // pollEvery is how often the wait helpers look again.
 const pollEvery = 100 * time.Millisecond
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// binary is a berth binary made once per test process, on first use.
+type binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// get makes the binary with produce the first time, and returns it or fails t.
+func (b *binary) get(t testing.TB, produce func() (string, error)) string {
+	t.Helper()
+	b.once.Do(func() { b.path, b.err = produce() })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+var current, next binary
 
 // Binary returns the berth binary under test: BERTH_BINARY, or one built from this module
 // on first use.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return current.get(t, func() (string, error) {
 		if p := os.Getenv("BERTH_BINARY"); p != "" {
-			binPath = p
-			return
+			return p, nil
 		}
-		dir, err := os.MkdirTemp("", "berth-e2e-bin")
+		bin, err := build()
 		if err != nil {
-			buildErr = err
-			return
+			return "", fmt.Errorf("%w (or set BERTH_BINARY to a built one)", err)
 		}
-		binPath = filepath.Join(dir, "berth")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/berth-dev/berth/cmd/agent").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build berth (or set BERTH_BINARY to a built one): %v\n%s", err, out)
-		}
+		return bin, nil
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+}
+
+// NextBuildTag is the build tag of a berth that knows one schema version more than this
+// source does (it embeds one more migration): the next release, in the upgrade tests.
+const NextBuildTag = "berth_upgrade_test"
+
+// NextBinary returns berth built from this module with NextBuildTag, once per test
+// process: a build whose migrate lands a schema Binary's does not know.
+func NextBinary(t testing.TB) string {
+	t.Helper()
+	return next.get(t, func() (string, error) { return build("-tags", NextBuildTag) })
+}
+
+// build builds berth from this module with the go build flags given, into a directory of
+// its own, and returns the binary's path.
+func build(flags ...string) (string, error) {
+	dir, err := os.MkdirTemp("", "berth-e2e-bin")
+	if err != nil {
+		return "", err
 	}
-	return binPath
+	bin := filepath.Join(dir, "berth")
+	args := append(append([]string{"build"}, flags...), "-o", bin, "github.com/berth-dev/berth/cmd/agent")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
+}
+
+// WithBinary is the Env with its commands and agents run by the berth binary bin instead.
+func (e *Env) WithBinary(bin string) *Env {
+	other := *e
+	other.Bin = bin
+	return &other
 }
 
 // Store is the kind of database a test runs on.

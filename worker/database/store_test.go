@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"log/slog"
 	"net"
@@ -70,6 +71,28 @@ func (s *storeSuite) TestConnectsToPostgreSQL(c *gc.C) {
 
 func (s *storeSuite) TestConnectsToSQLite(c *gc.C) {
 	s.checkServesAMigratedStore(c, "sqlite://"+filepath.Join(c.MkDir(), "berth.db"))
+}
+
+// On a schema a newer build migrated the worker migrates nothing and serves the store all
+// the same: the agent stays registered and answering while the schema guard holds its work.
+func (s *storeSuite) TestServesAStoreWhoseSchemaIsNewer(c *gc.C) {
+	path := filepath.Join(c.MkDir(), "berth.db")
+	st, err := store.Open(context.Background(), "sqlite://"+path, store.Options{})
+	c.Assert(err, gc.IsNil)
+	c.Assert(st.Migrate(context.Background()), gc.IsNil)
+	v, err := st.CheckSchema(context.Background())
+	c.Assert(err, gc.IsNil)
+	db, err := sql.Open("sqlite", "file:"+path)
+	c.Assert(err, gc.IsNil)
+	defer db.Close()
+	_, err = db.Exec(`INSERT INTO schema_migrations (version) VALUES ($1)`, v.Known+1)
+	c.Assert(err, gc.IsNil)
+	st.Close()
+
+	s.checkServesAMigratedStore(c, "sqlite://"+path)
+	var applied int
+	c.Assert(db.QueryRow(`SELECT count(*) FROM schema_migrations WHERE version > $1`, v.Known).Scan(&applied), gc.IsNil)
+	c.Check(applied, gc.Equals, 1)
 }
 
 // A server that accepts the connection and never answers holds the connect until the worker

@@ -176,7 +176,8 @@ func (w *Worker) store() (DB, error) {
 }
 
 // NewWorker starts a worker that connects, brings the schema up to date and then keeps
-// checking the connection.
+// checking the connection. A schema newer than the build knows is left as it is, and the
+// store handed on all the same (see worker/schemaguard).
 func NewWorker(config Config) (*Worker, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
@@ -230,7 +231,14 @@ func (w *Worker) connect() (DB, error) {
 	if err != nil {
 		return nil, w.connectError(ctx, "open database", err)
 	}
-	if err := db.Migrate(ctx); err != nil {
+	err = db.Migrate(ctx)
+	switch {
+	case errors.Is(err, domain.ErrSchemaTooNew):
+		// A newer build migrated the database. The store stays open for the agent's
+		// membership and its endpoints; the schema guard holds every worker that would
+		// act on the resources back, and the store's writes refuse meanwhile.
+		w.config.Logger.Warn("not migrating the database: its schema is newer than this build knows", "error", err)
+	case err != nil:
 		db.Close()
 		return nil, w.connectError(ctx, "migrate database", err)
 	}

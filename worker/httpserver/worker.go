@@ -1,6 +1,6 @@
 // Package httpserver is the agent's HTTP listener for operators and their tools: /healthz
-// (the process is up), /readyz (the workers it names are running, from the dependency
-// engine's report), /metrics (Prometheus) and /debug/engine (the engine's report as JSON).
+// (the process is up), /readyz (the workers it names are running and none reports itself
+// not ready, from the dependency engine's report), /metrics (Prometheus) and /debug/engine (the engine's report as JSON).
 //
 // It depends on nothing but the clock and the engine, so it keeps answering, with /readyz
 // saying what is wrong, while the database or the environs are down.
@@ -280,19 +280,31 @@ type manifoldStatus struct {
 	Error string `json:"error,omitempty"`
 }
 
-// readyz answers 200 when every required manifold is started, else 503 saying which are
-// not and why.
+// NotReadyKey is the key of a worker's own report whose value, a reason, makes /readyz count
+// the worker's manifold not ready though it is started (a flag worker whose flag holds the
+// agent's work back), with the reason as its error.
+const NotReadyKey = "not-ready"
+
+// readyz answers 200 when every required manifold is started and none of their workers
+// reports itself not ready (NotReadyKey), else 503 saying which are not and why.
 func (w *Worker) readyz(rw http.ResponseWriter, _ *http.Request) {
 	manifolds, _ := w.config.Reporter.Report()["manifolds"].(map[string]any)
 	body := readiness{Ready: true, Manifolds: make(map[string]manifoldStatus, len(w.config.Required))}
 	for _, name := range w.config.Required {
 		status := manifoldStatus{State: "missing"}
+		notReady := ""
 		if m, ok := manifolds[name].(map[string]any); ok {
 			status.State, _ = m["state"].(string)
 			status.Error, _ = m["error"].(string)
+			if report, ok := m["report"].(map[string]any); ok {
+				notReady, _ = report[NotReadyKey].(string)
+			}
+		}
+		if notReady != "" && status.Error == "" {
+			status.Error = notReady
 		}
 		body.Manifolds[name] = status
-		if status.State != "started" {
+		if status.State != "started" || notReady != "" {
 			body.Ready = false
 			body.NotReady = append(body.NotReady, name)
 		}

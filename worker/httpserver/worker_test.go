@@ -68,6 +68,13 @@ func (r *fakeReporter) set(states map[string]string) {
 	r.report = map[string]any{"state": "started", "manifolds": manifolds}
 }
 
+// setReport sets the report of the worker of manifold name.
+func (r *fakeReporter) setReport(name string, report map[string]any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.report["manifolds"].(map[string]any)[name].(map[string]any)["report"] = report
+}
+
 func (r *fakeReporter) block() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -179,6 +186,31 @@ func (s *workerSuite) TestReadyzFollowsTheReport(c *gc.C) {
 			"environs": map[string]any{"state": "started"},
 		},
 	})
+}
+
+// A started worker that reports itself not ready (a flag holding the agent's work back)
+// makes /readyz 503, with its reason as the manifold's error.
+func (s *workerSuite) TestReadyzFollowsAWorkersNotReadyReport(c *gc.C) {
+	s.reporter.set(map[string]string{"database": "started", "environs": "started"})
+	s.reporter.setReport("environs", map[string]any{httpserver.NotReadyKey: "the schema is too new", "known": 13})
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	code, body := get(c, w, "/readyz")
+	c.Check(code, gc.Equals, http.StatusServiceUnavailable)
+	var got map[string]any
+	c.Assert(json.Unmarshal([]byte(body), &got), gc.IsNil)
+	c.Check(got, gc.DeepEquals, map[string]any{
+		"ready":     false,
+		"not_ready": []any{"environs"},
+		"manifolds": map[string]any{
+			"database": map[string]any{"state": "started"},
+			"environs": map[string]any{"state": "started", "error": "the schema is too new"},
+		},
+	})
+
+	s.reporter.setReport("environs", map[string]any{httpserver.NotReadyKey: "", "known": 13})
+	code, _ = get(c, w, "/readyz")
+	c.Check(code, gc.Equals, http.StatusOK)
 }
 
 func (s *workerSuite) TestReadyzMissingManifold(c *gc.C) {
