@@ -115,7 +115,7 @@ func TestHibernateScalesToZeroAndWakeScalesBack(t *testing.T) {
 	if _, err := e.Reconcile(ctx, runtimeResource(otherID), &environ.ResourceOptions{Args: map[string]any{"slots": 4}}); err != nil {
 		t.Errorf("another runtime taking the whole quota while one is hibernated: %v", err)
 	}
-	if err := cs.AppsV1().Deployments("ns").Delete(ctx, "rt-"+strings.ReplaceAll(otherID, "-", ""), metav1.DeleteOptions{}); err != nil {
+	if err := e.Deprovision(ctx, runtimeResource(otherID)); err != nil {
 		t.Fatal(err)
 	}
 
