@@ -53,7 +53,7 @@ func hibernate(t *testing.T, e *testEnv, cs *fake.Clientset, r *environ.Resource
 		t.Fatalf("Hibernate returned %+v, %v before the pods were gone", got.res, got.err)
 	default:
 	}
-	setDeploymentScaledDown(t, cs, "rt-"+testPID)
+	setDeploymentScaledDown(t, cs, "rt-"+strings.ReplaceAll(r.ID, "-", ""))
 	got := <-done
 	if got.err != nil {
 		t.Fatalf("Hibernate: %v", got.err)
