@@ -272,7 +272,11 @@ func TestSlotQuotaHoldsAcrossAgents(t *testing.T) {
 		t.Errorf("capacity seen by the other agent: %+v, %v; want 3 of 4 slots used", c, err)
 	}
 
-	asleep := hibernate(t, agents[winner], agents[winner].cs.(*fake.Clientset), runtimeResource(ids[winner]), opts)
+	// Never available on the fake cluster, so no pod to wait for.
+	asleep, err := agents[winner].Hibernate(ctx, runtimeResource(ids[winner]), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := agents[loser].Reconcile(ctx, runtimeResource(ids[loser]), opts); err != nil {
 		t.Fatalf("Reconcile once the other runtime hibernated: %v", err)
 	}

@@ -47,7 +47,11 @@ func hibernate(t *testing.T, e *testEnv, cs *fake.Clientset, r *environ.Resource
 		res, err := e.Hibernate(t.Context(), r, opts)
 		done <- result{res, err}
 	}()
-	<-watching
+	select {
+	case <-watching:
+	case got := <-done:
+		t.Fatalf("Hibernate returned %+v, %v before it watched for the pods to go", got.res, got.err)
+	}
 	select {
 	case got := <-done:
 		t.Fatalf("Hibernate returned %+v, %v before the pods were gone", got.res, got.err)
