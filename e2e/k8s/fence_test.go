@@ -4,12 +4,26 @@ package k8s_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
+	"github.com/berth-dev/berth/environ/kubernetes"
 	"github.com/berth-dev/berth/internal/e2etest"
 )
 
@@ -73,4 +87,169 @@ func TestSlotQuotaAcrossAgents(t *testing.T) {
 	for _, a := range agents {
 		a.Stop(t)
 	}
+}
+
+// holdingProxy is an HTTPS proxy to the API server, with the admin's credentials, that can
+// hold one request: the first PATCH of a path ending in suffix after arm, until release.
+type holdingProxy struct {
+	kubeconfig string
+	mu         sync.Mutex
+	suffix     string
+	held       chan struct{} // closed when the request is held
+	release    chan struct{} // closed to let it through
+}
+
+func newHoldingProxy(t *testing.T) *holdingProxy {
+	t.Helper()
+	cfg := adminConfig(t)
+	transport, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holdingProxy{}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = transport
+	rp.FlushInterval = -1
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Authorization")
+		p.mu.Lock()
+		hold := p.suffix != "" && r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, p.suffix)
+		var release chan struct{}
+		if hold {
+			p.suffix = ""
+			close(p.held)
+			release = p.release
+		}
+		p.mu.Unlock()
+		if hold {
+			<-release
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	p.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	config := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: proxy
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: proxy
+  user:
+    token: through-the-proxy
+contexts:
+- name: proxy
+  context: {cluster: proxy, user: proxy}
+current-context: proxy
+`, srv.URL, base64.StdEncoding.EncodeToString(ca))
+	if err := os.WriteFile(p.kubeconfig, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// arm holds the next PATCH of a path ending in suffix; it returns a channel closed once the
+// request is held and a func that lets it through.
+func (p *holdingProxy) arm(suffix string) (<-chan struct{}, func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.suffix, p.held, p.release = suffix, make(chan struct{}), make(chan struct{})
+	release := p.release
+	var once sync.Once
+	return p.held, func() { once.Do(func() { close(release) }) }
+}
+
+// TestStaleAgentRefused: an agent whose apply of a runtime's Deployment is in flight (held
+// by a proxy in front of the API server) when it is stopped with SIGSTOP loses the runtime
+// to another agent, which rolls out a newer generation (mid-rollout), or hibernates it
+// (mid-hibernate: the stale write would wake it). After SIGCONT its apply reaches the API
+// server: the live Deployment keeps the newer generation and lease (and zero replicas, its
+// pods counted over many polls), and the stale agent logs its refused write.
+func TestStaleAgentRefused(t *testing.T) {
+	for _, hibernate := range []bool{false, true} {
+		name := "mid-rollout"
+		if hibernate {
+			name = "mid-hibernate"
+		}
+		t.Run(name, func(t *testing.T) { staleAgentRefused(t, hibernate) })
+	}
+}
+
+func staleAgentRefused(t *testing.T, hibernate bool) {
+	cs := clientset(t)
+	ns := namespace(t, cs)
+	ctx := context.Background()
+	proxy := newHoldingProxy(t)
+	spec := fmt.Sprintf(`{"host": "http://*.rt.test", "namespace": %q, "image": "rilldata/rill",
+		"kubeconfig_path": %q, "timeout_seconds": 90, "data_dir": "/mnt/data"}`, ns, proxy.kubeconfig)
+	e := e2etest.New(t, provisionerSet(spec))
+	stale := startAgentAs(e, "agent-stale", failoverFlags...)
+	waitAgentsLive(t, e, "agent-stale")
+	id := e.Create("--type", "runtime", "--name", "contested", "--owner", "team-a", "--arg", "slots=1")
+	e.WaitReady(id, readyWithin)
+	d := deploymentOf(t, cs, ns, id)
+
+	held, release := proxy.arm("/deployments/" + d.Name)
+	t.Cleanup(release)
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET args = '{"slots": 2}' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(readyWithin):
+		t.Fatal("the agent never applied the new generation's Deployment")
+	}
+	stale.Signal(t, syscall.SIGSTOP)
+	t.Cleanup(func() { stale.Signal(t, syscall.SIGCONT) })
+
+	fresh := startAgentAs(e, "agent-fresh", failoverFlags...)
+	want := `{"slots": 3}`
+	if hibernate {
+		if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET hibernate = true WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		e.WaitResource(id, "hibernated by the other agent", readyWithin, func(r e2etest.Resource) bool { return r.Status == "hibernated" })
+	} else {
+		if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET args = $2::jsonb WHERE id = $1`, id, want); err != nil {
+			t.Fatal(err)
+		}
+		e.WaitResource(id, "generation 3 ready", readyWithin, func(r e2etest.Resource) bool {
+			return r.Status == "ready" && e.QueryInt(`SELECT observed_generation FROM resources WHERE id = $1`, id) == 3
+		})
+	}
+	before := deploymentOf(t, cs, ns, id)
+	newer := before.Annotations[kubernetes.AnnotationLeaseToken]
+	t.Logf("taken over: deployment at generation %s, lease %s of %s, replicas %d", before.Annotations[kubernetes.AnnotationGeneration],
+		newer, before.Annotations[kubernetes.AnnotationLeaseHolder], *before.Spec.Replicas)
+
+	stale.Signal(t, syscall.SIGCONT)
+	release()
+	e.Eventually("the stale agent logs its refused write", readyWithin, func() (bool, string) {
+		return strings.Contains(stale.Logs(), "refused a stale write to the cluster"), ""
+	})
+	t.Logf("refused: %s", grepLines(stale.Logs(), "refused a stale write"))
+	// Poll a while: neither the stale write nor anything after it changes the Deployment,
+	// and a hibernated runtime gets no pod.
+	for range 40 {
+		now := deploymentOf(t, cs, ns, id)
+		if now.Annotations[kubernetes.AnnotationLeaseToken] != newer || now.Annotations[kubernetes.AnnotationGeneration] != before.Annotations[kubernetes.AnnotationGeneration] ||
+			*now.Spec.Replicas != *before.Spec.Replicas || !equality.Semantic.DeepEqual(now.Spec.Template, before.Spec.Template) {
+			t.Fatalf("the deployment changed after the stale agent resumed: annotations %v, replicas %d", now.Annotations, *now.Spec.Replicas)
+		}
+		if hibernate {
+			if n := podsOf(t, cs, ns, id); n != 0 {
+				t.Fatalf("%d pods of the hibernated runtime after the stale agent resumed", n)
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	fresh.Stop(t)
+	stale.Stop(t)
 }
