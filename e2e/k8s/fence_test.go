@@ -207,7 +207,12 @@ func staleAgentRefused(t *testing.T, hibernate bool) {
 		t.Fatal("the agent never applied the new generation's Deployment")
 	}
 	stale.Signal(t, syscall.SIGSTOP)
-	t.Cleanup(func() { stale.Signal(t, syscall.SIGCONT) })
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			stale.Signal(t, syscall.SIGCONT)
+		}
+	})
 
 	fresh := startAgentAs(e, "agent-fresh", failoverFlags...)
 	want := `{"slots": 3}`
@@ -230,6 +235,7 @@ func staleAgentRefused(t *testing.T, hibernate bool) {
 		newer, before.Annotations[kubernetes.AnnotationLeaseHolder], *before.Spec.Replicas)
 
 	stale.Signal(t, syscall.SIGCONT)
+	stopped = false
 	release()
 	e.Eventually("the stale agent logs its refused write", readyWithin, func() (bool, string) {
 		return strings.Contains(stale.Logs(), "refused a stale write to the cluster"), ""
