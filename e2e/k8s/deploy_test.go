@@ -58,7 +58,10 @@ const deployDir = "../../deploy/kubernetes"
 // API and the cluster's CA, nothing of the admin's): runtimes and a ClickHouse are created,
 // become ready, are resized, hibernated and woken, and deleted. The account's permissions
 // are the ones deploy/kubernetes/README.md lists, and with one verb taken from its Role
-// the agent reports which verb on which resource is denied and the rule to add.
+// the agent reports which verb on which resource is denied and the rule to add. Both
+// namespaces enforce Pod Security "restricted" (the runtimes' and ClickHouse's pods are
+// admitted, locked down and without a service-account token; a privileged pod is refused),
+// and a NetworkPolicy admits only the metrics scraper to the agents' port.
 //
 // The base's own Deployment (two agents) is applied, not run: its image is a placeholder
 // and its database Secret is not in the base. On the fake nodes its pods are "running"
