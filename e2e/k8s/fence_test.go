@@ -259,3 +259,42 @@ func staleAgentRefused(t *testing.T, hibernate bool) {
 	fresh.Stop(t)
 	stale.Stop(t)
 }
+
+// TestHibernatedWorkloadKeptAsleep: a hibernated runtime's Deployment scaled up out of band
+// (through the scale subresource, as kubectl scale does) is scaled back to zero by the
+// agent's environ check, which logs who woke it; the row stays hibernated.
+func TestHibernatedWorkloadKeptAsleep(t *testing.T) {
+	cs := clientset(t)
+	ns := namespace(t, cs)
+	ctx := context.Background()
+	e := e2etest.New(t, provisionerSet(kubeSpec(t, ns, 90, "")))
+	a := startAgent(e)
+	id := e.Create("--type", "runtime", "--name", "sleepy", "--owner", "team-a", "--arg", "slots=1")
+	e.WaitReady(id, readyWithin)
+	if _, err := e.SQL.ExecContext(ctx, `UPDATE resources SET hibernate = true WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitResource(id, "hibernated", readyWithin, func(r e2etest.Resource) bool { return r.Status == "hibernated" })
+	d := deploymentOf(t, cs, ns, id)
+	scale, err := cs.AppsV1().Deployments(ns).GetScale(ctx, d.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 2
+	if _, err := cs.AppsV1().Deployments(ns).UpdateScale(ctx, d.Name, scale, metav1.UpdateOptions{FieldManager: "kubectl"}); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the hibernated deployment scaled back to zero, with no pod", repairWithin, func() (bool, string) {
+		now := deploymentOf(t, cs, ns, id)
+		pods := podsOf(t, cs, ns, id)
+		return *now.Spec.Replicas == 0 && pods == 0, fmt.Sprintf("replicas %d, %d pods", *now.Spec.Replicas, pods)
+	})
+	logged := grepLines(a.Logs(), "hibernated resource found running")
+	if !strings.Contains(logged, `woken-by="kubectl (through scale)"`) {
+		t.Errorf("the agent does not say who woke the runtime: %q", logged)
+	}
+	if r := e.Get(id); r.Status != "hibernated" {
+		t.Errorf("after the scale-down: %s", r)
+	}
+	a.Stop(t)
+}
