@@ -46,7 +46,8 @@ const (
 	LabelProvisioner   = "berth.dev/provisioner"
 	LabelResourceType  = "berth.dev/resource-type"
 	AnnotationChecksum = "berth.dev/template-checksum"
-	// AnnotationSlots on a runtime's Deployment records its slot count for slot quotas.
+	// AnnotationSlots on a runtime's Deployment records its slot count, for people and
+	// tools: the slot quota counts the reservations in the database, never this.
 	AnnotationSlots = "berth.dev/slots"
 	// AnnotationSecretChecksum on a ClickHouse pod template fingerprints its password, so a
 	// re-created Secret rolls the server onto the new password.
