@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/berth-dev/berth/environ/kubernetes"
 	"github.com/berth-dev/berth/internal/e2etest"
 )
 
@@ -55,7 +58,10 @@ const deployDir = "../../deploy/kubernetes"
 // API and the cluster's CA, nothing of the admin's): runtimes and a ClickHouse are created,
 // become ready, are resized, hibernated and woken, and deleted. The account's permissions
 // are the ones deploy/kubernetes/README.md lists, and with one verb taken from its Role
-// the agent reports which verb on which resource is denied and the rule to add.
+// the agent reports which verb on which resource is denied and the rule to add. Both
+// namespaces enforce Pod Security "restricted" (the runtimes' and ClickHouse's pods are
+// admitted, locked down and without a service-account token; a privileged pod is refused),
+// and a NetworkPolicy admits only the metrics scraper to the agents' port.
 //
 // The base's own Deployment (two agents) is applied, not run: its image is a placeholder
 // and its database Secret is not in the base. On the fake nodes its pods are "running"
@@ -140,6 +146,7 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("runtime %s ready but not rolled out: %+v", id, d.Status)
 		}
 	}
+	checkRuntimesLockedDown(t, cs, ids[0], chID)
 	e.Berth("resource", "update", ids[0], "--arg", "slots=2", "--wait", "--timeout", "3m")
 	if d := deploymentOf(t, cs, runtimesNamespace, ids[0]); d.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String() != "2" || !rolledOut(d) {
 		t.Errorf("after resize: %v, %+v", d.Spec.Template.Spec.Containers[0].Resources, d.Status)
@@ -290,21 +297,7 @@ func checkAgentDeployment(t testing.TB, base []*unstructured.Unstructured) {
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources %+v, want CPU and memory requests and a memory limit", c.Resources)
 	}
-	sc := c.SecurityContext
-	switch {
-	case sc == nil:
-		t.Fatal("the container has no security context")
-	case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot, sc.RunAsUser == nil || *sc.RunAsUser == 0:
-		t.Errorf("container runs as %v (non-root %v), want a numeric non-root user", sc.RunAsUser, sc.RunAsNonRoot)
-	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
-		t.Error("the container may escalate privileges")
-	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
-		t.Error("the container's root file system is writable")
-	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
-		t.Errorf("capabilities %+v, want all dropped", sc.Capabilities)
-	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
-		t.Errorf("seccomp profile %+v, want RuntimeDefault", sc.SeccompProfile)
-	}
+	checkLockedDown(t, "agent", pod, c, true)
 	var fromSecret bool
 	for _, env := range c.Env {
 		if env.Name == "BERTH_DATABASE_URL" {
@@ -315,6 +308,116 @@ func checkAgentDeployment(t testing.TB, base []*unstructured.Unstructured) {
 		t.Errorf("BERTH_DATABASE_URL is not read from a Secret: %+v", c.Env)
 	}
 }
+
+// checkLockedDown checks that container c of pod runs as Pod Security "restricted" asks (a
+// numeric non-root user, no privilege escalation, every capability dropped, seccomp
+// RuntimeDefault), each set on the container or the pod, and with a read-only root file
+// system when readOnlyRoot.
+func checkLockedDown(t testing.TB, what string, pod corev1.PodSpec, c corev1.Container, readOnlyRoot bool) {
+	t.Helper()
+	sc := c.SecurityContext
+	if sc == nil {
+		t.Errorf("%s: the container has no security context", what)
+		return
+	}
+	ps := pod.SecurityContext
+	if ps == nil {
+		ps = &corev1.PodSecurityContext{}
+	}
+	nonRoot, user, seccomp := sc.RunAsNonRoot, sc.RunAsUser, sc.SeccompProfile
+	if nonRoot == nil {
+		nonRoot = ps.RunAsNonRoot
+	}
+	if user == nil {
+		user = ps.RunAsUser
+	}
+	if seccomp == nil {
+		seccomp = ps.SeccompProfile
+	}
+	switch {
+	case nonRoot == nil || !*nonRoot, user == nil || *user == 0:
+		t.Errorf("%s: container runs as %v (non-root %v), want a numeric non-root user", what, user, nonRoot)
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Errorf("%s: the container may escalate privileges", what)
+	case readOnlyRoot && (sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem):
+		t.Errorf("%s: the container's root file system is writable", what)
+	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
+		t.Errorf("%s: capabilities %+v, want all dropped", what, sc.Capabilities)
+	case seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Errorf("%s: seccomp profile %+v, want RuntimeDefault", what, seccomp)
+	}
+}
+
+// checkRuntimesLockedDown checks what the base and the built-in templates promise of the
+// runtimes' pods, on the cluster: both namespaces enforce Pod Security "restricted" (a
+// privileged pod is refused), the pods of runtime and of clickhouse are locked down and
+// mount no service-account token, and only pods labelled as the metrics scraper, in a
+// namespace labelled so, reach the agents' port 9090.
+func checkRuntimesLockedDown(t testing.TB, cs k8s.Interface, runtime, clickhouse string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range []string{agentNamespace, runtimesNamespace} {
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+			t.Errorf("namespace %s enforces Pod Security %q, want restricted", name, got)
+		}
+	}
+	privileged := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "privileged", Namespace: runtimesNamespace},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			SecurityContext: &corev1.SecurityContext{Privileged: ptrTo(true)}}}},
+	}
+	if _, err := cs.CoreV1().Pods(runtimesNamespace).Create(ctx, privileged, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+		t.Errorf("a privileged pod in %s: %v, want refused by Pod Security", runtimesNamespace, err)
+	}
+	for what, id := range map[string]string{"runtime": runtime, "clickhouse": clickhouse} {
+		pods, err := cs.CoreV1().Pods(runtimesNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelResourceID + "=" + id})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("pods of %s %s: %v, %d", what, id, err, len(pods.Items))
+		}
+		pod := pods.Items[0].Spec
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s pod mounts a service-account token (automountServiceAccountToken %v)", what, pod.AutomountServiceAccountToken)
+		}
+		for _, v := range pod.Volumes {
+			if v.Projected != nil {
+				t.Errorf("%s pod has projected volume %s (a service-account token?)", what, v.Name)
+			}
+		}
+		checkLockedDown(t, what, pod, pod.Containers[0], what == "runtime")
+	}
+
+	policies, err := cs.NetworkingV1().NetworkPolicies(agentNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(policies.Items) != 1 {
+		t.Fatalf("network policies in %s: %v, %d; want one", agentNamespace, err, len(policies.Items))
+	}
+	p := policies.Items[0].Spec
+	scraper := map[string]string{"berth.dev/metrics-scraper": "true"}
+	agent := map[string]string{"app.kubernetes.io/name": "berth", "app.kubernetes.io/component": "agent"}
+	switch {
+	case !maps.Equal(p.PodSelector.MatchLabels, agent) || !slices.Equal(p.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}):
+		t.Errorf("network policy selects %v for %v, want the agents' pods for ingress", p.PodSelector.MatchLabels, p.PolicyTypes)
+	case len(p.Ingress) != 1 || len(p.Ingress[0].From) != 1 || len(p.Ingress[0].Ports) != 1:
+		t.Errorf("network policy admits %+v, want one peer on one port", p.Ingress)
+	default:
+		from, port := p.Ingress[0].From[0], p.Ingress[0].Ports[0]
+		if from.NamespaceSelector == nil || from.PodSelector == nil || !maps.Equal(from.NamespaceSelector.MatchLabels, scraper) || !maps.Equal(from.PodSelector.MatchLabels, scraper) {
+			t.Errorf("network policy admits %+v, want pods and namespaces labelled %v", from, scraper)
+		}
+		if port.Port == nil || port.Port.IntValue() != 9090 {
+			t.Errorf("network policy admits port %v, want 9090", port.Port)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(deployDir, "README.md"))
+	if err != nil || !strings.Contains(string(readme), "berth.dev/metrics-scraper") {
+		t.Errorf("deploy/kubernetes/README.md does not say which label the scraper needs (%v)", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // checkServiceMonitorComponent builds an overlay of the base with the ServiceMonitor
 // component (not applied: the local cluster has no Prometheus operator).

@@ -3,13 +3,10 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -27,7 +24,7 @@ func (e *kubeEnviron) Capacity(ctx context.Context) (environ.Capacity, error) {
 		return environ.Capacity{}, err
 	}
 	if e.spec.SlotQuota > 0 {
-		used, err := e.usedSlots(ctx, cs, "")
+		used, err := e.usedSlots(ctx)
 		if err != nil {
 			return environ.Capacity{}, err
 		}
@@ -120,39 +117,71 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// usedSlots sums the slots of this provisioner's runtime Deployments, except resource skip's
-// and those scaled to zero (hibernated).
-func (e *kubeEnviron) usedSlots(ctx context.Context, cs kubernetes.Interface, skip string) (int, error) {
-	l, err := cs.AppsV1().Deployments(e.spec.Namespace).List(ctx, metav1.ListOptions{LabelSelector: e.provisionerSelector()})
-	if err != nil {
-		return 0, fmt.Errorf("list deployments: %w", explainForbidden(err))
-	}
-	used := 0
-	for _, d := range l.Items {
-		if d.Labels[LabelResourceID] == skip || d.DeletionTimestamp != nil || replicas(d.Spec.Replicas) == 0 {
-			continue // a hibernated runtime (no replicas) holds no slots
-		}
-		n, err := strconv.Atoi(d.Annotations[AnnotationSlots])
-		if err != nil || n < 1 {
-			continue // not a runtime of this provisioner's making
-		}
-		if used > math.MaxInt-n {
-			return math.MaxInt, nil // annotations edited out of band: no room at all
-		}
-		used += n
-	}
-	return used, nil
-}
+// quotaHost is the one "host" of a slot quota's reservations: the quota is one pool of
+// slots, wherever in the namespace the runtimes run.
+func (e *kubeEnviron) quotaHost() string { return "namespace/" + e.spec.Namespace }
 
-// checkQuota refuses slots for resource id when the other runtimes already hold too many of
-// the quota; the error wraps domain.ErrNoCapacity so the resource waits for room.
-func (e *kubeEnviron) checkQuota(ctx context.Context, cs kubernetes.Interface, id string, slots int) error {
-	used, err := e.usedSlots(ctx, cs, id)
-	if err != nil {
-		return err
+// reserveQuota reserves resource r's slots of the slot quota, under r.Lease, before its
+// runtime is applied. The reservation is a row in the agents' database (domain.SlotStore),
+// made in a transaction serialised per provisioner, so that agents sharing the database
+// never hand out more than the quota between them; one that does not fit wraps
+// domain.ErrNoCapacity, so the resource waits for room. The runtime keeps the reservation
+// until it is deprovisioned or hibernated (releaseQuota); a resize within the quota resizes
+// it. Without a quota, or for ClickHouse, it does nothing.
+func (e *kubeEnviron) reserveQuota(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, slots int) error {
+	if e.spec.SlotQuota <= 0 || r.Type != domain.ResourceTypeRuntime {
+		return nil
 	}
-	if slots > e.spec.SlotQuota-used {
-		return fmt.Errorf("slot quota of provisioner %q: %d of %d slots in use, %d more wanted: %w", e.name, used, e.spec.SlotQuota, slots, domain.ErrNoCapacity)
+	if e.slots == nil {
+		return fmt.Errorf("provisioner %q: slot_quota needs the agent's database to hold its reservations", e.name)
+	}
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: slots, Lease: r.Lease}
+	if _, err := e.slots.ReserveSlots(ctx, req, e.pickQuota); err != nil {
+		return fmt.Errorf("%s %s: reserve slots: %w", r.Type, r.ID, err)
 	}
 	return nil
+}
+
+// pickQuota is the slot quota's domain.PickHost: req fits when the slots reserved by every
+// other runtime leave room for it. It runs inside the reservation's transaction.
+func (e *kubeEnviron) pickQuota(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
+	used := 0
+	for _, u := range usage {
+		used += u.UsedSlots
+	}
+	if existing != nil {
+		used -= existing.Slots
+	}
+	if req.Slots > e.spec.SlotQuota-used {
+		return "", fmt.Errorf("slot quota of provisioner %q: %d of %d slots in use, %d more wanted: %w", e.name, used, e.spec.SlotQuota, req.Slots, domain.ErrNoCapacity)
+	}
+	return e.quotaHost(), nil
+}
+
+// releaseQuota gives back resource r's slots of the slot quota under r.Lease; a runtime that
+// holds none is fine.
+func (e *kubeEnviron) releaseQuota(ctx context.Context, r *environ.Resource) error {
+	if e.spec.SlotQuota <= 0 || r.Type != domain.ResourceTypeRuntime || e.slots == nil {
+		return nil
+	}
+	if err := e.slots.ReleaseSlots(ctx, e.name, r.ID, r.Lease); err != nil {
+		return fmt.Errorf("%s %s: release slots: %w", r.Type, r.ID, err)
+	}
+	return nil
+}
+
+// usedSlots sums the slot quota's reservations.
+func (e *kubeEnviron) usedSlots(ctx context.Context) (int, error) {
+	if e.slots == nil {
+		return 0, nil
+	}
+	res, err := e.slots.ListReservations(ctx, e.name)
+	if err != nil {
+		return 0, fmt.Errorf("list slot reservations: %w", err)
+	}
+	used := 0
+	for _, r := range res {
+		used += r.Slots
+	}
+	return used, nil
 }

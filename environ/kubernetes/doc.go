@@ -68,7 +68,8 @@
 // same claim. A hibernated runtime's Deployment holds none of the slot quota, and pods it no
 // longer has request no CPU. CheckResource of a hibernated resource (its state says so)
 // repairs drift towards zero replicas, never scaling it up, and does not ask for the
-// workload to be available; the health checker does not check hibernated resources anyway.
+// workload to be available; the health checker does not check hibernated resources, Check
+// does (see Fencing).
 // Before it repairs anything a check reads the row again: one that moved on (another
 // generation, deleting, paused, asked to hibernate or wake) gets nothing repaired, and the
 // error wraps domain.ErrStale so that the check records nothing.
@@ -87,16 +88,31 @@
 //
 // The database fences the writes of an agent whose lease was taken over (see
 // domain.ReconcileStore): its progress records, slot reservations and finalize are refused.
-// The cluster cannot be fenced that way, so the environ relies on names instead: every
-// object is named by the resource id and applied with server-side apply, so an agent that
-// resumes after a pause and re-applies a resource another agent took over re-applies the
-// same objects (at worst with the args it read before, which the new holder's next apply
-// puts right), and never creates a second set; objects it re-creates for a resource that was
-// deleted meanwhile are orphans, which Check's sweep deletes. A stale Deprovision deletes
-// what the resource's delete request asked to delete anyway. The provisioner's next record after
-// Reconcile or Deprovision is fenced, so such an attempt stops there and reports nothing.
+// The cluster's writes are fenced too: every object applied records the resource generation
+// and the reconcile lease of the attempt (AnnotationGeneration, AnnotationLeaseToken,
+// AnnotationLeaseHolder), and every apply, hibernating scale and Deprovision delete of an
+// attempt is refused with a StaleWriteError, logged, when the live object carries a newer
+// generation or lease token. Each apply and delete is conditional on the object's
+// resourceVersion as read, so a write that lands between the read and the write makes the
+// API server refuse it and the object is read and checked again. StaleWriteError wraps a
+// *domain.LeaseHeldError naming the holder the object records: the provisioner ends the
+// attempt as a lost lease (nothing more written, the lease not released). A health check
+// holds no lease: it carries over the lease the objects record, and guards its generation
+// as described above. Objects are named by the resource id, so a stale agent never creates a
+// second set; objects re-created for a resource deleted meanwhile are orphans, which Check's
+// sweep deletes.
 //
-// With slot_quota set, runtimes share that many slots (a reconcile beyond it waits for
-// capacity) and Capacity reports slots; otherwise Capacity reports the allocatable CPU of
-// the nodes runtimes can be scheduled on and the CPU requests of the provisioner's pods.
+// Check also watches hibernated workloads: Hibernate marks the workload it scales to zero
+// (AnnotationHibernated, dropped by the apply that wakes it), and a marked workload found
+// with replicas while its row is hibernated (and not paused) is scaled back to zero, on
+// condition of its resourceVersion, with a warning naming who set its replicas (the field
+// manager that owns them).
+//
+// With slot_quota set, runtimes share that many slots: Reconcile reserves a runtime's slots in
+// the agents' database (domain.SlotStore, under the attempt's lease, serialised per
+// provisioner), so the quota holds across agents, and one beyond it waits for capacity.
+// Deprovision and Hibernate release the reservation, waking reserves it again, and Check
+// releases those whose resource row is gone. Capacity then reports the reserved slots;
+// otherwise it reports the allocatable CPU of the nodes runtimes can be scheduled on and the
+// CPU requests of the provisioner's pods.
 package kubernetes

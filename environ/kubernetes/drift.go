@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,24 +32,24 @@ func (d drift) repair() string {
 // changed), when fields Berth sets were edited out of band: a workload's replicas (zero for
 // a hibernated resource), container images or resources, a Service's selector or ports, or
 // when its labels under LabelPrefix are not the resource's. It also returns the newest
-// generation recorded on a live object (0 when none is).
-func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *desired) ([]drift, int64, error) {
+// fence (generation and lease) recorded on a live object, and keeps every live object it
+// read in d.read for the apply that follows.
+func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *desired) ([]drift, fence, error) {
 	var out []drift
-	var newest int64
+	var newest fence
 	for _, obj := range d.objects {
 		info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
 		read, err := e.live(ctx, cs, d, info, obj.GetName())
 		if err != nil {
-			return nil, 0, fmt.Errorf("get %s %s: %w", info.kind, obj.GetName(), err)
+			return nil, fence{}, fmt.Errorf("get %s %s: %w", info.kind, obj.GetName(), err)
 		}
+		d.read[objectKey(info.kind, obj.GetName())] = read
 		if read.missing {
 			out = append(out, drift{kind: info.kind, name: obj.GetName(), reason: "missing (deleted out of band, or never created)"})
 			continue
 		}
 		live := read.obj
-		if g, err := strconv.ParseInt(live.GetAnnotations()[AnnotationGeneration], 10, 64); err == nil && g > newest {
-			newest = g
-		}
+		newest = newest.newer(fenceOf(live))
 		var reason string
 		switch {
 		case live.GetDeletionTimestamp() != nil:
@@ -60,7 +59,7 @@ func (e *kubeEnviron) drift(ctx context.Context, cs kubernetes.Interface, d *des
 			reason = "template checksum changed (templates, spec or args changed)"
 		default:
 			if reason, err = specDrift(obj, live); err != nil {
-				return nil, 0, err
+				return nil, fence{}, err
 			}
 			if _, relabel := relabelPatch(live.GetLabels(), d.userLabels); reason == "" && relabel {
 				reason = "the resource's labels changed"

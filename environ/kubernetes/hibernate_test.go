@@ -47,13 +47,17 @@ func hibernate(t *testing.T, e *testEnv, cs *fake.Clientset, r *environ.Resource
 		res, err := e.Hibernate(t.Context(), r, opts)
 		done <- result{res, err}
 	}()
-	<-watching
+	select {
+	case <-watching:
+	case got := <-done:
+		t.Fatalf("Hibernate returned %+v, %v before it watched for the pods to go", got.res, got.err)
+	}
 	select {
 	case got := <-done:
 		t.Fatalf("Hibernate returned %+v, %v before the pods were gone", got.res, got.err)
 	default:
 	}
-	setDeploymentScaledDown(t, cs, "rt-"+testPID)
+	setDeploymentScaledDown(t, cs, "rt-"+strings.ReplaceAll(r.ID, "-", ""))
 	got := <-done
 	if got.err != nil {
 		t.Fatalf("Hibernate: %v", got.err)
@@ -115,7 +119,7 @@ func TestHibernateScalesToZeroAndWakeScalesBack(t *testing.T) {
 	if _, err := e.Reconcile(ctx, runtimeResource(otherID), &environ.ResourceOptions{Args: map[string]any{"slots": 4}}); err != nil {
 		t.Errorf("another runtime taking the whole quota while one is hibernated: %v", err)
 	}
-	if err := cs.AppsV1().Deployments("ns").Delete(ctx, "rt-"+strings.ReplaceAll(otherID, "-", ""), metav1.DeleteOptions{}); err != nil {
+	if err := e.Deprovision(ctx, runtimeResource(otherID)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -68,7 +68,10 @@ type objectClient struct {
 	get   func(ctx context.Context, name string) (metav1.Object, error)
 	list  func(ctx context.Context, selector string) ([]metav1.Object, error)
 	apply func(ctx context.Context, name string, body []byte) error
-	del   func(ctx context.Context, name string) error
+	// del deletes the object, on condition that it is at resourceVersion when one is given.
+	del func(ctx context.Context, name, resourceVersion string) error
+	// patch applies a JSON merge patch to the object.
+	patch func(ctx context.Context, name string, body []byte) error
 }
 
 // typedClient is the part of a generated typed client Berth uses.
@@ -113,8 +116,16 @@ func typed[T metav1.Object, L runtime.Object](c typedClient[T, L]) objectClient 
 			_, err := c.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldManager, Force: &force})
 			return explainForbidden(err)
 		},
-		del: func(ctx context.Context, name string) error {
-			return explainForbidden(c.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &foreground}))
+		del: func(ctx context.Context, name, resourceVersion string) error {
+			opts := metav1.DeleteOptions{PropagationPolicy: &foreground}
+			if resourceVersion != "" {
+				opts.Preconditions = &metav1.Preconditions{ResourceVersion: &resourceVersion}
+			}
+			return explainForbidden(c.Delete(ctx, name, opts))
+		},
+		patch: func(ctx context.Context, name string, body []byte) error {
+			_, err := c.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
+			return explainForbidden(err)
 		},
 	}
 }

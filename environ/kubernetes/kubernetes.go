@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +46,8 @@ const (
 	LabelProvisioner   = "berth.dev/provisioner"
 	LabelResourceType  = "berth.dev/resource-type"
 	AnnotationChecksum = "berth.dev/template-checksum"
-	// AnnotationSlots on a runtime's Deployment records its slot count for slot quotas.
+	// AnnotationSlots on a runtime's Deployment records its slot count, for people and
+	// tools: the slot quota counts the reservations in the database, never this.
 	AnnotationSlots = "berth.dev/slots"
 	// AnnotationSecretChecksum on a ClickHouse pod template fingerprints its password, so a
 	// re-created Secret rolls the server onto the new password.
@@ -57,6 +57,16 @@ const (
 	// replaced. It is not part of the checksum: a new generation that renders the same objects
 	// applies nothing.
 	AnnotationGeneration = "berth.dev/generation"
+	// AnnotationLeaseToken and AnnotationLeaseHolder record the reconcile lease
+	// (domain.Lease) of the attempt that applied an object last. With AnnotationGeneration
+	// they fence the cluster's writes: an attempt whose lease token or generation is older
+	// than an object's is refused every apply, scale and delete of it (StaleWriteError). A
+	// health check, which holds no lease, carries over what the object records.
+	AnnotationLeaseToken  = "berth.dev/lease-token"
+	AnnotationLeaseHolder = "berth.dev/lease-holder"
+	// AnnotationHibernated on a workload says Hibernate scaled it to zero: Check scales such
+	// a workload found with replicas back to zero while its resource is hibernated.
+	AnnotationHibernated = "berth.dev/hibernated"
 	// LabelPrefix starts the key of each of the resource's own labels (domain.Resource
 	// Labels) on its objects: label "team" is label.berth.dev/team.
 	LabelPrefix = "label.berth.dev/"
@@ -135,6 +145,7 @@ func newEnviron(name string, raw json.RawMessage, deps environ.Deps, cs kubernet
 		logger:          logger,
 		clock:           clk,
 		resources:       deps.Resources,
+		slots:           deps.Slots,
 		random:          random,
 		cs:              cs,
 		closed:          make(chan struct{}),
@@ -166,15 +177,15 @@ type kubeEnviron struct {
 	logger      *slog.Logger
 	clock       clock.Clock
 	resources   environ.ResourceGetter
-	random      io.Reader
+	// slots holds the reservations of the slot quota, in the agents' database, so that
+	// every agent counts the same slots.
+	slots  domain.SlotStore
+	random io.Reader
 
 	mu     sync.Mutex
 	cs     kubernetes.Interface
 	closed chan struct{}
 	once   sync.Once
-
-	// quotaMu serialises the slot-quota check with the apply that uses the slots.
-	quotaMu sync.Mutex
 }
 
 // Type implements environ.Environ.
@@ -218,6 +229,9 @@ func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *
 		return nil, fmt.Errorf("hibernate %s %s: list %ss: %w", r.Type, r.ID, w.kind, err)
 	}
 	if len(running) == 0 {
+		if err := e.releaseQuota(ctx, r); err != nil {
+			return nil, err
+		}
 		state := maps.Clone(r.State)
 		if state == nil {
 			state = map[string]any{}
@@ -248,6 +262,9 @@ func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *
 	}
 	end(err)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.releaseQuota(ctx, r); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -304,7 +321,10 @@ func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, op
 }
 
 // Deprovision implements environ.Environ: it deletes every object labelled with the
-// resource's id (foreground, so dependants go first) and waits until they are gone.
+// resource's id (foreground, so dependants go first), waits until they are gone, and then
+// gives back the runtime's slots of the slot quota. Each deletion is conditional on the
+// object as listed, and refused (StaleWriteError) when the object carries a newer lease
+// than r.Lease.
 func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) error {
 	cs, err := e.client()
 	if err != nil {
@@ -317,12 +337,12 @@ func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) erro
 			return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
 		}
 		if len(left) == 0 {
-			return nil
+			return e.releaseQuota(ctx, r)
 		}
 		// Every round deletes what is not already going, not only the first: an object
 		// re-created meanwhile (by a health check that began before the deletion was
 		// requested) goes too. Most objects go at once, so look again before waiting.
-		deleted, err := e.deleteObjects(ctx, cs, left)
+		deleted, err := e.deleteObjects(ctx, cs, left, r)
 		if err != nil {
 			return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
 		}
@@ -331,7 +351,7 @@ func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) erro
 				return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
 			}
 			if len(left) == 0 {
-				return nil
+				return e.releaseQuota(ctx, r)
 			}
 		}
 		select {
@@ -373,10 +393,12 @@ func (e *kubeEnviron) Check(ctx context.Context) error {
 	missing, problems := e.missingResources(ctx, ids)
 	for _, id := range missing {
 		e.logger.Info("sweeping objects of a resource that no longer exists", "resource", id, "objects", describeOwned(byID[id]))
-		if _, err := e.deleteObjects(ctx, cs, byID[id]); err != nil {
+		if _, err := e.deleteObjects(ctx, cs, byID[id], nil); err != nil {
 			problems = append(problems, fmt.Sprintf("sweep objects of deleted resource %s: %v", id, err))
 		}
 	}
+	problems = append(problems, e.sweepQuota(ctx)...)
+	problems = append(problems, e.keepHibernated(ctx, cs, owned)...)
 	if len(problems) > 0 {
 		return fmt.Errorf("provisioner %q: %s", e.name, strings.Join(problems, "; "))
 	}
@@ -484,7 +506,7 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *e
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := e.desired(ctx, cs, r, data, opts.Generation, userLabels, asleep)
+	d, err := e.desired(ctx, cs, r, data, userLabels, asleep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
 	}
@@ -492,8 +514,16 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *e
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
 	}
-	if checking && newest > opts.Generation {
-		return nil, nil, fmt.Errorf("%s %s: generation %d is being rolled out; the check of generation %d leaves it alone", r.Type, r.ID, newest, opts.Generation)
+	if checking && newest.generation > opts.Generation {
+		return nil, nil, fmt.Errorf("%s %s: generation %d is being rolled out; the check of generation %d leaves it alone", r.Type, r.ID, newest.generation, opts.Generation)
+	}
+	if err := staleWrite(r, opts.Generation, newest, "apply"); err != nil {
+		return nil, nil, e.refused(err)
+	}
+	if !checking && !asleep {
+		if err := e.reserveQuota(ctx, r, opts, data.Slots); err != nil {
+			return nil, nil, err
+		}
 	}
 	if len(drifts) > 0 {
 		for _, d := range drifts {
@@ -506,7 +536,7 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *e
 				return nil, nil, err
 			}
 		}
-		if err := e.apply(ctx, cs, r, d); err != nil {
+		if err := e.apply(ctx, cs, r, d, attemptFence(r, opts, newest)); err != nil {
 			return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
 		}
 	}
@@ -632,14 +662,13 @@ func resourceLabels(labels map[string]string) (map[string]string, error) {
 }
 
 // desired renders r's objects with data, labels them, keeps volumes from shrinking and
-// computes their checksum; gen, when set, is recorded on every object. For ClickHouse it makes
-// sure the password Secret exists.
+// computes their checksum. For ClickHouse it makes sure the password Secret exists.
 //
 // The resource's own labels (userLabels, already under LabelPrefix) and asleep (its
 // workload at zero replicas) are set after the checksum: relabelling a resource, or
 // hibernating and waking it, changes only those fields, never the pod template, so neither
 // rolls its pods. drift compares them on their own.
-func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, gen int64, userLabels map[string]string, asleep bool) (*desired, error) {
+func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string, asleep bool) (*desired, error) {
 	keys := runtimeTemplates
 	var password string
 	if r.Type == domain.ResourceTypeClickHouse {
@@ -698,9 +727,6 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 	}
 	d.checksum = hex.EncodeToString(sum.Sum(nil))
 	stamp := map[string]string{AnnotationChecksum: d.checksum}
-	if gen > 0 {
-		stamp[AnnotationGeneration] = strconv.FormatInt(gen, 10)
-	}
 	for _, obj := range objects {
 		obj.SetAnnotations(merge(obj.GetAnnotations(), stamp))
 		obj.SetLabels(merge(withoutPrefix(obj.GetLabels(), LabelPrefix), userLabels))
@@ -713,6 +739,7 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 				if err := unstructured.SetNestedField(obj.Object, int64(0), "spec", "replicas"); err != nil {
 					return nil, fmt.Errorf("scale %s %s to zero: %w", k, obj.GetName(), err)
 				}
+				obj.SetAnnotations(merge(obj.GetAnnotations(), map[string]string{AnnotationHibernated: "true"}))
 			}
 		}
 	}
@@ -772,29 +799,69 @@ func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj
 }
 
 // apply server-side applies d's objects in order, forcing Berth's ownership of the fields it
-// sets. With a slot quota, the quota is checked first and held until the apply is done.
-func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, d *desired) (err error) {
+// sets, and records f on each. Each apply of an object that exists is conditional on the
+// version drift read (metadata.resourceVersion), so the fence is checked on what the apply
+// replaces: an object written since is read again and checked again before the apply is
+// retried, and one a later claim wrote is never overwritten (StaleWriteError).
+func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, d *desired, f fence) (err error) {
 	ctx, end := startSpan(ctx, SpanApply, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.Int("berth.kubernetes.objects", len(d.objects)))
 	defer func() { end(err) }()
-	if e.spec.SlotQuota > 0 && r.Type == domain.ResourceTypeRuntime {
-		e.quotaMu.Lock()
-		defer e.quotaMu.Unlock()
-		if err := e.checkQuota(ctx, cs, r.ID, d.data.Slots); err != nil {
-			return err
-		}
-	}
+	stamp := f.annotations()
 	for _, obj := range d.objects {
+		obj.SetAnnotations(merge(obj.GetAnnotations(), stamp))
 		info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
-		body, err := json.Marshal(obj.Object)
-		if err != nil {
-			return fmt.Errorf("encode %s %s: %w", info.kind, obj.GetName(), err)
-		}
-		if err := info.client(cs, e.spec.Namespace).apply(ctx, obj.GetName(), body); err != nil {
-			return fmt.Errorf("apply %s %s: %w", info.kind, obj.GetName(), err)
+		if err := e.applyObject(ctx, info.client(cs, e.spec.Namespace), r, obj, d.read[objectKey(info.kind, obj.GetName())], f.generation); err != nil {
+			return err
 		}
 	}
 	e.logger.Debug("applied objects", "resource", r.ID, "objects", len(d.objects), "checksum", d.checksum)
 	return nil
+}
+
+// applyConflictRetries bounds how often applyObject reads an object again after its
+// conditional apply found it changed (a workload's status changes often during a rollout).
+const applyConflictRetries = 5
+
+// applyObject applies obj on the version of live, the object as last read, checking first
+// that live carries no newer fence than the attempt's (generation and r.Lease).
+func (e *kubeEnviron) applyObject(ctx context.Context, c objectClient, r *environ.Resource, obj *unstructured.Unstructured, live liveObject, generation int64) error {
+	what := fmt.Sprintf("apply of %s %s", strings.ToLower(obj.GetKind()), obj.GetName())
+	for try := 0; ; try++ {
+		obj.SetResourceVersion("")
+		if !live.missing && live.obj != nil {
+			if err := staleWrite(r, generation, fenceOf(live.obj), what); err != nil {
+				return e.refused(err)
+			}
+			obj.SetResourceVersion(live.obj.GetResourceVersion())
+		}
+		body, err := json.Marshal(obj.Object)
+		if err != nil {
+			return fmt.Errorf("encode %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		err = c.apply(ctx, obj.GetName(), body)
+		if err == nil || !apierrors.IsConflict(err) || try == applyConflictRetries {
+			if err != nil {
+				return fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
+			return nil
+		}
+		got, err := c.get(ctx, obj.GetName())
+		switch {
+		case apierrors.IsNotFound(err):
+			live = liveObject{missing: true}
+		case err != nil:
+			return fmt.Errorf("get %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		default:
+			live = liveObject{obj: got}
+		}
+	}
+}
+
+// refused logs a write refused as stale, so that a resumed agent's refusals show in its own
+// log, and returns err.
+func (e *kubeEnviron) refused(err error) error {
+	e.logger.Warn("refused a stale write to the cluster", "error", err)
+	return err
 }
 
 // result is r with the State and Config of d. Neither carries the ClickHouse password: the

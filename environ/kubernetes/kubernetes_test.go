@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -25,6 +28,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/domain/sqlite"
 	"github.com/berth-dev/berth/environ"
 )
 
@@ -72,14 +76,35 @@ func newTestEnviron(t *testing.T, spec string, objects ...runtime.Object) (*test
 
 func newTestEnvironWith(t *testing.T, spec string, cs *fake.Clientset, random []byte) *testEnv {
 	t.Helper()
+	return newTestEnvironOn(t, spec, cs, random, openSlots(t), &strings.Builder{})
+}
+
+// newTestEnvironOn is newTestEnvironWith on the slot store slots, logging to log.
+func newTestEnvironOn(t *testing.T, spec string, cs *fake.Clientset, random []byte, slots domain.SlotStore, log io.Writer) *testEnv {
+	t.Helper()
 	clk := testclock.NewClock(time.Unix(0, 0))
 	resources := &resourceSet{ids: map[string]bool{testID: true, otherID: true}}
-	e, err := newEnviron("k8s", json.RawMessage(spec), environ.Deps{Clock: clk, Resources: resources}, cs, bytes.NewReader(random))
+	deps := environ.Deps{Clock: clk, Resources: resources, Slots: slots, Logger: slog.New(slog.NewTextHandler(log, nil))}
+	e, err := newEnviron("k8s", json.RawMessage(spec), deps, cs, bytes.NewReader(random))
 	if err != nil {
 		t.Fatalf("newEnviron: %v", err)
 	}
 	t.Cleanup(func() { e.Close() })
 	return &testEnv{kubeEnviron: e, clock: clk, resources: resources}
+}
+
+// openSlots opens the real SQLite store, migrated, as the slot quota's reservations.
+func openSlots(t *testing.T) *sqlite.State {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "berth.db"))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return st
 }
 
 func runtimeResource(id string) *environ.Resource {
@@ -374,9 +399,10 @@ func TestReconcileBoundsSlotsBySizing(t *testing.T) {
 	}
 }
 
-// TestSlotQuotaSurvivesEditedAnnotations: slot counts edited out of band (negative, or huge
-// enough to overflow a sum) neither free quota nor wrap it around.
-func TestSlotQuotaSurvivesEditedAnnotations(t *testing.T) {
+// TestSlotQuotaIgnoresEditedAnnotations: the quota counts the reservations in the
+// database, so slot counts edited out of band on Deployments (negative, or huge enough to
+// overflow a sum) neither free quota nor take it.
+func TestSlotQuotaIgnoresEditedAnnotations(t *testing.T) {
 	e, cs := newTestEnviron(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill", "slot_quota": 4}`)
 	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 1})
 	for i, slots := range []string{"-5", "9223372036854775807", "9223372036854775807"} {
@@ -389,9 +415,13 @@ func TestSlotQuotaSurvivesEditedAnnotations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := e.Reconcile(t.Context(), runtimeResource(otherID), &environ.ResourceOptions{Args: map[string]any{"slots": 1}})
-	if !errors.Is(err, domain.ErrNoCapacity) {
-		t.Fatalf("Reconcile with the quota's use overflowing = %v, want ErrNoCapacity", err)
+	_, err := e.Reconcile(t.Context(), runtimeResource(otherID), &environ.ResourceOptions{Args: map[string]any{"slots": 4}})
+	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "1 of 4 slots in use, 4 more wanted") {
+		t.Fatalf("Reconcile of 4 slots with 1 reserved = %v, want ErrNoCapacity counting the reservation only", err)
+	}
+	reconcile(t, e, runtimeResource(otherID), map[string]any{"slots": 3})
+	if c, err := e.Capacity(t.Context()); err != nil || c.Used != 4 {
+		t.Errorf("Capacity = %+v, %v; want 4 slots used", c, err)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/berth-dev/berth/environ"
 )
 
 // pollInterval is how often Deprovision looks whether the objects it deleted are gone.
@@ -43,17 +45,27 @@ func (e *kubeEnviron) listOwned(ctx context.Context, cs kubernetes.Interface, se
 
 // deleteObjects deletes objs with foreground propagation; one already gone (or going) is
 // fine and not asked again. It tries every object, returns how many deletions it asked for,
-// and the failures together.
-func (e *kubeEnviron) deleteObjects(ctx context.Context, cs kubernetes.Interface, objs []ownedObject) (int, error) {
+// and the failures together. For a resource r deleted under a lease (nil for the orphan
+// sweep), an object that carries a newer lease is refused (StaleWriteError), and each
+// deletion is conditional on the object as listed: one changed since is left to the
+// caller's next round.
+func (e *kubeEnviron) deleteObjects(ctx context.Context, cs kubernetes.Interface, objs []ownedObject, r *environ.Resource) (int, error) {
 	var failed []string
 	asked := 0
 	for _, o := range objs {
 		if o.obj.GetDeletionTimestamp() != nil {
 			continue
 		}
+		version := ""
+		if r != nil {
+			if err := staleWrite(r, 0, fenceOf(o.obj), "delete of "+o.String()); err != nil {
+				return asked, e.refused(err)
+			}
+			version = o.obj.GetResourceVersion()
+		}
 		asked++
-		err := o.kind.client(cs, e.spec.Namespace).del(ctx, o.obj.GetName())
-		if err != nil && !apierrors.IsNotFound(err) {
+		err := o.kind.client(cs, e.spec.Namespace).del(ctx, o.obj.GetName(), version)
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			failed = append(failed, fmt.Sprintf("delete %s: %v", o, err))
 		}
 	}
