@@ -78,7 +78,7 @@ func wokenBy(obj metav1.Object) string {
 	var who string
 	var when metav1.Time
 	for _, m := range obj.GetManagedFields() {
-		if m.FieldsV1 == nil || !ownsReplicas(m.FieldsV1.Raw) {
+		if m.FieldsV1 == nil || !ownsReplicas(m.FieldsV1.GetRawBytes()) {
 			continue
 		}
 		if who != "" && m.Time != nil && m.Time.Before(&when) {
