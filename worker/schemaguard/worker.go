@@ -107,6 +107,7 @@ type Worker struct {
 	mu        sync.Mutex // guards what Report reads
 	versions  domain.SchemaVersions
 	lastError string
+	checks    int // checks made, the first by NewWorker
 }
 
 // NewWorker checks the schema once and starts the worker with the outcome as its flag. A
@@ -144,7 +145,7 @@ func (w *Worker) Wait() error { return w.catacomb.Wait() }
 func (w *Worker) Report() map[string]any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	report := map[string]any{"known": w.versions.Known, "database": w.versions.Database, "schema-known": w.known}
+	report := map[string]any{"known": w.versions.Known, "database": w.versions.Database, "schema-known": w.known, "checks": w.checks}
 	if w.lastError != "" {
 		report["check-error"] = w.lastError
 	}
@@ -181,6 +182,7 @@ func (w *Worker) check(parent context.Context) error {
 	versions, err := w.config.Store.CheckSchema(ctx)
 	w.mu.Lock()
 	w.versions, w.lastError = versions, ""
+	w.checks++
 	if err != nil && !errors.Is(err, domain.ErrSchemaTooNew) {
 		w.lastError = err.Error()
 	}

@@ -120,8 +120,13 @@ func (s *workerSuite) TestBouncesWhenTheSchemaChanges(c *gc.C) {
 	w, err := schemaguard.NewWorker(s.config)
 	c.Assert(err, gc.IsNil)
 	defer workertest.DirtyKill(c, w)
-	// A check with nothing new keeps it running.
+	// A check with nothing new keeps it running. The newer schema lands once that check is
+	// done, so that it is the next check that finds it.
 	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
+	testkit.Eventually(c, testkit.Holds("the first timed check made", func() bool {
+		return w.Report()["checks"] == 2
+	}))
+	workertest.CheckAlive(c, w)
 	database := s.landNewerSchema(c)
 	c.Assert(s.clock.WaitAdvance(s.config.Interval, testkit.LongWait, 1), gc.IsNil)
 	c.Check(workertest.CheckKilled(c, w), gc.Equals, dependency.ErrBounce)
