@@ -73,17 +73,20 @@ func (e *env) waitAllReadyWithoutLeasesOf(gone string, n int, within time.Durati
 // leases would last ten minutes), and every runtime becomes ready, no host over its slots.
 func TestFailoverAfterKill9(t *testing.T) {
 	e := newEnvOn(t, e2etest.Postgres, map[string]int{"a": 250, "b": 250, "c": 250})
+	// The hosts hold their health probes until the kill, so that agent-one holds leases
+	// when it dies however fast the agents place the burst.
+	release := e.holdProbes()
 	one := e.StartAgent("agent-one", failoverFlags("1s")...)
 	e.StartAgent("agent-two", failoverFlags("1s")...)
 	e.waitLive("agent-one", "agent-two")
 
-	// Large enough that the agents are still at it when the kill lands.
 	const n = 600
 	e.insertBurst("failover", n)
 	e.waitHoldsLeases("agent-one")
 	one.Kill9(t)
 	killed := time.Now()
 	held := e.queryInt("SELECT count(*) FROM resources WHERE lease_holder = 'agent-one'")
+	release()
 
 	e.waitAllReadyWithoutLeasesOf("agent-one", n, 60*time.Second)
 	t.Logf("agent-one held %d leases when killed; all %d runtimes ready %s after the kill",
@@ -93,9 +96,11 @@ func TestFailoverAfterKill9(t *testing.T) {
 // TestGracefulStopHandsWorkOver: of two agents sharing a burst, one stops gracefully while
 // it holds leases. Its resignation frees them and logs them as changes, so the other agent
 // takes them at once: the agents' liveness bound (a minute here) and the leases' ten
-// minutes are never waited for.
+// minutes are never waited for. The hosts hold their health probes until agent-one has
+// stopped, so that it holds leases when it stops however fast the agents place the burst.
 func TestGracefulStopHandsWorkOver(t *testing.T) {
 	e := newEnvOn(t, e2etest.Postgres, map[string]int{"a": 100, "b": 100})
+	release := e.holdProbes()
 	one := e.StartAgent("agent-one", failoverFlags("1m")...)
 	e.StartAgent("agent-two", failoverFlags("1m")...)
 	e.waitLive("agent-one", "agent-two")
@@ -105,6 +110,7 @@ func TestGracefulStopHandsWorkOver(t *testing.T) {
 	e.waitHoldsLeases("agent-one")
 	one.Stop(t)
 	stopped := time.Now()
+	release()
 	if _, ok := e.agents()["agent-one"]; ok {
 		t.Errorf("agent-one still listed after a graceful stop: %v", e.agents())
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ type runtimeHost struct {
 	url     string
 	slots   int
 	healthy atomic.Bool
+	// held, while set, is a channel the host's health endpoint waits on before it answers
+	// (see env.holdProbes).
+	held atomic.Pointer[chan struct{}]
 }
 
 // newEnv starts one runtime host per entry of slots (name -> slot count) and writes a static
@@ -51,6 +55,13 @@ func newEnvOn(t *testing.T, store e2etest.Store, slots map[string]int) *env {
 		h := &runtimeHost{slots: slots[name]}
 		h.healthy.Store(true)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if held := h.held.Load(); held != nil {
+				select {
+				case <-*held:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			if r.URL.Path == "/v1/ping" && h.healthy.Load() {
 				w.WriteHeader(http.StatusOK)
 				return
@@ -65,6 +76,27 @@ func newEnvOn(t *testing.T, store e2etest.Store, slots map[string]int) *env {
 	set := map[string]any{"pool": map[string]any{"type": "static", "spec": map[string]any{"runtimes": runtimes}}}
 	base := e2etest.NewOn(t, store, set)
 	return &env{Env: base, t: t, dbURL: base.DatabaseURL, pool: base.Pool, hosts: hosts}
+}
+
+// holdProbes makes every host's health endpoint wait before it answers until the returned
+// release is called (or the prober gives up), so that an agent placing runtimes holds their
+// leases for as long as the test needs, however fast the machine.
+func (e *env) holdProbes() (release func()) {
+	held := make(chan struct{})
+	for _, h := range e.hosts {
+		h.held.Store(&held)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			for _, h := range e.hosts {
+				h.held.Store(nil)
+			}
+			close(held)
+		})
+	}
+	e.t.Cleanup(release)
+	return release
 }
 
 // berth runs a CLI command to completion and returns its stdout; a failure fails the test.
