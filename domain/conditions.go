@@ -32,8 +32,6 @@ const (
 	ReasonReconcileError   = "ReconcileError"
 	ReasonReconcileSuccess = "ReconcileSuccess"
 	ReasonReconcilePending = "ReconcilePending"
-	// ReasonWaitingForCapacity is the Ready reason of a pending resource waiting for room.
-	ReasonWaitingForCapacity = "WaitingForCapacity"
 )
 
 // Condition is one aspect of a resource's state in the shape Kubernetes tools show:
@@ -103,8 +101,8 @@ func Conditions(r Resource) []Condition {
 // statusReason is r's status in CamelCase, WaitingForCapacity for a pending resource that
 // waits for room.
 func statusReason(r Resource) string {
-	if r.Status == StatusPending && strings.HasPrefix(r.StatusMessage, WaitingForCapacityPrefix) {
-		return ReasonWaitingForCapacity
+	if r.Status == StatusPending && r.Reason == ReasonWaitingForCapacity {
+		return string(ReasonWaitingForCapacity)
 	}
 	s := string(r.Status)
 	if s == "" {

@@ -10,6 +10,7 @@ type HealthUpdate struct {
 	// Status is StatusReady (the check passed), StatusUnhealthy (it failed) or StatusError
 	// (the row is unreadable, see Resource.Unreadable: it is not checked until it is fixed).
 	Status        Status
+	Reason        Reason // HealthCheckFailed, Available or Recovered, UnreadableRow
 	StatusMessage string
 	// UnhealthySince is when the failing started; it is kept while the resource stays
 	// unhealthy (the first value recorded wins) and cleared when it is ready again.

@@ -95,8 +95,12 @@ type Resource struct {
 	Generation         int64          // bumped on every change of Args
 	ObservedGeneration int64          // the generation last brought to ready
 
-	Status        Status
-	StatusMessage string
+	Status Status
+	// Reason says why the resource is in Status, from Status's closed list (ReasonsByStatus);
+	// "" only on rows written before reasons existed and not touched since.
+	Reason        Reason
+	StatusMessage string // for people only: no code reads it back
+	StateTimes
 
 	State  map[string]any // private to the environ
 	Config map[string]any // what clients use to reach the resource

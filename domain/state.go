@@ -114,7 +114,11 @@ type ProgressUpdate struct {
 	// otherwise it gives ErrStale.
 	Generation int64
 
-	Status        Status
+	Status Status
+	// Reason is Status's reason. The store sets WaitingSince when it becomes
+	// ReasonWaitingForCapacity (kept while it stays so, cleared otherwise) and LastAttemptAt
+	// on every update, both on the database clock.
+	Reason        Reason
 	StatusMessage string
 
 	Provisioner        string         // non-empty: pin the resource to this provisioner
@@ -144,6 +148,7 @@ type ProgressUpdate struct {
 // StatusStep is a status and message a resource went through.
 type StatusStep struct {
 	Status  Status
+	Reason  Reason
 	Message string
 }
 

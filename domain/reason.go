@@ -1,0 +1,103 @@
+package domain
+
+import "time"
+
+// Reason says, in one CamelCase word a program can match on, why a resource is in its
+// status. The agent writes it in the same statement as the status; the status message says
+// the same for a person and no code reads it back. Each status has a closed list of reasons
+// (ReasonsByStatus); the package doc lists them with their meaning.
+type Reason string
+
+// Reasons of status pending.
+const (
+	// ReasonCreated is a row no attempt has touched yet.
+	ReasonCreated Reason = "Created"
+	// ReasonWaitingForCapacity is a resource its broker has no room for; it is retried
+	// with backoff and when room frees (Resource.WaitingSince says since when).
+	ReasonWaitingForCapacity Reason = "WaitingForCapacity"
+)
+
+// Reasons of status provisioning (Backoff too, see below).
+const (
+	// ReasonProvisioning is an attempt creating, updating or waking the resource.
+	ReasonProvisioning Reason = "Provisioning"
+	// ReasonAwaitingReady is a resource its broker has applied, waited on until it serves.
+	ReasonAwaitingReady Reason = "AwaitingReady"
+)
+
+// ReasonBackoff is an attempt that failed and is retried at Resource.NextAttemptAt; it is a
+// reason of provisioning, deleting and hibernating.
+const ReasonBackoff Reason = "Backoff"
+
+// Reasons of status ready.
+const (
+	// ReasonAvailable is a resource at its generation that serves.
+	ReasonAvailable Reason = "Available"
+	// ReasonRecovered is a resource whose failing health check passes again.
+	ReasonRecovered Reason = "Recovered"
+)
+
+// ReasonHealthCheckFailed is the reason of status unhealthy: the resource's health check
+// fails (since Resource.UnhealthySince).
+const ReasonHealthCheckFailed Reason = "HealthCheckFailed"
+
+// Reasons of status error.
+const (
+	// ReasonBrokerError is a failure the broker says retrying cannot mend (invalid args,
+	// an environ that cannot hibernate): nothing is retried until the args change or a
+	// retry is asked for.
+	ReasonBrokerError Reason = "BrokerError"
+	// ReasonUnreadableRow is a row whose args, state or config the agent cannot read; it is
+	// looked at again with backoff until someone fixes it.
+	ReasonUnreadableRow Reason = "UnreadableRow"
+	// ReasonUnknownType is a row whose type no environ of the agent serves.
+	ReasonUnknownType Reason = "UnknownType"
+)
+
+// Reasons of status deleting (Backoff too).
+const (
+	// ReasonDeleteRequested is a delete asked for and not yet attempted.
+	ReasonDeleteRequested Reason = "DeleteRequested"
+	// ReasonDeprovisioning is an attempt freeing what the resource holds.
+	ReasonDeprovisioning Reason = "Deprovisioning"
+)
+
+// ReasonHibernating is an attempt stopping the resource while keeping its data (status
+// hibernating; Backoff too).
+const ReasonHibernating Reason = "Hibernating"
+
+// ReasonHibernated is the reason of status hibernated: stopped, data kept.
+const ReasonHibernated Reason = "Hibernated"
+
+// ReasonsByStatus is the closed list of reasons each status may carry.
+var ReasonsByStatus = map[Status][]Reason{
+	StatusPending:      {ReasonCreated, ReasonWaitingForCapacity},
+	StatusProvisioning: {ReasonProvisioning, ReasonAwaitingReady, ReasonBackoff},
+	StatusReady:        {ReasonAvailable, ReasonRecovered},
+	StatusUnhealthy:    {ReasonHealthCheckFailed},
+	StatusError:        {ReasonBrokerError, ReasonUnreadableRow, ReasonUnknownType},
+	StatusDeleting:     {ReasonDeleteRequested, ReasonDeprovisioning, ReasonBackoff},
+	StatusHibernating:  {ReasonHibernating, ReasonBackoff},
+	StatusHibernated:   {ReasonHibernated},
+}
+
+// ValidFor reports whether reason is one of status's reasons.
+func (reason Reason) ValidFor(status Status) bool {
+	for _, known := range ReasonsByStatus[status] {
+		if reason == known {
+			return true
+		}
+	}
+	return false
+}
+
+// StateTimes are the times the state machine keeps beside the status, so that no code has
+// to recover them from a message.
+type StateTimes struct {
+	// WaitingSince is when the resource began waiting for capacity; nil unless its reason
+	// is ReasonWaitingForCapacity. The store keeps the first value while the reason stays.
+	WaitingSince *time.Time
+	// LastAttemptAt is when the agent last recorded the outcome of an attempt (database
+	// clock); nil before the first.
+	LastAttemptAt *time.Time
+}
