@@ -663,7 +663,7 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	case len(u.Repairs) > 0:
 		found.result = ResultRepaired
 	}
-	if u.Status == r.Status && u.StatusMessage == r.StatusMessage && u.State == nil && u.Config == nil && len(u.Repairs) == 0 {
+	if u.Status == r.Status && u.Reason == r.Reason && u.StatusMessage == r.StatusMessage && u.State == nil && u.Config == nil && len(u.Repairs) == 0 {
 		return found
 	}
 	recordCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, recordTimeout)
@@ -704,7 +704,9 @@ func (w *Worker) recordUnreadable(ctx context.Context, log *slog.Logger, r domai
 	recordCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, recordTimeout)
 	defer cancel()
 	message := r.UnreadableReason() + ": fix the column with SQL or delete the resource"
-	_, err := w.config.Store.RecordHealth(recordCtx, r.ID, r.CheckedBy(w.config.Agent.ID), domain.HealthUpdate{Status: domain.StatusError, StatusMessage: message})
+	_, err := w.config.Store.RecordHealth(recordCtx, r.ID, r.CheckedBy(w.config.Agent.ID), domain.HealthUpdate{
+		Status: domain.StatusError, Reason: domain.ReasonUnreadableRow, StatusMessage: message,
+	})
 	switch {
 	case errors.Is(err, domain.ErrStale) || errors.Is(err, domain.ErrNotFound):
 		log.Debug("unreadable resource changed meanwhile; leaving it to the next round", "error", err)
@@ -728,17 +730,23 @@ func (w *Worker) outcome(r domain.Resource, res *environ.Resource, checkErr erro
 		if r.Status == domain.StatusUnhealthy && r.UnhealthySince != nil {
 			since = *r.UnhealthySince
 		}
-		u.Status = domain.StatusUnhealthy
+		u.Status, u.Reason = domain.StatusUnhealthy, domain.ReasonHealthCheckFailed
 		u.UnhealthySince = since
 		u.StatusMessage = fmt.Sprintf("health check failing since %s: %v", since.UTC().Format(time.RFC3339), checkErr)
 	} else {
 		u.Status = domain.StatusReady
-		u.StatusMessage = r.StatusMessage
-		if r.Status == domain.StatusUnhealthy {
+		switch {
+		case r.Status == domain.StatusUnhealthy:
+			u.Reason = domain.ReasonRecovered
 			u.StatusMessage = fmt.Sprintf("ready at generation %d: health check passing again since %s", r.Generation, now.UTC().Format(time.RFC3339))
 			if r.UnhealthySince != nil {
 				u.StatusMessage += fmt.Sprintf(" (failed since %s)", r.UnhealthySince.UTC().Format(time.RFC3339))
 			}
+		case r.Reason.ValidFor(domain.StatusReady):
+			// Ready as it was, Recovered included until the next reconcile: nothing to write.
+			u.Reason, u.StatusMessage = r.Reason, r.StatusMessage
+		default:
+			u.Reason, u.StatusMessage = domain.ReasonAvailable, r.StatusMessage
 		}
 	}
 	if res != nil {
