@@ -75,6 +75,12 @@
 //	  ▲                                      │
 //	  └──── CheckResource passes again ──────┘ ("... passing again since T2 (failed since T)")
 //
+// Every record sets the resource's reason with its status: HealthCheckFailed while it is
+// unhealthy, Recovered when it passes again (kept by later passing checks until the next
+// reconcile), Available for a ready row that named no reason of ready yet, and UnreadableRow
+// for a row recorded as error, not checked, because a column of it cannot be read
+// (domain.Resource.Unreadable): the provisioner looks at it again until it is fixed.
+//
 // A failing check never deprovisions anything. The state and config CheckResource returns
 // (also along with an error) are saved, and the repairs it reports are recorded as the
 // resource's repair events. Nothing is written when nothing changed. Every write is

@@ -52,7 +52,7 @@ func (s *fakeStore) addCreated(id, provisioner string, createdAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rows[id] = &domain.Resource{ID: id, Type: domain.ResourceTypeRuntime, Provisioner: provisioner, Generation: 1, ObservedGeneration: 1,
-		Status: domain.StatusReady, StatusMessage: "ready at generation 1", State: map[string]any{"host": "a"}, Config: map[string]any{},
+		Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "ready at generation 1", State: map[string]any{"host": "a"}, Config: map[string]any{},
 		CreatedAt: createdAt}
 	s.notify()
 }
@@ -109,7 +109,7 @@ func (s *fakeStore) RecordHealth(ctx context.Context, id string, checked domain.
 	if r.Generation != checked.Generation || r.LeaseToken != checked.LeaseToken || (r.Status != domain.StatusReady && r.Status != domain.StatusUnhealthy) {
 		return domain.Resource{}, domain.ErrStale
 	}
-	r.Status, r.StatusMessage = h.Status, h.StatusMessage
+	r.Status, r.Reason, r.StatusMessage = h.Status, h.Reason, h.StatusMessage
 	if h.Status == domain.StatusUnhealthy {
 		if r.UnhealthySince == nil {
 			since := h.UnhealthySince

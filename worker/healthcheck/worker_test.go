@@ -167,6 +167,7 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	s.store.waitFor(c, "the failure recorded", func() bool { return len(s.store.records) == 1 })
 	r := s.store.row("r1")
 	c.Check(r.Status, gc.Equals, domain.StatusUnhealthy)
+	c.Check(r.Reason, gc.Equals, domain.ReasonHealthCheckFailed)
 	c.Check(r.StatusMessage, gc.Equals, "health check failing since 2026-01-01T00:00:00Z: host a is down")
 	c.Check(r.State, gc.DeepEquals, map[string]any{"host": "b"})
 	c.Check(r.Config, gc.DeepEquals, map[string]any{"host": "b"})
@@ -178,6 +179,7 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	s.env.calls.Next(c)
 	s.store.waitFor(c, "the new reason recorded", func() bool { return len(s.store.records) == 2 })
 	c.Check(s.store.row("r1").StatusMessage, gc.Equals, "health check failing since 2026-01-01T00:00:00Z: timed out")
+	c.Check(s.store.records[1].Reason, gc.Equals, domain.ReasonHealthCheckFailed)
 
 	s.env.set(func(e *fakeEnviron) { delete(e.errs, "r1") })
 	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
@@ -185,6 +187,7 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	s.store.waitFor(c, "the recovery recorded", func() bool { return len(s.store.records) == 3 })
 	r = s.store.row("r1")
 	c.Check(r.Status, gc.Equals, domain.StatusReady)
+	c.Check(r.Reason, gc.Equals, domain.ReasonRecovered)
 	c.Check(r.StatusMessage, gc.Equals, "ready at generation 1: health check passing again since 2026-01-01T00:02:00Z (failed since 2026-01-01T00:00:00Z)")
 	c.Check(r.UnhealthySince, gc.IsNil)
 
@@ -195,6 +198,33 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	}
 	c.Check(s.store.records, gc.HasLen, 3)
 	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusReady)
+	c.Check(s.store.row("r1").Reason, gc.Equals, domain.ReasonRecovered) // until the next reconcile
+}
+
+// A ready row that names no reason of ready (written before reasons were kept) is recorded
+// Available by its first passing check, and then left alone.
+func (s *workerSuite) TestReadyRowWithoutAReasonIsRecordedAvailable(c *gc.C) {
+	s.store.add("r1")
+	s.store.mu.Lock()
+	s.store.rows["r1"].Reason = ""
+	s.store.mu.Unlock()
+	s.config.Concurrency = 1
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	s.env.calls.Next(c)
+	s.store.waitFor(c, "the reason recorded", func() bool { return len(s.store.records) == 1 })
+	r := s.store.row("r1")
+	c.Check(r.Status, gc.Equals, domain.StatusReady)
+	c.Check(r.Reason, gc.Equals, domain.ReasonAvailable)
+	c.Check(r.StatusMessage, gc.Equals, "ready at generation 1")
+	c.Check(s.store.records[0].Repairs, gc.HasLen, 0)
+
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+	s.env.calls.Next(c)
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+	s.env.calls.Next(c) // the second round's check has ended: the third's has begun
+	c.Check(s.store.records, gc.HasLen, 1)
 }
 
 func (s *workerSuite) TestUnreadableRowIsRecordedAsErrorNotChecked(c *gc.C) {
@@ -210,6 +240,7 @@ func (s *workerSuite) TestUnreadableRowIsRecordedAsErrorNotChecked(c *gc.C) {
 	s.store.waitFor(c, "the unreadable row recorded", func() bool { return len(s.store.records) == 1 })
 	r := s.store.row("r1")
 	c.Check(r.Status, gc.Equals, domain.StatusError)
+	c.Check(r.Reason, gc.Equals, domain.ReasonUnreadableRow)
 	c.Check(r.StatusMessage, gc.Equals, "config is not JSON Berth can read: number 1e+400 out of range: fix the column with SQL or delete the resource")
 	s.env.calls.None(c, shortWait) // r1 is never handed to the environ
 

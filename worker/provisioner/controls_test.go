@@ -15,7 +15,7 @@ import (
 // readyRow is a resource provisioned at generation 1 by the pool.
 func readyRow(id string) domain.Resource {
 	return domain.Resource{
-		ID: id, Name: "web", Owner: "acme", Provisioner: "pool", Status: domain.StatusReady,
+		ID: id, Name: "web", Owner: "acme", Provisioner: "pool", Status: domain.StatusReady, Reason: domain.ReasonAvailable,
 		StatusMessage: "ready at generation 1", Generation: 1, ObservedGeneration: 1,
 		Args: map[string]any{"slots": 1}, State: map[string]any{"host": "a"}, Config: map[string]any{"host": "host-" + id},
 		Labels: map[string]string{"team": "data"},
@@ -80,12 +80,14 @@ func (s *workerSuite) TestHibernate(c *gc.C) {
 	row := s.state.waitRow(c, "r1", "hibernated", func(r *domain.Resource) bool { return r.Status == domain.StatusHibernated })
 	s.state.waitIdle(c, "r1", 1)
 	c.Check(row.StatusMessage, gc.Equals, "hibernated at generation 1")
+	c.Check(row.Reason, gc.Equals, domain.ReasonHibernated)
 	c.Check(row.State, gc.DeepEquals, map[string]any{"hibernated": true, "generation": int64(1)})
 	c.Check(row.Config, gc.DeepEquals, map[string]any{"host": "host-r1"})
 	updates := s.state.progress("r1")
 	c.Assert(updates, gc.HasLen, 2)
 	c.Check(updates[0].Status, gc.Equals, domain.StatusHibernating)
 	c.Check(updates[0].StatusMessage, gc.Equals, "hibernating generation 1")
+	c.Check(reasons(updates), gc.DeepEquals, []domain.Reason{domain.ReasonHibernating, domain.ReasonHibernated})
 	c.Check(updates[1].Config, gc.IsNil) // kept
 	c.Check(updates[1].ReleaseLease, gc.Equals, true)
 	c.Check(s.state.releaseCallCount("r1"), gc.Equals, 0)
@@ -108,7 +110,8 @@ func (s *workerSuite) TestHibernate(c *gc.C) {
 // changed while hibernated are applied.
 func (s *workerSuite) TestWake(c *gc.C) {
 	row := readyRow("r1")
-	row.Status, row.StatusMessage, row.State = domain.StatusHibernated, "hibernated at generation 1", map[string]any{"hibernated": true}
+	row.Status, row.Reason, row.StatusMessage = domain.StatusHibernated, domain.ReasonHibernated, "hibernated at generation 1"
+	row.State = map[string]any{"hibernated": true}
 	s.state.add(row)
 	s.state.updateArgs("r1", map[string]any{"slots": 3})
 	w := s.start(c, s.config())
@@ -123,6 +126,7 @@ func (s *workerSuite) TestWake(c *gc.C) {
 	c.Check(updates[0].Status, gc.Equals, domain.StatusProvisioning)
 	c.Check(updates[0].StatusMessage, gc.Equals, "waking generation 2")
 	c.Check(updates[1].StatusMessage, gc.Equals, "waking generation 2: waiting for it to serve")
+	c.Check(reasons(updates), gc.DeepEquals, []domain.Reason{domain.ReasonProvisioning, domain.ReasonAwaitingReady, domain.ReasonAvailable})
 	c.Check(s.env.lastInput().State, gc.DeepEquals, map[string]any{"hibernated": true})
 	c.Check(s.env.lastOpts().Args, gc.DeepEquals, map[string]any{"slots": 3})
 	c.Check(s.env.lastOpts().Labels, gc.DeepEquals, map[string]string{"team": "data"})
@@ -142,6 +146,7 @@ func (s *workerSuite) TestHibernateFailureRetried(c *gc.C) {
 	s.state.waitIdle(c, "r1", 1)
 	due := epoch.Add(backoffBase / 2)
 	c.Check(row.Status, gc.Equals, domain.StatusHibernating)
+	c.Check(row.Reason, gc.Equals, domain.ReasonBackoff)
 	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
 	c.Check(row.LastError, gc.Equals, "hibernate: api unreachable")
 	c.Check(row.StatusMessage, gc.Equals, "hibernate attempt 1 failed: hibernate: api unreachable; retrying at 2025-03-01T12:00:05Z")
@@ -156,6 +161,9 @@ func (s *workerSuite) TestHibernateFailureRetried(c *gc.C) {
 		domain.StatusHibernating, domain.StatusHibernating, domain.StatusHibernating, domain.StatusHibernated,
 	})
 	c.Check(updates[2].StatusMessage, gc.Equals, "hibernating generation 1")
+	c.Check(reasons(updates), gc.DeepEquals, []domain.Reason{
+		domain.ReasonHibernating, domain.ReasonBackoff, domain.ReasonHibernating, domain.ReasonHibernated,
+	})
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeRetry, provisioner.OutcomeHibernated})
 }
 
@@ -172,6 +180,7 @@ func (s *workerSuite) TestEnvironThatCannotHibernate(c *gc.C) {
 	row := s.state.waitRow(c, "r1", "error", func(r *domain.Resource) bool { return r.Status == domain.StatusError })
 	s.state.waitIdle(c, "r1", 1)
 	c.Check(row.StatusMessage, gc.Equals, `provisioner "pool" (fake) cannot hibernate resources: wake the resource (berth resource wake r1) or delete it`)
+	c.Check(row.Reason, gc.Equals, domain.ReasonBrokerError)
 	c.Check(row.LastError, gc.Equals, row.StatusMessage)
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	c.Check(s.metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomePermanent})

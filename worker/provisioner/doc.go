@@ -4,10 +4,12 @@
 //
 // # State machine
 //
-// The status column is the whole state machine (it is domain's, drawn here with the step
-// of this worker that moves each edge). A reconcile reads the row under a lease, takes
-// one path below, and records every step before the next, so a restarted agent resumes
-// from the row alone.
+// The status column, with its reason, is the whole state machine (it is domain's, drawn
+// here with the step of this worker that moves each edge; domain's package doc lists the
+// reasons of each status). A reconcile reads the row under a lease, takes one path below,
+// and records every step before the next, status and reason in the same write, so a
+// restarted agent resumes from the row alone. The status message is for people: no code
+// reads it back.
 //
 //	                row inserted
 //	                     │
@@ -48,15 +50,19 @@
 // Paused is not a status: a paused row keeps whatever status it has and the agent does
 // nothing to it (see below) until it is resumed.
 //
-// A permanent failure (unknown provisioner, unsupported type, an error the broker marks
-// Permanent) is not retried while the generation stays. A resource waiting for capacity is
-// retried after min(backoff, CapacityRetry), and at once when a deprovision by this agent
-// frees room on the same provisioner. While it waits it stays pending with the message
-// "waiting for capacity since T: why": a retry calls Reconcile without first recording
-// provisioning, and one that still finds no room keeps T and rewrites the message only when
-// the broker's reason changed. The row's attempts, next_attempt_at and last_error move on
+// A permanent failure (unknown provisioner or an error the broker marks Permanent:
+// BrokerError; a type the provisioner does not serve: UnknownType) is not retried while the
+// generation stays. A resource waiting for capacity is retried after min(backoff,
+// CapacityRetry), and at once when a deprovision by this agent frees room on the same
+// provisioner. While it waits it stays pending with the reason WaitingForCapacity (the
+// store keeps the time the wait began, waiting_since, while the reason stays) and the
+// message "waiting for capacity: why": a retry calls Reconcile without first recording
+// provisioning, and one that still finds no room rewrites the message only when the
+// broker's reason changed. The row's attempts, next_attempt_at and last_error move on
 // every retry, but its history (written on a change of status or message) gets one event
-// for the whole wait, and the log one warning, not two of each per retry.
+// for the whole wait, and the log one warning, not two of each per retry. retrypolicy.go
+// is the whole policy: which status, reason, message, retry delay and metric outcome each
+// kind of failure records.
 //
 // One reconcile of a claimed row, in order:
 //
@@ -92,13 +98,14 @@
 //     Hibernate kept (the static pool's host, the Kubernetes workload's replicas).
 //   - ready at its generation: nothing to do (health checks belong to another worker).
 //   - otherwise provision: resolve the provisioner (pinning the default on the row when it
-//     names none), check the type is supported, record "provisioning generation N" (unless
-//     the row is waiting for capacity on its pinned provisioner), call
-//     Reconcile, record the broker state it returns at once, AwaitReady, and record ready
-//     with the observed generation, client config and attempts and last_error cleared.
+//     names none), check the type is supported, record "provisioning generation N"
+//     (Provisioning; unless the row is waiting for capacity on its pinned provisioner), call
+//     Reconcile, record the broker state it returns at once ("...: waiting for it to
+//     serve", AwaitingReady), AwaitReady, and record ready (Available) with the observed
+//     generation, client config and attempts and last_error cleared.
 //
 // The claim is ClaimAndStart when the agent has a default provisioner: for a row nothing
-// has been done to yet (pending, no status message, no retry scheduled) that the default
+// has been done to yet (pending with the reason Created, no retry scheduled) that the default
 // provisioner provisions, the store records "provisioning generation N" and pins the
 // provisioner in the claim's own write, decided on the row as claimed; the steps above then
 // find it recorded and go on to Reconcile. Any other row is only claimed, and the steps

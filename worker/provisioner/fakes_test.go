@@ -25,7 +25,10 @@ const shortWait = 50 * time.Millisecond
 // fakeState is an in-memory ResourceState that keeps the domain contract: leases with
 // expiry and a token every claim bumps, writes refused with a LeaseHeldError once the lease
 // they carry is not the row's, takeovers of expired leases reported, ErrStale when the generation moved on or a delete was requested, FinalizeDelete
-// only of deleting rows. Tests wait on it with waitFor rather than sleeping.
+// only of deleting rows, and the reason's times (WaitingSince set when the reason becomes
+// WaitingForCapacity, kept while it stays, cleared otherwise; LastAttemptAt on every
+// update), on the fake's clock, which is the database's. Tests wait on it with waitFor
+// rather than sleeping.
 type fakeState struct {
 	clock clock.Clock
 
@@ -117,12 +120,13 @@ func (s *fakeState) ClaimAndStart(ctx context.Context, id, holder string, ttl ti
 	defer s.mu.Unlock()
 	defer s.notify()
 	row := s.rows[id]
-	if row.Paused || row.Hibernate || row.Status != domain.StatusPending || row.StatusMessage != "" || row.NextAttemptAt != nil ||
+	if row.Paused || row.Hibernate || row.Status != domain.StatusPending || row.Reason != domain.ReasonCreated || row.NextAttemptAt != nil ||
 		(row.Provisioner != "" && row.Provisioner != start.Provisioner) || !slices.Contains(start.Types, row.Type) {
 		return c, nil
 	}
-	row.Status = domain.StatusProvisioning
+	row.Status, row.Reason = domain.StatusProvisioning, domain.ReasonProvisioning
 	row.StatusMessage = domain.ProvisioningMessage(row.Generation)
+	row.WaitingSince = nil
 	row.Provisioner = start.Provisioner
 	s.starts[id] = append(s.starts[id], copyResource(*row))
 	c.Resource, c.Started = copyResource(*row), true
@@ -203,7 +207,16 @@ func (s *fakeState) RecordProgress(_ context.Context, id string, held domain.Lea
 		return domain.Resource{}, domain.ErrStale
 	}
 	s.updates[id] = append(s.updates[id], u)
+	now := s.clock.Now()
+	switch {
+	case u.Reason != domain.ReasonWaitingForCapacity:
+		row.WaitingSince = nil
+	case row.Reason != domain.ReasonWaitingForCapacity || row.WaitingSince == nil:
+		row.WaitingSince = &now
+	}
+	row.LastAttemptAt = &now
 	row.Status = u.Status
+	row.Reason = u.Reason
 	row.StatusMessage = u.StatusMessage
 	if u.Provisioner != "" {
 		row.Provisioner = u.Provisioner
@@ -218,14 +231,13 @@ func (s *fakeState) RecordProgress(_ context.Context, id string, held domain.Lea
 		row.ObservedGeneration = *u.ObservedGeneration
 	}
 	if u.Status == domain.StatusReady && row.ReadyAt == nil {
-		now := s.clock.Now()
 		row.ReadyAt = &now
 	}
 	row.Attempts = u.Attempts
 	row.NextAttemptAt = nil
 	if u.RetryIn > 0 {
 		// The fake's clock is the database's.
-		t := s.clock.Now().Add(u.RetryIn)
+		t := now.Add(u.RetryIn)
 		row.NextAttemptAt = &t
 	}
 	row.LastError = u.LastError
@@ -331,6 +343,9 @@ func (s *fakeState) add(r domain.Resource) {
 	if r.Status == "" {
 		r.Status = domain.StatusPending
 	}
+	if r.Reason == "" && r.Status == domain.StatusPending && r.StatusMessage == "" {
+		r.Reason = domain.ReasonCreated
+	}
 	if r.Type == "" {
 		r.Type = domain.ResourceTypeRuntime
 	}
@@ -358,8 +373,9 @@ func (s *fakeState) requestDelete(id string) {
 	defer s.mu.Unlock()
 	defer s.notify()
 	row := s.rows[id]
-	row.Status = domain.StatusDeleting
+	row.Status, row.Reason = domain.StatusDeleting, domain.ReasonDeleteRequested
 	row.StatusMessage = "delete requested"
+	row.WaitingSince = nil
 	row.Attempts, row.NextAttemptAt, row.LastError = 0, nil, ""
 }
 
@@ -479,9 +495,11 @@ func copyResource(r domain.Resource) domain.Resource {
 		t := *r.NextAttemptAt
 		r.NextAttemptAt = &t
 	}
-	if r.ReadyAt != nil {
-		t := *r.ReadyAt
-		r.ReadyAt = &t
+	for _, t := range []**time.Time{&r.ReadyAt, &r.WaitingSince, &r.LastAttemptAt} {
+		if *t != nil {
+			v := **t
+			*t = &v
+		}
 	}
 	return r
 }

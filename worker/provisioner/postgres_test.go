@@ -136,11 +136,11 @@ func (s *postgresSuite) events(c *gc.C, id string) []eventLine {
 }
 
 // A resource waiting for a full pool is retried again and again; its history holds one
-// event for the whole wait, and it goes to ready once the slot is freed.
+// event for the whole wait, its row keeps the time the wait began, and it goes to ready
+// once the slot is freed.
 func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
 	occupant := s.fillPool(c)
 	waiter := s.create(c, "waiter")
-	started := s.clock.Now()
 
 	metrics := newFakeMetrics()
 	watcher := newFakeWatcher()
@@ -149,18 +149,23 @@ func (s *postgresSuite) TestCapacityRetriesLeaveOneEvent(c *gc.C) {
 
 	watcher.send(c, waiter.ID)
 	metrics.waitOutcomes(c, 1)
+	first, err := s.state.GetResource(s.ctx, waiter.ID)
+	c.Assert(err, gc.IsNil)
+	c.Assert(first.WaitingSince, gc.NotNil, gc.Commentf("%s/%s %q", first.Status, first.Reason, first.StatusMessage))
 	const retries = 5
 	for i := 1; i <= retries; i++ {
 		s.advanceToRetry(c, waiter.ID)
 		metrics.waitOutcomes(c, i+1)
 	}
 
-	waiting := fmt.Sprintf(`waiting for capacity since %s: reconcile: place runtime: reserve 1 slots of pool for resource %s: `+
+	waiting := fmt.Sprintf(`waiting for capacity: reconcile: place runtime: reserve 1 slots of pool for resource %s: `+
 		`no host of provisioner "pool" has 1 free slot (largest free: 0 on %s)`,
-		started.UTC().Format(time.RFC3339), waiter.ID, poolHost)
+		waiter.ID, poolHost)
 	row, err := s.state.GetResource(s.ctx, waiter.ID)
 	c.Assert(err, gc.IsNil)
 	c.Check(row.Status, gc.Equals, domain.StatusPending)
+	c.Check(row.Reason, gc.Equals, domain.ReasonWaitingForCapacity)
+	c.Check(row.WaitingSince, gc.DeepEquals, first.WaitingSince) // since the first failure, all along
 	c.Check(row.StatusMessage, gc.Equals, waiting)
 	c.Check(row.Attempts, gc.Equals, retries+1)
 	history := []eventLine{

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	jujuerrors "github.com/juju/errors"
@@ -107,7 +106,7 @@ func (a *attempt) run(woken bool) outcome {
 	case a.ctx.Err() != nil:
 		return outcome{}
 	default:
-		delay := a.w.backoff(1)
+		delay := a.w.retryPolicy().backoff(1)
 		a.log.Warn("cannot claim resource; retrying", "error", err, "retry-in", delay)
 		a.failure = fmt.Errorf("claim: %w", err)
 		return outcome{retryAt: a.w.now().Add(delay), result: OutcomeRetry}
@@ -189,8 +188,7 @@ func (a *attempt) provision() outcome {
 		return a.fail(environ.Permanent(err))
 	}
 	if !env.Supports(a.r.Type) {
-		return a.fail(environ.Permanent(fmt.Errorf(
-			"provisioner %q (%s) does not provision resources of type %q: choose a provisioner that does", name, env.Type(), a.r.Type)))
+		return a.fail(&unsupportedTypeError{provisioner: name, envType: env.Type(), typ: a.r.Type})
 	}
 	a.resolved(name)
 	gen := a.r.Generation
@@ -204,6 +202,7 @@ func (a *attempt) provision() outcome {
 	u := domain.ProgressUpdate{
 		Generation:    gen,
 		Status:        domain.StatusProvisioning,
+		Reason:        domain.ReasonProvisioning,
 		StatusMessage: step,
 		Attempts:      a.r.Attempts,
 		LastError:     a.r.LastError,
@@ -214,7 +213,7 @@ func (a *attempt) provision() outcome {
 	if a.started {
 		// The claim recorded u already.
 		a.log.Info("provisioning")
-	} else if _, waiting := waitingSince(a.r); waiting && u.Provisioner == "" {
+	} else if a.waitingForCapacity() && u.Provisioner == "" {
 		// A retry for capacity stays pending until the broker finds room: recording
 		// provisioning first would flip the row, and its history, on every retry.
 		a.log.Debug("retrying a resource waiting for capacity")
@@ -234,11 +233,12 @@ func (a *attempt) provision() outcome {
 	// Save the broker's state before waiting: if the agent dies now, the next attempt hands
 	// it back instead of starting from what the broker may already have replaced. A broker
 	// that keeps it itself hands back the same, so the wait is recorded with the next write.
+	u.Reason = domain.ReasonAwaitingReady
 	u.StatusMessage = step + ": waiting for it to serve"
 	u.Provisioner = ""
 	u.State = orEmpty(res.State)
 	if res.Kept {
-		a.passed = &domain.StatusStep{Status: u.Status, Message: u.StatusMessage}
+		a.passed = &domain.StatusStep{Status: u.Status, Reason: u.Reason, Message: u.StatusMessage}
 	} else {
 		if err := a.record(a.attemptCtx, u); err != nil {
 			return a.fail(err)
@@ -261,6 +261,7 @@ func (a *attempt) provision() outcome {
 	err = a.record(a.attemptCtx, domain.ProgressUpdate{
 		Generation:         gen,
 		Status:             domain.StatusReady,
+		Reason:             domain.ReasonAvailable,
 		StatusMessage:      message,
 		State:              orEmpty(res.State),
 		Config:             orEmpty(res.Config),
@@ -288,6 +289,7 @@ func (a *attempt) hibernate() outcome {
 	done := domain.ProgressUpdate{
 		Generation:    gen,
 		Status:        domain.StatusHibernated,
+		Reason:        domain.ReasonHibernated,
 		StatusMessage: fmt.Sprintf("hibernated at generation %d", gen),
 		ReleaseLease:  true,
 	}
@@ -304,11 +306,12 @@ func (a *attempt) hibernate() outcome {
 		return a.fail(environ.Permanent(cannotHibernate(name, env.Type(), a.r.ID)))
 	}
 	a.hibernating = true
-	if a.r.Status != domain.StatusHibernating || a.r.StatusMessage != hibernatingMessage(gen) {
+	if a.r.Status != domain.StatusHibernating || a.r.Reason != domain.ReasonHibernating {
 		a.log.Info("hibernating")
 		err := a.record(a.attemptCtx, domain.ProgressUpdate{
 			Generation:    gen,
 			Status:        domain.StatusHibernating,
+			Reason:        domain.ReasonHibernating,
 			StatusMessage: hibernatingMessage(gen),
 			Attempts:      a.r.Attempts,
 			LastError:     a.r.LastError,
@@ -419,67 +422,32 @@ func (a *attempt) fail(err error) outcome {
 	}
 	a.failure = err
 
-	attempts := a.r.Attempts + 1
 	now := a.w.now()
+	d := a.w.retryPolicy().decide(a.classify(err), now)
 	u := domain.ProgressUpdate{
-		Generation:   a.r.Generation,
-		Attempts:     attempts,
+		Generation:    a.r.Generation,
+		Status:        d.status,
+		Reason:        d.reason,
+		StatusMessage: d.message,
+		Attempts:      d.attempts,
+		// The store schedules the retry this long after the write on the database's clock,
+		// which every agent compares it with; the outcome's retryAt times this agent's own
+		// requeue.
+		RetryIn:      d.retryIn,
 		LastError:    err.Error(),
 		ReleaseLease: true,
 	}
-	o := outcome{result: OutcomeRetry}
-	stillWaiting := false
-	switch {
-	case a.r.Status == domain.StatusDeleting:
-		// Deprovisioning is retried whatever the error: giving up would leak what the
-		// resource holds.
-		o.retryAt = now.Add(a.w.backoff(attempts))
-		u.Status = domain.StatusDeleting
-		u.StatusMessage = fmt.Sprintf("deprovision attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
-	case a.hibernating:
-		// Hibernating keeps the resource's data: it is retried whatever the error, and the
-		// resource stays hibernating meanwhile.
-		o.retryAt = now.Add(a.w.backoff(attempts))
-		u.Status = domain.StatusHibernating
-		u.StatusMessage = fmt.Sprintf("hibernate attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
-	case errors.As(err, new(*unreadableError)):
-		// Nothing can be provisioned from the row until someone fixes it; retrying with
-		// backoff notices the fix without a change event (a plain-SQL fix of state or
-		// config writes none).
-		o.retryAt = now.Add(a.w.backoff(attempts))
-		u.Status = domain.StatusError
-		u.StatusMessage = fmt.Sprintf("%v; looking again at %s", err, o.retryAt.UTC().Format(time.RFC3339))
-	case environ.IsPermanent(err):
-		o.result = OutcomePermanent
-		u.Status = domain.StatusError
-		u.StatusMessage = err.Error()
-	case errors.Is(err, domain.ErrNoCapacity):
-		o.retryAt = now.Add(min(a.w.backoff(attempts), a.w.config.CapacityRetry))
+	o := outcome{result: d.outcome}
+	if d.retryIn > 0 {
+		o.retryAt = now.Add(d.retryIn)
+	}
+	if d.reason == domain.ReasonWaitingForCapacity {
 		o.waitingFor = a.provisioner
-		o.result = OutcomeCapacity
-		since, waiting := waitingSince(a.r)
-		if !waiting {
-			since = now
-		}
-		u.Status = domain.StatusPending
-		u.StatusMessage = fmt.Sprintf("%s since %s: %v", domain.WaitingForCapacityPrefix, since.UTC().Format(time.RFC3339), err)
-		// Still waiting, for the same reason: the row keeps its status and message, so the
-		// retry adds nothing to the resource's history, nor a warning to the log.
-		stillWaiting = waiting && u.StatusMessage == a.r.StatusMessage
-	default:
-		o.retryAt = now.Add(a.w.backoff(attempts))
-		u.Status = domain.StatusProvisioning
-		u.StatusMessage = fmt.Sprintf("attempt %d failed: %v; retrying at %s", attempts, err, o.retryAt.UTC().Format(time.RFC3339))
 	}
-	if !o.retryAt.IsZero() {
-		// The store schedules the retry this long after the write on the database's clock,
-		// which every agent compares it with; o.retryAt times this agent's own requeue.
-		u.RetryIn = o.retryAt.Sub(now)
-	}
-	if stillWaiting {
-		a.log.Debug("still waiting for capacity", "attempts", attempts, "error", err, "retry-in", u.RetryIn)
+	if d.stillWaiting {
+		a.log.Debug("still waiting for capacity", "waiting-since", a.r.WaitingSince, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)
 	} else {
-		a.log.Warn("reconcile failed", "status", u.Status, "attempts", attempts, "error", err, "retry-in", u.RetryIn)
+		a.log.Warn("reconcile failed", "status", d.status, "reason", d.reason, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)
 	}
 
 	// The attempt's own context may have timed out; the record gets a fresh bound.
@@ -599,26 +567,10 @@ func (a *attempt) leaseRetry(expires time.Time) time.Time {
 	return expires
 }
 
-// waitingSince returns since when r has waited for capacity, as its status message says:
-// "waiting for capacity since <RFC 3339 time>: <why>". A row that is not pending with such a
-// message is not waiting.
-func waitingSince(r domain.Resource) (time.Time, bool) {
-	if r.Status != domain.StatusPending {
-		return time.Time{}, false
-	}
-	rest, ok := strings.CutPrefix(r.StatusMessage, domain.WaitingForCapacityPrefix+" since ")
-	if !ok {
-		return time.Time{}, false
-	}
-	stamp, _, ok := strings.Cut(rest, ": ")
-	if !ok {
-		return time.Time{}, false
-	}
-	since, err := time.Parse(time.RFC3339, stamp)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return since, true
+// waitingForCapacity reports whether the resource, as last read, waits for room on its
+// provisioner (since its WaitingSince).
+func (a *attempt) waitingForCapacity() bool {
+	return a.r.Status == domain.StatusPending && a.r.Reason == domain.ReasonWaitingForCapacity
 }
 
 func orEmpty(m map[string]any) map[string]any {

@@ -353,6 +353,7 @@ func (w *Worker) now() time.Time {
 	return w.config.Clock.Now().Truncate(time.Microsecond)
 }
 
-func (w *Worker) backoff(attempts int) time.Duration {
-	return backoff(w.config.BackoffBase, w.config.BackoffMax, attempts, w.config.Rand())
+// retryPolicy is the policy the worker's settings make.
+func (w *Worker) retryPolicy() retryPolicy {
+	return retryPolicy{base: w.config.BackoffBase, max: w.config.BackoffMax, capacityRetry: w.config.CapacityRetry, rand: w.config.Rand}
 }

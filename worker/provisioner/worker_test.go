@@ -120,6 +120,14 @@ func statuses(updates []domain.ProgressUpdate) []domain.Status {
 	return out
 }
 
+func reasons(updates []domain.ProgressUpdate) []domain.Reason {
+	out := make([]domain.Reason, len(updates))
+	for i, u := range updates {
+		out[i] = u.Reason
+	}
+	return out
+}
+
 func (s *workerSuite) TestPendingToReady(c *gc.C) {
 	s.state.add(domain.Resource{ID: "r1", Name: "web", Owner: "acme", Args: map[string]any{"slots": 2}})
 	w := s.start(c, s.config())
@@ -133,6 +141,7 @@ func (s *workerSuite) TestPendingToReady(c *gc.C) {
 	c.Check(row.Config, gc.DeepEquals, map[string]any{"host": "host-r1"})
 	c.Check(row.State, gc.DeepEquals, map[string]any{"generation": int64(1)})
 	c.Check(row.StatusMessage, gc.Equals, "ready at generation 1")
+	c.Check(row.Reason, gc.Equals, domain.ReasonAvailable)
 	c.Check(row.Attempts, gc.Equals, 0)
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	c.Check(row.LastError, gc.Equals, "")
@@ -142,9 +151,11 @@ func (s *workerSuite) TestPendingToReady(c *gc.C) {
 	c.Assert(starts, gc.HasLen, 1)
 	c.Check(starts[0].Status, gc.Equals, domain.StatusProvisioning)
 	c.Check(starts[0].StatusMessage, gc.Equals, "provisioning generation 1")
+	c.Check(starts[0].Reason, gc.Equals, domain.ReasonProvisioning)
 	c.Check(starts[0].Provisioner, gc.Equals, "pool")
 	updates := s.state.progress("r1")
 	c.Check(statuses(updates), gc.DeepEquals, []domain.Status{domain.StatusProvisioning, domain.StatusReady})
+	c.Check(reasons(updates), gc.DeepEquals, []domain.Reason{domain.ReasonAwaitingReady, domain.ReasonAvailable})
 	c.Check(updates[0].State, gc.DeepEquals, map[string]any{"generation": int64(1)}) // saved before AwaitReady
 	// The ready record gives up the lease itself: no separate release.
 	c.Check([]bool{updates[0].ReleaseLease, updates[1].ReleaseLease}, gc.DeepEquals, []bool{false, true})
@@ -178,10 +189,14 @@ func (s *workerSuite) TestKeptStateIsRecordedWithTheNextWrite(c *gc.C) {
 	c.Assert(s.clock.WaitAdvance(5*time.Second, testkit.LongWait, 1), gc.IsNil) // rand 0.5: the first retry after 5s
 	s.state.waitRow(c, "r1", "ready", ready(1))
 
-	waiting := &domain.StatusStep{Status: domain.StatusProvisioning, Message: "provisioning generation 1: waiting for it to serve"}
+	waiting := &domain.StatusStep{Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady,
+		Message: "provisioning generation 1: waiting for it to serve"}
 	updates := s.state.progress("r1")
 	c.Check(statuses(updates), gc.DeepEquals, []domain.Status{
 		domain.StatusProvisioning, domain.StatusProvisioning, domain.StatusReady,
+	})
+	c.Check(reasons(updates), gc.DeepEquals, []domain.Reason{
+		domain.ReasonBackoff, domain.ReasonProvisioning, domain.ReasonAvailable,
 	})
 	c.Check(updates[0].StatusMessage, gc.Matches, "attempt 1 failed: await ready: host not serving yet; retrying at .*")
 	c.Check(updates[0].Passed, gc.DeepEquals, waiting)
@@ -219,6 +234,9 @@ func (s *workerSuite) TestGenerationBump(c *gc.C) {
 		domain.StatusProvisioning, domain.StatusProvisioning, domain.StatusReady,
 	})
 	c.Check(updates[2].StatusMessage, gc.Equals, "provisioning generation 2")
+	c.Check(reasons(updates[2:]), gc.DeepEquals, []domain.Reason{
+		domain.ReasonProvisioning, domain.ReasonAwaitingReady, domain.ReasonAvailable,
+	})
 	c.Check(s.metrics.waitOutcomes(c, 2), gc.DeepEquals, []string{provisioner.OutcomeReady, provisioner.OutcomeReady})
 	c.Check(s.metrics.createToReadyObservations(), gc.HasLen, 1) // only the first ready
 }
@@ -276,6 +294,7 @@ func (s *workerSuite) TestDeprovisionFailureRetried(c *gc.C) {
 	s.state.waitIdle(c, "r1", 1)
 	due := epoch.Add(backoffBase / 2) // rand 0.5 of a 10s ceiling
 	c.Check(row.Status, gc.Equals, domain.StatusDeleting)
+	c.Check(row.Reason, gc.Equals, domain.ReasonBackoff)
 	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
 	c.Check(row.LastError, gc.Equals, "deprovision: host unreachable")
 	c.Check(row.StatusMessage, gc.Equals, "deprovision attempt 1 failed: deprovision: host unreachable; retrying at 2025-03-01T12:00:05Z")
@@ -299,6 +318,7 @@ func (s *workerSuite) TestTransientFailureRetriedWithBackoff(c *gc.C) {
 	delay := 8 * time.Second // 0.8 * min(5m, 10s * 2^0)
 	due := epoch.Add(delay)
 	c.Check(row.Status, gc.Equals, domain.StatusProvisioning)
+	c.Check(row.Reason, gc.Equals, domain.ReasonBackoff)
 	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
 	c.Check(row.LastError, gc.Equals, "reconcile: host busy")
 	c.Check(row.StatusMessage, gc.Equals, "attempt 1 failed: reconcile: host busy; retrying at 2025-03-01T12:00:08Z")
@@ -362,6 +382,7 @@ func (s *workerSuite) TestPermanentErrorWaitsForNewGeneration(c *gc.C) {
 	row := s.state.waitRow(c, "r1", "error", func(r *domain.Resource) bool { return r.Status == domain.StatusError })
 	s.state.waitIdle(c, "r1", 1)
 	c.Check(row.StatusMessage, gc.Equals, "reconcile: args.slots: must be at least 1, got 0")
+	c.Check(row.Reason, gc.Equals, domain.ReasonBrokerError)
 	c.Check(row.LastError, gc.Equals, row.StatusMessage)
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	// No retry is scheduled: the clock has nothing waiting on it.
@@ -392,6 +413,7 @@ func (s *workerSuite) TestUnreadableRowGoesToErrorAndIsRetriedWithBackoff(c *gc.
 	row := s.state.waitRow(c, "r1", "first failure", func(r *domain.Resource) bool { return r.Attempts == 1 })
 	s.state.waitIdle(c, "r1", 1)
 	c.Check(row.Status, gc.Equals, domain.StatusError)
+	c.Check(row.Reason, gc.Equals, domain.ReasonUnreadableRow)
 	c.Check(row.StatusMessage, gc.Equals, "config is not JSON Berth can read: number 1e+400 out of range: "+
 		"fix the column with SQL or delete the resource; looking again at 2025-03-01T12:00:08Z")
 	due := epoch.Add(8 * time.Second) // 0.8 * 10s * 2^0
@@ -432,6 +454,7 @@ func (s *workerSuite) TestUnknownProvisioner(c *gc.C) {
 	s.watcher.send(c, "r1")
 	row := s.state.waitRow(c, "r1", "error", func(r *domain.Resource) bool { return r.Status == domain.StatusError })
 	c.Check(row.StatusMessage, gc.Equals, `provisioner "elsewhere" is not in the provisioner set (known: pool)`)
+	c.Check(row.Reason, gc.Equals, domain.ReasonBrokerError)
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
 	s.metrics.waitOutcomes(c, 1)
@@ -449,6 +472,8 @@ func (s *workerSuite) TestUnsupportedType(c *gc.C) {
 	s.watcher.send(c, "r1")
 	row := s.state.waitRow(c, "r1", "error", func(r *domain.Resource) bool { return r.Status == domain.StatusError })
 	c.Check(row.StatusMessage, gc.Equals, `provisioner "pool" (fake) does not provision resources of type "clickhouse": choose a provisioner that does`)
+	c.Check(row.Reason, gc.Equals, domain.ReasonUnknownType)
+	c.Check(row.NextAttemptAt, gc.IsNil)
 	c.Check(row.Provisioner, gc.Equals, "") // not pinned to a provisioner that cannot serve it
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
 }
@@ -466,7 +491,9 @@ func (s *workerSuite) TestNoCapacityWokenByDeprovision(c *gc.C) {
 	s.state.waitIdle(c, "new", 1)
 	due := epoch.Add(backoffBase / 2)
 	c.Check(row.Status, gc.Equals, domain.StatusPending)
-	c.Check(row.StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: reserve 1 slot: no capacity")
+	c.Check(row.Reason, gc.Equals, domain.ReasonWaitingForCapacity)
+	c.Check(row.WaitingSince, gc.DeepEquals, &epoch)
+	c.Check(row.StatusMessage, gc.Equals, "waiting for capacity: reconcile: reserve 1 slot: no capacity")
 	c.Check(row.NextAttemptAt, gc.DeepEquals, &due)
 	waitReport(c, w, "waiting-for-capacity", 1)
 
@@ -498,8 +525,8 @@ func (s *workerSuite) TestNoCapacityRetryCapped(c *gc.C) {
 }
 
 // Retries of a resource waiting for capacity leave it pending: the row never flips to
-// provisioning and back, and its message (with the time it started waiting) changes only
-// when the reason does.
+// provisioning and back, its message changes only when the broker's reason does, and the
+// time it started waiting (the row's WaitingSince) is kept for the whole wait.
 func (s *workerSuite) TestCapacityRetriesStayPending(c *gc.C) {
 	s.state.add(domain.Resource{ID: "r1"})
 	full := fmt.Errorf("no host has 1 free slot: %w", domain.ErrNoCapacity)
@@ -511,11 +538,14 @@ func (s *workerSuite) TestCapacityRetriesStayPending(c *gc.C) {
 	s.watcher.send(c, "r1")
 	// rand 0.5: retries after 5s, 10s, then 20s.
 	for i, delay := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second} {
-		s.state.waitRow(c, "r1", "pending", func(r *domain.Resource) bool { return r.Attempts == i+1 })
+		row := s.state.waitRow(c, "r1", "pending", func(r *domain.Resource) bool { return r.Attempts == i+1 })
+		c.Check(row.Reason, gc.Equals, domain.ReasonWaitingForCapacity)
+		c.Check(row.WaitingSince, gc.DeepEquals, &epoch, gc.Commentf("attempt %d", i+1))
 		s.state.waitIdle(c, "r1", i+1)
 		c.Assert(s.clock.WaitAdvance(delay, testkit.LongWait, 1), gc.IsNil)
 	}
-	s.state.waitRow(c, "r1", "ready", ready(1))
+	row := s.state.waitRow(c, "r1", "ready", ready(1))
+	c.Check(row.WaitingSince, gc.IsNil)
 
 	// The first attempt's claim recorded provisioning before the broker was asked; the
 	// retries, waiting for capacity, are not untouched rows and start nothing.
@@ -525,9 +555,13 @@ func (s *workerSuite) TestCapacityRetriesStayPending(c *gc.C) {
 		domain.StatusPending, domain.StatusPending, domain.StatusPending,
 		domain.StatusProvisioning, domain.StatusReady,
 	})
-	c.Check(updates[0].StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: no host has 1 free slot: no capacity")
+	c.Check(reasons(updates), gc.DeepEquals, []domain.Reason{
+		domain.ReasonWaitingForCapacity, domain.ReasonWaitingForCapacity, domain.ReasonWaitingForCapacity,
+		domain.ReasonAwaitingReady, domain.ReasonAvailable,
+	})
+	c.Check(updates[0].StatusMessage, gc.Equals, "waiting for capacity: reconcile: no host has 1 free slot: no capacity")
 	c.Check(updates[1].StatusMessage, gc.Equals, updates[0].StatusMessage)
-	c.Check(updates[2].StatusMessage, gc.Equals, "waiting for capacity since 2025-03-01T12:00:00Z: reconcile: no host is up: no capacity")
+	c.Check(updates[2].StatusMessage, gc.Equals, "waiting for capacity: reconcile: no host is up: no capacity")
 	c.Check(updates[2].Attempts, gc.Equals, 3)
 	c.Check(updates[2].LastError, gc.Equals, "reconcile: no host is up: no capacity")
 	c.Check(updates[3].StatusMessage, gc.Equals, "provisioning generation 1: waiting for it to serve")
@@ -770,7 +804,8 @@ func (s *workerSuite) TestPersistedRetryHonouredAfterRestart(c *gc.C) {
 	// As a previous agent left them: a transient failure and a wait for capacity.
 	s.state.add(domain.Resource{ID: "r1", Provisioner: "pool", Status: domain.StatusProvisioning,
 		Attempts: 2, NextAttemptAt: &next, LastError: "host busy"})
-	s.state.add(domain.Resource{ID: "r2", Provisioner: "pool", Status: domain.StatusPending,
+	s.state.add(domain.Resource{ID: "r2", Provisioner: "pool", Status: domain.StatusPending, Reason: domain.ReasonWaitingForCapacity,
+		StatusMessage: "waiting for capacity: no capacity", StateTimes: domain.StateTimes{WaitingSince: &epoch},
 		Attempts: 1, NextAttemptAt: &next, LastError: "no capacity"})
 	w := s.start(c, s.config())
 	defer workertest.CleanKill(c, w)
