@@ -138,6 +138,8 @@ type Config struct {
 	//     the agent (provisioner, healthcheck, leadership, schema-guard, the watcher);
 	//   - Health.Interval is the environ checks' interval too;
 	//   - Version, HTTPServer.Addr and Provisioner.LeaseTTL are registered by membership.
+	// The database and provisioner-set workers run on their packages' defaults with the
+	// run's inputs above, which are known only once berth run has checked its flags.
 	Membership   membership.Settings
 	HTTPServer   httpserver.Settings
 	Provisioner  provisioner.Settings
