@@ -30,6 +30,9 @@ func NewEngine(config Config) (*dependency.Engine, error) {
 	if err := config.validateInputs(); err != nil {
 		return nil, err // before the engine starts: nothing to stop
 	}
+	if err := config.ValidateSettings(); err != nil {
+		return nil, err
+	}
 	config.Metrics = metrics.New()
 	engine, err := dependency.NewEngine(EngineConfig(config.Clock, config.Logger, config.Metrics))
 	if err != nil {
@@ -77,7 +80,7 @@ func StoreOpener(logger *slog.Logger) database.Opener {
 // that an unreachable collector cannot hold up its exit.
 const traceFlushTimeout = 5 * time.Second
 
-// SetupTracing returns the reconciles' tracer provider (ProvisionerSettings.TracerProvider)
+// SetupTracing returns the reconciles' tracer provider (Config.TracerProvider)
 // as the OTEL_* environment asks for it (internal/tracing), with the release's version,
 // and flush, which the caller calls once the engine has stopped: it exports the spans
 // still queued, for at most traceFlushTimeout, warning on logger of those it could not.

@@ -53,9 +53,9 @@ package manifolds
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/juju/clock"
 	"github.com/juju/errors"
@@ -65,6 +65,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/resourcelock"
+	"github.com/berth-dev/berth/internal/setting"
 	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/watcher"
 	"github.com/berth-dev/berth/worker/capacity"
@@ -100,7 +101,8 @@ const (
 	SchemaGuardName     = "schema-guard"
 )
 
-// Config is everything the agent's workers are configured with.
+// Config is everything the agent's workers are configured with: their dependencies, the
+// inputs of this run, and each worker's own Settings.
 type Config struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -108,12 +110,11 @@ type Config struct {
 
 	// Engine is the engine the manifolds run in, for its own report, and Metrics the
 	// agent's collectors; NewEngine makes both, only a caller of Manifolds sets them.
-	Engine   *dependency.Engine
-	Metrics  *metrics.Metrics
-	HTTPAddr string
-	// Profiling serves Go's profiles under /debug/pprof/ on HTTPAddr.
-	Profiling bool
-	Version   string // the Berth release, as the agent registers it
+	Engine  *dependency.Engine
+	Metrics *metrics.Metrics
+	// TracerProvider records the reconciles' spans (SetupTracing); nil: no traces.
+	TracerProvider trace.TracerProvider
+	Version        string // the Berth release, as the agent registers it
 
 	DatabaseURL  string
 	OpenDatabase database.Opener
@@ -128,62 +129,51 @@ type Config struct {
 	DefaultProvisioner string
 	SetBuilder         environs.SetBuilder
 
-	Provisioner ProvisionerSettings
-	Watcher     WatcherSettings
-
-	Health     HealthSettings
-	Capacity   CapacitySettings
-	Membership MembershipSettings
-
-	ChangeLogRetain time.Duration
-	// HistoryRetain is how long resource events and capacity samples are kept.
-	HistoryRetain time.Duration
+	// The workers' settings, each the Settings of its worker's package, checked by its
+	// Validate (ValidateSettings); DefaultConfig holds their defaults. A setting several
+	// workers take has one owner here, and Manifolds copies it to the others (shared),
+	// which the caller leaves zero:
+	//   - Membership.Agent.ID, Membership.TTL and Membership.HeartbeatInterval are the
+	//     agent's identity, its agent TTL and its heartbeat, for every worker acting for
+	//     the agent (provisioner, healthcheck, leadership, schema-guard, the watcher);
+	//   - Health.Interval is the environ checks' interval too;
+	//   - Version, HTTPServer.Addr and Provisioner.LeaseTTL are registered by membership.
+	// The database and provisioner-set workers run on their packages' defaults with the
+	// run's inputs above, which are known only once berth run has checked its flags.
+	Membership   membership.Settings
+	HTTPServer   httpserver.Settings
+	Provisioner  provisioner.Settings
+	Watcher      watcher.ResourcesSettings
+	Health       healthcheck.Settings
+	EnvironCheck environcheck.Settings
+	Capacity     capacity.Settings
+	ChangeLog    changelog.Settings
+	Leadership   leadership.Settings
+	SchemaGuard  schemaguard.Settings
 }
 
-// HealthSettings tune the health-check worker.
-type HealthSettings struct {
-	Interval    time.Duration // every ready resource is checked once per interval
-	Concurrency int
+// DefaultConfig is a Config with every worker's default settings and nothing else: the
+// caller adds the agent's id, its dependencies and the run's inputs.
+func DefaultConfig() Config {
+	return Config{
+		Membership:   membership.DefaultSettings(),
+		HTTPServer:   httpserver.DefaultSettings(),
+		Provisioner:  provisioner.DefaultSettings(),
+		Watcher:      watcher.DefaultResourcesSettings(),
+		Health:       healthcheck.DefaultSettings(),
+		EnvironCheck: environcheck.DefaultSettings(),
+		Capacity:     capacity.DefaultSettings(),
+		ChangeLog:    changelog.DefaultSettings(),
+		Leadership:   leadership.DefaultSettings(),
+		SchemaGuard:  schemaguard.DefaultSettings(),
+	}
 }
 
-// MembershipSettings tune the membership worker; the agent registers under
-// Provisioner.Holder, its lease identity.
-type MembershipSettings struct {
-	HeartbeatInterval time.Duration
-	AgentTTL          time.Duration // an agent is live while its last heartbeat is younger
-	PruneAfter        time.Duration // agents silent this long are removed
-}
+// SettingError is a setting of Config that is not valid (ValidateSettings), named by its
+// path in Config, e.g. "Provisioner.Concurrency"; Says says it as the flag that sets it.
+type SettingError = setting.Error
 
-// CapacitySettings tune the capacity worker.
-type CapacitySettings struct {
-	Interval time.Duration
-	// WarnTotal warns when this fraction of a provisioner's usable capacity is used,
-	// WarnHost when every usable host is at least this fraction full.
-	WarnTotal, WarnHost float64
-}
-
-// ProvisionerSettings tune the provisioner worker.
-type ProvisionerSettings struct {
-	Holder           string // this agent's lease identity
-	Concurrency      int
-	AwaitConcurrency int
-	LeaseTTL         time.Duration
-	ReconcileTimeout time.Duration
-	BackoffBase      time.Duration
-	BackoffMax       time.Duration
-	CapacityRetry    time.Duration
-	TracerProvider   trace.TracerProvider // the reconciles' spans; nil: no traces
-}
-
-// WatcherSettings tune the resources watcher.
-type WatcherSettings struct {
-	PollInterval time.Duration
-	GapTimeout   time.Duration
-	BatchSize    int
-}
-
-// Validate reports the first missing field as NotValid. The workers' Settings are checked by
-// their manifolds, each once.
+// Validate reports the first missing field or setting that is not valid as NotValid.
 func (c Config) Validate() error {
 	if err := c.validateInputs(); err != nil {
 		return err
@@ -194,7 +184,7 @@ func (c Config) Validate() error {
 	case c.Metrics == nil:
 		return errors.NotValidf("manifolds: nil Metrics")
 	}
-	return nil
+	return c.ValidateSettings()
 }
 
 // validateInputs checks the fields the caller fills whether or not NewEngine makes the
@@ -215,13 +205,69 @@ func (c Config) validateInputs() error {
 	return nil
 }
 
+// ValidateSettings reports the first setting that is not valid, as its worker's Validate
+// does; a *SettingError names it by its path in Config. The settings are checked as the
+// workers get them (shared), owners first, so that a shared setting's error names its
+// owner. The database and provisioner-set workers check their inputs when they start.
+func (c Config) ValidateSettings() error {
+	c = c.shared()
+	for _, s := range []struct {
+		name     string
+		validate func() error
+	}{
+		{"Membership", c.Membership.Validate},
+		{"HTTPServer", c.HTTPServer.Validate},
+		{"Provisioner", c.Provisioner.Validate},
+		{"Watcher", c.Watcher.Validate},
+		{"Health", c.Health.Validate},
+		{"EnvironCheck", c.EnvironCheck.Validate},
+		{"Capacity", c.Capacity.Validate},
+		{"ChangeLog", c.ChangeLog.Validate},
+		{"Leadership", c.Leadership.Validate},
+		{"SchemaGuard", c.SchemaGuard.Validate},
+	} {
+		err := s.validate()
+		var invalid *SettingError
+		switch {
+		case errors.As(err, &invalid):
+			return invalid.In(s.name)
+		case err != nil:
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// shared returns c with each setting several workers take copied from its owner (see
+// Config) to the others.
+func (c Config) shared() Config {
+	agent := domain.AgentIdentity{ID: c.Membership.Agent.ID, TTL: c.Membership.TTL}
+	heartbeat := c.Membership.HeartbeatInterval
+	c.Membership.Agent.TTL = agent.TTL
+	c.Membership.Agent.Version = c.Version
+	c.Membership.Agent.HTTPAddr = c.HTTPServer.Addr
+	c.Membership.Agent.LeaseTTL = c.Provisioner.LeaseTTL
+	// /readyz answers 200 once the store is open, its schema known, the set built.
+	c.HTTPServer.Required = []string{DatabaseName, SchemaGuardName, EnvironsName}
+	c.Provisioner.Agent = agent
+	c.Provisioner.ShareGrace = heartbeat
+	// A retry more than the agent TTL overdue is one its agent did not come back for: then
+	// any agent takes it.
+	c.Watcher.OverdueAfter = agent.TTL
+	c.Health.Agent = agent
+	c.EnvironCheck.Interval = c.Health.Interval
+	c.Leadership.Agent = agent
+	c.Leadership.Interval = heartbeat
+	c.SchemaGuard.Interval = heartbeat
+	return c
+}
+
 // Manifolds returns the agent's dependency graph.
 func Manifolds(config Config) dependency.Manifolds {
+	config = config.shared()
 	logger := config.Logger
 	// A resource is never health-checked while this agent reconciles it.
 	locks := new(resourcelock.Set)
-	// The agent as the workers that act for it know it: its lease holder is its id.
-	agent := domain.AgentIdentity{ID: config.Provisioner.Holder, TTL: config.Membership.AgentTTL}
 	return dependency.Manifolds{
 		ClockName:  valueManifold(config.Clock),
 		EngineName: dependency.SelfManifold(config.Engine),
@@ -230,14 +276,9 @@ func Manifolds(config Config) dependency.Manifolds {
 			ClockName:  ClockName,
 			EngineName: EngineName,
 			Gatherer:   config.Metrics,
-			Settings: httpserver.Settings{
-				Addr:            config.HTTPAddr,
-				Required:        []string{DatabaseName, SchemaGuardName, EnvironsName},
-				ShutdownTimeout: 5 * time.Second,
-				Profiling:       config.Profiling,
-			},
-			Logger:    logger.With("worker", HTTPServerName),
-			NewWorker: httpserver.NewManifoldWorker,
+			Settings:   config.HTTPServer,
+			Logger:     logger.With("worker", HTTPServerName),
+			NewWorker:  httpserver.NewManifoldWorker,
 		}),
 
 		ResourceMetricsName: resourceMetricsManifold(config.Metrics),
@@ -246,13 +287,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			ClockName: ClockName,
 			Open:      config.OpenDatabase,
 			Logger:    logger.With("worker", DatabaseName),
-			Settings: database.Settings{
-				URL:             config.DatabaseURL,
-				ConnectTimeout:  30 * time.Second,
-				PingInterval:    5 * time.Second,
-				PingTimeout:     5 * time.Second,
-				MaxPingFailures: 3,
-			},
+			Settings:  databaseSettings(config.DatabaseURL),
 			NewWorker: database.NewManifoldWorker,
 		}),
 
@@ -260,14 +295,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			ClockName: ClockName,
 			Signals:   config.ReloadSignals,
 			Builder:   config.SetBuilder,
-			Settings: provisionerset.Settings{
-				Initial: config.ProvisionerSetJSON,
-				Origin:  config.ProvisionerSetOrigin,
-				Path:    config.ProvisionersFile,
-				Default: config.DefaultProvisioner,
-				// Long enough for a save's burst of events, short enough to feel immediate.
-				Debounce: 500 * time.Millisecond,
-			},
+			Settings:  provisionerSetSettings(config),
 			Logger:    logger.With("worker", ProvisionerSetName),
 			NewWorker: provisionerset.NewManifoldWorker,
 		}),
@@ -285,113 +313,72 @@ func Manifolds(config Config) dependency.Manifolds {
 		SchemaGuardName: schemaguard.Manifold(schemaguard.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
-			Settings: schemaguard.Settings{
-				Interval: config.Membership.HeartbeatInterval,
-				Timeout:  5 * time.Second,
-			},
-			Logger:    logger.With("worker", SchemaGuardName),
-			NewWorker: schemaguard.NewManifoldWorker,
+			Settings:     config.SchemaGuard,
+			Logger:       logger.With("worker", SchemaGuardName),
+			NewWorker:    schemaguard.NewManifoldWorker,
 		}),
 
 		ProvisionerName: schemaguard.Gate(SchemaGuardName, provisioner.Manifold(provisioner.ManifoldConfig{
-			ClockName:    ClockName,
-			DatabaseName: DatabaseName,
-			EnvironsName: EnvironsName,
-			Settings: provisioner.Settings{
-				Agent:            agent,
-				Concurrency:      config.Provisioner.Concurrency,
-				AwaitConcurrency: config.Provisioner.AwaitConcurrency,
-				LeaseTTL:         config.Provisioner.LeaseTTL,
-				ReconcileTimeout: config.Provisioner.ReconcileTimeout,
-				BackoffBase:      config.Provisioner.BackoffBase,
-				BackoffMax:       config.Provisioner.BackoffMax,
-				CapacityRetry:    config.Provisioner.CapacityRetry,
-				ShareGrace:       config.Membership.HeartbeatInterval,
-			},
+			ClockName:      ClockName,
+			DatabaseName:   DatabaseName,
+			EnvironsName:   EnvironsName,
+			Settings:       config.Provisioner,
 			Logger:         logger.With("worker", ProvisionerName),
 			Rand:           config.Rand,
 			Metrics:        config.Metrics,
 			Locks:          locks,
-			TracerProvider: config.Provisioner.TracerProvider,
+			TracerProvider: config.TracerProvider,
 			NewWorker:      provisioner.NewWorker,
-			NewWatcher:     newResourcesWatcher(config.Watcher, config.Membership.AgentTTL),
+			NewWatcher:     newResourcesWatcher(config.Watcher),
 		})),
 
 		ChangeLogPrunerName: leadership.Gate(LeadershipName, changelog.Manifold(changelog.ManifoldConfig{
 			ClockName:      ClockName,
 			DatabaseName:   DatabaseName,
 			LeadershipName: LeadershipName,
-			Settings: changelog.Settings{
-				Interval:      10 * time.Minute,
-				Retain:        config.ChangeLogRetain,
-				HistoryRetain: config.HistoryRetain,
-			},
-			Logger:    logger.With("worker", ChangeLogPrunerName),
-			NewWorker: changelog.NewWorker,
+			Settings:       config.ChangeLog,
+			Logger:         logger.With("worker", ChangeLogPrunerName),
+			NewWorker:      changelog.NewWorker,
 		})),
 
 		HealthCheckName: schemaguard.Gate(SchemaGuardName, healthcheck.Manifold(healthcheck.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
 			EnvironsName: EnvironsName,
-			Settings: healthcheck.Settings{
-				Agent:        agent,
-				Interval:     config.Health.Interval,
-				Concurrency:  config.Health.Concurrency,
-				PageSize:     500,
-				CheckTimeout: 30 * time.Second,
-			},
-			Logger:    logger.With("worker", HealthCheckName),
-			Rand:      config.Rand,
-			Metrics:   config.Metrics,
-			Locks:     locks,
-			NewWorker: healthcheck.NewWorker,
+			Settings:     config.Health,
+			Logger:       logger.With("worker", HealthCheckName),
+			Rand:         config.Rand,
+			Metrics:      config.Metrics,
+			Locks:        locks,
+			NewWorker:    healthcheck.NewWorker,
 		})),
 
 		EnvironCheckName: leadership.Gate(LeadershipName, environcheck.Manifold(environcheck.ManifoldConfig{
 			ClockName:    ClockName,
 			EnvironsName: EnvironsName,
-			Settings: environcheck.Settings{
-				Interval:     config.Health.Interval,
-				CheckTimeout: time.Minute,
-			},
-			Logger:    logger.With("worker", EnvironCheckName),
-			Metrics:   config.Metrics,
-			NewWorker: environcheck.NewWorker,
+			Settings:     config.EnvironCheck,
+			Logger:       logger.With("worker", EnvironCheckName),
+			Metrics:      config.Metrics,
+			NewWorker:    environcheck.NewWorker,
 		})),
 
 		MembershipName: membership.Manifold(membership.ManifoldConfig{
 			ClockName:    ClockName,
 			DatabaseName: DatabaseName,
-			Settings: membership.Settings{
-				Agent: domain.AgentInfo{
-					ID: agent.ID, Version: config.Version, HTTPAddr: config.HTTPAddr,
-					TTL: agent.TTL, LeaseTTL: config.Provisioner.LeaseTTL,
-				},
-				HeartbeatInterval: config.Membership.HeartbeatInterval,
-				TTL:               agent.TTL,
-				Timeout:           10 * time.Second,
-				ResignTimeout:     5 * time.Second,
-				PruneInterval:     time.Hour,
-				PruneAfter:        config.Membership.PruneAfter,
-			},
-			Logger:    logger.With("worker", MembershipName),
-			Metrics:   config.Metrics,
-			NewWorker: membership.NewWorker,
+			Settings:     config.Membership,
+			Logger:       logger.With("worker", MembershipName),
+			Metrics:      config.Metrics,
+			NewWorker:    membership.NewWorker,
 		}),
 
 		LeadershipName: schemaguard.Gate(SchemaGuardName, leadership.Manifold(leadership.ManifoldConfig{
 			ClockName:      ClockName,
 			DatabaseName:   DatabaseName,
 			MembershipName: MembershipName,
-			Settings: leadership.Settings{
-				Agent:    agent,
-				Interval: config.Membership.HeartbeatInterval,
-				Timeout:  5 * time.Second,
-			},
-			Logger:    logger.With("worker", LeadershipName),
-			Metrics:   config.Metrics,
-			NewWorker: leadership.NewWorker,
+			Settings:       config.Leadership,
+			Logger:         logger.With("worker", LeadershipName),
+			Metrics:        config.Metrics,
+			NewWorker:      leadership.NewWorker,
 		})),
 
 		CapacityName: leadership.Gate(LeadershipName, capacity.Manifold(capacity.ManifoldConfig{
@@ -399,16 +386,30 @@ func Manifolds(config Config) dependency.Manifolds {
 			DatabaseName:   DatabaseName,
 			EnvironsName:   EnvironsName,
 			LeadershipName: LeadershipName,
-			Settings: capacity.Settings{
-				Interval:   config.Capacity.Interval,
-				Timeout:    30 * time.Second,
-				Thresholds: capacity.Thresholds{Total: config.Capacity.WarnTotal, Host: config.Capacity.WarnHost},
-			},
-			Logger:    logger.With("worker", CapacityName),
-			Observer:  config.Metrics,
-			NewWorker: capacity.NewWorker,
+			Settings:       config.Capacity,
+			Logger:         logger.With("worker", CapacityName),
+			Observer:       config.Metrics,
+			NewWorker:      capacity.NewWorker,
 		})),
 	}
+}
+
+// databaseSettings are the database worker's default settings for the store at url.
+func databaseSettings(url string) database.Settings {
+	s := database.DefaultSettings()
+	s.URL = url
+	return s
+}
+
+// provisionerSetSettings are the provisioner-set worker's default settings for the set
+// the agent started with.
+func provisionerSetSettings(config Config) provisionerset.Settings {
+	s := provisionerset.DefaultSettings()
+	s.Initial = config.ProvisionerSetJSON
+	s.Origin = config.ProvisionerSetOrigin
+	s.Path = config.ProvisionersFile
+	s.Default = config.DefaultProvisioner
+	return s
 }
 
 // resourceMetricsManifold makes berth_resources count the database's resources while it is
@@ -426,18 +427,14 @@ func resourceMetricsManifold(m *metrics.Metrics) dependency.Manifold {
 	}
 }
 
-// newResourcesWatcher builds the provisioner's watcher. A retry more than agentTTL overdue
-// is one its agent did not come back for: then any agent takes it.
-func newResourcesWatcher(settings WatcherSettings, agentTTL time.Duration) func(domain.State, clock.Clock, *slog.Logger) (provisioner.Watcher, error) {
+// newResourcesWatcher builds the provisioner's watcher.
+func newResourcesWatcher(settings watcher.ResourcesSettings) func(domain.State, clock.Clock, *slog.Logger) (provisioner.Watcher, error) {
 	return func(state domain.State, clk clock.Clock, logger *slog.Logger) (provisioner.Watcher, error) {
 		return watcher.NewResourcesWatcher(watcher.ResourcesConfig{
-			Source:       state,
-			Clock:        clk,
-			Logger:       logger.With("watcher", "resources"),
-			PollInterval: settings.PollInterval,
-			OverdueAfter: agentTTL,
-			GapTimeout:   settings.GapTimeout,
-			BatchSize:    settings.BatchSize,
+			Source:            state,
+			Clock:             clk,
+			Logger:            logger.With("watcher", "resources"),
+			ResourcesSettings: settings,
 		})
 	}
 }

@@ -32,18 +32,19 @@ type manifoldsSuite struct{}
 var _ = gc.Suite(&manifoldsSuite{})
 
 func config() manifolds.Config {
-	return manifolds.Config{
-		Clock:              testclock.NewClock(time.Now()),
-		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Rand:               func() float64 { return 0.5 },
-		DatabaseURL:        "postgres://db/berth",
-		OpenDatabase:       func(context.Context, string) (database.DB, error) { return nil, nil },
-		ProvisionerSetJSON: []byte(`{}`),
-		SetBuilder:         environ.NewRegistry(),
-		Engine:             &dependency.Engine{}, // never started: only its report manifold is built
-		Metrics:            metrics.New(),
-		HTTPAddr:           "127.0.0.1:0",
-	}
+	cfg := manifolds.DefaultConfig()
+	cfg.Clock = testclock.NewClock(time.Now())
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Rand = func() float64 { return 0.5 }
+	cfg.DatabaseURL = "postgres://db/berth"
+	cfg.OpenDatabase = func(context.Context, string) (database.DB, error) { return nil, nil }
+	cfg.ProvisionerSetJSON = []byte(`{}`)
+	cfg.SetBuilder = environ.NewRegistry()
+	cfg.Engine = &dependency.Engine{} // never started: only its report manifold is built
+	cfg.Metrics = metrics.New()
+	cfg.HTTPServer.Addr = "127.0.0.1:0"
+	cfg.Membership.Agent.ID = "agent-a"
+	return cfg
 }
 
 func (*manifoldsSuite) TestNames(c *gc.C) {

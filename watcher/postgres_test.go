@@ -47,13 +47,15 @@ func (s *postgresSuite) TearDownTest(c *gc.C) {
 // testkit.LongWait comes from wake-ups and the reads that follow listening.
 func (s *postgresSuite) start(c *gc.C) watcher.StringsWatcher {
 	w, err := watcher.NewResourcesWatcher(watcher.ResourcesConfig{
-		Source:       s.state,
-		Clock:        clock.WallClock,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PollInterval: time.Hour,
-		OverdueAfter: 15 * time.Second,
-		GapTimeout:   time.Minute,
-		BatchSize:    100,
+		Source: s.state,
+		Clock:  clock.WallClock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ResourcesSettings: watcher.ResourcesSettings{
+			PollInterval: time.Hour,
+			OverdueAfter: 15 * time.Second,
+			GapTimeout:   time.Minute,
+			BatchSize:    100,
+		},
 	})
 	c.Assert(err, gc.IsNil)
 	return w

@@ -37,27 +37,17 @@ type ResourcesSource interface {
 	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
 }
 
-// ResourcesConfig holds what the resources watcher needs.
+// ResourcesConfig holds what the resources watcher needs: its dependencies, and its
+// ResourcesSettings.
 type ResourcesConfig struct {
 	Source ResourcesSource
 	Clock  clock.Clock
 	Logger *slog.Logger
-	// PollInterval is how often the change log is read when no wake-up arrives, and how
-	// often the resources of dead agents and overdue retries are looked up.
-	PollInterval time.Duration
-	// OverdueAfter is how long past its due time an unleased resource's retry is left to the
-	// agent that scheduled it before this watcher reports it (see the package doc); the
-	// agents' --agent-ttl.
-	OverdueAfter time.Duration
-	// GapTimeout is how long a skipped sequence number is looked up again before it is taken
-	// as rolled back (see the package doc).
-	GapTimeout time.Duration
-	// BatchSize is the most change-log entries one query reads, and the size of a page of
-	// the resources needing attention.
-	BatchSize int
+
+	ResourcesSettings
 }
 
-// Validate reports the first missing or invalid field.
+// Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c ResourcesConfig) Validate() error {
 	switch {
 	case c.Source == nil:
@@ -66,14 +56,9 @@ func (c ResourcesConfig) Validate() error {
 		return errors.NotValidf("resources watcher: nil Clock")
 	case c.Logger == nil:
 		return errors.NotValidf("resources watcher: nil Logger")
-	case c.PollInterval <= 0:
-		return errors.NotValidf("resources watcher: PollInterval %s (must be positive)", c.PollInterval)
-	case c.OverdueAfter <= 0:
-		return errors.NotValidf("resources watcher: OverdueAfter %s (must be positive: pass the agents' --agent-ttl)", c.OverdueAfter)
-	case c.GapTimeout <= 0:
-		return errors.NotValidf("resources watcher: GapTimeout %s (must be positive)", c.GapTimeout)
-	case c.BatchSize < 1:
-		return errors.NotValidf("resources watcher: BatchSize %d (must be at least 1)", c.BatchSize)
+	}
+	if err := c.ResourcesSettings.Validate(); err != nil {
+		return fmt.Errorf("resources watcher: %w", err)
 	}
 	return nil
 }

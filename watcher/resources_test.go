@@ -32,13 +32,15 @@ func (s *resourcesSuite) SetUpTest(c *gc.C) {
 	s.source = newFakeSource()
 	s.clock = testclock.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s.config = watcher.ResourcesConfig{
-		Source:       s.source,
-		Clock:        s.clock,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PollInterval: time.Minute,
-		OverdueAfter: 15 * time.Second,
-		GapTimeout:   30 * time.Second,
-		BatchSize:    3,
+		Source: s.source,
+		Clock:  s.clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ResourcesSettings: watcher.ResourcesSettings{
+			PollInterval: time.Minute,
+			OverdueAfter: 15 * time.Second,
+			GapTimeout:   30 * time.Second,
+			BatchSize:    3,
+		},
 	}
 }
 

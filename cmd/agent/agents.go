@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/manifolds"
 )
 
 // defaultAgentTTL is berth run's --agent-ttl default, the age of the last heartbeat up to
 // which an agent counts as live.
-const defaultAgentTTL = 15 * time.Second
+var defaultAgentTTL = manifolds.DefaultConfig().Membership.TTL
 
 // agentJSON is an agent as -o json prints it.
 type agentJSON struct {

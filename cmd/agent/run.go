@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,37 +18,16 @@ import (
 	"github.com/berth-dev/berth/manifolds"
 )
 
-// runOptions are the agent's tuning flags; the defaults suit a production agent.
+// runOptions are berth run's flags: the workers' settings, which they are bound to in
+// config, and the agent's own.
 type runOptions struct {
-	agentID          string
-	concurrency      int
-	awaitConcurrency int
-	leaseTTL         time.Duration
-	reconcileTimeout time.Duration
-	backoffBase      time.Duration
-	backoffMax       time.Duration
-	capacityRetry    time.Duration
-	pollInterval     time.Duration
-	changeLogRetain  time.Duration
-	eventRetain      time.Duration
-	healthInterval   time.Duration
-	healthParallel   int
-	capacityInterval time.Duration
-	capacityWarnAll  float64
-	capacityWarnHost float64
-	shutdownTimeout  time.Duration
-	httpAddr         string
-	pprof            bool
-	heartbeatEvery   time.Duration
-	agentTTL         time.Duration
+	config          manifolds.Config
+	shutdownTimeout time.Duration
+	flags           settingFlags
 }
 
-// agentPruneAfter is how long an agent must have been silent for the membership worker to
-// remove it from the agents table; --agent-ttl must stay below it.
-const agentPruneAfter = 24 * time.Hour
-
 func newRunCommand(opts *globalOptions) *cobra.Command {
-	run := runOptions{}
+	run := runOptions{config: manifolds.DefaultConfig()}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the agent: watch the resources table and provision every change",
@@ -100,76 +78,97 @@ nothing to reload: the environment cannot change.`,
 		},
 	}
 	hostname, _ := os.Hostname()
-	f := cmd.Flags()
-	f.StringVar(&run.agentID, "agent-id", envOr("BERTH_AGENT_ID", hostname), "this agent's identity for resource leases (env BERTH_AGENT_ID); unique per agent")
-	f.IntVar(&run.concurrency, "concurrency", 16, "how many resources are reconciled at once, those waiting for a rollout aside")
-	f.IntVar(&run.awaitConcurrency, "await-concurrency", 256, "how many reconciles may wait for their resource to serve (a Kubernetes rollout) beside --concurrency; a waiting one gives its place back")
-	f.DurationVar(&run.leaseTTL, "lease-ttl", 10*time.Minute, "how long a resource's reconcile lease lasts without a heartbeat of its agent (each heartbeat renews it); must exceed --reconcile-timeout")
-	f.DurationVar(&run.reconcileTimeout, "reconcile-timeout", 5*time.Minute, "time limit of one reconcile attempt (provision and wait for ready, or deprovision)")
-	f.DurationVar(&run.backoffBase, "backoff-base", time.Second, "first retry delay after a failed attempt; it doubles per attempt, with jitter")
-	f.DurationVar(&run.backoffMax, "backoff-max", 5*time.Minute, "longest retry delay")
-	f.DurationVar(&run.capacityRetry, "capacity-retry", 30*time.Second, "longest wait between retries of a resource waiting for capacity")
-	f.DurationVar(&run.pollInterval, "poll-interval", 2*time.Second, "how often the change log is read when no notification arrives, and the resources of agents that are not live looked up")
-	f.DurationVar(&run.changeLogRetain, "change-log-retention", 24*time.Hour, "how long change-log entries are kept")
-	f.DurationVar(&run.eventRetain, "event-retention", 7*24*time.Hour, "how long resource events and capacity samples are kept")
-	f.DurationVar(&run.healthInterval, "health-interval", time.Minute, "every ready resource is health-checked once per interval, spread evenly over it; environs are checked once per interval")
-	f.IntVar(&run.healthParallel, "health-concurrency", 8, "how many resource health checks run at once")
-	f.DurationVar(&run.capacityInterval, "capacity-interval", time.Minute, "how often each environ's capacity is sampled")
-	f.Float64Var(&run.capacityWarnAll, "capacity-warn-total", 0.8, "warn when this fraction of an environ's usable capacity is used")
-	f.Float64Var(&run.capacityWarnHost, "capacity-warn-host", 0.7, "warn when every usable host of an environ is at least this fraction full")
-	f.DurationVar(&run.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful stop may take before the agent exits anyway")
-	f.DurationVar(&run.heartbeatEvery, "heartbeat-interval", 2*time.Second, "how often the agent records in the database that it is alive")
-	f.DurationVar(&run.agentTTL, "agent-ttl", defaultAgentTTL, "an agent is live while its last heartbeat is younger than this; at least twice --heartbeat-interval")
-	f.StringVar(&run.httpAddr, "http-addr", defaultAgentAddr, "where to serve /healthz, /readyz, /metrics and /debug/engine (read by berth status --agent-addr)")
-	f.BoolVar(&run.pprof, "debug-pprof", false, "also serve Go's profiles under /debug/pprof/ on --http-addr (e.g. go tool pprof http://127.0.0.1:9090/debug/pprof/heap); they show the agent's internals to whoever reaches the port")
+	cfg := &run.config
+	f := settingFlags{cmd: cmd, names: map[string]string{}, envs: map[string]string{}}
+	f.string(&cfg.Membership.Agent.ID, "Membership.Agent.ID", "agent-id", "BERTH_AGENT_ID", hostname, "this agent's identity for resource leases (env BERTH_AGENT_ID); unique per agent")
+	f.int(&cfg.Provisioner.Concurrency, "Provisioner.Concurrency", "concurrency", "how many resources are reconciled at once, those waiting for a rollout aside")
+	f.int(&cfg.Provisioner.AwaitConcurrency, "Provisioner.AwaitConcurrency", "await-concurrency", "how many reconciles may wait for their resource to serve (a Kubernetes rollout) beside --concurrency; a waiting one gives its place back")
+	f.duration(&cfg.Provisioner.LeaseTTL, "Provisioner.LeaseTTL", "lease-ttl", "how long a resource's reconcile lease lasts without a heartbeat of its agent (each heartbeat renews it); must exceed --reconcile-timeout")
+	f.duration(&cfg.Provisioner.ReconcileTimeout, "Provisioner.ReconcileTimeout", "reconcile-timeout", "time limit of one reconcile attempt (provision and wait for ready, or deprovision)")
+	f.duration(&cfg.Provisioner.BackoffBase, "Provisioner.BackoffBase", "backoff-base", "first retry delay after a failed attempt; it doubles per attempt, with jitter")
+	f.duration(&cfg.Provisioner.BackoffMax, "Provisioner.BackoffMax", "backoff-max", "longest retry delay")
+	f.duration(&cfg.Provisioner.CapacityRetry, "Provisioner.CapacityRetry", "capacity-retry", "longest wait between retries of a resource waiting for capacity")
+	f.duration(&cfg.Watcher.PollInterval, "Watcher.PollInterval", "poll-interval", "how often the change log is read when no notification arrives, and the resources of agents that are not live looked up")
+	f.duration(&cfg.ChangeLog.Retain, "ChangeLog.Retain", "change-log-retention", "how long change-log entries are kept")
+	f.duration(&cfg.ChangeLog.HistoryRetain, "ChangeLog.HistoryRetain", "event-retention", "how long resource events and capacity samples are kept")
+	f.duration(&cfg.Health.Interval, "Health.Interval", "health-interval", "every ready resource is health-checked once per interval, spread evenly over it; environs are checked once per interval")
+	f.int(&cfg.Health.Concurrency, "Health.Concurrency", "health-concurrency", "how many resource health checks run at once")
+	f.duration(&cfg.Capacity.Interval, "Capacity.Interval", "capacity-interval", "how often each environ's capacity is sampled")
+	f.float(&cfg.Capacity.Thresholds.Total, "Capacity.Thresholds.Total", "capacity-warn-total", "warn when this fraction of an environ's usable capacity is used")
+	f.float(&cfg.Capacity.Thresholds.Host, "Capacity.Thresholds.Host", "capacity-warn-host", "warn when every usable host of an environ is at least this fraction full")
+	cmd.Flags().DurationVar(&run.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "how long a graceful stop may take before the agent exits anyway")
+	f.duration(&cfg.Membership.HeartbeatInterval, "Membership.HeartbeatInterval", "heartbeat-interval", "how often the agent records in the database that it is alive")
+	f.duration(&cfg.Membership.TTL, "Membership.TTL", "agent-ttl", "an agent is live while its last heartbeat is younger than this; at least twice --heartbeat-interval")
+	f.string(&cfg.HTTPServer.Addr, "HTTPServer.Addr", "http-addr", "", cfg.HTTPServer.Addr, "where to serve /healthz, /readyz, /metrics and /debug/engine (read by berth status --agent-addr)")
+	cmd.Flags().BoolVar(&cfg.HTTPServer.Profiling, "debug-pprof", false, "also serve Go's profiles under /debug/pprof/ on --http-addr (e.g. go tool pprof http://127.0.0.1:9090/debug/pprof/heap); they show the agent's internals to whoever reaches the port")
+	run.flags = f
 	return cmd
 }
 
-func (r runOptions) validate() error {
+// defaultShutdownTimeout leaves the workers time to finish an attempt's write and to resign
+// the agent's leases.
+const defaultShutdownTimeout = 30 * time.Second
+
+// validate checks the flags: the workers' settings as their packages check them (once, in
+// manifolds.Config.ValidateSettings), each named as the flag that sets it.
+func (r *runOptions) validate() error {
+	err := r.config.ValidateSettings()
+	var invalid *manifolds.SettingError
 	switch {
-	case r.agentID == "":
-		return errors.New("--agent-id is empty: pass a name unique to this agent (or set BERTH_AGENT_ID)")
-	case r.concurrency < 1:
-		return fmt.Errorf("--concurrency must be at least 1, got %d", r.concurrency)
-	case r.awaitConcurrency < 1:
-		return fmt.Errorf("--await-concurrency must be at least 1, got %d", r.awaitConcurrency)
-	case r.reconcileTimeout <= 0:
-		return errors.New("--reconcile-timeout must be positive")
-	case r.leaseTTL <= r.reconcileTimeout:
-		return fmt.Errorf("--lease-ttl (%s) must exceed --reconcile-timeout (%s), or another agent could take over a resource mid-reconcile", r.leaseTTL, r.reconcileTimeout)
-	case r.backoffBase <= 0 || r.backoffMax < r.backoffBase:
-		return fmt.Errorf("--backoff-base must be positive and at most --backoff-max (got %s and %s)", r.backoffBase, r.backoffMax)
-	case r.capacityRetry <= 0:
-		return errors.New("--capacity-retry must be positive")
-	case r.pollInterval <= 0:
-		return errors.New("--poll-interval must be positive")
-	case r.changeLogRetain <= 0:
-		return errors.New("--change-log-retention must be positive")
-	case r.eventRetain <= 0:
-		return errors.New("--event-retention must be positive")
-	case r.healthInterval <= 0:
-		return errors.New("--health-interval must be positive")
-	case r.healthParallel < 1:
-		return fmt.Errorf("--health-concurrency must be at least 1, got %d", r.healthParallel)
-	case r.capacityInterval <= 0:
-		return errors.New("--capacity-interval must be positive")
-	case r.capacityWarnAll <= 0 || r.capacityWarnAll > 1:
-		return fmt.Errorf("--capacity-warn-total must be a fraction in (0, 1], got %v", r.capacityWarnAll)
-	case r.capacityWarnHost <= 0 || r.capacityWarnHost > 1:
-		return fmt.Errorf("--capacity-warn-host must be a fraction in (0, 1], got %v", r.capacityWarnHost)
+	case errors.As(err, &invalid):
+		return r.flags.say(invalid)
+	case err != nil:
+		return err
 	case r.shutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout must be positive")
-	case r.heartbeatEvery <= 0:
-		return fmt.Errorf("--heartbeat-interval must be positive, got %s", r.heartbeatEvery)
-	case r.agentTTL < 2*r.heartbeatEvery:
-		return fmt.Errorf("--agent-ttl (%s) must be at least twice --heartbeat-interval (%s), so that one late heartbeat does not make the agent look dead", r.agentTTL, r.heartbeatEvery)
-	case r.agentTTL >= agentPruneAfter:
-		return fmt.Errorf("--agent-ttl (%s) must be less than %s: agents silent that long are removed", r.agentTTL, agentPruneAfter)
-	}
-	if _, _, err := net.SplitHostPort(r.httpAddr); err != nil {
-		return fmt.Errorf("--http-addr %q is not HOST:PORT (e.g. %s): %w", r.httpAddr, defaultAgentAddr, err)
 	}
 	return nil
+}
+
+// settingFlags binds flags to the workers' settings, each flag's default the setting's
+// own, and knows which flag sets which setting (by its path in manifolds.Config), so that
+// a setting that is not valid is reported as the flag the user passed.
+type settingFlags struct {
+	cmd   *cobra.Command
+	names map[string]string // setting -> flag
+	envs  map[string]string // setting -> the environment variable that also sets it
+}
+
+func (f settingFlags) duration(p *time.Duration, setting, name, usage string) {
+	f.cmd.Flags().DurationVar(p, name, *p, usage)
+	f.names[setting] = "--" + name
+}
+
+func (f settingFlags) int(p *int, setting, name, usage string) {
+	f.cmd.Flags().IntVar(p, name, *p, usage)
+	f.names[setting] = "--" + name
+}
+
+func (f settingFlags) float(p *float64, setting, name, usage string) {
+	f.cmd.Flags().Float64Var(p, name, *p, usage)
+	f.names[setting] = "--" + name
+}
+
+// string binds a flag whose default is fallback, or env's value when env is set.
+func (f settingFlags) string(p *string, setting, name, env, fallback, usage string) {
+	if env != "" {
+		fallback = envOr(env, fallback)
+		f.envs[setting] = env
+	}
+	f.cmd.Flags().StringVar(p, name, fallback, usage)
+	f.names[setting] = "--" + name
+}
+
+// say is invalid as the command line says it.
+func (f settingFlags) say(invalid *manifolds.SettingError) error {
+	msg := invalid.Says(func(setting string) (string, bool) {
+		name, ok := f.names[setting]
+		return name, ok
+	})
+	if env, ok := f.envs[invalid.Name]; ok {
+		msg += " (or set " + env + ")"
+	}
+	return errors.New(msg)
 }
 
 func runAgent(parent context.Context, opts *globalOptions, run runOptions) error {
@@ -193,7 +192,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		return err
 	}
 	defer func() { _ = release() }()
-	logger.Info("starting berth agent", "agent-id", run.agentID, "database", location.String())
+	logger.Info("starting berth agent", "agent-id", run.config.Membership.Agent.ID, "database", location.String())
 	set, setJSON, source, err := loadProvisionerSet(opts, logger)
 	if err != nil {
 		return err
@@ -214,55 +213,21 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	}
 	defer flushTraces()
 
-	clk := clock.WallClock
-	engine, err := manifolds.NewEngine(manifolds.Config{
-		Clock:                clk,
-		Logger:               logger,
-		Rand:                 rand.Float64, // goroutine-safe
-		HTTPAddr:             run.httpAddr,
-		Profiling:            run.pprof,
-		Version:              version,
-		DatabaseURL:          dbURL,
-		OpenDatabase:         manifolds.StoreOpener(logger),
-		ProvisionerSetJSON:   setJSON,
-		ProvisionerSetOrigin: source,
-		ProvisionersFile:     opts.provisionersFile,
-		ReloadSignals:        reload,
-		DefaultProvisioner:   opts.defaultProvisioner,
-		SetBuilder:           registry,
-		Provisioner: manifolds.ProvisionerSettings{
-			Holder:           run.agentID,
-			Concurrency:      run.concurrency,
-			AwaitConcurrency: run.awaitConcurrency,
-			LeaseTTL:         run.leaseTTL,
-			ReconcileTimeout: run.reconcileTimeout,
-			BackoffBase:      run.backoffBase,
-			BackoffMax:       run.backoffMax,
-			CapacityRetry:    run.capacityRetry,
-			TracerProvider:   tracer,
-		},
-		Watcher: manifolds.WatcherSettings{
-			PollInterval: run.pollInterval,
-			GapTimeout:   time.Minute,
-			BatchSize:    1000,
-		},
-		Health: manifolds.HealthSettings{
-			Interval:    run.healthInterval,
-			Concurrency: run.healthParallel,
-		},
-		Capacity: manifolds.CapacitySettings{
-			Interval:  run.capacityInterval,
-			WarnTotal: run.capacityWarnAll,
-			WarnHost:  run.capacityWarnHost,
-		},
-		Membership: manifolds.MembershipSettings{
-			HeartbeatInterval: run.heartbeatEvery,
-			AgentTTL:          run.agentTTL,
-			PruneAfter:        agentPruneAfter,
-		},
-		ChangeLogRetain: run.changeLogRetain,
-		HistoryRetain:   run.eventRetain,
-	})
+	config := run.config
+	config.Clock = clock.WallClock
+	config.Logger = logger
+	config.Rand = rand.Float64 // goroutine-safe
+	config.TracerProvider = tracer
+	config.Version = version
+	config.DatabaseURL = dbURL
+	config.OpenDatabase = manifolds.StoreOpener(logger)
+	config.ProvisionerSetJSON = setJSON
+	config.ProvisionerSetOrigin = source
+	config.ProvisionersFile = opts.provisionersFile
+	config.ReloadSignals = reload
+	config.DefaultProvisioner = opts.defaultProvisioner
+	config.SetBuilder = registry
+	engine, err := manifolds.NewEngine(config)
 	if err != nil {
 		return err
 	}
@@ -285,7 +250,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		}
 		logger.Info("berth agent stopped")
 		return nil
-	case <-clk.After(run.shutdownTimeout):
+	case <-config.Clock.After(run.shutdownTimeout):
 		return fmt.Errorf("workers did not stop within --shutdown-timeout %s; exiting anyway (leases expire after --lease-ttl)", run.shutdownTimeout)
 	}
 }

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/berth-dev/berth/manifolds"
 )
 
 // defaultAgentAddr is where `berth run` serves its HTTP endpoints unless --http-addr says
 // otherwise.
-const defaultAgentAddr = "127.0.0.1:9090"
+var defaultAgentAddr = manifolds.DefaultConfig().HTTPServer.Addr
 
 // statusTimeout bounds the whole exchange with the agent.
 const statusTimeout = 10 * time.Second

@@ -55,29 +55,6 @@ type Config struct {
 	Settings
 }
 
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	Interval   time.Duration // between samples
-	Timeout    time.Duration // bounds one environ's Capacity call and the writes that follow
-	Thresholds Thresholds
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it.
-func (s Settings) Validate() error {
-	switch {
-	case s.Interval <= 0:
-		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
-	case s.Timeout <= 0:
-		return errors.NotValidf("Timeout %s (must be positive)", s.Timeout)
-	case !(s.Thresholds.Total > 0 && s.Thresholds.Total <= 1):
-		return errors.NotValidf("Thresholds.Total %v (must be a fraction in (0, 1], e.g. 0.8 for 80%%)", s.Thresholds.Total)
-	case !(s.Thresholds.Host > 0 && s.Thresholds.Host <= 1):
-		return errors.NotValidf("Thresholds.Host %v (must be a fraction in (0, 1], e.g. 0.7 for 70%%)", s.Thresholds.Host)
-	}
-	return nil
-}
-
 // Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {

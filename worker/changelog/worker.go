@@ -47,30 +47,6 @@ type Config struct {
 	Settings
 }
 
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	// Interval is the time between prunes.
-	Interval time.Duration
-	// Retain is how long a change-log entry is kept.
-	Retain time.Duration
-	// HistoryRetain is how long resource events and capacity samples are kept.
-	HistoryRetain time.Duration
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it.
-func (s Settings) Validate() error {
-	switch {
-	case s.Interval <= 0:
-		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
-	case s.Retain <= 0:
-		return errors.NotValidf("Retain %s (must be positive)", s.Retain)
-	case s.HistoryRetain <= 0:
-		return errors.NotValidf("HistoryRetain %s (must be positive)", s.HistoryRetain)
-	}
-	return nil
-}
-
 // Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/juju/clock"
 	"github.com/juju/errors"
@@ -43,34 +42,6 @@ type Config struct {
 	Logger *slog.Logger
 
 	Settings
-}
-
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	URL             string        // the store to open; it may hold a password
-	ConnectTimeout  time.Duration // for connecting and migrating at start
-	PingInterval    time.Duration
-	PingTimeout     time.Duration
-	MaxPingFailures int // consecutive failed pings before the worker gives up the connection
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it. It never
-// shows the URL, which may hold a password.
-func (s Settings) Validate() error {
-	switch {
-	case s.URL == "":
-		return errors.NotValidf("empty URL (pass --database-url or BERTH_DATABASE_URL)")
-	case s.ConnectTimeout <= 0:
-		return errors.NotValidf("ConnectTimeout %s (must be positive)", s.ConnectTimeout)
-	case s.PingInterval <= 0:
-		return errors.NotValidf("PingInterval %s (must be positive)", s.PingInterval)
-	case s.PingTimeout <= 0:
-		return errors.NotValidf("PingTimeout %s (must be positive)", s.PingTimeout)
-	case s.MaxPingFailures < 1:
-		return errors.NotValidf("MaxPingFailures %d (must be at least 1)", s.MaxPingFailures)
-	}
-	return nil
 }
 
 // Validate reports the first missing dependency or setting that is not valid (NotValid).

@@ -49,24 +49,6 @@ type Config struct {
 	Settings
 }
 
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	Interval     time.Duration // how often every environ is checked
-	CheckTimeout time.Duration // bounds one environ's Check
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it.
-func (s Settings) Validate() error {
-	switch {
-	case s.Interval <= 0:
-		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
-	case s.CheckTimeout <= 0:
-		return errors.NotValidf("CheckTimeout %s (must be positive)", s.CheckTimeout)
-	}
-	return nil
-}
-
 // Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {

@@ -77,38 +77,6 @@ type Config struct {
 	Settings
 }
 
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	// Agent is this agent: Agent.ID is its identity on reconcile leases (the provisioner's),
-	// and resources another holder's live lease is on are not checked; Agent.TTL is how long
-	// another agent counts as live after its last heartbeat.
-	Agent domain.AgentIdentity
-
-	Interval     time.Duration // how often every resource is checked
-	Concurrency  int           // most resource checks in flight at once
-	PageSize     int           // resources read per query
-	CheckTimeout time.Duration // bounds one CheckResource
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it.
-func (s Settings) Validate() error {
-	if err := s.Agent.Validate(); err != nil {
-		return err
-	}
-	switch {
-	case s.Interval <= 0:
-		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
-	case s.Concurrency < 1:
-		return errors.NotValidf("Concurrency %d (must be at least 1)", s.Concurrency)
-	case s.PageSize < 1:
-		return errors.NotValidf("PageSize %d (must be at least 1)", s.PageSize)
-	case s.CheckTimeout <= 0:
-		return errors.NotValidf("CheckTimeout %s (must be positive)", s.CheckTimeout)
-	}
-	return nil
-}
-
 // Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {

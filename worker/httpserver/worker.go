@@ -43,35 +43,6 @@ type Config struct {
 	Settings
 }
 
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	Addr string // host:port to listen on; port 0 picks a free one (see Addr)
-	// Required names the engine's manifolds that must be started for /readyz to answer 200.
-	Required []string
-	// ShutdownTimeout bounds how long requests in flight may take to finish after Kill.
-	ShutdownTimeout time.Duration
-	// Timeouts bound each connection; a zero field takes its default (DefaultTimeouts).
-	Timeouts Timeouts
-	// Profiling serves Go's profiles (net/http/pprof) under /debug/pprof/. Off by default:
-	// they show the program's internals to whoever reaches the port. A CPU profile or trace
-	// must be shorter than Timeouts.Handler (e.g. /debug/pprof/profile?seconds=20).
-	Profiling bool
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it and the fix.
-func (s Settings) Validate() error {
-	switch {
-	case s.Addr == "":
-		return errors.NotValidf("empty Addr (pass --http-addr HOST:PORT, e.g. 127.0.0.1:9090)")
-	case len(s.Required) == 0:
-		return errors.NotValidf("empty Required (name the workers /readyz waits for)")
-	case s.ShutdownTimeout <= 0:
-		return errors.NotValidf("ShutdownTimeout %s (must be positive)", s.ShutdownTimeout)
-	}
-	return s.Timeouts.Validate()
-}
-
 // Timeouts bound what a client can make the server wait for, so that slow or idle clients
 // cannot hold connections (and their goroutines) open.
 type Timeouts struct {

@@ -71,34 +71,6 @@ type Config struct {
 	Settings
 }
 
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	// Agent is this agent: Agent.ID claims the lease, and a claim holds it for Agent.TTL
-	// (the agent ttl).
-	Agent domain.AgentIdentity
-	// Interval is the time between claims (the heartbeat interval).
-	Interval time.Duration
-	// Timeout bounds each claim and the resignation.
-	Timeout time.Duration
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it.
-func (s Settings) Validate() error {
-	if err := s.Agent.Validate(); err != nil {
-		return err
-	}
-	switch {
-	case s.Interval <= 0:
-		return errors.NotValidf("Interval %s (must be positive)", s.Interval)
-	case s.Agent.TTL < 2*s.Interval:
-		return errors.NotValidf("agent TTL %s (must be at least twice Interval %s)", s.Agent.TTL, s.Interval)
-	case s.Timeout <= 0:
-		return errors.NotValidf("Timeout %s (must be positive)", s.Timeout)
-	}
-	return nil
-}
-
 // Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {

@@ -288,7 +288,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *leadership.Config) { cfg.Metrics = nil }, "Metrics"},
 		{func(cfg *leadership.Config) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
 		{func(cfg *leadership.Config) { cfg.Interval = 0 }, "Interval 0s"},
-		{func(cfg *leadership.Config) { cfg.Agent.TTL = 3 * time.Second }, `agent TTL 3s \(must be at least twice Interval 2s\)`},
+		{func(cfg *leadership.Config) { cfg.Agent.TTL = 3 * time.Second }, `Agent.TTL 3s \(must be at least twice Interval 2s\)`},
 		{func(cfg *leadership.Config) { cfg.Timeout = 0 }, "Timeout 0s"},
 	} {
 		config := s.config

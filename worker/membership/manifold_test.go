@@ -81,9 +81,9 @@ func (s *manifoldSuite) TestValidate(c *gc.C) {
 	}{
 		{func(cfg *membership.ManifoldConfig) { cfg.ClockName = "" }, "ClockName"},
 		{func(cfg *membership.ManifoldConfig) { cfg.DatabaseName = "" }, "DatabaseName"},
-		{func(cfg *membership.ManifoldConfig) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *membership.ManifoldConfig) { cfg.Agent.ID = "" }, "Agent.ID .*is empty"},
 		{func(cfg *membership.ManifoldConfig) { cfg.HeartbeatInterval = 0 }, "HeartbeatInterval 0s"},
-		{func(cfg *membership.ManifoldConfig) { cfg.TTL = -time.Second }, "agent TTL -1s .*--agent-ttl"},
+		{func(cfg *membership.ManifoldConfig) { cfg.TTL = -time.Second }, "TTL -1s .*at least twice HeartbeatInterval"},
 		{func(cfg *membership.ManifoldConfig) { cfg.Timeout = 0 }, "Timeout 0s"},
 		{func(cfg *membership.ManifoldConfig) { cfg.ResignTimeout = 0 }, "ResignTimeout 0s"},
 		{func(cfg *membership.ManifoldConfig) { cfg.PruneInterval = 0 }, "PruneInterval 0s"},

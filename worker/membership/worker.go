@@ -55,48 +55,6 @@ type Config struct {
 	Settings
 }
 
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	Agent domain.AgentInfo // what this agent registers as; ID is required
-
-	// HeartbeatInterval is the time between heartbeats.
-	HeartbeatInterval time.Duration
-	// TTL is how old an agent's last heartbeat may be for it to count as live.
-	TTL time.Duration
-	// Timeout bounds each registration, heartbeat, listing and prune.
-	Timeout time.Duration
-	// ResignTimeout bounds the resignation when the worker stops.
-	ResignTimeout time.Duration
-	// PruneInterval is the time between prunes of dead agents.
-	PruneInterval time.Duration
-	// PruneAfter is how long an agent must have been silent to be pruned.
-	PruneAfter time.Duration
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it. The agent's
-// id and TTL are checked as every worker acting for the agent checks them.
-func (s Settings) Validate() error {
-	if err := (domain.AgentIdentity{ID: s.Agent.ID, TTL: s.TTL}).Validate(); err != nil {
-		return err
-	}
-	switch {
-	case s.HeartbeatInterval <= 0:
-		return errors.NotValidf("HeartbeatInterval %s (must be positive)", s.HeartbeatInterval)
-	case s.TTL < 2*s.HeartbeatInterval:
-		return errors.NotValidf("TTL %s (must be at least twice HeartbeatInterval %s)", s.TTL, s.HeartbeatInterval)
-	case s.Timeout <= 0:
-		return errors.NotValidf("Timeout %s (must be positive)", s.Timeout)
-	case s.ResignTimeout <= 0:
-		return errors.NotValidf("ResignTimeout %s (must be positive)", s.ResignTimeout)
-	case s.PruneInterval <= 0:
-		return errors.NotValidf("PruneInterval %s (must be positive)", s.PruneInterval)
-	case s.PruneAfter <= s.TTL:
-		return errors.NotValidf("PruneAfter %s (must exceed TTL %s, or live agents would be pruned)", s.PruneAfter, s.TTL)
-	}
-	return nil
-}
-
 // Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {

@@ -183,13 +183,13 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *membership.Config) { cfg.Clock = nil }, "Clock"},
 		{func(cfg *membership.Config) { cfg.Logger = nil }, "Logger"},
 		{func(cfg *membership.Config) { cfg.Metrics = nil }, "Metrics"},
-		{func(cfg *membership.Config) { cfg.Agent.ID = "" }, "agent ID .*--agent-id"},
+		{func(cfg *membership.Config) { cfg.Agent.ID = "" }, "Agent.ID .*is empty"},
 		{func(cfg *membership.Config) { cfg.HeartbeatInterval = 0 }, "HeartbeatInterval 0s"},
-		{func(cfg *membership.Config) { cfg.TTL = 3 * time.Second }, `TTL 3s \(must be at least twice HeartbeatInterval 2s\)`},
+		{func(cfg *membership.Config) { cfg.TTL = 3 * time.Second }, `TTL 3s \(must be at least twice HeartbeatInterval 2s, so that one late heartbeat`},
 		{func(cfg *membership.Config) { cfg.Timeout = 0 }, "Timeout 0s"},
 		{func(cfg *membership.Config) { cfg.ResignTimeout = -time.Second }, "ResignTimeout -1s"},
 		{func(cfg *membership.Config) { cfg.PruneInterval = 0 }, "PruneInterval 0s"},
-		{func(cfg *membership.Config) { cfg.PruneAfter = 15 * time.Second }, `PruneAfter 15s \(must exceed TTL 15s.*`},
+		{func(cfg *membership.Config) { cfg.PruneAfter = 15 * time.Second }, `TTL 15s \(must be less than PruneAfter 15s: agents silent that long are removed\)`},
 	} {
 		config := s.config
 		t.mutate(&config)

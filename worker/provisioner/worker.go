@@ -101,56 +101,6 @@ type Config struct {
 	Settings
 }
 
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	// Agent is this agent: Agent.ID is its identity on reconcile leases, Agent.TTL how
-	// long another agent counts as live after its last heartbeat.
-	Agent       domain.AgentIdentity
-	Concurrency int // most reconciles in flight at once, a reconcile awaiting its resource aside
-	// AwaitConcurrency is how many more reconciles may be in flight while some wait for
-	// their resource to serve (a Kubernetes rollout): a waiting reconcile gives its place
-	// back, so that a slow rollout does not keep other resources from being applied, and
-	// keeps its lease and lock until it ends. At most Concurrency + AwaitConcurrency are in
-	// flight, at most Concurrency of them not waiting.
-	AwaitConcurrency int
-
-	LeaseTTL         time.Duration // must exceed ReconcileTimeout
-	ReconcileTimeout time.Duration // per attempt: Reconcile and AwaitReady, or Deprovision
-	BackoffBase      time.Duration // first retry delay (see backoff)
-	BackoffMax       time.Duration // retry delays never exceed it
-	CapacityRetry    time.Duration // longest wait between retries of a resource waiting for capacity
-	// ShareGrace is how long a changed resource is left to its rendezvous owner (the agents'
-	// --heartbeat-interval), and how old the list of live agents may get.
-	ShareGrace time.Duration
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it and the fix.
-func (s Settings) Validate() error {
-	if err := s.Agent.Validate(); err != nil {
-		return err
-	}
-	switch {
-	case s.Concurrency < 1:
-		return errors.NotValidf("Concurrency %d (must be at least 1)", s.Concurrency)
-	case s.AwaitConcurrency < 1:
-		return errors.NotValidf("AwaitConcurrency %d (must be at least 1)", s.AwaitConcurrency)
-	case s.ReconcileTimeout <= 0:
-		return errors.NotValidf("ReconcileTimeout %s (must be positive)", s.ReconcileTimeout)
-	case s.LeaseTTL <= s.ReconcileTimeout:
-		return errors.NotValidf("LeaseTTL %s (must exceed ReconcileTimeout %s so that a lease outlives the attempt it guards: raise LeaseTTL)", s.LeaseTTL, s.ReconcileTimeout)
-	case s.BackoffBase <= 0:
-		return errors.NotValidf("BackoffBase %s (must be positive)", s.BackoffBase)
-	case s.BackoffMax < s.BackoffBase:
-		return errors.NotValidf("BackoffMax %s (must be at least BackoffBase %s)", s.BackoffMax, s.BackoffBase)
-	case s.CapacityRetry <= 0:
-		return errors.NotValidf("CapacityRetry %s (must be positive)", s.CapacityRetry)
-	case s.ShareGrace <= 0:
-		return errors.NotValidf("ShareGrace %s (must be positive: pass the agents' --heartbeat-interval)", s.ShareGrace)
-	}
-	return nil
-}
-
 // Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {

@@ -35,36 +35,6 @@ type Config struct {
 	Settings
 }
 
-// Settings say where the set comes from and how it is reloaded. ManifoldConfig embeds them
-// and hands them to Config whole, so that Validate is their one check.
-type Settings struct {
-	// Initial is the set the agent started with; it must build.
-	Initial []byte
-	// Origin says where the set comes from in logs and errors ("file PATH", or the
-	// environment variable's name).
-	Origin string
-	// Path is the file the set is read from on a reload; empty when the set came from the
-	// environment, which cannot change while the agent runs.
-	Path string
-	// Default names the default provisioner, which every accepted set must contain.
-	Default string
-	// Debounce is how long the file must be quiet after a change before it is read.
-	Debounce time.Duration
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it.
-func (s Settings) Validate() error {
-	switch {
-	case len(s.Initial) == 0:
-		return errors.NotValidf("empty Initial (pass --provisioners FILE or BERTH_PROVISIONER_SET_JSON)")
-	case s.Origin == "":
-		return errors.NotValidf("empty Origin")
-	case s.Debounce <= 0:
-		return errors.NotValidf("Debounce %s (must be positive)", s.Debounce)
-	}
-	return nil
-}
-
 // Validate reports the first missing dependency or setting that is not valid (NotValid).
 func (c Config) Validate() error {
 	switch {

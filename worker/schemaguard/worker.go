@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/juju/clock"
 	jujuerrors "github.com/juju/errors"
@@ -53,27 +52,6 @@ type Config struct {
 	Logger *slog.Logger
 
 	Settings
-}
-
-// Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
-// that Validate is their one check.
-type Settings struct {
-	// Interval is the time between checks (the heartbeat interval): how long at most a
-	// newer schema goes unnoticed by the workers, whose writes the store refuses meanwhile.
-	Interval time.Duration
-	// Timeout bounds each check.
-	Timeout time.Duration
-}
-
-// Validate reports the first setting that is not valid (NotValid), naming it.
-func (s Settings) Validate() error {
-	switch {
-	case s.Interval <= 0:
-		return jujuerrors.NotValidf("Interval %s (must be positive)", s.Interval)
-	case s.Timeout <= 0:
-		return jujuerrors.NotValidf("Timeout %s (must be positive)", s.Timeout)
-	}
-	return nil
 }
 
 // Validate reports the first missing dependency or setting that is not valid (NotValid).

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/juju/clock/testclock"
+)
+
+// A flag that sets a worker's setting to a value its worker refuses is named in berth run's
+// error, with what it must be, before the agent opens anything.
+func TestRunNamesTheFlagOfAnInvalidSetting(t *testing.T) {
+	clearEnv(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--agent-id", ""}, "--agent-id is empty: pass a name unique to this agent (or set BERTH_AGENT_ID)"},
+		{[]string{"--concurrency", "0"}, "--concurrency must be at least 1, got 0"},
+		{[]string{"--await-concurrency", "0"}, "--await-concurrency must be at least 1, got 0"},
+		{[]string{"--reconcile-timeout", "0s"}, "--reconcile-timeout must be positive"},
+		{[]string{"--lease-ttl", "1m"}, "--lease-ttl (1m0s) must exceed --reconcile-timeout (5m0s), or another agent could take over a resource mid-reconcile"},
+		{[]string{"--backoff-base", "0s"}, "--backoff-base must be positive"},
+		{[]string{"--backoff-max", "1ms"}, "--backoff-max (1ms) must be at least --backoff-base (1s)"},
+		{[]string{"--capacity-retry", "0s"}, "--capacity-retry must be positive"},
+		{[]string{"--poll-interval", "0s"}, "--poll-interval must be positive"},
+		{[]string{"--change-log-retention", "0s"}, "--change-log-retention must be positive"},
+		{[]string{"--event-retention", "0s"}, "--event-retention must be positive"},
+		{[]string{"--health-interval", "0s"}, "--health-interval must be positive"},
+		{[]string{"--health-concurrency", "0"}, "--health-concurrency must be at least 1, got 0"},
+		{[]string{"--capacity-interval", "0s"}, "--capacity-interval must be positive"},
+		{[]string{"--capacity-warn-total", "80"}, "--capacity-warn-total must be a fraction in (0, 1]"},
+		{[]string{"--capacity-warn-host", "0"}, "--capacity-warn-host must be a fraction in (0, 1]"},
+		{[]string{"--shutdown-timeout", "0s"}, "--shutdown-timeout must be positive"},
+		{[]string{"--http-addr", "9090"}, `--http-addr must be HOST:PORT, e.g. 127.0.0.1:9090, got "9090"`},
+	} {
+		_, _, err := runBerth(testclock.NewClock(time.Now()), append([]string{"run", "--agent-id", "a"}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("berth run %v: err = %v; want %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package watcher
+
+import (
+	"time"
+
+	"github.com/berth-dev/berth/internal/setting"
+)
+
+// The resources watcher's defaults (the agent's flags start from them).
+const (
+	// DefaultPollInterval is how often the change log is read when no wake-up arrives: a
+	// lost wake-up delays a change by at most two seconds.
+	DefaultPollInterval = 2 * time.Second
+	// DefaultGapTimeout is how long a skipped sequence number is looked up again: far longer
+	// than any transaction that writes to the change log stays open.
+	DefaultGapTimeout = time.Minute
+	// DefaultBatchSize is the most change-log entries one query reads.
+	DefaultBatchSize = 1000
+)
+
+// ResourcesSettings tune the resources watcher. ResourcesConfig embeds them, so that
+// Validate is their one check.
+type ResourcesSettings struct {
+	// PollInterval is how often the change log is read when no wake-up arrives, and how
+	// often the resources of dead agents and overdue retries are looked up.
+	PollInterval time.Duration
+	// OverdueAfter is how long past its due time an unleased resource's retry is left to the
+	// agent that scheduled it before this watcher reports it (see the package doc); the
+	// agents' --agent-ttl.
+	OverdueAfter time.Duration
+	// GapTimeout is how long a skipped sequence number is looked up again before it is taken
+	// as rolled back (see the package doc).
+	GapTimeout time.Duration
+	// BatchSize is the most change-log entries one query reads, and the size of a page of
+	// the resources needing attention.
+	BatchSize int
+}
+
+// DefaultResourcesSettings are the settings' defaults; OverdueAfter has none: it is the
+// agents' TTL.
+func DefaultResourcesSettings() ResourcesSettings {
+	return ResourcesSettings{
+		PollInterval: DefaultPollInterval,
+		GapTimeout:   DefaultGapTimeout,
+		BatchSize:    DefaultBatchSize,
+	}
+}
+
+// Validate reports the first setting that is not valid (a *setting.Error, NotValid),
+// naming it.
+func (s ResourcesSettings) Validate() error {
+	switch {
+	case s.PollInterval <= 0:
+		return setting.Invalid("PollInterval", s.PollInterval, "must be positive")
+	case s.OverdueAfter <= 0:
+		return setting.Invalid("OverdueAfter", s.OverdueAfter, "must be positive: pass the agents' --agent-ttl")
+	case s.GapTimeout <= 0:
+		return setting.Invalid("GapTimeout", s.GapTimeout, "must be positive")
+	case s.BatchSize < 1:
+		return setting.Invalid("BatchSize", s.BatchSize, "must be at least 1")
+	}
+	return nil
+}
