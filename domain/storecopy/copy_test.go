@@ -265,7 +265,7 @@ func dump(t *testing.T, src storecopy.Source) storecopy.Batch {
 		r.Args, r.State, r.Config, r.Labels = canonical(t, r.Args), canonical(t, r.State), canonical(t, r.Config), canonical(t, r.Labels)
 		r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.StatusChangedAt)
 		r.NextAttemptAt, r.LeaseExpiresAt, r.ReadyAt, r.UnhealthySince = msp(r.NextAttemptAt), msp(r.LeaseExpiresAt), msp(r.ReadyAt), msp(r.UnhealthySince)
-		r.RetryRequestedAt = msp(r.RetryRequestedAt)
+		r.RetryRequestedAt, r.WaitingSince, r.LastAttemptAt = msp(r.RetryRequestedAt), msp(r.WaitingSince), msp(r.LastAttemptAt)
 	}
 	sort.Slice(all.Resources, func(i, j int) bool { return all.Resources[i].ID < all.Resources[j].ID })
 	for i := range all.Reservations {
@@ -453,6 +453,7 @@ func sameAPIView(t *testing.T, a, b *backend) {
 			r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.StatusChangedAt)
 			r.NextAttemptAt, r.ReadyAt, r.UnhealthySince = msp(r.NextAttemptAt), msp(r.ReadyAt), msp(r.UnhealthySince)
 			r.RetryRequestedAt, r.LeaseExpiresAt = msp(r.RetryRequestedAt), msp(r.LeaseExpiresAt)
+			r.WaitingSince, r.LastAttemptAt = msp(r.WaitingSince), msp(r.LastAttemptAt)
 			es, err := st.ListEvents(ctx, r.ID, 0)
 			if err != nil {
 				t.Fatal(err)
