@@ -17,17 +17,16 @@ import (
 )
 
 // resourceJSON is a resource as -o json prints it: exactly these keys, args and config with
-// their JSON types (slots is a number).
+// their JSON types (slots is a number), waiting_since and last_attempt_at null when unset.
 type resourceJSON struct {
-	ID            string `json:"id"`
-	Type          string `json:"type"`
-	Name          string `json:"name"`
-	Owner         string `json:"owner"`
-	Provisioner   string `json:"provisioner"`
-	Status        string `json:"status"`
-	Reason        string `json:"reason"`
-	StatusMessage string `json:"status_message"`
-	// WaitingSince and LastAttemptAt are null when unset (see domain.StateTimes).
+	ID                 string         `json:"id"`
+	Type               string         `json:"type"`
+	Name               string         `json:"name"`
+	Owner              string         `json:"owner"`
+	Provisioner        string         `json:"provisioner"`
+	Status             string         `json:"status"`
+	Reason             string         `json:"reason"`
+	StatusMessage      string         `json:"status_message"`
 	WaitingSince       *time.Time     `json:"waiting_since"`
 	LastAttemptAt      *time.Time     `json:"last_attempt_at"`
 	Args               map[string]any `json:"args"`
