@@ -66,4 +66,17 @@ func TestReasonsMigrationBackfillsFromTheMessages(t *testing.T) {
 	if es, err := st.EventsAfter(ctx, 0, 0); err != nil || len(es) != len(eventsBefore)+1 {
 		t.Fatalf("after a write: %d events, %v; want one more", len(es), err)
 	}
+
+	// The new times are kept in the stored form only, which every read parses.
+	for _, column := range []string{"waiting_since", "last_attempt_at"} {
+		if _, err := db.ExecContext(ctx, `UPDATE resources SET `+column+` = '2026-01-02 03:04:05' WHERE id = $1`, row.ID); err == nil {
+			t.Errorf("%s written as '2026-01-02 03:04:05': no error, want the CHECK to refuse it", column)
+		}
+		if _, err := db.ExecContext(ctx, `UPDATE resources SET `+column+` = '2026-01-02T03:04:05.000Z' WHERE id = $1`, row.ID); err != nil {
+			t.Errorf("%s written in the stored form: %v", column, err)
+		}
+	}
+	if _, err := st.GetResource(ctx, row.ID); err != nil {
+		t.Fatalf("read after writing the times: %v", err)
+	}
 }

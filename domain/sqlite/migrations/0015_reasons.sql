@@ -11,7 +11,8 @@
 --     the first.
 --
 -- The columns are added in place (no rebuild of the table); their times are text in the
--- format of the other time columns, which their CHECK constraints hold. The DELETE trigger's
+-- stored form of the other time columns. No trigger rewrites them into that form, as
+-- resources_after_update does the others, so their CHECK constraints take that form only. The DELETE trigger's
 -- delete request sets the reason 'DeleteRequested'.
 --
 -- The backfill reads the status and message of the rows as the agent wrote them before this
@@ -24,9 +25,9 @@
 
 ALTER TABLE resources ADD COLUMN reason TEXT NOT NULL DEFAULT 'Created';
 ALTER TABLE resources ADD COLUMN waiting_since TEXT
-    CONSTRAINT resources_waiting_since_check CHECK (waiting_since IS NULL OR strftime('%Y-%m-%dT%H:%M:%fZ', waiting_since) IS NOT NULL);
+    CONSTRAINT resources_waiting_since_check CHECK (waiting_since IS NULL OR waiting_since = strftime('%Y-%m-%dT%H:%M:%fZ', waiting_since));
 ALTER TABLE resources ADD COLUMN last_attempt_at TEXT
-    CONSTRAINT resources_last_attempt_at_check CHECK (last_attempt_at IS NULL OR strftime('%Y-%m-%dT%H:%M:%fZ', last_attempt_at) IS NOT NULL);
+    CONSTRAINT resources_last_attempt_at_check CHECK (last_attempt_at IS NULL OR last_attempt_at = strftime('%Y-%m-%dT%H:%M:%fZ', last_attempt_at));
 
 UPDATE resources
    SET reason = CASE status
