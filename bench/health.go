@@ -290,10 +290,10 @@ func fillReady(ctx context.Context, db *database, setJSON []byte, hosts []string
 		args []any
 	}{
 		{`ALTER TABLE resources DISABLE TRIGGER USER`, nil},
-		{`INSERT INTO resources (id, type, name, owner, provisioner, args, status, status_message,
+		{`INSERT INTO resources (id, type, name, owner, provisioner, args, status, reason, status_message,
 		                         observed_generation, state, config, ready_at)
 		  SELECT r.resource_id, 'runtime', 'sweep-' || row_number() OVER (ORDER BY r.resource_id), r.owner, r.provisioner,
-		         '{"slots": 1}', 'ready', 'ready at generation 1', 1, h.state, h.config, now()
+		         '{"slots": 1}', 'ready', 'Available', 'ready at generation 1', 1, h.state, h.config, now()
 		    FROM slot_reservations r
 		    JOIN unnest($1::text[], $2::jsonb[], $3::jsonb[]) AS h(host, state, config) ON h.host = r.host`,
 			[]any{used, states, configs}},

@@ -34,6 +34,7 @@ func TestConditions(t *testing.T) {
 			cond{F, "Pending", ""}, cond{F, "ReconcilePending", "waiting for the agent to bring it to generation 1 (observed 0)"}},
 		{"waiting for capacity", row(func(r *domain.Resource) {
 			r.Status, r.StatusMessage, r.ObservedGeneration = domain.StatusPending, "waiting for capacity since 2026-12-01T09:00:00Z: no host has 4 free slots", 1
+			r.Reason = domain.ReasonWaitingForCapacity
 		}),
 			cond{F, "WaitingForCapacity", "waiting for capacity since 2026-12-01T09:00:00Z: no host has 4 free slots"},
 			cond{F, "ReconcilePending", "waiting for the agent to bring it to generation 2 (observed 1)"}},

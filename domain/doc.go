@@ -37,6 +37,38 @@
 //	 │
 //	any status ── delete requested ──► deleting ── deprovisioned ──► row removed
 //
+// Beside the status the agent writes, in the same statement, its reason: one CamelCase word
+// from the status's closed list (Reason, ReasonsByStatus) that programs match on, while the
+// status message says the same for people and no code reads it back. The reasons:
+//
+//	pending       Created             no attempt has touched the row yet; the claim starts
+//	                                  these rows only
+//	              WaitingForCapacity  its broker has no room; retried with backoff and when
+//	                                  room frees (waiting_since: since when)
+//	provisioning  Provisioning        an attempt is creating, updating or waking it
+//	              AwaitingReady       applied; waited on until it serves
+//	              Backoff             an attempt failed; retried at next_attempt_at
+//	ready         Available           serves, at its generation
+//	              Recovered           its failing health check passes again
+//	unhealthy     HealthCheckFailed   its health check fails (unhealthy_since: since when)
+//	error         BrokerError         a failure retrying cannot mend (invalid args, an
+//	                                  environ that cannot hibernate): waits for new args or
+//	                                  a retry asked for
+//	              UnreadableRow       a column the agent cannot read; looked at again with
+//	                                  backoff until someone fixes it
+//	              UnknownType         no environ of the agent serves its type
+//	deleting      DeleteRequested     a delete asked for (the CLI, a DELETE, or a move to
+//	                                  deleting), not attempted yet
+//	              Deprovisioning      an attempt is freeing what it holds
+//	              Backoff             a deprovision attempt failed; retried at next_attempt_at
+//	hibernating   Hibernating         an attempt is stopping it, data kept
+//	              Backoff             a hibernate attempt failed; retried at next_attempt_at
+//	hibernated    Hibernated          stopped, data kept
+//
+// The times the state machine needs are columns too (StateTimes): waiting_since, kept while
+// the reason stays WaitingForCapacity and cleared when it changes, and last_attempt_at, when
+// the agent last recorded an attempt's outcome; both on the database's clock.
+//
 // Beside the status, a client controls the row with three more columns (plain SQL
 // included), each recorded in its history as a control event:
 //

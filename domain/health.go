@@ -60,8 +60,8 @@ type HealthStore interface {
 	// CountResourcesByStatus counts the resources in each status; statuses without
 	// resources are absent.
 	CountResourcesByStatus(ctx context.Context) (map[Status]int, error)
-	// ListWaitingForCapacity returns up to limit (0: all) pending resources whose status
-	// message starts with WaitingForCapacityPrefix, longest waiting (oldest) first.
+	// ListWaitingForCapacity returns up to limit (0: all) pending resources whose reason is
+	// ReasonWaitingForCapacity, longest waiting (oldest WaitingSince) first.
 	ListWaitingForCapacity(ctx context.Context, limit int) ([]Resource, error)
 }
 

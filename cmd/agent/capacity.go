@@ -99,7 +99,7 @@ func newCapacityCommand(opts *globalOptions) *cobra.Command {
 host: unit, total, used, free, percent used, whether the host is down), the capacity
 warnings in force, how the used capacity moved over --since (lowest and highest, and the
 oldest and newest sample of the window), the resources waiting for capacity with how
-long each has waited (since it was created), and how many resources of each provisioner are
+long each has waited (since it began waiting), and how many resources of each provisioner are
 hibernated: they hold no capacity, so the figures leave them out, but waking them needs room.
 
 Down hosts and hosts without capacity count towards neither used nor total when the agent
@@ -204,11 +204,19 @@ func buildCapacityReport(now, from time.Time, latest []domain.CapacitySample, tr
 	}
 	for _, r := range waiting {
 		report.Waiting = append(report.Waiting, waitingJSON{
-			ID: r.ID, Name: r.Name, Owner: r.Owner, Provisioner: r.Provisioner, Since: r.CreatedAt.UTC(),
-			WaitingSeconds: int64(max(now.Sub(r.CreatedAt), 0) / time.Second), Message: r.StatusMessage,
+			ID: r.ID, Name: r.Name, Owner: r.Owner, Provisioner: r.Provisioner, Since: waitingSince(r).UTC(),
+			WaitingSeconds: int64(max(now.Sub(waitingSince(r)), 0) / time.Second), Message: r.StatusMessage,
 		})
 	}
 	return report
+}
+
+// waitingSince is when r began waiting for capacity; its creation for a row that does not say.
+func waitingSince(r domain.Resource) time.Time {
+	if r.WaitingSince != nil {
+		return *r.WaitingSince
+	}
+	return r.CreatedAt
 }
 
 // countByProvisioner counts rs per provisioner, by provisioner name.

@@ -40,8 +40,9 @@ func TestCapacityShowsNowTrendWarningsAndWaits(t *testing.T) {
 	}
 	waiting := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "big", "--arg", "slots=5", "-o", "json"))["id"].(string)
 	c.mustRun("resource", "create", "--type", "runtime", "--name", "plain")
+	// Waiting for 90s, created long before: the wait counts from when it began.
 	if _, err := c.st.Pool().Exec(ctx, `UPDATE resources SET status_message = 'waiting for capacity: no host has 5 free slots', provisioner = 'pool',
-		created_at = $2 WHERE id = $1`, waiting, now.Add(-90*time.Second)); err != nil {
+		reason = 'WaitingForCapacity', waiting_since = $2, created_at = $3 WHERE id = $1`, waiting, now.Add(-90*time.Second), now.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -25,7 +25,7 @@ import (
 )
 
 // resourceKeys are exactly the keys -o json prints for a resource.
-var resourceKeys = []string{"args", "conditions", "config", "generation", "hibernate", "id", "labels", "name", "observed_generation", "owner", "paused", "provisioner", "status", "status_message", "type"}
+var resourceKeys = []string{"args", "conditions", "config", "generation", "hibernate", "id", "labels", "last_attempt_at", "name", "observed_generation", "owner", "paused", "provisioner", "reason", "status", "status_message", "type", "waiting_since"}
 
 const waitLimit = 10 * time.Second // how long a test waits for the command to reach the clock
 

@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -128,8 +127,17 @@ func writeDescription(w io.Writer, r domain.Resource, events []domain.Event, now
 	field("Generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration))
 	field("Created", since(r.CreatedAt, now))
 	field("Status", statusText(r))
+	field("Reason", orAngle(string(r.Reason), "none"))
 	field("Message", orAngle(r.StatusMessage, "none"))
 	field("Status since", since(r.StatusChangedAt, now))
+	if r.WaitingSince != nil {
+		field("Waiting since", since(*r.WaitingSince, now))
+	}
+	lastAttempt := "<never>"
+	if r.LastAttemptAt != nil {
+		lastAttempt = since(*r.LastAttemptAt, now)
+	}
+	field("Last attempt", lastAttempt)
 	field("Paused", yesNo(r.Paused))
 	field("Hibernate", hibernateText(r))
 	if !r.Readable() {
@@ -220,12 +228,15 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 	case r.Hibernate && r.Status == domain.StatusHibernated:
 		return fmt.Sprintf("none while hibernated: `berth resource wake %s` brings it back", r.ID)
 	}
-	if waiting, ok := waitingForCapacitySince(r); ok {
+	if r.Status == domain.StatusPending && r.Reason == domain.ReasonWaitingForCapacity {
 		next := "when room frees"
 		if r.NextAttemptAt != nil {
 			next = fmt.Sprintf("tried again %s, or sooner when room frees on its provisioner", whenAt(*r.NextAttemptAt, now))
 		}
-		return fmt.Sprintf("waiting for capacity since %s: %s", since(waiting, now), next)
+		if r.WaitingSince == nil {
+			return "waiting for capacity: " + next
+		}
+		return fmt.Sprintf("waiting for capacity since %s: %s", since(*r.WaitingSince, now), next)
 	}
 	switch {
 	case r.NextAttemptAt != nil && r.NextAttemptAt.After(now):
@@ -246,21 +257,6 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 		return fmt.Sprintf("none: provisioned at generation %d (health checks go on)", r.Generation)
 	}
 	return fmt.Sprintf("now: an agent brings it to generation %d when it takes the row", r.Generation)
-}
-
-// waitingForCapacitySince returns since when r has waited for capacity, as its status
-// message says ("waiting for capacity since <RFC 3339 time>: why").
-func waitingForCapacitySince(r domain.Resource) (time.Time, bool) {
-	if r.Status != domain.StatusPending {
-		return time.Time{}, false
-	}
-	rest, ok := strings.CutPrefix(r.StatusMessage, domain.WaitingForCapacityPrefix+" since ")
-	if !ok {
-		return time.Time{}, false
-	}
-	stamp, _, _ := strings.Cut(rest, ": ")
-	since, err := time.Parse(time.RFC3339, stamp)
-	return since, err == nil
 }
 
 func leaseText(r domain.Resource, now time.Time) string {

@@ -24,10 +24,12 @@ func TestDescribeFoldsEventsAndSaysWhatComesNext(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	next := now.Add(40 * time.Second)
 	expires := now.Add(12 * time.Second)
+	lastAttempt := now.Add(-10 * time.Second)
 	r := domain.Resource{
 		ID: "3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a", Type: domain.ResourceTypeRuntime, Name: "web", Owner: "acme", Provisioner: "pool",
 		Labels: map[string]string{"tier": "prod", "team": "data"}, Args: map[string]any{"slots": 2},
 		Generation: 2, ObservedGeneration: 1, Status: domain.StatusProvisioning, StatusMessage: "attempt 4 failed: host down; retrying at T",
+		Reason: domain.ReasonBackoff, StateTimes: domain.StateTimes{LastAttemptAt: &lastAttempt},
 		StatusChangedAt: now.Add(-3 * time.Minute), CreatedAt: now.Add(-10 * time.Minute),
 		Attempts: 4, LastError: "host down", NextAttemptAt: &next,
 		LeaseHolder: "agent-1", LeaseExpiresAt: &expires,
@@ -58,8 +60,10 @@ func TestDescribeFoldsEventsAndSaysWhatComesNext(t *testing.T) {
 		`^Generation:\s+2 \(observed 1\)$`,
 		`^Created:\s+2026-12-01T11:50:00Z \(10m ago\)$`,
 		`^Status:\s+provisioning$`,
+		`^Reason:\s+Backoff$`,
 		`^Message:\s+attempt 4 failed: host down; retrying at T$`,
 		`^Status since:\s+2026-12-01T11:57:00Z \(3m ago\)$`,
+		`^Last attempt:\s+2026-12-01T11:59:50Z \(10s ago\)$`,
 		`^Attempts:\s+4 failed`,
 		`^Last error:\s+host down$`,
 		"^Next attempt:\\s+backoff until 2026-12-01T12:00:40Z \\(in 40s\\), after 4 failed attempt\\(s\\); `berth resource retry 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a` tries it now$",
@@ -78,10 +82,14 @@ func TestDescribeFoldsEventsAndSaysWhatComesNext(t *testing.T) {
 	}
 
 	buf.Reset()
-	if err := writeDescription(&buf, domain.Resource{ID: "x", Type: domain.ResourceTypeRuntime, Name: "new", Status: domain.StatusPending, Generation: 1}, nil, now); err != nil {
+	if err := writeDescription(&buf, domain.Resource{ID: "x", Type: domain.ResourceTypeRuntime, Name: "new", Status: domain.StatusPending,
+		Reason: domain.ReasonCreated, Generation: 1}, nil, now); err != nil {
 		t.Fatal(err)
 	}
-	wantLines(t, buf.String(), `^Owner:\s+<none>$`, `^Labels:\s+<none>$`, `^Provisioner:\s+<the agent's default, not yet chosen>$`,
+	if strings.Contains(buf.String(), "Waiting since") {
+		t.Errorf("a resource not waiting for capacity shows since when it waits:\n%s", buf.String())
+	}
+	wantLines(t, buf.String(), `^Reason:\s+Created$`, `^Last attempt:\s+<never>$`, `^Owner:\s+<none>$`, `^Labels:\s+<none>$`, `^Provisioner:\s+<the agent's default, not yet chosen>$`,
 		`^Lease:\s+<none>$`, `^Events: <none>$`, `^Next attempt:\s+now: an agent brings it to generation 1 when it takes the row$`)
 }
 
@@ -101,7 +109,8 @@ func TestNextAttemptSaysWhy(t *testing.T) {
 		{"backoff over", domain.Resource{Status: domain.StatusProvisioning, Attempts: 2, NextAttemptAt: at(-5 * time.Second)},
 			"due since 2026-12-01T11:59:55Z (5s ago): an agent takes it on its next pass"},
 		{"waiting for capacity", domain.Resource{Status: domain.StatusPending, NextAttemptAt: at(30 * time.Second),
-			StatusMessage: "waiting for capacity since 2026-12-01T11:55:00Z: no host has 4 free slots"},
+			Reason: domain.ReasonWaitingForCapacity, StateTimes: domain.StateTimes{WaitingSince: at(-5 * time.Minute)},
+			StatusMessage: "waiting for capacity: no host has 4 free slots"},
 			"waiting for capacity since 2026-12-01T11:55:00Z (5m ago): tried again at 2026-12-01T12:00:30Z (in 30s), or sooner when room frees on its provisioner"},
 		{"permanent failure", domain.Resource{Status: domain.StatusError, LastError: "unknown provisioner", Generation: 3},
 			"none: failed for good at generation 3; waiting for new args (`berth resource update r1`) or `berth resource retry r1`"},

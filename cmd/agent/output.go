@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 
 	"sigs.k8s.io/yaml"
@@ -16,7 +17,7 @@ import (
 )
 
 // resourceJSON is a resource as -o json prints it: exactly these keys, args and config with
-// their JSON types (slots is a number).
+// their JSON types (slots is a number), waiting_since and last_attempt_at null when unset.
 type resourceJSON struct {
 	ID                 string         `json:"id"`
 	Type               string         `json:"type"`
@@ -24,7 +25,10 @@ type resourceJSON struct {
 	Owner              string         `json:"owner"`
 	Provisioner        string         `json:"provisioner"`
 	Status             string         `json:"status"`
+	Reason             string         `json:"reason"`
 	StatusMessage      string         `json:"status_message"`
+	WaitingSince       *time.Time     `json:"waiting_since"`
+	LastAttemptAt      *time.Time     `json:"last_attempt_at"`
 	Args               map[string]any `json:"args"`
 	Config             map[string]any `json:"config"`
 	Labels             labelsJSON     `json:"labels"`
@@ -45,7 +49,10 @@ func toJSON(r domain.Resource) resourceJSON {
 		Owner:              r.Owner,
 		Provisioner:        r.Provisioner,
 		Status:             string(r.Status),
+		Reason:             string(r.Reason),
 		StatusMessage:      r.StatusMessage,
+		WaitingSince:       utc(r.WaitingSince),
+		LastAttemptAt:      utc(r.LastAttemptAt),
 		Args:               nonNil(r.Args),
 		Config:             nonNil(r.Config),
 		Labels:             toLabelsJSON(r.Labels),
@@ -56,6 +63,15 @@ func toJSON(r domain.Resource) resourceJSON {
 		Conditions:         toConditionsJSON(r),
 		Unreadable:         r.UnreadableReason(),
 	}
+}
+
+// utc is *t in UTC, nil for nil.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 func nonNil(m map[string]any) map[string]any {
@@ -107,6 +123,7 @@ func writeResourceTable(w io.Writer, r domain.Resource) error {
 		{"owner", r.Owner},
 		{"provisioner", provisioner},
 		{"status", statusText(r)},
+		{"reason", string(r.Reason)},
 		{"status message", r.StatusMessage},
 		{"args", formatMap(r.Args)},
 		{"labels", labelText(r.Labels)},

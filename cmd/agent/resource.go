@@ -26,10 +26,12 @@ database must already have Berth's schema (berth migrate). The commands on one r
 its ID or its name (with --owner and --type where several resources share the name).
 
 With -o json every command prints one JSON object (list: a JSON array of them) with exactly
-the keys id, type, name, owner, provisioner, status, status_message, args, config, labels,
-paused, hibernate, generation, observed_generation and conditions (Ready and Synced, each
-with type, status, reason, message, lastTransitionTime and observedGeneration); -o yaml
-prints the same as YAML.
+the keys id, type, name, owner, provisioner, status, reason (why the resource is in its
+status, one word from the status's documented list), status_message, waiting_since and
+last_attempt_at (times, null when unset), args, config, labels, paused, hibernate,
+generation, observed_generation and conditions (Ready and Synced, each with type, status,
+reason, message, lastTransitionTime and observedGeneration); -o yaml prints the same as
+YAML.
 
 The lifecycle controls (pause, resume, hibernate, wake, retry, label) are recorded in the
 resource's history; describe shows why a resource is where it is and when it is tried next.`,

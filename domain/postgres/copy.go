@@ -174,7 +174,8 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 			err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
 				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
 				&r.NextAttemptAt, &r.LastError, &r.LeaseHolder, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt,
-				&r.ReadyAt, &r.UnhealthySince, &r.Labels, &r.Paused, &r.Hibernate, &r.RetryRequestedAt, &r.StatusChangedAt)
+				&r.ReadyAt, &r.UnhealthySince, &r.Labels, &r.Paused, &r.Hibernate, &r.RetryRequestedAt, &r.StatusChangedAt,
+				&r.Reason, &r.WaitingSince, &r.LastAttemptAt)
 			return r, err
 		},
 		func(rows []storecopy.Resource) storecopy.Batch { return storecopy.Batch{Resources: rows} },

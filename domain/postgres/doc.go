@@ -21,8 +21,9 @@
 //     moves the row to deleting or changes paused, hibernate or retry_requested_at append an
 //     entry to change_log and NOTIFY berth_resource_changes. The agent's own writes (status, state, config, leases, and
 //     pinning a provisioner that was unset) log nothing, so the agent never wakes itself.
-//   - DELETE does not remove the row: it becomes a delete request (status deleting,
-//     "delete requested"), so the environ frees what it holds first. The agent removes the
+//   - DELETE does not remove the row: it becomes a delete request (status deleting, reason
+//     DeleteRequested, "delete requested"; so does an UPDATE to deleting that names no
+//     reason), so the environ frees what it holds first. The agent removes the
 //     row with FinalizeDelete, in a transaction that runs SET LOCAL berth.finalizing = 'on'.
 //     An operator who must drop a row without deprovisioning it can do the same.
 //   - INSERT, DELETE (a finalized one) and every UPDATE that changes status or
@@ -46,7 +47,7 @@
 // partitioned agent cannot overwrite the work of the one that took over (nor of a later
 // process of its own id), nor resurrect a resource whose args or deletion moved on.
 // To save round trips, ClaimAndStart also records the start of provisioning of an untouched
-// row in the claim's statement (deciding on the row as locked), and a RecordProgress with
+// row (reason Created) in the claim's statement (deciding on the row as locked), and a RecordProgress with
 // ReleaseLease clears the lease in the record's statement.
 //
 // # Slots

@@ -102,6 +102,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, checked domain.Chec
 			UPDATE resources
 			   SET status = $5,
 			       status_message = $6,
+			       reason = $10,
 			       unhealthy_since = CASE WHEN $5 = 'unhealthy' THEN coalesce(unhealthy_since, $7) END,
 			       state = coalesce($8, state),
 			       config = coalesce($9, config)
@@ -110,7 +111,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, checked domain.Chec
 			   AND `+leaseFreeSQL+`
 			RETURNING `+resourceColumns,
 			uid, checked.Holder, checked.Generation, checked.LeaseToken,
-			string(h.Status), h.StatusMessage, since, nilMap(h.State), nilMap(h.Config)))
+			string(h.Status), h.StatusMessage, since, nilMap(h.State), nilMap(h.Config), string(h.Reason)))
 		if err != nil {
 			return err
 		}
@@ -164,7 +165,7 @@ func (s *State) CountResourcesByStatus(ctx context.Context) (map[domain.Status]i
 	return out, nil
 }
 
-// ListWaitingForCapacity returns pending resources waiting for room, oldest first.
+// ListWaitingForCapacity returns pending resources waiting for room, longest waiting first.
 func (s *State) ListWaitingForCapacity(ctx context.Context, limit int) ([]domain.Resource, error) {
 	var limitArg *int
 	if limit > 0 {
@@ -172,8 +173,8 @@ func (s *State) ListWaitingForCapacity(ctx context.Context, limit int) ([]domain
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+resourceColumns+` FROM resources
-		 WHERE status = 'pending' AND starts_with(status_message, $1)
-		 ORDER BY created_at, id LIMIT $2`, domain.WaitingForCapacityPrefix, limitArg)
+		 WHERE status = 'pending' AND reason = 'WaitingForCapacity'
+		 ORDER BY waiting_since, created_at, id LIMIT $1`, limitArg)
 	if err != nil {
 		return nil, fmt.Errorf("list resources waiting for capacity: %w", err)
 	}

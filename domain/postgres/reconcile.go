@@ -131,12 +131,12 @@ func (s *State) claimAlone(ctx context.Context, call *claimCall, id, holder stri
 
 // claimSQL takes the lease of row $1 for holder $2 for $3 seconds when it is free and the
 // schema is no newer than version $8, and starts provisioning it when $7 says to and it is
-// untouched (of the types $5, with the provisioner $4 or none, neither paused nor to be
-// hibernated; the message is $6 and the generation).
+// untouched (reason Created, no retry due; of the types $5, with the provisioner $4 or none,
+// neither paused nor to be hibernated; the message is $6 and the generation).
 const claimSQL = `
 	WITH claimed AS (
 		SELECT resources.id AS claimed_id,
-		       $7 AND status = 'pending' AND status_message = '' AND next_attempt_at IS NULL
+		       $7 AND status = 'pending' AND reason = 'Created' AND next_attempt_at IS NULL
 		       AND NOT paused AND NOT hibernate
 		       AND provisioner IN ('', $4) AND type = ANY ($5::text[]) AS start,
 		       lease_holder AS previous_holder,
@@ -151,6 +151,7 @@ const claimSQL = `
 	       lease_token = lease_token + 1,
 	       status = CASE WHEN start THEN 'provisioning' ELSE status END,
 	       status_message = CASE WHEN start THEN $6 || generation ELSE status_message END,
+	       reason = CASE WHEN start THEN 'Provisioning' ELSE reason END,
 	       provisioner = CASE WHEN start THEN $4 ELSE provisioner END
 	  FROM claimed
 	 WHERE id = claimed_id
@@ -242,6 +243,9 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if err != nil {
 		return domain.Resource{}, err
 	}
+	if err := backend.CheckReason(u.Status, u.Reason); err != nil {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
+	}
 	call := &progressCall{uid: uid, args: progressArgs(uid, lease, u, s.schema)}
 	if err := s.progress.Do(ctx, call); err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
@@ -266,7 +270,9 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 }
 
 // progressSQL is RecordProgress's statement; progressArgs are its arguments. It applies
-// only while the schema is no newer than version $17. The update's
+// only while the schema is no newer than version $17. It writes the reason $18 with the
+// status, keeps waiting_since while the reason stays WaitingForCapacity (now when it becomes
+// so, NULL otherwise) and stamps last_attempt_at, both on the database clock. The update's
 // own status event is written by the resources table's trigger, which fires at the end of
 // the statement: a passed step inserted by the statement comes before it.
 const progressSQL = `
@@ -274,6 +280,10 @@ const progressSQL = `
 	UPDATE resources
 	   SET status = $4,
 	       status_message = $5,
+	       reason = $18,
+	       waiting_since = CASE WHEN $18 <> 'WaitingForCapacity' THEN NULL
+	                            WHEN reason = 'WaitingForCapacity' THEN waiting_since ELSE now() END,
+	       last_attempt_at = now(),
 	       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,
 	       state = coalesce($7, state),
 	       config = coalesce($8, config),
@@ -305,7 +315,7 @@ func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate, 
 	return []any{uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
 		u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token,
-		string(passed.Status), passed.Message, schema}
+		string(passed.Status), passed.Message, schema, string(u.Reason)}
 }
 
 // FinalizeDelete removes a deleting resource's row while lease is its live lease and the

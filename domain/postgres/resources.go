@@ -18,7 +18,8 @@ import (
 const resourceColumns = `id::text, type, name, owner, provisioner, args, generation, observed_generation,
 	status, status_message, state, config, attempts, next_attempt_at, last_error,
 	lease_token, created_at, updated_at, ready_at, unhealthy_since,
-	labels, paused, hibernate, retry_requested_at, status_changed_at, coalesce(lease_holder, ''), lease_expires_at`
+	labels, paused, hibernate, retry_requested_at, status_changed_at, coalesce(lease_holder, ''), lease_expires_at,
+	reason, waiting_since, last_attempt_at`
 
 // scanResource reads one row of resourceColumns. Its JSON columns are decoded one by one
 // after the scan, so a column Berth cannot read (written by another client) marks the row
@@ -32,14 +33,15 @@ func scanResource(row pgx.Row) (domain.Resource, error) {
 	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &args, &r.Generation,
 		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &state, &config, &r.Attempts,
 		&r.NextAttemptAt, &r.LastError, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.ReadyAt, &r.UnhealthySince,
-		&labels, &r.Paused, &r.Hibernate, &r.RetryRequestedAt, &r.StatusChangedAt, &r.LeaseHolder, &r.LeaseExpiresAt)
+		&labels, &r.Paused, &r.Hibernate, &r.RetryRequestedAt, &r.StatusChangedAt, &r.LeaseHolder, &r.LeaseExpiresAt,
+		&r.Reason, &r.WaitingSince, &r.LastAttemptAt)
 	if err != nil {
 		return r, err
 	}
 	domain.DecodeResourceJSON(&r, args, state, config)
 	backend.DecodeLabels(&r, labels)
 	r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC(), r.StatusChangedAt.UTC()
-	for _, t := range []**time.Time{&r.NextAttemptAt, &r.ReadyAt, &r.UnhealthySince, &r.RetryRequestedAt, &r.LeaseExpiresAt} {
+	for _, t := range []**time.Time{&r.NextAttemptAt, &r.ReadyAt, &r.UnhealthySince, &r.RetryRequestedAt, &r.LeaseExpiresAt, &r.WaitingSince, &r.LastAttemptAt} {
 		if *t != nil {
 			utc := (**t).UTC()
 			*t = &utc
@@ -148,7 +150,8 @@ func (s *State) RequestDelete(ctx context.Context, id string) (domain.Resource, 
 	}
 	r, err := scanResource(s.pool.QueryRow(ctx, `
 		UPDATE resources
-		   SET status = 'deleting', status_message = 'delete requested', next_attempt_at = NULL, attempts = 0
+		   SET status = 'deleting', status_message = 'delete requested', reason = 'DeleteRequested', waiting_since = NULL,
+		       next_attempt_at = NULL, attempts = 0
 		 WHERE id = $1 AND status <> 'deleting'
 		RETURNING `+resourceColumns, uid))
 	if errors.Is(err, pgx.ErrNoRows) {

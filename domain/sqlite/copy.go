@@ -147,12 +147,13 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 			var (
 				lease                                       sql.NullString
 				next, leaseExpires, ready, unhealthy, retry sql.NullString
+				waitingSince, lastAttempt                   sql.NullString
 				created, updated, statusChanged             string
 			)
 			if err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
 				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
 				&next, &r.LastError, &lease, &leaseExpires, &r.LeaseToken, &created, &updated, &ready, &unhealthy,
-				&r.Labels, &r.Paused, &r.Hibernate, &retry, &statusChanged); err != nil {
+				&r.Labels, &r.Paused, &r.Hibernate, &retry, &statusChanged, &r.Reason, &waitingSince, &lastAttempt); err != nil {
 				return r, err
 			}
 			if lease.Valid {
@@ -167,6 +168,8 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 			r.UnhealthySince = t.optional("unhealthy_since", unhealthy)
 			r.RetryRequestedAt = t.optional("retry_requested_at", retry)
 			r.StatusChangedAt = t.required("status_changed_at", statusChanged)
+			r.WaitingSince = t.optional("waiting_since", waitingSince)
+			r.LastAttemptAt = t.optional("last_attempt_at", lastAttempt)
 			return r, t.err
 		},
 		func(rows []storecopy.Resource) storecopy.Batch { return storecopy.Batch{Resources: rows} },

@@ -73,6 +73,7 @@ func (s *State) RecordHealth(ctx context.Context, id string, checked domain.Chec
 			   SET status = $3,
 			       `+statusChangedSQL("$3")+`,
 			       status_message = $4,
+			       reason = $10,
 			       unhealthy_since = CASE WHEN $3 = 'unhealthy' THEN coalesce(unhealthy_since, $5) END,
 			       state = coalesce($6, state),
 			       config = coalesce($7, config),
@@ -80,7 +81,8 @@ func (s *State) RecordHealth(ctx context.Context, id string, checked domain.Chec
 			 WHERE id = $1 AND generation = $2 AND observed_generation = generation AND lease_token = $8
 			   AND status IN ('ready', 'unhealthy') AND NOT paused AND NOT hibernate
 			   AND `+leaseFreeSQL("$9"),
-			uid, checked.Generation, string(h.Status), h.StatusMessage, since, state, config, checked.LeaseToken, checked.Holder)
+			uid, checked.Generation, string(h.Status), h.StatusMessage, since, state, config, checked.LeaseToken, checked.Holder,
+			string(h.Reason))
 		if err != nil {
 			return describeDBError(err)
 		}
@@ -146,15 +148,15 @@ func (s *State) CountResourcesByStatus(ctx context.Context) (map[domain.Status]i
 	return out, nil
 }
 
-// ListWaitingForCapacity returns pending resources waiting for room, oldest first.
+// ListWaitingForCapacity returns pending resources waiting for room, longest waiting first.
 func (s *State) ListWaitingForCapacity(ctx context.Context, limit int) ([]domain.Resource, error) {
 	if limit <= 0 {
 		limit = -1 // no limit
 	}
 	out, err := s.queryResources(ctx, `
 		SELECT `+resourceColumns+` FROM resources
-		 WHERE status = 'pending' AND substr(status_message, 1, length($1)) = $1
-		 ORDER BY created_at, rowid LIMIT $2`, domain.WaitingForCapacityPrefix, limit)
+		 WHERE status = 'pending' AND reason = 'WaitingForCapacity'
+		 ORDER BY waiting_since, created_at, rowid LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list resources waiting for capacity: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"strings"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/internal/backend"
@@ -66,7 +67,7 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 			if applied {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			if err := applyHoldingTriggers(ctx, tx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, backend.RecordMigrationSQL, m.Version)
@@ -74,6 +75,41 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 		})
 		if err != nil {
 			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+// holdTriggersDirective, at the start of a line of a migration and followed by trigger
+// names, has the migration run without those triggers: SQLite cannot disable a trigger as
+// PostgreSQL does (ALTER TABLE ... DISABLE TRIGGER), so that a backfill is no change of the
+// rows (updated_at kept, no event) without the migration repeating the triggers' text.
+const holdTriggersDirective = "-- berth:hold-triggers "
+
+// applyHoldingTriggers runs migration in tx, with the triggers its holdTriggersDirective
+// lines name dropped while it runs and created again, as they were, after it.
+func applyHoldingTriggers(ctx context.Context, tx *sql.Tx, migration string) error {
+	var held []string
+	for _, line := range strings.Split(migration, "\n") {
+		if names, ok := strings.CutPrefix(line, holdTriggersDirective); ok {
+			held = append(held, strings.Fields(names)...)
+		}
+	}
+	saved := make([]string, len(held))
+	for i, name := range held {
+		if err := tx.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = $1`, name).Scan(&saved[i]); err != nil {
+			return fmt.Errorf("hold trigger %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DROP TRIGGER "`+name+`"`); err != nil {
+			return fmt.Errorf("hold trigger %s: %w", name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, migration); err != nil {
+		return err
+	}
+	for i, name := range held {
+		if _, err := tx.ExecContext(ctx, saved[i]); err != nil {
+			return fmt.Errorf("restore trigger %s: %w", name, err)
 		}
 	}
 	return nil

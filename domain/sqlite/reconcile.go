@@ -82,7 +82,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			previous sql.NullString
 			waitedMS int64
 			status   domain.Status
-			message  string
+			reason   domain.Reason
 			retrying bool
 			held     bool // paused, or to be hibernated
 			pinned   string
@@ -91,9 +91,9 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 		err := tx.QueryRowContext(ctx, `
 			SELECT r.lease_holder,
 			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0),
-			       r.status, r.status_message, r.next_attempt_at IS NOT NULL, r.paused OR r.hibernate, r.provisioner, r.type
+			       r.status, r.reason, r.next_attempt_at IS NOT NULL, r.paused OR r.hibernate, r.provisioner, r.type
 			  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
-			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS, &status, &message, &retrying, &held, &pinned, &rowType)
+			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS, &status, &reason, &retrying, &held, &pinned, &rowType)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound(uid)
 		}
@@ -102,7 +102,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 		}
 		// Nothing has been done to the row yet, it is neither paused nor to be hibernated, and
 		// the default provisioner provisions it.
-		startRow := start != nil && status == domain.StatusPending && message == "" && !retrying && !held &&
+		startRow := start != nil && status == domain.StatusPending && reason == domain.ReasonCreated && !retrying && !held &&
 			(pinned == "" || pinned == start.Provisioner) && slices.Contains(start.Types, rowType)
 		// RETURNING gives the row as written: the statement leaves resources_after_update
 		// nothing to change (see touchSQL).
@@ -113,6 +113,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			       status = CASE WHEN $4 THEN 'provisioning' ELSE status END,
 			       `+statusChangedSQL("CASE WHEN $4 THEN 'provisioning' ELSE status END")+`,
 			       status_message = CASE WHEN $4 THEN $5 || generation ELSE status_message END,
+			       reason = CASE WHEN $4 THEN 'Provisioning' ELSE reason END,
 			       provisioner = CASE WHEN $4 THEN $6 ELSE provisioner END,
 			       `+touchSQL+`
 			 WHERE id = $1 AND `+leaseFreeSQL("$2")+`
@@ -193,11 +194,16 @@ func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Le
 // RecordProgress applies u while lease is the row's live lease, the row is at u.Generation and not
 // being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
 // row's provisioner is unset or already the same; a client's different choice gives ErrStale.
-// With u.ReleaseLease the same statement clears the lease.
+// With u.ReleaseLease the same statement clears the lease. The statement writes u.Reason
+// with the status, keeps waiting_since while the reason stays WaitingForCapacity (now when
+// it becomes so, NULL otherwise) and stamps last_attempt_at.
 func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Lease, u domain.ProgressUpdate) (domain.Resource, error) {
 	uid, err := parseID(id)
 	if err != nil {
 		return domain.Resource{}, err
+	}
+	if err := backend.CheckReason(u.Status, u.Reason); err != nil {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}
 	state, err := encodeJSON("state", u.State)
 	if err != nil {
@@ -225,6 +231,10 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			   SET status = $4,
 			       `+statusChangedSQL("$4")+`,
 			       status_message = $5,
+			       reason = $16,
+			       waiting_since = CASE WHEN $16 <> 'WaitingForCapacity' THEN NULL
+			                            WHEN reason = 'WaitingForCapacity' THEN waiting_since ELSE `+nowSQL+` END,
+			       last_attempt_at = `+nowSQL+`,
 			       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,
 			       state = coalesce($7, state),
 			       config = coalesce($8, config),
@@ -247,7 +257,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			RETURNING `+resourceColumns,
 			uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 			state, config, u.ObservedGeneration,
-			u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token, s.schema))
+			u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token, s.schema, string(u.Reason)))
 		if errors.Is(err, sql.ErrNoRows) {
 			if err := checkSchemaIn(ctx, tx, s.schema); err != nil {
 				return err

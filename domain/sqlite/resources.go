@@ -16,7 +16,8 @@ import (
 const resourceColumns = `id, type, name, owner, provisioner, args, generation, observed_generation,
 	status, status_message, state, config, attempts, next_attempt_at, last_error,
 	lease_token, created_at, updated_at, ready_at, unhealthy_since,
-	labels, paused, hibernate, retry_requested_at, status_changed_at, coalesce(lease_holder, ''), lease_expires_at`
+	labels, paused, hibernate, retry_requested_at, status_changed_at, coalesce(lease_holder, ''), lease_expires_at,
+	reason, waiting_since, last_attempt_at`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface {
@@ -60,6 +61,7 @@ type rawResource struct {
 	created, updated, changed     string
 	next, ready, unhealthy, retry sql.NullString
 	leaseExpires                  sql.NullString
+	waitingSince, lastAttempt     sql.NullString
 }
 
 func scanRawResource(row rowScanner) (rawResource, error) {
@@ -68,7 +70,8 @@ func scanRawResource(row rowScanner) (rawResource, error) {
 	err := row.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &raw.args, &r.Generation,
 		&r.ObservedGeneration, &r.Status, &r.StatusMessage, &raw.state, &raw.config, &r.Attempts,
 		&raw.next, &r.LastError, &r.LeaseToken, &raw.created, &raw.updated, &raw.ready, &raw.unhealthy,
-		&raw.labels, &r.Paused, &r.Hibernate, &raw.retry, &raw.changed, &r.LeaseHolder, &raw.leaseExpires)
+		&raw.labels, &r.Paused, &r.Hibernate, &raw.retry, &raw.changed, &r.LeaseHolder, &raw.leaseExpires,
+		&r.Reason, &raw.waitingSince, &raw.lastAttempt)
 	return raw, err
 }
 
@@ -97,6 +100,12 @@ func (raw rawResource) decode() (domain.Resource, error) {
 		return r, err
 	}
 	if r.StatusChangedAt, err = parseTime("status_changed_at", raw.changed); err != nil {
+		return r, err
+	}
+	if r.WaitingSince, err = parseOptionalTime("waiting_since", raw.waitingSince); err != nil {
+		return r, err
+	}
+	if r.LastAttemptAt, err = parseOptionalTime("last_attempt_at", raw.lastAttempt); err != nil {
 		return r, err
 	}
 	r.LeaseExpiresAt, err = parseOptionalTime("lease_expires_at", raw.leaseExpires)
@@ -248,7 +257,8 @@ func (s *State) RequestDelete(ctx context.Context, id string) (domain.Resource, 
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE resources
-			   SET status = 'deleting', status_message = 'delete requested', next_attempt_at = NULL, attempts = 0,
+			   SET status = 'deleting', status_message = 'delete requested', reason = 'DeleteRequested', waiting_since = NULL,
+			       next_attempt_at = NULL, attempts = 0,
 			       `+statusChangedSQL("'deleting'")+`
 			 WHERE id = $1 AND status <> 'deleting'`, uid); err != nil {
 			return err

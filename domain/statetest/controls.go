@@ -584,7 +584,7 @@ func testStatusChangedAtFollowsTheStatus(t *testing.T, b *Backend) {
 		{"a status change with SQL", func() { mustExec(t, b, `UPDATE resources SET status = 'error' WHERE id = $1`, r.ID) }, true},
 		{"the status written again", func() { mustExec(t, b, `UPDATE resources SET status = 'error' WHERE id = $1`, r.ID) }, false},
 		{"the agent's progress record", func() {
-			mustExec(t, b, `UPDATE resources SET status = 'pending', status_message = '' WHERE id = $1`, r.ID)
+			mustExec(t, b, `UPDATE resources SET status = 'pending', status_message = '', reason = 'Created' WHERE id = $1`, r.ID)
 			mustExec(t, b, `UPDATE resources SET status_changed_at = $2 WHERE id = $1`, r.ID, past)
 			lease := mustClaim(t, b, r.ID, "agent-a")
 			if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{Generation: r.Generation,

@@ -262,8 +262,10 @@ func testListWaitingForCapacity(t *testing.T, b *Backend) {
 	second := mustCreate(t, b, runtime("second"))
 	first := mustCreate(t, b, runtime("first"))
 	mustCreate(t, b, runtime("plain-pending"))
-	mustExec(t, b, `UPDATE resources SET status_message = 'waiting for capacity: no host has room' WHERE id IN ($1, $2)`, first.ID, second.ID)
-	mustExec(t, b, `UPDATE resources SET created_at = $2 WHERE id = $1`, first.ID, time.Now().Add(-time.Hour))
+	// Ordered by how long each has waited, not by age: first was created last.
+	mustExec(t, b, `UPDATE resources SET status_message = 'waiting for capacity: no host has room', reason = 'WaitingForCapacity', waiting_since = $2
+		WHERE id IN ($1, $3)`, first.ID, time.Now().Add(-time.Hour), second.ID)
+	mustExec(t, b, `UPDATE resources SET waiting_since = $2 WHERE id = $1`, second.ID, time.Now().Add(-time.Minute))
 	got, err := b.ListWaitingForCapacity(ctx, 0)
 	if err != nil || len(got) != 2 || got[0].ID != first.ID || got[1].ID != second.ID {
 		t.Fatalf("waiting = %+v, %v; want first, then second", got, err)

@@ -216,8 +216,9 @@ func testClaimAndStartLeavesOtherRowsClaimedOnly(t *testing.T, b *Backend) {
 		"held":       mustCreate(t, b, runtime("held")),
 	}
 	mustExec(t, b, `UPDATE resources SET next_attempt_at = $2 WHERE id = $1`, rows["retrying"].ID, later)
-	mustExec(t, b, `UPDATE resources SET status_message = 'waiting for capacity since 2026-01-02T03:04:05Z: full' WHERE id = $1`, rows["waiting"].ID)
-	mustExec(t, b, `UPDATE resources SET status = 'error', status_message = 'bad args' WHERE id = $1`, rows["failed"].ID)
+	mustExec(t, b, `UPDATE resources SET status_message = 'waiting for capacity: full', reason = 'WaitingForCapacity', waiting_since = $2 WHERE id = $1`,
+		rows["waiting"].ID, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	mustExec(t, b, `UPDATE resources SET status = 'error', status_message = 'bad args', reason = 'BrokerError' WHERE id = $1`, rows["failed"].ID)
 	mustExec(t, b, `UPDATE resources SET status = 'ready', observed_generation = 1 WHERE id = $1`, rows["ready"].ID)
 	if _, err := b.RequestDelete(ctx, rows["deleting"].ID); err != nil {
 		t.Fatal(err)

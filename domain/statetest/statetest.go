@@ -143,6 +143,11 @@ var tests = []struct {
 	{"ResourceTimesAreInUTC", testResourceTimesAreInUTC},
 	{"ANewerSchemaFencesTheAgentsWrites", testANewerSchemaFencesTheAgentsWrites},
 	{"MigrateRefusesANewerSchema", testMigrateRefusesANewerSchema},
+	{"ReasonIsWrittenWithTheStatus", testReasonIsWrittenWithTheStatus},
+	{"ClaimStartsCreatedRowsOnly", testClaimStartsCreatedRowsOnly},
+	{"WaitingSinceFollowsTheReason", testWaitingSinceFollowsTheReason},
+	{"DeleteRequestHasItsReason", testDeleteRequestHasItsReason},
+	{"RecordHealthWritesTheReason", testRecordHealthWritesTheReason},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

@@ -145,7 +145,7 @@ func populate(t *testing.T, b *backend) {
 	observed := int64(1)
 	provisioned := func(name, host string) {
 		t.Helper()
-		progress(name, domain.ProgressUpdate{Status: domain.StatusReady, StatusMessage: "ready at generation 1", Provisioner: "pool",
+		progress(name, domain.ProgressUpdate{Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "ready at generation 1", Provisioner: "pool",
 			State: map[string]any{"host": host, "port": 9000}, Config: map[string]any{"url": "http://" + host + ":9000"},
 			ObservedGeneration: &observed})
 		must("release "+name, b.ReleaseResource(ctx, ids[name], leases[name]))
@@ -153,11 +153,12 @@ func populate(t *testing.T, b *backend) {
 			func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return host, nil })
 		must("reserve for "+name, err)
 	}
-	progress("retrying", domain.ProgressUpdate{Status: domain.StatusPending, StatusMessage: "attempt 2 failed: host busy",
+	// Waiting for capacity: its reason and waiting_since are copied with it.
+	progress("retrying", domain.ProgressUpdate{Status: domain.StatusPending, Reason: domain.ReasonWaitingForCapacity, StatusMessage: "attempt 2 failed: host busy",
 		Provisioner: "pool", Attempts: 2, RetryIn: time.Minute, LastError: "host busy"})
 	must("release retrying", b.ReleaseResource(ctx, ids["retrying"], leases["retrying"]))
 	// Left with its lease live, as an agent stopped mid-reconcile leaves it.
-	progress("provisioning", domain.ProgressUpdate{Status: domain.StatusProvisioning, StatusMessage: "provisioning on host-a",
+	progress("provisioning", domain.ProgressUpdate{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "provisioning on host-a",
 		Provisioner: "pool", State: map[string]any{"host": "host-a"}})
 	provisioned("ready", "host-a")
 	provisioned("resized", "host-b")
@@ -167,7 +168,7 @@ func populate(t *testing.T, b *backend) {
 	checked, err := b.GetResource(ctx, ids["unhealthy"])
 	must("read unhealthy", err)
 	_, err = b.RecordHealth(ctx, ids["unhealthy"], checked.CheckedBy(holder), domain.HealthUpdate{Status: domain.StatusUnhealthy,
-		StatusMessage: "health probe failed", UnhealthySince: at, Repairs: []string{"restarted the runtime"}})
+		Reason: domain.ReasonHealthCheckFailed, StatusMessage: "health probe failed", UnhealthySince: at, Repairs: []string{"restarted the runtime"}})
 	must("record health", err)
 	progress("failed", domain.ProgressUpdate{Status: domain.StatusError, StatusMessage: "args.slots: must be at most 8",
 		Provisioner: "pool", Attempts: 1, LastError: "args.slots: must be at most 8"})
@@ -265,7 +266,7 @@ func dump(t *testing.T, src storecopy.Source) storecopy.Batch {
 		r.Args, r.State, r.Config, r.Labels = canonical(t, r.Args), canonical(t, r.State), canonical(t, r.Config), canonical(t, r.Labels)
 		r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.StatusChangedAt)
 		r.NextAttemptAt, r.LeaseExpiresAt, r.ReadyAt, r.UnhealthySince = msp(r.NextAttemptAt), msp(r.LeaseExpiresAt), msp(r.ReadyAt), msp(r.UnhealthySince)
-		r.RetryRequestedAt = msp(r.RetryRequestedAt)
+		r.RetryRequestedAt, r.WaitingSince, r.LastAttemptAt = msp(r.RetryRequestedAt), msp(r.WaitingSince), msp(r.LastAttemptAt)
 	}
 	sort.Slice(all.Resources, func(i, j int) bool { return all.Resources[i].ID < all.Resources[j].ID })
 	for i := range all.Reservations {
@@ -453,6 +454,7 @@ func sameAPIView(t *testing.T, a, b *backend) {
 			r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = ms(r.CreatedAt), ms(r.UpdatedAt), ms(r.StatusChangedAt)
 			r.NextAttemptAt, r.ReadyAt, r.UnhealthySince = msp(r.NextAttemptAt), msp(r.ReadyAt), msp(r.UnhealthySince)
 			r.RetryRequestedAt, r.LeaseExpiresAt = msp(r.RetryRequestedAt), msp(r.LeaseExpiresAt)
+			r.WaitingSince, r.LastAttemptAt = msp(r.WaitingSince), msp(r.LastAttemptAt)
 			es, err := st.ListEvents(ctx, r.ID, 0)
 			if err != nil {
 				t.Fatal(err)

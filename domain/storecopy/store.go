@@ -120,6 +120,9 @@ type Resource struct {
 	Hibernate          bool
 	RetryRequestedAt   *time.Time
 	StatusChangedAt    time.Time
+	Reason             string
+	WaitingSince       *time.Time
+	LastAttemptAt      *time.Time
 }
 
 // Reservation is a row of slot_reservations.
@@ -217,7 +220,7 @@ var columns = map[Table][]string{
 	Resources: {"id", "type", "name", "owner", "provisioner", "args", "generation", "observed_generation",
 		"status", "status_message", "state", "config", "attempts", "next_attempt_at", "last_error",
 		"lease_holder", "lease_expires_at", "lease_token", "created_at", "updated_at", "ready_at", "unhealthy_since",
-		"labels", "paused", "hibernate", "retry_requested_at", "status_changed_at"},
+		"labels", "paused", "hibernate", "retry_requested_at", "status_changed_at", "reason", "waiting_since", "last_attempt_at"},
 	Reservations:     {"provisioner", "resource_id", "owner", "host", "slots", "created_at", "updated_at"},
 	Events:           {"seq", "resource_id", "at", "kind", "status", "message"},
 	Changes:          {"seq", "resource_id", "created_at"},
@@ -260,7 +263,7 @@ func (b Batch) Values() [][]any {
 		out = append(out, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
 			r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, r.NextAttemptAt, r.LastError,
 			r.LeaseHolder, r.LeaseExpiresAt, r.LeaseToken, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince,
-			r.Labels, r.Paused, r.Hibernate, r.RetryRequestedAt, r.StatusChangedAt})
+			r.Labels, r.Paused, r.Hibernate, r.RetryRequestedAt, r.StatusChangedAt, r.Reason, r.WaitingSince, r.LastAttemptAt})
 	}
 	for _, r := range b.Reservations {
 		out = append(out, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, r.CreatedAt, r.UpdatedAt})

@@ -227,7 +227,10 @@ type Resource struct {
 	Owner              string         `json:"owner"`
 	Provisioner        string         `json:"provisioner"`
 	Status             string         `json:"status"`
+	Reason             string         `json:"reason"`
 	StatusMessage      string         `json:"status_message"`
+	WaitingSince       *time.Time     `json:"waiting_since"`
+	LastAttemptAt      *time.Time     `json:"last_attempt_at"`
 	Args               map[string]any `json:"args"`
 	Config             map[string]any `json:"config"`
 	Generation         int64          `json:"generation"`
@@ -237,7 +240,7 @@ type Resource struct {
 
 // String is the resource's status and message, for failure messages.
 func (r Resource) String() string {
-	return fmt.Sprintf("%s (generation %d, observed %d): %s", r.Status, r.Generation, r.ObservedGeneration, r.StatusMessage)
+	return fmt.Sprintf("%s %s (generation %d, observed %d): %s", r.Status, r.Reason, r.Generation, r.ObservedGeneration, r.StatusMessage)
 }
 
 // Get reads a resource through the CLI.

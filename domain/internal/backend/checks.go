@@ -65,6 +65,15 @@ func CheckCheckablePage(limit int, holder string) error {
 	return nil
 }
 
+// CheckReason checks reason is one of status's (domain.ReasonsByStatus). An empty reason is
+// let through: it is what a writer that names none records.
+func CheckReason(status domain.Status, reason domain.Reason) error {
+	if reason == "" || reason.ValidFor(status) {
+		return nil
+	}
+	return &domain.FieldError{Field: "reason", Msg: fmt.Sprintf("%q is not a reason of status %s: use one of %v", reason, status, domain.ReasonsByStatus[status])}
+}
+
 // CheckHealthUpdate checks that h records ready, unhealthy or (for a row the check cannot
 // read) error, and when unhealthy since when.
 func CheckHealthUpdate(h domain.HealthUpdate) error {
@@ -74,7 +83,7 @@ func CheckHealthUpdate(h domain.HealthUpdate) error {
 	if h.Status == domain.StatusUnhealthy && h.UnhealthySince.IsZero() {
 		return &domain.FieldError{Field: "unhealthy_since", Msg: "is required when the status is unhealthy"}
 	}
-	return nil
+	return CheckReason(h.Status, h.Reason)
 }
 
 // CheckCapacitySamples checks every sample has a time, a provisioner and a unit.
