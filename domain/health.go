@@ -65,10 +65,6 @@ type HealthStore interface {
 	ListWaitingForCapacity(ctx context.Context, limit int) ([]Resource, error)
 }
 
-// WaitingForCapacityPrefix starts the status message of a pending resource that waits for
-// room on its provisioner.
-const WaitingForCapacityPrefix = "waiting for capacity"
-
 // EventKind says what an event of a resource's history records.
 type EventKind string
 

@@ -335,7 +335,7 @@ func TestCreateWaitReturnsWhenReady(t *testing.T) {
 		t.Fatalf("resources: %v, %v", rs, err)
 	}
 	one := int64(1)
-	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, ObservedGeneration: &one,
+	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, ObservedGeneration: &one,
 		Config: map[string]any{"host": "http://h1:9091"}})
 	// The command returns on the resource's event, without the clock moving.
 	res := awaitResult(t, done)
@@ -358,7 +358,7 @@ func TestCreateWaitFailsWithTheStatusMessage(t *testing.T) {
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("resources: %v, %v", rs, err)
 	}
-	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, StatusMessage: "args.slots: 60 slots do not fit on any host"})
+	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, Reason: domain.ReasonBrokerError, StatusMessage: "args.slots: 60 slots do not fit on any host"})
 	// The command returns on the resource's event, without the clock moving.
 	res := awaitResult(t, done)
 	if res.err == nil || !strings.Contains(res.err.Error(), "failed: args.slots: 60 slots do not fit on any host") {
@@ -387,7 +387,7 @@ func TestCreateWaitTimesOutOnTheClock(t *testing.T) {
 func TestUpdateWaitIgnoresTheErrorOfTheOldArgs(t *testing.T) {
 	c := newCLI(t)
 	id := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "u", "--arg", "slots=60", "-o", "json"))["id"].(string)
-	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, StatusMessage: "no host has 60 slots"})
+	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, Reason: domain.ReasonBrokerError, StatusMessage: "no host has 60 slots"})
 
 	done := c.runAsync("resource", "update", id, "--arg", "slots=2", "--wait", "-o", "json")
 	// The first read still shows the old error; the command keeps waiting.
@@ -395,7 +395,7 @@ func TestUpdateWaitIgnoresTheErrorOfTheOldArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	two := int64(2)
-	c.record(id, domain.ProgressUpdate{Generation: 2, Status: domain.StatusReady, ObservedGeneration: &two})
+	c.record(id, domain.ProgressUpdate{Generation: 2, Status: domain.StatusReady, Reason: domain.ReasonAvailable, ObservedGeneration: &two})
 	// The command returns on the resource's event, without the clock moving.
 	res := awaitResult(t, done)
 	if res.err != nil {

@@ -91,7 +91,7 @@ func (c *storeCLI) makeReady(id string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.record(id, domain.ProgressUpdate{Status: domain.StatusReady, StatusMessage: "ready at generation 1", Provisioner: "pool",
+	c.record(id, domain.ProgressUpdate{Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "ready at generation 1", Provisioner: "pool",
 		ObservedGeneration: &r.Generation, ReleaseLease: true})
 }
 
@@ -171,7 +171,7 @@ func TestControlsOnEachStore(t *testing.T) {
 		if obj := decodeResource(t, c.mustRun("resource", "get", id, "-o", "json")); obj["hibernate"] != true {
 			t.Errorf("get -o json: hibernate = %v, want true", obj["hibernate"])
 		}
-		c.record(id, domain.ProgressUpdate{Status: domain.StatusHibernated, StatusMessage: "hibernated", ReleaseLease: true})
+		c.record(id, domain.ProgressUpdate{Status: domain.StatusHibernated, Reason: domain.ReasonHibernated, StatusMessage: "hibernated", ReleaseLease: true})
 		if got := c.listStatus(id); got != "hibernated" {
 			t.Errorf("list status = %q, want hibernated", got)
 		}
@@ -269,9 +269,9 @@ func TestRetryAllFailedAndBySelector(t *testing.T) {
 		permanent := c.create("permanent", "--label", "team=data")
 		backingOff := c.create("backing-off", "--label", "team=web")
 		ready := c.create("ready", "--label", "team=data")
-		c.record(permanent, domain.ProgressUpdate{Status: domain.StatusError, StatusMessage: "unknown provisioner \"gone\"",
+		c.record(permanent, domain.ProgressUpdate{Status: domain.StatusError, Reason: domain.ReasonBrokerError, StatusMessage: "unknown provisioner \"gone\"",
 			Attempts: 1, LastError: "unknown provisioner \"gone\"", ReleaseLease: true})
-		c.record(backingOff, domain.ProgressUpdate{Status: domain.StatusProvisioning, StatusMessage: "attempt 3 failed: host down",
+		c.record(backingOff, domain.ProgressUpdate{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "attempt 3 failed: host down",
 			Attempts: 3, LastError: "host down", RetryIn: 10 * time.Minute, ReleaseLease: true})
 		c.makeReady(ready)
 

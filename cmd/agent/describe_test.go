@@ -134,7 +134,7 @@ func TestNextAttemptSaysWhy(t *testing.T) {
 func TestDescribeOnEachStore(t *testing.T) {
 	onEachStore(t, func(t *testing.T, c *storeCLI) {
 		id := c.create("web", "--owner", "acme", "--label", "team=data", "--arg", "slots=2")
-		c.record(id, domain.ProgressUpdate{Status: domain.StatusProvisioning, StatusMessage: "attempt 2 failed: host refused; retrying at T",
+		c.record(id, domain.ProgressUpdate{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "attempt 2 failed: host refused; retrying at T",
 			Provisioner: "pool", Attempts: 2, LastError: "host refused", RetryIn: 5 * time.Minute})
 		out := c.mustRun("resource", "describe", "web", "--owner", "acme")
 		wantLines(t, out,

@@ -14,13 +14,13 @@ func TestResourceEvents(t *testing.T) {
 	ctx := context.Background()
 	id := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "web", "-o", "json"))["id"].(string)
 	one := int64(1)
-	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "provisioning generation 1"})
-	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, StatusMessage: "ready at generation 1", ObservedGeneration: &one})
+	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "provisioning generation 1"})
+	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "ready at generation 1", ObservedGeneration: &one})
 	checked, err := c.st.GetResource(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.st.RecordHealth(ctx, id, checked.CheckedBy("test-agent"), domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: 503",
+	if _, err := c.st.RecordHealth(ctx, id, checked.CheckedBy("test-agent"), domain.HealthUpdate{Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "health check failing since then: 503",
 		UnhealthySince: time.Now(), Repairs: []string{"reservation made again"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func TestCreateWaitPrintsHostAndConfig(t *testing.T) {
 		t.Fatalf("resources: %v, %v", rs, err)
 	}
 	one := int64(1)
-	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, ObservedGeneration: &one,
+	c.record(rs[0].ID, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, ObservedGeneration: &one,
 		Config: map[string]any{"audience": "http://a", "cpu": 2, "host": "http://h1:9091"}})
 	// The command returns on the resource's event, without the clock moving.
 	res := awaitResult(t, done)

@@ -106,7 +106,7 @@ func TestListWatchPrintsEachChangeAsItHappens(t *testing.T) {
 		t.Fatalf("the watch did not start with the table:\n%s", out.String())
 	}
 	one := int64(1)
-	c.record(a, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, ObservedGeneration: &one})
+	c.record(a, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, ObservedGeneration: &one})
 	lines = out.lines(t, 3)
 	if !strings.HasPrefix(lines[2], a) || strings.Index(lines[2], "ready") != strings.Index(lines[0], "STATUS") {
 		t.Fatalf("want a ready, in the STATUS column:\n%s", out.String())
@@ -121,7 +121,7 @@ func TestListWatchPrintsEachChangeAsItHappens(t *testing.T) {
 	if !strings.HasPrefix(lines[4], b) || !strings.Contains(lines[4], "slots=3") {
 		t.Fatalf("want b's new args:\n%s", out.String())
 	}
-	c.record(other, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, ObservedGeneration: &one})
+	c.record(other, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, ObservedGeneration: &one})
 	c.mustRun("resource", "delete", a)
 	lines = out.lines(t, 6)
 	if !strings.HasPrefix(lines[5], a) || !strings.Contains(lines[5], "deleting") {
@@ -159,7 +159,7 @@ func TestGetWatchJSONEndsWithTheRemoval(t *testing.T) {
 	}
 	out.waitFor(t, "the resource pending", statusCount("pending"))
 	one := int64(1)
-	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, ObservedGeneration: &one})
+	c.record(id, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, ObservedGeneration: &one})
 	out.waitFor(t, "the resource ready", statusCount("ready"))
 	c.mustRun("resource", "delete", id)
 	out.waitFor(t, "the resource deleting", statusCount("deleting"))

@@ -66,7 +66,7 @@ func BenchmarkProvisionStatic(b *testing.B) {
 				b.Error(err)
 				return
 			}
-			u := domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning,
+			u := domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning,
 				StatusMessage: "provisioning generation 1: waiting for it to serve", State: map[string]any{"host": res.Host}}
 			if _, err := st.RecordProgress(ctx, id, c.Lease, u); err != nil {
 				b.Error(err)

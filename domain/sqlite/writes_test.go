@@ -49,6 +49,7 @@ func TestAgentWritesChangeTheRowOnce(t *testing.T) {
 	u := domain.ProgressUpdate{
 		Generation:    c.Resource.Generation,
 		Status:        domain.StatusProvisioning,
+		Reason:        domain.ReasonProvisioning,
 		StatusMessage: "provisioning generation 1: waiting for it to serve",
 		State:         map[string]any{"host": "h1"},
 	}
@@ -98,7 +99,7 @@ func TestRecordProgressReturnsTheStoredRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, StatusMessage: "failed",
+	u := domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, Reason: domain.ReasonBrokerError, StatusMessage: "failed",
 		Attempts: 3, RetryIn: time.Hour, LastError: "boom"}
 	failed, err := st.RecordProgress(ctx, r.ID, c.Lease, u)
 	if err != nil {

@@ -29,7 +29,7 @@ func reconciled(t *testing.T, b *Backend, name string) domain.Resource {
 // the generation when status is ready, and releases the lease.
 func record(t *testing.T, b *Backend, id string, lease domain.Lease, status domain.Status, state map[string]any) domain.Resource {
 	t.Helper()
-	u := domain.ProgressUpdate{Generation: 1, Status: status, StatusMessage: string(status), Provisioner: "pool", State: state, ReleaseLease: true}
+	u := domain.ProgressUpdate{Generation: 1, Status: status, Reason: domain.ReasonsByStatus[status][0], StatusMessage: string(status), Provisioner: "pool", State: state, ReleaseLease: true}
 	if status == domain.StatusReady {
 		observed := int64(1)
 		u.ObservedGeneration = &observed
@@ -60,7 +60,7 @@ func hibernate(ctx context.Context, st domain.State, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.RecordProgress(ctx, id, lease, domain.ProgressUpdate{Generation: 1, Status: domain.StatusHibernated,
+	_, err = st.RecordProgress(ctx, id, lease, domain.ProgressUpdate{Generation: 1, Status: domain.StatusHibernated, Reason: domain.ReasonHibernated,
 		StatusMessage: "hibernated", Provisioner: "pool", ReleaseLease: true})
 	return err
 }
@@ -222,7 +222,7 @@ func testStaleHealthRecordsAreRefused(t *testing.T, b *Backend) {
 	if woken.Generation != checked.Generation || !woken.UpToDate() {
 		t.Fatalf("woken = %+v; want ready at the generation checked", woken)
 	}
-	stale := domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "h1 is down", UnhealthySince: woken.UpdatedAt,
+	stale := domain.HealthUpdate{Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "h1 is down", UnhealthySince: woken.UpdatedAt,
 		State: map[string]any{"host": "h1"}, Repairs: []string{"reserved on h1 again"}}
 	events := latestEvent(t, b)
 	if _, err := b.RecordHealth(ctx, r.ID, checked, stale); !errors.Is(err, domain.ErrStale) || !strings.Contains(err.Error(), "claimed since") {
@@ -243,13 +243,13 @@ func testStaleHealthRecordsAreRefused(t *testing.T, b *Backend) {
 	if !errors.Is(err, domain.ErrStale) || !errors.Is(err, domain.ErrLeaseHeld) {
 		t.Errorf("record under another agent's live lease: err = %v; want ErrStale and ErrLeaseHeld", err)
 	}
-	if _, err := b.RecordHealth(ctx, r.ID, now.CheckedBy("agent-a"), domain.HealthUpdate{Status: domain.StatusReady, StatusMessage: "ready"}); err != nil {
+	if _, err := b.RecordHealth(ctx, r.ID, now.CheckedBy("agent-a"), domain.HealthUpdate{Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "ready"}); err != nil {
 		t.Errorf("record by the lease's holder: %v", err)
 	}
 	if err := b.ReleaseResource(ctx, r.ID, held); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.RecordHealth(ctx, r.ID, mustGet(t, b, r.ID).CheckedBy("agent-b"), domain.HealthUpdate{Status: domain.StatusReady, StatusMessage: "checked"}); err != nil {
+	if _, err := b.RecordHealth(ctx, r.ID, mustGet(t, b, r.ID).CheckedBy("agent-b"), domain.HealthUpdate{Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "checked"}); err != nil {
 		t.Errorf("record once the lease is released: %v", err)
 	}
 }

@@ -588,7 +588,7 @@ func testStatusChangedAtFollowsTheStatus(t *testing.T, b *Backend) {
 			mustExec(t, b, `UPDATE resources SET status_changed_at = $2 WHERE id = $1`, r.ID, past)
 			lease := mustClaim(t, b, r.ID, "agent-a")
 			if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{Generation: r.Generation,
-				Status: domain.StatusProvisioning, StatusMessage: "provisioning", ReleaseLease: true}); err != nil {
+				Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "provisioning", ReleaseLease: true}); err != nil {
 				t.Fatal(err)
 			}
 		}, true},
@@ -614,7 +614,7 @@ func testStatusChangedAtFollowsTheStatus(t *testing.T, b *Backend) {
 	}
 	healthy := provisioned(t, b, "healthy")
 	mustExec(t, b, `UPDATE resources SET status_changed_at = $2 WHERE id = $1`, healthy.ID, past)
-	h, err := b.RecordHealth(ctx, healthy.ID, checkedAt(1), domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "down", UnhealthySince: time.Now()})
+	h, err := b.RecordHealth(ctx, healthy.ID, checkedAt(1), domain.HealthUpdate{Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "down", UnhealthySince: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -749,7 +749,7 @@ func testResourceTimesAreInUTC(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))
 	lease := mustClaim(t, b, r.ID, "agent-a")
-	if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning,
+	if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning,
 		StatusMessage: "attempt 1 failed", Attempts: 1, RetryIn: time.Hour}); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func testWritesUnderAFencedLeaseAreRefused(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("web"))
 	a := mustClaim(t, b, r.ID, "agent-a")
-	if _, err := b.RecordProgress(ctx, r.ID, a, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "placing"}); err != nil {
+	if _, err := b.RecordProgress(ctx, r.ID, a, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "placing"}); err != nil {
 		t.Fatal(err)
 	}
 	pick := &countingPick{host: "h1"}
@@ -61,7 +61,7 @@ func testWritesUnderAFencedLeaseAreRefused(t *testing.T, b *Backend) {
 	seq := latestSeq(t, b)
 	before := mustGet(t, b, r.ID)
 
-	_, err := b.RecordProgress(ctx, r.ID, a, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, StatusMessage: "stale"})
+	_, err := b.RecordProgress(ctx, r.ID, a, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "stale"})
 	expectLeaseHeld(t, err, "agent-b")
 	pick.calls = 0
 	_, err = b.ReserveSlots(ctx, poolRequest(r.ID, 3, &a), pick.pick)
@@ -123,7 +123,7 @@ func testSameHolderReclaimFencesTheEarlierClaim(t *testing.T, b *Backend) {
 	if second.Token <= first.Token {
 		t.Fatalf("the renewal has token %d, the first claim %d; want it greater", second.Token, first.Token)
 	}
-	_, err := b.RecordProgress(ctx, r.ID, first, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "first"})
+	_, err := b.RecordProgress(ctx, r.ID, first, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "first"})
 	expectLeaseHeld(t, err, "agent-a")
 	pick := &countingPick{host: "h1"}
 	_, err = b.ReserveSlots(ctx, poolRequest(r.ID, 1, &first), pick.pick)
@@ -137,7 +137,7 @@ func testSameHolderReclaimFencesTheEarlierClaim(t *testing.T, b *Backend) {
 	if holder := leaseHolder(t, b, r.ID); holder != "agent-a" {
 		t.Fatalf("the first claim's release left the lease to %q; want the second claim's kept", holder)
 	}
-	got, err := b.RecordProgress(ctx, r.ID, second, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "second"})
+	got, err := b.RecordProgress(ctx, r.ID, second, domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "second"})
 	if err != nil || got.StatusMessage != "second" {
 		t.Fatalf("record under the second claim = %+v, %v", got, err)
 	}

@@ -50,7 +50,7 @@ func testRecordHealth(t *testing.T, b *Backend) {
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 	got, err := b.RecordHealth(ctx, r.ID, checkedAt(1), domain.HealthUpdate{
-		Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: 503", UnhealthySince: since,
+		Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "health check failing since then: 503", UnhealthySince: since,
 		State: map[string]any{"host": "http://b"}, Config: map[string]any{"host": "http://b"},
 		Repairs: []string{"slot reservation was missing; reserved again on http://b"},
 	})
@@ -63,12 +63,12 @@ func testRecordHealth(t *testing.T, b *Backend) {
 	}
 	// Still failing, with another error: the first since stays and no event is added.
 	got, err = b.RecordHealth(ctx, r.ID, checkedAt(1), domain.HealthUpdate{
-		Status: domain.StatusUnhealthy, StatusMessage: "health check failing since then: timeout", UnhealthySince: since.Add(time.Minute),
+		Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "health check failing since then: timeout", UnhealthySince: since.Add(time.Minute),
 	})
 	if err != nil || !got.UnhealthySince.Equal(since) || got.State["host"] != "http://b" {
 		t.Fatalf("still unhealthy: %+v, %v; want since kept and state untouched", got, err)
 	}
-	got, err = b.RecordHealth(ctx, r.ID, checkedAt(1), domain.HealthUpdate{Status: domain.StatusReady, StatusMessage: "ready at generation 1: healthy again"})
+	got, err = b.RecordHealth(ctx, r.ID, checkedAt(1), domain.HealthUpdate{Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "ready at generation 1: healthy again"})
 	if err != nil || got.Status != domain.StatusReady || got.UnhealthySince != nil {
 		t.Fatalf("ready again: %+v, %v", got, err)
 	}
@@ -93,7 +93,7 @@ func testRecordHealth(t *testing.T, b *Backend) {
 
 func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
 	ctx := testContext(t)
-	unhealthy := domain.HealthUpdate{Status: domain.StatusUnhealthy, StatusMessage: "failing", UnhealthySince: time.Now()}
+	unhealthy := domain.HealthUpdate{Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "failing", UnhealthySince: time.Now()}
 
 	changed := provisioned(t, b, "changed")
 	if _, err := b.UpdateResourceArgs(ctx, changed.ID, map[string]any{"slots": 2}); err != nil {
@@ -135,7 +135,7 @@ func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
 			t.Errorf("record health with status %s: %v, want a field error", status, err)
 		}
 	}
-	if _, err := b.RecordHealth(ctx, changed.ID, checkedAt(2), domain.HealthUpdate{Status: domain.StatusUnhealthy}); err == nil {
+	if _, err := b.RecordHealth(ctx, changed.ID, checkedAt(2), domain.HealthUpdate{Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed}); err == nil {
 		t.Error("record unhealthy without a time it started: nil error")
 	}
 	// Leaving unhealthy by any writer clears unhealthy_since.
@@ -163,11 +163,11 @@ func testEventsRecordEveryStatusChange(t *testing.T, b *Backend) {
 			t.Fatal(err)
 		}
 	}
-	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "provisioning generation 1"})
+	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "provisioning generation 1"})
 	// The same status and message again (a lease renewal, attempts only) is no event.
-	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "provisioning generation 1"})
-	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusPending, StatusMessage: "waiting for capacity: no room", Attempts: 1})
-	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, StatusMessage: "args.slots: bad", Attempts: 2})
+	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "provisioning generation 1"})
+	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusPending, Reason: domain.ReasonWaitingForCapacity, StatusMessage: "waiting for capacity: no room", Attempts: 1})
+	record(domain.ProgressUpdate{Generation: 1, Status: domain.StatusError, Reason: domain.ReasonBrokerError, StatusMessage: "args.slots: bad", Attempts: 2})
 	if _, err := b.RequestDelete(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func testHeartbeatRenewsTheAgentsLeases(t *testing.T, b *Backend) {
 		t.Errorf("lease held until %v; want the agent's liveness deadline, well before the renewed hour", held.ExpiresAt)
 	}
 	if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{
-		Generation: r.Generation, Status: domain.StatusProvisioning, StatusMessage: "rolling out",
+		Generation: r.Generation, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "rolling out",
 	}); err != nil {
 		t.Errorf("record progress by the heartbeating holder: %v", err)
 	}
@@ -206,7 +206,7 @@ func scheduleRetry(t *testing.T, b *Backend, r domain.Resource, holder string, a
 		t.Fatal(err)
 	}
 	_, err = b.RecordProgress(ctx, r.ID, claim.Lease, domain.ProgressUpdate{
-		Generation: r.Generation, Status: domain.StatusProvisioning, StatusMessage: "attempt 1 failed",
+		Generation: r.Generation, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "attempt 1 failed",
 		Attempts: 1, LastError: "boom", RetryIn: time.Hour, ReleaseLease: !keepLease,
 	})
 	if err != nil {
@@ -232,7 +232,7 @@ func testOverdueResources(t *testing.T, b *Backend) {
 		t.Fatal(err)
 	}
 	if _, err := b.RecordProgress(testContext(t), failed.ID, claim.Lease, domain.ProgressUpdate{
-		Generation: 1, Status: domain.StatusError, StatusMessage: "bad args", Attempts: 1, LastError: "bad args", ReleaseLease: true,
+		Generation: 1, Status: domain.StatusError, Reason: domain.ReasonBrokerError, StatusMessage: "bad args", Attempts: 1, LastError: "bad args", ReleaseLease: true,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func testClaimAndStartRecordsWhatRecordProgressWould(t *testing.T, b *Backend) {
 
 	slowLease := mustClaim(t, b, slow.ID, "agent-a")
 	if _, err := b.RecordProgress(ctx, slow.ID, slowLease, domain.ProgressUpdate{
-		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: domain.ProvisioningMessage(1), Provisioner: "pool",
+		Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: domain.ProvisioningMessage(1), Provisioner: "pool",
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func testRecordProgress(t *testing.T, b *Backend) {
 	seq := latestSeq(t, b)
 
 	provisioning, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
-		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "placing",
+		Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "placing",
 		Provisioner: "static", State: map[string]any{"host": "h1"},
 	})
 	if err != nil {
@@ -270,7 +270,7 @@ func testRecordProgress(t *testing.T, b *Backend) {
 		t.Fatalf("after provisioning progress: %+v", provisioning)
 	}
 	failing, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
-		Generation: 1, Status: domain.StatusProvisioning, StatusMessage: "retrying", Attempts: 2, RetryIn: time.Hour, LastError: "timeout",
+		Generation: 1, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "retrying", Attempts: 2, RetryIn: time.Hour, LastError: "timeout",
 	})
 	if err != nil || failing.Attempts != 2 || failing.LastError != "timeout" {
 		t.Fatalf("after a failed attempt: %+v, %v; want the retry bookkeeping recorded", failing, err)
@@ -278,7 +278,7 @@ func testRecordProgress(t *testing.T, b *Backend) {
 	expectRetryIn(t, failing, time.Hour)
 	observed := int64(1)
 	ready, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
-		Generation: 1, Status: domain.StatusReady, Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed,
+		Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +287,7 @@ func testRecordProgress(t *testing.T, b *Backend) {
 		ready.Attempts != 0 || ready.NextAttemptAt != nil {
 		t.Fatalf("after ready progress: %+v, want up to date with state, config and provisioner kept", ready)
 	}
-	again, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady})
+	again, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable})
 	if err != nil || again.ReadyAt == nil || !again.ReadyAt.Equal(*ready.ReadyAt) || again.ObservedGeneration != 1 {
 		t.Fatalf("second ready = %+v, %v; want ready_at and observed generation kept", again, err)
 	}
@@ -295,7 +295,7 @@ func testRecordProgress(t *testing.T, b *Backend) {
 		t.Fatalf("progress writes logged %v, want nothing", ids)
 	}
 
-	if _, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Provisioner: "other"}); !errors.Is(err, domain.ErrStale) {
+	if _, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, Provisioner: "other"}); !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("pinning a different provisioner: err = %v, want ErrStale", err)
 	}
 	if _, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: "bogus"}); err == nil {
@@ -305,31 +305,31 @@ func testRecordProgress(t *testing.T, b *Backend) {
 	if _, err := b.UpdateResourceArgs(ctx, r.ID, map[string]any{"slots": 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady}); !errors.Is(err, domain.ErrStale) {
+	if _, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable}); !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("progress on an old generation: err = %v, want ErrStale", err)
 	}
 
 	mustExec(t, b, `UPDATE resources SET lease_expires_at = $2 WHERE id = $1`, r.ID, time.Now().Add(-time.Second))
-	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 2, Status: domain.StatusProvisioning})
+	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 2, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning})
 	expectLeaseHeld(t, err, "agent-a")
 	leaseB := mustClaim(t, b, r.ID, "agent-b")
-	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 2, Status: domain.StatusProvisioning})
+	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 2, Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning})
 	expectLeaseHeld(t, err, "agent-b")
 
 	if _, err := b.RequestDelete(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.RecordProgress(ctx, r.ID, leaseB, domain.ProgressUpdate{Generation: 2, Status: domain.StatusReady}); !errors.Is(err, domain.ErrStale) {
+	if _, err := b.RecordProgress(ctx, r.ID, leaseB, domain.ProgressUpdate{Generation: 2, Status: domain.StatusReady, Reason: domain.ReasonAvailable}); !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("progress on a deleting resource: err = %v, want ErrStale", err)
 	}
 	deleting, err := b.RecordProgress(ctx, r.ID, leaseB, domain.ProgressUpdate{
-		Generation: 2, Status: domain.StatusDeleting, StatusMessage: "freeing", Attempts: 1, LastError: "busy",
+		Generation: 2, Status: domain.StatusDeleting, Reason: domain.ReasonBackoff, StatusMessage: "freeing", Attempts: 1, LastError: "busy",
 	})
 	if err != nil || deleting.Status != domain.StatusDeleting || deleting.Attempts != 1 || deleting.LastError != "busy" {
 		t.Fatalf("deleting progress = %+v, %v", deleting, err)
 	}
 
-	if _, err := b.RecordProgress(ctx, missingID, leaseB, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady}); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := b.RecordProgress(ctx, missingID, leaseB, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable}); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("progress on a missing resource: err = %v, want ErrNotFound", err)
 	}
 }
@@ -343,7 +343,7 @@ func testRecordProgressReleasesTheLease(t *testing.T, b *Backend) {
 	seq := latestSeq(t, b)
 
 	_, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
-		Generation: 2, Status: domain.StatusReady, ReleaseLease: true,
+		Generation: 2, Status: domain.StatusReady, Reason: domain.ReasonAvailable, ReleaseLease: true,
 	})
 	if !errors.Is(err, domain.ErrStale) {
 		t.Fatalf("releasing record on an old generation: err = %v, want ErrStale", err)
@@ -353,13 +353,13 @@ func testRecordProgressReleasesTheLease(t *testing.T, b *Backend) {
 
 	observed := int64(1)
 	ready, err := b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{
-		Generation: 1, Status: domain.StatusReady, StatusMessage: "ready at generation 1",
+		Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "ready at generation 1",
 		Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed, ReleaseLease: true,
 	})
 	if err != nil || !ready.UpToDate() || ready.ReadyAt == nil || ready.Config["host"] != "h1" {
 		t.Fatalf("releasing ready record = %+v, %v; want the update applied", ready, err)
 	}
-	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady})
+	_, err = b.RecordProgress(ctx, r.ID, leaseA, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable})
 	if !errors.Is(err, domain.ErrLeaseHeld) {
 		t.Fatalf("a record after the lease was released: err = %v, want the lease reported lost", err)
 	}
@@ -378,12 +378,12 @@ func testRecordProgressReleasesTheLease(t *testing.T, b *Backend) {
 // its own, would; a refused one records neither.
 func testRecordProgressRecordsThePassedStep(t *testing.T, b *Backend) {
 	ctx := testContext(t)
-	waiting := domain.StatusStep{Status: domain.StatusProvisioning, Message: "provisioning generation 1: waiting for it to serve"}
+	waiting := domain.StatusStep{Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady, Message: "provisioning generation 1: waiting for it to serve"}
 	state := map[string]any{"host": "h1"}
 	observed := int64(1)
 	ready := func(passed *domain.StatusStep) domain.ProgressUpdate {
 		return domain.ProgressUpdate{
-			Generation: 1, Status: domain.StatusReady, StatusMessage: "ready at generation 1", State: state,
+			Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "ready at generation 1", State: state,
 			Config: map[string]any{"host": "h1"}, ObservedGeneration: &observed, ReleaseLease: true, Passed: passed,
 		}
 	}
@@ -395,7 +395,7 @@ func testRecordProgressRecordsThePassedStep(t *testing.T, b *Backend) {
 	twice := mustCreate(t, b, runtime("twice"))
 	lease := mustClaim(t, b, twice.ID, "agent-a")
 	if _, err := b.RecordProgress(ctx, twice.ID, lease, domain.ProgressUpdate{
-		Generation: 1, Status: waiting.Status, StatusMessage: waiting.Message, State: state,
+		Generation: 1, Status: waiting.Status, Reason: waiting.Reason, StatusMessage: waiting.Message, State: state,
 	}); err != nil {
 		t.Fatal(err)
 	}

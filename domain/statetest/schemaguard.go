@@ -82,7 +82,7 @@ func testANewerSchemaFencesTheAgentsWrites(t *testing.T, b *Backend) {
 		expectSchemaTooNew(t, name+": claim and start", err, newer)
 		_, err = st.ClaimResource(ctx, working.ID, "old", ttl)
 		expectSchemaTooNew(t, name+": renewing claim", err, newer)
-		_, err = st.RecordProgress(ctx, working.ID, workingLease, domain.ProgressUpdate{Generation: working.Generation, Status: domain.StatusReady})
+		_, err = st.RecordProgress(ctx, working.ID, workingLease, domain.ProgressUpdate{Generation: working.Generation, Status: domain.StatusReady, Reason: domain.ReasonAvailable})
 		expectSchemaTooNew(t, name+": progress", err, newer)
 		err = st.FinalizeDelete(ctx, deleting.ID, deletingLease)
 		expectSchemaTooNew(t, name+": finalize delete", err, newer)
@@ -105,7 +105,7 @@ func testANewerSchemaFencesTheAgentsWrites(t *testing.T, b *Backend) {
 
 	// The fence is the schema's alone: the same writes apply once it is gone.
 	mustExec(t, b, `DELETE FROM schema_migrations WHERE version = $1`, newer.Database)
-	if _, err := b.RecordProgress(ctx, working.ID, workingLease, domain.ProgressUpdate{Generation: working.Generation, Status: domain.StatusReady}); err != nil {
+	if _, err := b.RecordProgress(ctx, working.ID, workingLease, domain.ProgressUpdate{Generation: working.Generation, Status: domain.StatusReady, Reason: domain.ReasonAvailable}); err != nil {
 		t.Fatalf("progress without the newer schema: %v", err)
 	}
 	if err := b.FinalizeDelete(ctx, deleting.ID, deletingLease); err != nil {

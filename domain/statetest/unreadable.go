@@ -88,7 +88,7 @@ func testUnreadableRowsAreReadOneByOne(t *testing.T, b *Backend) {
 
 	msg := got.UnreadableReason() + "; fix the column or delete the resource"
 	seq := latestSeq(t, b)
-	marked, err := b.RecordHealth(ctx, badConfig.ID, got.CheckedBy("checker"), domain.HealthUpdate{Status: domain.StatusError, StatusMessage: msg})
+	marked, err := b.RecordHealth(ctx, badConfig.ID, got.CheckedBy("checker"), domain.HealthUpdate{Status: domain.StatusError, Reason: domain.ReasonUnreadableRow, StatusMessage: msg})
 	if err != nil {
 		t.Fatalf("record an unreadable row as error: %v", err)
 	}

@@ -170,7 +170,7 @@ func populate(t *testing.T, b *backend) {
 	_, err = b.RecordHealth(ctx, ids["unhealthy"], checked.CheckedBy(holder), domain.HealthUpdate{Status: domain.StatusUnhealthy,
 		Reason: domain.ReasonHealthCheckFailed, StatusMessage: "health probe failed", UnhealthySince: at, Repairs: []string{"restarted the runtime"}})
 	must("record health", err)
-	progress("failed", domain.ProgressUpdate{Status: domain.StatusError, StatusMessage: "args.slots: must be at most 8",
+	progress("failed", domain.ProgressUpdate{Status: domain.StatusError, Reason: domain.ReasonBrokerError, StatusMessage: "args.slots: must be at most 8",
 		Provisioner: "pool", Attempts: 1, LastError: "args.slots: must be at most 8"})
 	must("release failed", b.ReleaseResource(ctx, ids["failed"], leases["failed"]))
 	provisioned("deleting", "host-a")
@@ -186,7 +186,7 @@ func populate(t *testing.T, b *backend) {
 	must("retry", err)
 	_, err = b.SetHibernate(ctx, ids["hibernated"], true)
 	must("hibernate", err)
-	progress("hibernated", domain.ProgressUpdate{Status: domain.StatusHibernated, StatusMessage: "hibernated",
+	progress("hibernated", domain.ProgressUpdate{Status: domain.StatusHibernated, Reason: domain.ReasonHibernated, StatusMessage: "hibernated",
 		Provisioner: "pool", State: map[string]any{"host": "host-a"}})
 	must("release hibernated", b.ReleaseResource(ctx, ids["hibernated"], leases["hibernated"]))
 

@@ -55,7 +55,7 @@ func TestSlotQuotaAcrossAgents(t *testing.T) {
 			switch r := e.Get(id); {
 			case r.Status == "ready":
 				ready = id
-			case r.Status == "pending" && strings.HasPrefix(r.StatusMessage, "waiting for capacity"):
+			case r.Status == "pending" && r.Reason == "WaitingForCapacity":
 				waiting = id
 			}
 		}

@@ -36,7 +36,7 @@ func TestRepairsCarryTheCheckToTheStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			observed := int64(1)
-			r, err = st.RecordProgress(ctx, r.ID, c.Lease, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady,
+			r, err = st.RecordProgress(ctx, r.ID, c.Lease, domain.ProgressUpdate{Generation: 1, Status: domain.StatusReady, Reason: domain.ReasonAvailable,
 				StatusMessage: "ready", Provisioner: "pool", State: placed.State, ObservedGeneration: &observed, ReleaseLease: true})
 			if err != nil {
 				t.Fatal(err)

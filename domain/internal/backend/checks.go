@@ -65,10 +65,10 @@ func CheckCheckablePage(limit int, holder string) error {
 	return nil
 }
 
-// CheckReason checks reason is one of status's (domain.ReasonsByStatus). An empty reason is
-// let through: it is what a writer that names none records.
+// CheckReason checks reason is one of status's (domain.ReasonsByStatus): every status the
+// agent records names why.
 func CheckReason(status domain.Status, reason domain.Reason) error {
-	if reason == "" || reason.ValidFor(status) {
+	if reason.ValidFor(status) {
 		return nil
 	}
 	return &domain.FieldError{Field: "reason", Msg: fmt.Sprintf("%q is not a reason of status %s: use one of %v", reason, status, domain.ReasonsByStatus[status])}
