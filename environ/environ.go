@@ -143,11 +143,13 @@ func Permanent(err error) error {
 }
 
 // IsPermanent reports whether err, or an error it wraps, was marked Permanent. Argument
-// decoding errors (*domain.FieldError) are permanent too.
+// decoding errors (*domain.FieldError) and types no environ serves (*UnknownTypeError) are
+// permanent too.
 func IsPermanent(err error) bool {
 	var p *permanentError
 	var f *domain.FieldError
-	return errors.As(err, &p) || errors.As(err, &f)
+	var u *UnknownTypeError
+	return errors.As(err, &p) || errors.As(err, &f) || errors.As(err, &u)
 }
 
 // CapacityReporter is implemented by environs that can say how much room they have.

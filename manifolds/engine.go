@@ -30,7 +30,7 @@ func NewEngine(config Config) (*dependency.Engine, error) {
 	if err := config.validateInputs(); err != nil {
 		return nil, err // before the engine starts: nothing to stop
 	}
-	config.Metrics = metrics.New()
+	config.Metrics = metrics.New(config.ResourceTypes...)
 	engine, err := dependency.NewEngine(EngineConfig(config.Clock, config.Logger, config.Metrics))
 	if err != nil {
 		return nil, err

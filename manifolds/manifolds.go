@@ -127,6 +127,9 @@ type Config struct {
 	ReloadSignals      <-chan os.Signal
 	DefaultProvisioner string
 	SetBuilder         environs.SetBuilder
+	// ResourceTypes are the resource types the agent serves (the SetBuilder's catalog), which
+	// metrics label by name; any other type a row names is labelled unknown.
+	ResourceTypes []domain.ResourceType
 
 	Provisioner ProvisionerSettings
 	Watcher     WatcherSettings

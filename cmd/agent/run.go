@@ -230,6 +230,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		ReloadSignals:        reload,
 		DefaultProvisioner:   opts.defaultProvisioner,
 		SetBuilder:           registry,
+		ResourceTypes:        registry.Catalog().TypeNames(),
 		Provisioner: manifolds.ProvisionerSettings{
 			Holder:           run.agentID,
 			Concurrency:      run.concurrency,

@@ -199,6 +199,9 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if err != nil {
 		return domain.Resource{}, err
 	}
+	if err := backend.CheckProgress(u); err != nil {
+		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
+	}
 	state, err := encodeJSON("state", u.State)
 	if err != nil {
 		return domain.Resource{}, err

@@ -1,4 +1,4 @@
-package domain_test
+package environ_test
 
 import (
 	"bytes"
@@ -11,7 +11,20 @@ import (
 	"testing"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/kubernetes"
+	"github.com/berth-dev/berth/environ/runtime"
 )
+
+// testTypes is the catalog of a registry serving the types Berth ships with.
+var testTypes = func() *environ.Catalog {
+	r := environ.NewRegistry()
+	r.Register("static", unusedInit, runtime.Type)
+	r.Register("kubernetes", unusedInit, kubernetes.Types...)
+	return r.Catalog()
+}()
+
+func unusedInit(string, json.RawMessage, environ.Deps) (environ.Environ, error) { return nil, nil }
 
 // expectFieldError checks err is a *domain.FieldError on field whose message mentions hint.
 func expectFieldError(t *testing.T, err error, field, hint string) {
@@ -28,21 +41,21 @@ func expectFieldError(t *testing.T, err error, field, hint string) {
 	}
 }
 
-func TestNewRuntimeArgs(t *testing.T) {
+func TestDecodeRuntimeArgs(t *testing.T) {
 	for _, tc := range []struct {
 		args map[string]any
-		want domain.RuntimeArgs
+		want runtime.Args
 	}{
-		{nil, domain.RuntimeArgs{Slots: domain.DefaultRuntimeSlots}},
-		{map[string]any{"slots": float64(3)}, domain.RuntimeArgs{Slots: 3}},
-		{map[string]any{"slots": json.Number("4"), "version": "1.2"}, domain.RuntimeArgs{Slots: 4, Version: "1.2"}},
-		{map[string]any{"slots": int64(2)}, domain.RuntimeArgs{Slots: 2}},
-		{map[string]any{"slots": float64(domain.MaxSlots)}, domain.RuntimeArgs{Slots: domain.MaxSlots}},
-		{map[string]any{"slots": json.Number("2.0")}, domain.RuntimeArgs{Slots: 2}},
+		{nil, runtime.Args{Slots: runtime.DefaultSlots}},
+		{map[string]any{"slots": float64(3)}, runtime.Args{Slots: 3}},
+		{map[string]any{"slots": json.Number("4"), "version": "1.2"}, runtime.Args{Slots: 4, Version: "1.2"}},
+		{map[string]any{"slots": int64(2)}, runtime.Args{Slots: 2}},
+		{map[string]any{"slots": float64(runtime.MaxSlots)}, runtime.Args{Slots: runtime.MaxSlots}},
+		{map[string]any{"slots": json.Number("2.0")}, runtime.Args{Slots: 2}},
 	} {
-		got, err := domain.NewRuntimeArgs(tc.args)
+		got, err := runtime.DecodeArgs(tc.args)
 		if err != nil || *got != tc.want {
-			t.Errorf("NewRuntimeArgs(%v) = %+v, %v; want %+v", tc.args, got, err, tc.want)
+			t.Errorf("DecodeArgs(%v) = %+v, %v; want %+v", tc.args, got, err, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -57,7 +70,7 @@ func TestNewRuntimeArgs(t *testing.T) {
 		{map[string]any{"slots": "2"}, "args.slots", `the string "2"`},
 		{map[string]any{"slots": 1e12}, "args.slots", "must be at most 1000000, got 1000000000000"},
 		{map[string]any{"slots": -3}, "args.slots", "must be at least 1, got -3"},
-		{map[string]any{"slots": float64(domain.MaxSlots + 1)}, "args.slots", "must be at most 1000000, got 1000001"},
+		{map[string]any{"slots": float64(runtime.MaxSlots + 1)}, "args.slots", "must be at most 1000000, got 1000001"},
 		{map[string]any{"slots": float64(1 << 31)}, "args.slots", "must be at most 1000000, got 2147483648"},
 		{map[string]any{"slots": int64(1 << 31)}, "args.slots", "must be at most 1000000, got 2147483648"},
 		{map[string]any{"slots": json.Number("2147483648")}, "args.slots", "must be at most 1000000, got 2147483648"},
@@ -71,13 +84,13 @@ func TestNewRuntimeArgs(t *testing.T) {
 		{map[string]any{"version": map[string]any{}}, "args.version", "an object"},
 		{map[string]any{"version": "1.\xff"}, "args.version", `must be UTF-8 text, got "1.\xff"`},
 	} {
-		_, err := domain.NewRuntimeArgs(tc.args)
+		_, err := runtime.DecodeArgs(tc.args)
 		expectFieldError(t, err, tc.field, tc.hint)
 	}
 }
 
 func TestRuntimeArgsRoundTrip(t *testing.T) {
-	for _, args := range []domain.RuntimeArgs{{Slots: 1}, {Slots: 3, Version: "2.0"}} {
+	for _, args := range []runtime.Args{{Slots: 1}, {Slots: 3, Version: "2.0"}} {
 		raw, err := json.Marshal(args.AsMap())
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +99,7 @@ func TestRuntimeArgsRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(raw, &stored); err != nil {
 			t.Fatal(err)
 		}
-		got, err := domain.NewRuntimeArgs(stored)
+		got, err := runtime.DecodeArgs(stored)
 		if err != nil || *got != args {
 			t.Errorf("round trip of %+v = %+v, %v", args, got, err)
 		}
@@ -94,27 +107,27 @@ func TestRuntimeArgsRoundTrip(t *testing.T) {
 }
 
 func TestClickhouseArgsTakeNoKeys(t *testing.T) {
-	if _, err := domain.NewClickhouseArgs(map[string]any{}); err != nil {
+	if _, err := kubernetes.DecodeClickhouseArgs(map[string]any{}); err != nil {
 		t.Fatalf("empty args: %v", err)
 	}
-	_, err := domain.NewClickhouseArgs(map[string]any{"slots": 1})
+	_, err := kubernetes.DecodeClickhouseArgs(map[string]any{"slots": 1})
 	expectFieldError(t, err, "args.slots", "it takes no keys")
 }
 
 func TestValidateArgs(t *testing.T) {
-	if err := domain.ValidateArgs(domain.ResourceTypeRuntime, map[string]any{"slots": 2}); err != nil {
+	if err := testTypes.ValidateArgs(domain.ResourceTypeRuntime, map[string]any{"slots": 2}); err != nil {
 		t.Errorf("valid runtime args: %v", err)
 	}
-	expectFieldError(t, domain.ValidateArgs(domain.ResourceTypeRuntime, map[string]any{"cpu": 2}), "args.cpu", "unknown key")
-	expectFieldError(t, domain.ValidateArgs(domain.ResourceTypeClickHouse, map[string]any{"cpu": 2}), "args.cpu", "no keys")
-	err := domain.ValidateArgs("vm", nil)
+	expectFieldError(t, testTypes.ValidateArgs(domain.ResourceTypeRuntime, map[string]any{"cpu": 2}), "args.cpu", "unknown key")
+	expectFieldError(t, testTypes.ValidateArgs(domain.ResourceTypeClickHouse, map[string]any{"cpu": 2}), "args.cpu", "no keys")
+	err := testTypes.ValidateArgs("vm", nil)
 	if err == nil || !strings.Contains(err.Error(), `"vm"`) || !strings.Contains(err.Error(), "runtime, clickhouse") {
 		t.Errorf("unknown type: err = %v, want it named with the valid types", err)
 	}
 }
 
 func TestRuntimeConfig(t *testing.T) {
-	want := domain.RuntimeConfig{Host: "h1", Audience: "a", CPU: 2, MemoryGB: 4, StorageBytes: 1 << 30}
+	want := runtime.Config{Host: "h1", Audience: "a", CPU: 2, MemoryGB: 4, StorageBytes: 1 << 30}
 	raw, err := json.Marshal(want.AsMap())
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +136,7 @@ func TestRuntimeConfig(t *testing.T) {
 	if err := json.Unmarshal(raw, &stored); err != nil {
 		t.Fatal(err)
 	}
-	got, err := domain.NewRuntimeConfig(stored)
+	got, err := runtime.DecodeConfig(stored)
 	if err != nil || *got != want {
 		t.Fatalf("round trip = %+v, %v; want %+v", got, err, want)
 	}
@@ -138,7 +151,7 @@ func TestRuntimeConfig(t *testing.T) {
 		{map[string]any{"memory_gb": 1.5}, "config.memory_gb", "whole number"},
 		{map[string]any{"storage_bytes": []any{}}, "config.storage_bytes", "a list"},
 	} {
-		_, err := domain.NewRuntimeConfig(tc.cfg)
+		_, err := runtime.DecodeConfig(tc.cfg)
 		expectFieldError(t, err, tc.field, tc.hint)
 	}
 }
@@ -148,7 +161,7 @@ func TestRuntimeConfig(t *testing.T) {
 // is refused with the same words when a client writes it into the row.
 func TestSlotsBoundIsOneForCLIAndRows(t *testing.T) {
 	for _, slots := range []string{"1", "1000000", "1000001", "2147483648", "4294967296", "0", "-7"} {
-		fromCLI, cliErr := domain.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=" + slots})
+		fromCLI, cliErr := testTypes.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=" + slots})
 		var row map[string]any
 		if err := json.Unmarshal([]byte(`{"slots": `+slots+`}`), &row); err != nil {
 			t.Fatal(err)
@@ -164,7 +177,7 @@ func TestSlotsBoundIsOneForCLIAndRows(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, rowErr := domain.NewRuntimeArgs(row)
+		got, rowErr := runtime.DecodeArgs(row)
 		switch {
 		case cliErr == nil && rowErr != nil:
 			t.Errorf("slots=%s: the CLI accepts it and the agent refuses it: %v", slots, rowErr)
@@ -177,25 +190,25 @@ func TestSlotsBoundIsOneForCLIAndRows(t *testing.T) {
 }
 
 func TestSlotSize(t *testing.T) {
-	if got, err := domain.SlotSize("storage_bytes_per_slot", 40<<30, 1000); err != nil || got != 40<<30*1000 {
+	if got, err := runtime.SlotSize("storage_bytes_per_slot", 40<<30, 1000); err != nil || got != 40<<30*1000 {
 		t.Errorf("SlotSize(40 GiB, 1000) = %d, %v", got, err)
 	}
-	if got, err := domain.SlotSize("cpu_per_slot", math.MaxInt64, 1); err != nil || got != math.MaxInt64 {
+	if got, err := runtime.SlotSize("cpu_per_slot", math.MaxInt64, 1); err != nil || got != math.MaxInt64 {
 		t.Errorf("SlotSize(MaxInt64, 1) = %d, %v", got, err)
 	}
-	if got, err := domain.SlotSize("cpu_per_slot", math.MaxInt64, 0); err != nil || got != 0 {
+	if got, err := runtime.SlotSize("cpu_per_slot", math.MaxInt64, 0); err != nil || got != 0 {
 		t.Errorf("SlotSize(MaxInt64, 0) = %d, %v", got, err)
 	}
-	_, err := domain.SlotSize("storage_bytes_per_slot", math.MaxInt64/2+1, 2)
+	_, err := runtime.SlotSize("storage_bytes_per_slot", math.MaxInt64/2+1, 2)
 	expectFieldError(t, err, "storage_bytes_per_slot", "is more than a 64-bit size holds: at most 4611686018427387903 per slot fits 2 slots")
-	_, err = domain.SlotSize("storage_bytes_per_slot", 1<<62, domain.MaxSlots)
+	_, err = runtime.SlotSize("storage_bytes_per_slot", 1<<62, runtime.MaxSlots)
 	expectFieldError(t, err, "storage_bytes_per_slot", "times 1000000 slots is more than a 64-bit size holds")
-	_, err = domain.SlotSize("memory_gb_per_slot", -1, 2)
+	_, err = runtime.SlotSize("memory_gb_per_slot", -1, 2)
 	expectFieldError(t, err, "memory_gb_per_slot", "negative")
 }
 
 func TestRuntimeConfigHoldsSizesBeyond32Bits(t *testing.T) {
-	want := domain.RuntimeConfig{Host: "h1", CPU: 1 << 33, StorageBytes: 40 << 30 * 1000}
+	want := runtime.Config{Host: "h1", CPU: 1 << 33, StorageBytes: 40 << 30 * 1000}
 	raw, err := json.Marshal(want.AsMap())
 	if err != nil {
 		t.Fatal(err)
@@ -204,12 +217,12 @@ func TestRuntimeConfigHoldsSizesBeyond32Bits(t *testing.T) {
 	if err := json.Unmarshal(raw, &stored); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := domain.NewRuntimeConfig(stored); err != nil || *got != want {
+	if got, err := runtime.DecodeConfig(stored); err != nil || *got != want {
 		t.Fatalf("round trip = %+v, %v; want %+v", got, err, want)
 	}
-	_, err = domain.NewRuntimeConfig(map[string]any{"storage_bytes": 1e19})
+	_, err = runtime.DecodeConfig(map[string]any{"storage_bytes": 1e19})
 	expectFieldError(t, err, "config.storage_bytes", "must be at most 9223372036854775807, got 10000000000000000000")
-	_, err = domain.NewRuntimeConfig(map[string]any{"cpu": -2.0})
+	_, err = runtime.DecodeConfig(map[string]any{"cpu": -2.0})
 	expectFieldError(t, err, "config.cpu", "must be at least 0, got -2")
 }
 
@@ -220,25 +233,25 @@ func TestClickhouseConfig(t *testing.T) {
 		"password_secret_name":      "ch-1-auth",
 		"password_secret_key":       "password",
 	}
-	got, err := domain.NewClickhouseConfig(stored)
-	want := &domain.ClickhouseConfig{DSN: "clickhouse://default@h:9000/default", PasswordSecretNamespace: "ns", PasswordSecretName: "ch-1-auth", PasswordSecretKey: "password"}
+	got, err := kubernetes.DecodeClickhouseConfig(stored)
+	want := &kubernetes.ClickhouseConfig{DSN: "clickhouse://default@h:9000/default", PasswordSecretNamespace: "ns", PasswordSecretName: "ch-1-auth", PasswordSecretKey: "password"}
 	if err != nil || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got.AsMap(), stored) {
 		t.Fatalf("config = %+v, %v", got, err)
 	}
-	_, err = domain.NewClickhouseConfig(map[string]any{"dsn": nil, "user": "x"})
+	_, err = kubernetes.DecodeClickhouseConfig(map[string]any{"dsn": nil, "user": "x"})
 	expectFieldError(t, err, "config.user", "known keys: dsn, password_secret_namespace")
-	_, err = domain.NewClickhouseConfig(map[string]any{"dsn": 3.0})
+	_, err = kubernetes.DecodeClickhouseConfig(map[string]any{"dsn": 3.0})
 	expectFieldError(t, err, "config.dsn", "must be a string")
-	_, err = domain.NewClickhouseConfig(map[string]any{"password_secret_name": true})
+	_, err = kubernetes.DecodeClickhouseConfig(map[string]any{"password_secret_name": true})
 	expectFieldError(t, err, "config.password_secret_name", "must be a string")
 }
 
 func TestParseArgFlags(t *testing.T) {
-	got, err := domain.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=3", " version =v2"})
+	got, err := testTypes.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=3", " version =v2"})
 	if err != nil || !reflect.DeepEqual(got, map[string]any{"slots": int64(3), "version": "v2"}) {
 		t.Fatalf("parse = %#v, %v", got, err)
 	}
-	if got, err := domain.ParseArgFlags(domain.ResourceTypeClickHouse, nil); err != nil || len(got) != 0 {
+	if got, err := testTypes.ParseArgFlags(domain.ResourceTypeClickHouse, nil); err != nil || len(got) != 0 {
 		t.Fatalf("no flags = %#v, %v; want empty args", got, err)
 	}
 	for _, tc := range []struct {
@@ -256,24 +269,29 @@ func TestParseArgFlags(t *testing.T) {
 		{domain.ResourceTypeRuntime, []string{"colour=red"}, "args.colour", "unknown key"},
 		{domain.ResourceTypeClickHouse, []string{"slots=1"}, "args.slots", "no keys"},
 	} {
-		_, err := domain.ParseArgFlags(tc.t, tc.pairs)
+		_, err := testTypes.ParseArgFlags(tc.t, tc.pairs)
 		expectFieldError(t, err, tc.field, tc.hint)
 	}
 }
 
-func TestParseResourceType(t *testing.T) {
-	for _, rt := range domain.ResourceTypes {
-		if got, err := domain.ParseResourceType(string(rt)); err != nil || got != rt {
-			t.Errorf("parse %s = %s, %v", rt, got, err)
+func TestCatalogLooksUpServedTypes(t *testing.T) {
+	for _, rt := range testTypes.TypeNames() {
+		if def, err := testTypes.Lookup(rt); err != nil || def.Name != rt {
+			t.Errorf("lookup %s = %v, %v", rt, def, err)
 		}
 	}
-	if _, err := domain.ParseResourceType("Runtime"); err == nil || !strings.Contains(err.Error(), "use one of runtime, clickhouse") {
-		t.Errorf("parse Runtime: err = %v, want the valid types listed", err)
+	_, err := testTypes.Lookup("Runtime")
+	var unknown *environ.UnknownTypeError
+	if !errors.As(err, &unknown) || unknown.Type != "Runtime" || !strings.Contains(err.Error(), "it serves runtime, clickhouse") {
+		t.Errorf("lookup Runtime: err = %v, want an *UnknownTypeError listing the served types", err)
+	}
+	if !environ.IsPermanent(fmt.Errorf("reconcile: %w", err)) {
+		t.Errorf("an unknown type is not permanent: %v", err)
 	}
 }
 
 func TestParseArgFlagsKeepsStringKeysAsStrings(t *testing.T) {
-	args, err := domain.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=2", "version=15"})
+	args, err := testTypes.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=2", "version=15"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,12 +327,13 @@ func FuzzParseArgFlags(f *testing.F) {
 		f.Add(seed.kind, seed.pairs)
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, pairs string) {
-		typ := domain.ResourceTypes[int(kind)%len(domain.ResourceTypes)]
+		served := testTypes.TypeNames()
+		typ := served[int(kind)%len(served)]
 		var flags []string
 		if pairs != "" {
 			flags = strings.Split(pairs, "\n")
 		}
-		args, err := domain.ParseArgFlags(typ, flags)
+		args, err := testTypes.ParseArgFlags(typ, flags)
 		if err != nil {
 			var fe *domain.FieldError
 			if !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), fe.Field+": ") {
@@ -328,14 +347,14 @@ func FuzzParseArgFlags(f *testing.F) {
 		}
 		for _, useNumber := range []bool{false, true} {
 			row := decodeRow(t, raw, useNumber)
-			if err := domain.ValidateArgs(typ, row); err != nil {
+			if err := testTypes.ValidateArgs(typ, row); err != nil {
 				t.Fatalf("the CLI accepted %q as %s but the agent refuses the row %s: %v", flags, raw, raw, err)
 			}
 			if typ != domain.ResourceTypeRuntime {
 				continue
 			}
-			cli, _ := domain.NewRuntimeArgs(args)
-			agent, _ := domain.NewRuntimeArgs(row)
+			cli, _ := runtime.DecodeArgs(args)
+			agent, _ := runtime.DecodeArgs(row)
 			if *cli != *agent {
 				t.Fatalf("the CLI means %+v by %q, the agent reads %+v from %s", *cli, flags, *agent, raw)
 			}
@@ -370,8 +389,8 @@ func FuzzDecodeArgs(f *testing.F) {
 		if floats == nil || numbers == nil {
 			return
 		}
-		a, errA := domain.NewRuntimeArgs(floats)
-		b, errB := domain.NewRuntimeArgs(numbers)
+		a, errA := runtime.DecodeArgs(floats)
+		b, errB := runtime.DecodeArgs(numbers)
 		if (errA == nil) != (errB == nil) {
 			t.Fatalf("args %s: decoded with float64 numbers %v, with json.Number %v; want the same answer", raw, errA, errB)
 		}
@@ -381,19 +400,19 @@ func FuzzDecodeArgs(f *testing.F) {
 		if *a != *b {
 			t.Fatalf("args %s: %+v with float64 numbers, %+v with json.Number", raw, *a, *b)
 		}
-		if a.Slots < 1 || a.Slots > domain.MaxSlots {
-			t.Fatalf("args %s: accepted slots %d, outside 1..%d", raw, a.Slots, domain.MaxSlots)
+		if a.Slots < 1 || a.Slots > runtime.MaxSlots {
+			t.Fatalf("args %s: accepted slots %d, outside 1..%d", raw, a.Slots, runtime.MaxSlots)
 		}
 		stored, err := json.Marshal(a.AsMap())
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := domain.NewRuntimeArgs(decodeRow(t, stored, false))
+		again, err := runtime.DecodeArgs(decodeRow(t, stored, false))
 		if err != nil || *again != *a {
 			t.Fatalf("args %+v stored as %s read back as %+v, %v", *a, stored, again, err)
 		}
-		_, _ = domain.NewRuntimeConfig(floats)
-		_, _ = domain.NewRuntimeConfig(numbers)
+		_, _ = runtime.DecodeConfig(floats)
+		_, _ = runtime.DecodeConfig(numbers)
 	})
 }
 
