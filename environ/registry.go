@@ -93,8 +93,8 @@ type Set struct {
 	Environs map[string]Environ
 	Specs    map[string]Spec
 	// Catalog is the catalog of the registry that built the set: the resource types the agent
-	// serves. Nil in a set built by hand, which then tells no unknown type from an
-	// unsupported one.
+	// serves. Nil in a set built by hand, which then serves no type to a claim's start
+	// (ServedTypes) and tells no unknown type from an unsupported one (CheckType).
 	Catalog *Catalog
 }
 
@@ -120,8 +120,23 @@ func (s *Set) Get(name string) (Environ, string, error) {
 	return env, name, nil
 }
 
+// ServedTypes lists the resource types of the set's catalog that env serves (none when the
+// set has no catalog).
+func (s *Set) ServedTypes(env Environ) []domain.ResourceType {
+	if s.Catalog == nil {
+		return nil
+	}
+	var served []domain.ResourceType
+	for _, t := range s.Catalog.order {
+		if env.Supports(t) {
+			served = append(served, t)
+		}
+	}
+	return served
+}
+
 // CheckType returns an *UnknownTypeError, naming the served types, when no environ of the
-// agent serves type t; nil when one does, or when the set was built without a registry.
+// agent serves type t; nil when one does, or when the set has no catalog to tell.
 func (s *Set) CheckType(t domain.ResourceType) error {
 	if s.Catalog == nil {
 		return nil

@@ -172,18 +172,8 @@ func (a *attempt) claim() (domain.Claim, error) {
 	if err != nil {
 		return cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Agent.ID, cfg.LeaseTTL)
 	}
-	start := domain.ProvisioningStart{Provisioner: name}
-	// The row's own type is the one that matters: no client can change it once the row exists.
-	if env.Supports(a.r.Type) {
-		start.Types = []domain.ResourceType{a.r.Type}
-	}
+	start := domain.ProvisioningStart{Provisioner: name, Types: cfg.Environs.ServedTypes(env)}
 	return cfg.State.ClaimAndStart(a.attemptCtx, a.r.ID, cfg.Agent.ID, cfg.LeaseTTL, start)
-}
-
-// typeChecker is implemented by Environs that know the resource types the agent serves
-// (*environ.Set): CheckType returns an *environ.UnknownTypeError for a type none serves.
-type typeChecker interface {
-	CheckType(t domain.ResourceType) error
 }
 
 // provision brings the resource to ready at its current generation.
@@ -196,10 +186,8 @@ func (a *attempt) provision() outcome {
 	if !env.Supports(a.r.Type) {
 		// A type no environ of the agent serves (a row written with plain SQL) says so, naming
 		// the served types; *environ.UnknownTypeError is permanent.
-		if types, ok := cfg.Environs.(typeChecker); ok {
-			if err := types.CheckType(a.r.Type); err != nil {
-				return a.fail(err)
-			}
+		if err := cfg.Environs.CheckType(a.r.Type); err != nil {
+			return a.fail(err)
 		}
 		return a.fail(environ.Permanent(fmt.Errorf(
 			"provisioner %q (%s) does not provision resources of type %q: choose a provisioner that does", name, env.Type(), a.r.Type)))

@@ -20,6 +20,8 @@ import (
 	"github.com/berth-dev/berth/domain/sqlite"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/environtest"
+	"github.com/berth-dev/berth/environ/kubernetes"
+	"github.com/berth-dev/berth/environ/static"
 	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
@@ -30,6 +32,15 @@ import (
 type typesSuite struct{}
 
 var _ = gc.Suite(&typesSuite{})
+
+// shippedCatalog is the catalog of a registry of the environs Berth ships with, as berth run
+// builds it: it serves runtimes and ClickHouse databases.
+func shippedCatalog() *environ.Catalog {
+	registry := environ.NewRegistry()
+	registry.Register(static.Type, static.New, static.Types...)
+	registry.Register(kubernetes.Type, kubernetes.New, kubernetes.Types...)
+	return registry.Catalog()
+}
 
 // typeStore is a real store and a way to write to it as a client with plain SQL would.
 type typeStore struct {
