@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/berth-dev/berth/domain"
@@ -41,3 +42,44 @@ func testSchemaKeepsTypesStatusesAndKindsAsNames(t *testing.T, b *Backend) {
 		t.Errorf("progress to status gone: err = %v; want a field error on status", err)
 	}
 }
+
+// A status the state machine lacks is refused by the store, naming every status there is. A
+// type is only a name to the store (the environs declare the types, and plain SQL may write
+// any name): one no environ serves is stored as written, and the Service refuses it, naming
+// the types its catalog serves.
+func testCheckErrorsListEveryStatusAndType(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, runtime("web"))
+	lease := mustClaim(t, b, r.ID, "agent-a")
+	_, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{Generation: r.Generation, Status: "gone"})
+	var fe *domain.FieldError
+	if !errors.As(err, &fe) || fe.Field != "status" {
+		t.Fatalf("progress to status gone: err = %v; want a field error on status", err)
+	}
+	for _, s := range domain.Statuses {
+		if !strings.Contains(fe.Msg, string(s)) {
+			t.Errorf("status error %q does not name %s", fe.Msg, s)
+		}
+	}
+	served := servedTypes{domain.ResourceTypeRuntime, "widget"}
+	_, err = domain.NewService(b, served).Create(ctx, domain.NewResource{Type: "vm", Name: "x"})
+	if !errors.As(err, &fe) || fe.Field != "type" {
+		t.Fatalf("create of type vm: err = %v; want a field error on type", err)
+	}
+	for _, ty := range served {
+		if !strings.Contains(fe.Msg, string(ty)) {
+			t.Errorf("type error %q does not name %s", fe.Msg, ty)
+		}
+	}
+	vm, err := b.CreateResource(ctx, domain.NewResource{Type: "vm", Name: "x"})
+	if err != nil || mustGet(t, b, vm.ID).Type != "vm" {
+		t.Fatalf("store create of type vm: %+v, %v; want the type stored as written", vm, err)
+	}
+}
+
+// servedTypes is a domain.TypeCatalog serving its types, each taking any args.
+type servedTypes []domain.ResourceType
+
+func (s servedTypes) TypeNames() []domain.ResourceType { return s }
+
+func (s servedTypes) ValidateArgs(domain.ResourceType, map[string]any) error { return nil }
