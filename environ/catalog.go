@@ -88,7 +88,7 @@ type UnknownTypeError struct {
 }
 
 func (e *UnknownTypeError) Error() string {
-	return fmt.Sprintf("resource type %q is served by no provisioner of this agent (it serves %s): delete the resource, or run an agent built with an environ that serves the type",
+	return fmt.Sprintf("resource type %q is served by no provisioner of this agent (it serves %s): delete the resource, or retry it once an agent whose environs serve the type runs",
 		e.Type, e.served())
 }
 

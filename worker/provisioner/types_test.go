@@ -220,4 +220,11 @@ func (s *typesSuite) checkWidgetLifecycle(c *gc.C, open func(c *gc.C, ctx contex
 	for _, part := range []string{`"gizmo"`, "it serves widget"} {
 		c.Check(strings.Contains(got.LastError, part), gc.Equals, true, gc.Commentf("last error %q does not say %s", got.LastError, part))
 	}
+	// It can still be deleted: its environ is asked to let go of whatever it may hold.
+	_, err = svc.Delete(ctx, got.ID)
+	c.Assert(err, gc.IsNil)
+	watcher.send(c, got.ID)
+	c.Assert(metrics.waitOutcomes(c, 5)[4], gc.Equals, provisioner.OutcomeDeleted)
+	_, err = st.GetResource(ctx, got.ID)
+	c.Check(errors.Is(err, domain.ErrNotFound), gc.Equals, true, gc.Commentf("%v", err))
 }
