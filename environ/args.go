@@ -13,20 +13,6 @@ import (
 	"github.com/berth-dev/berth/domain"
 )
 
-// parseArgValue reads the value of an --arg whose type does not say it is a string: a whole
-// number, else JSON when it parses as JSON, else the text itself.
-func parseArgValue(s string) any {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n
-	}
-	var v any
-	trimmed := strings.TrimSpace(s)
-	if trimmed != "" && strings.ContainsAny(trimmed[:1], "{[\"tfn-0123456789") && json.Unmarshal([]byte(trimmed), &v) == nil {
-		return v
-	}
-	return s
-}
-
 // OnlyKeys refuses a key of m not in allowed with a *domain.FieldError on prefix.key that
 // lists the allowed keys: an environ's decoding of args or config is strict, so that a
 // misspelt key is an error instead of a silently ignored wish.
@@ -148,4 +134,18 @@ func Describe(v any) string {
 	default:
 		return fmt.Sprintf("%v", v)
 	}
+}
+
+// parseArgValue reads the value of an --arg whose type does not say it is a string: a whole
+// number, else JSON when it parses as JSON, else the text itself.
+func parseArgValue(s string) any {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n
+	}
+	var v any
+	trimmed := strings.TrimSpace(s)
+	if trimmed != "" && strings.ContainsAny(trimmed[:1], "{[\"tfn-0123456789") && json.Unmarshal([]byte(trimmed), &v) == nil {
+		return v
+	}
+	return s
 }
