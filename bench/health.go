@@ -135,7 +135,7 @@ func sweep(ctx context.Context, db *database, setJSON []byte, cfg config, res *h
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	calls := newCallCounter()
 	registry := environ.NewRegistry()
-	registry.Register(static.Type, static.New)
+	registry.Register(static.Type, static.New, static.Types...)
 	set, err := registry.NewSet(setJSON, provisionerName, environ.Deps{
 		Slots:     countingSlots{st, calls},
 		Resources: countingResources{st, calls},
@@ -248,7 +248,7 @@ func fillReady(ctx context.Context, db *database, setJSON []byte, hosts []string
 	}
 
 	registry := environ.NewRegistry()
-	registry.Register(static.Type, static.New)
+	registry.Register(static.Type, static.New, static.Types...)
 	set, err := registry.NewSet(setJSON, provisionerName, environ.Deps{Slots: st, Clock: clock.WallClock})
 	if err != nil {
 		return fmt.Errorf("build the provisioner set: %w", err)

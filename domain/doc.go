@@ -87,6 +87,14 @@
 // A DELETE issued directly against the table is turned into a delete request by a trigger, so
 // the environ always gets to free what it holds before the row goes.
 //
+// A resource's type is a name (ResourceType): the environs declare the types they serve,
+// with their args, and the agent's registry of environs is the catalog the Service checks a
+// type and its args against (TypeCatalog). The schema keeps no list of types, statuses or
+// event kinds, which the agent checks itself, so adding one needs no migration. A row whose
+// type no environ of the agent serves (written with plain SQL) is listed and can be deleted;
+// the provisioner fails it permanently (status error) with a message naming the type and the
+// served ones.
+//
 // Every change of status or status message is recorded in the resource's history (EventLog)
 // by the backend itself, so writes made directly against the table are recorded too.
 package domain

@@ -44,23 +44,24 @@ func (w *wrapped) Unwrap() error { return w.err }
 
 // Bad arguments are NotValid, whether a field of args or an unknown resource type.
 func TestBadArgumentsAreNotValid(t *testing.T) {
-	_, err := domain.NewRuntimeArgs(map[string]any{"slots": "two"})
+	svc := domain.NewService(newMemStore(), testTypes)
+	_, err := svc.Create(context.Background(), domain.NewResource{Type: "runtime", Name: "a", Args: map[string]any{"slots": "two"}})
 	var fe *domain.FieldError
 	if !errors.Is(err, errors.NotValid) || !stderrors.As(err, &fe) || fe.Field != "args.slots" {
 		t.Errorf("runtime args with slots %q: err = %v, want a NotValid *FieldError on args.slots", "two", err)
 	}
-	_, err = domain.ParseResourceType("mysql")
+	_, err = svc.Create(context.Background(), domain.NewResource{Type: "mysql", Name: "a"})
 	if !errors.Is(err, errors.NotValid) {
-		t.Errorf("parse type mysql: err = %v, want NotValid", err)
+		t.Errorf("create of type mysql: err = %v, want NotValid", err)
 	}
-	if want := `type "mysql" is not a resource type: use one of ` + domain.TypeNames(); err == nil || err.Error() != want {
-		t.Errorf("parse type mysql: err = %v, want %q", err, want)
+	if want := `type: "mysql" is not a resource type: use one of runtime, clickhouse`; err == nil || err.Error() != want {
+		t.Errorf("create of type mysql: err = %v, want %q", err, want)
 	}
 }
 
 // A store that keeps no event feed cannot be watched: NotSupported, saying so.
 func TestWatchWithoutFeedIsNotSupported(t *testing.T) {
-	svc := domain.NewService(newMemStore())
+	svc := domain.NewService(newMemStore(), testTypes)
 	clk := testclock.NewClock(time.Now())
 	err := svc.WatchResources(context.Background(), clk, domain.ListFilter{}, time.Second,
 		func([]domain.Resource) error { return nil }, func(domain.ResourceChange) error { return nil })

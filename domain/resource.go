@@ -1,54 +1,24 @@
 package domain
 
 import (
-	"fmt"
 	"strings"
 	"time"
-
-	jujuerrors "github.com/juju/errors"
 )
 
-// ResourceType enumerates the kinds of resource Berth provisions.
+// ResourceType is the name of a kind of resource ("runtime"). The domain keeps it as a name:
+// the environs declare the types they serve, with their args and how to check them, and the
+// agent's registry of environs says which names are served (see environ.Catalog). Nothing
+// here changes when a type is added.
 type ResourceType string
 
+// The names of the types Berth ships with (see environ/runtime and environ/kubernetes), for
+// the code and tests that name one.
 const (
 	// ResourceTypeRuntime is an instance on a runtime host.
 	ResourceTypeRuntime ResourceType = "runtime"
 	// ResourceTypeClickHouse is a ClickHouse database.
 	ResourceTypeClickHouse ResourceType = "clickhouse"
 )
-
-// ResourceTypes lists every valid resource type.
-var ResourceTypes = []ResourceType{ResourceTypeRuntime, ResourceTypeClickHouse}
-
-// Valid reports whether t is a known resource type.
-func (t ResourceType) Valid() bool {
-	for _, known := range ResourceTypes {
-		if t == known {
-			return true
-		}
-	}
-	return false
-}
-
-// ParseResourceType returns the resource type named s, or a NotValid error listing the valid
-// ones.
-func ParseResourceType(s string) (ResourceType, error) {
-	t := ResourceType(s)
-	if !t.Valid() {
-		return "", jujuerrors.NewNotValid(fmt.Errorf("type %q is not a resource type: use one of %s", s, TypeNames()), "")
-	}
-	return t, nil
-}
-
-// TypeNames lists every resource type for messages: "runtime, clickhouse".
-func TypeNames() string {
-	names := make([]string, len(ResourceTypes))
-	for i, t := range ResourceTypes {
-		names[i] = string(t)
-	}
-	return strings.Join(names, ", ")
-}
 
 // Status is a resource's place in the reconcile state machine (see the package doc).
 type Status string

@@ -25,18 +25,30 @@ const (
 // ErrNotFound, ErrAlreadyExists, ErrStale) are returned as they are.
 type Service struct {
 	store ResourceStore
+	types TypeCatalog
 }
 
-// NewService returns a Service storing resources in store.
-func NewService(store ResourceStore) *Service {
-	return &Service{store: store}
+// TypeCatalog is what the Service needs to know of resource types: which the agent serves,
+// and each one's args. The environs declare their types; the agent's registry of environs
+// offers them as an environ.Catalog, which is one.
+type TypeCatalog interface {
+	// TypeNames lists the served types, in the order help lists them.
+	TypeNames() []ResourceType
+	// ValidateArgs checks args against the schema of type t, a served type, returning a
+	// *FieldError naming the field ("args.slots") and the fix.
+	ValidateArgs(t ResourceType, args map[string]any) error
+}
+
+// NewService returns a Service storing resources in store, of the types types serves.
+func NewService(store ResourceStore, types TypeCatalog) *Service {
+	return &Service{store: store, types: types}
 }
 
 // Create validates r and inserts it as a pending resource. The name and owner are trimmed of
 // surrounding spaces; nil args become empty args.
 func (s *Service) Create(ctx context.Context, r NewResource) (Resource, error) {
-	if !r.Type.Valid() {
-		return Resource{}, typeError(string(r.Type))
+	if err := s.checkType(r.Type); err != nil {
+		return Resource{}, err
 	}
 	r.Name = strings.TrimSpace(r.Name)
 	if r.Name == "" {
@@ -56,7 +68,7 @@ func (s *Service) Create(ctx context.Context, r NewResource) (Resource, error) {
 	if r.Args == nil {
 		r.Args = map[string]any{}
 	}
-	if err := ValidateArgs(r.Type, r.Args); err != nil {
+	if err := s.types.ValidateArgs(r.Type, r.Args); err != nil {
 		return Resource{}, err
 	}
 	if err := ValidateLabels(r.Labels); err != nil {
@@ -76,8 +88,10 @@ func (s *Service) Get(ctx context.Context, id string) (Resource, error) {
 
 // List returns the resources matching f, oldest first.
 func (s *Service) List(ctx context.Context, f ListFilter) ([]Resource, error) {
-	if f.Type != "" && !f.Type.Valid() {
-		return nil, typeError(string(f.Type))
+	if f.Type != "" {
+		if err := s.checkType(f.Type); err != nil {
+			return nil, err
+		}
 	}
 	if f.Status != "" && !f.Status.Valid() {
 		return nil, &FieldError{"status", fmt.Sprintf("%q is not a status: use one of %s", f.Status, StatusNames())}
@@ -114,7 +128,7 @@ func (s *Service) UpdateArgs(ctx context.Context, id string, set map[string]any,
 		delete(merged, key)
 	}
 	maps.Copy(merged, set)
-	if err := ValidateArgs(current.Type, merged); err != nil {
+	if err := s.validateArgs(current.Type, merged); err != nil {
 		return Resource{}, err
 	}
 	return s.store.UpdateResourceArgs(ctx, current.ID, merged)
@@ -131,7 +145,7 @@ func (s *Service) ReplaceArgs(ctx context.Context, id string, args map[string]an
 	if args == nil {
 		args = map[string]any{}
 	}
-	if err := ValidateArgs(current.Type, args); err != nil {
+	if err := s.validateArgs(current.Type, args); err != nil {
 		return Resource{}, err
 	}
 	return s.store.UpdateResourceArgs(ctx, current.ID, args)
@@ -295,8 +309,26 @@ func checkText(field, s string, max int) error {
 	return nil
 }
 
-func typeError(t string) error {
-	return &FieldError{"type", fmt.Sprintf("%q is not a resource type: use one of %s", t, TypeNames())}
+// checkType refuses a type no environ of the agent serves, naming those that are served.
+func (s *Service) checkType(t ResourceType) error {
+	served := s.types.TypeNames()
+	if slices.Contains(served, t) {
+		return nil
+	}
+	names := make([]string, len(served))
+	for i, n := range served {
+		names[i] = string(n)
+	}
+	return &FieldError{"type", fmt.Sprintf("%q is not a resource type: use one of %s", t, strings.Join(names, ", "))}
+}
+
+// validateArgs checks the args of an existing resource, whose type a client may have written
+// without the Service (plain SQL): a type no environ serves is refused as Create refuses it.
+func (s *Service) validateArgs(t ResourceType, args map[string]any) error {
+	if err := s.checkType(t); err != nil {
+		return err
+	}
+	return s.types.ValidateArgs(t, args)
 }
 
 // StatusNames lists every status for messages: "pending, provisioning, ...".

@@ -130,7 +130,7 @@ func fieldOf(t *testing.T, err error) string {
 
 func TestCreateValidatesAndNormalises(t *testing.T) {
 	store := newMemStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	r, err := svc.Create(context.Background(), domain.NewResource{
 		Type: domain.ResourceTypeRuntime, Name: "  analytics ", Owner: " acme ",
 	})
@@ -165,7 +165,7 @@ func TestCreateRejectsBadInputNamingTheField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newMemStore()
-			_, err := domain.NewService(store).Create(context.Background(), tt.in)
+			_, err := domain.NewService(store, testTypes).Create(context.Background(), tt.in)
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -185,7 +185,7 @@ func TestCreateRejectsBadInputNamingTheField(t *testing.T) {
 func TestUpdateArgsMergesAndUnsets(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	r, err := svc.Create(ctx, domain.NewResource{Type: "runtime", Name: "a", Args: map[string]any{"slots": 2, "version": "1.0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestUpdateArgsMergesAndUnsets(t *testing.T) {
 func TestUpdateArgsRejects(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	r, err := svc.Create(ctx, domain.NewResource{Type: "runtime", Name: "a", Args: map[string]any{"slots": 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +257,7 @@ func TestUpdateArgsRejects(t *testing.T) {
 func TestUnreadableArgsAreReplacedNotMerged(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	r, err := svc.Create(ctx, domain.NewResource{Type: "runtime", Name: "a", Args: map[string]any{"slots": 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +293,7 @@ func TestCreateRejectsBadLabels(t *testing.T) {
 		{map[string]string{"team": "data science"}, `value "data science" of "team" is not a label value`},
 	} {
 		store := newMemStore()
-		_, err := domain.NewService(store).Create(context.Background(), domain.NewResource{Type: "runtime", Name: "a", Labels: tt.labels})
+		_, err := domain.NewService(store, testTypes).Create(context.Background(), domain.NewResource{Type: "runtime", Name: "a", Labels: tt.labels})
 		if fieldOf(t, err) != "labels" || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("create with labels %v: %v, want a labels error saying %q", tt.labels, err, tt.msg)
 		}
@@ -306,7 +306,7 @@ func TestCreateRejectsBadLabels(t *testing.T) {
 func TestLabelMergesAndRemoves(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	r, err := svc.Create(ctx, domain.NewResource{Type: "runtime", Name: "a", Labels: map[string]string{"team": "data", "tier": "dev"}})
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +347,7 @@ func TestLabelMergesAndRemoves(t *testing.T) {
 }
 
 func TestControlsNeedAnID(t *testing.T) {
-	svc := domain.NewService(newMemStore())
+	svc := domain.NewService(newMemStore(), testTypes)
 	ctx := context.Background()
 	for name, control := range map[string]func(context.Context, string) (domain.Resource, error){
 		"pause": svc.Pause, "resume": svc.Resume, "hibernate": svc.Hibernate, "wake": svc.Wake, "retry": svc.Retry,
@@ -362,7 +362,7 @@ func TestControlsNeedAnID(t *testing.T) {
 }
 
 func TestListAndGetValidateInput(t *testing.T) {
-	svc := domain.NewService(newMemStore())
+	svc := domain.NewService(newMemStore(), testTypes)
 	ctx := context.Background()
 	if _, err := svc.List(ctx, domain.ListFilter{Type: "vm"}); fieldOf(t, err) != "type" {
 		t.Errorf("list with a bad type: %v", err)
@@ -382,7 +382,7 @@ func TestListAndGetValidateInput(t *testing.T) {
 func TestWaitPollsOnTheClockUntilDone(t *testing.T) {
 	ctx := context.Background()
 	store := newMemStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	r, err := svc.Create(ctx, domain.NewResource{Type: "runtime", Name: "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -425,7 +425,7 @@ func TestWaitPollsOnTheClockUntilDone(t *testing.T) {
 
 func TestWaitStopsOnErrorAndContext(t *testing.T) {
 	store := newMemStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	clk := testclock.NewClock(time.Now())
 
 	// until sees the failed read (the row is gone) and decides.
@@ -466,11 +466,8 @@ func TestLiveAgentIDs(t *testing.T) {
 	}
 }
 
-func TestListsNameEveryStatusAndType(t *testing.T) {
+func TestListsNameEveryStatus(t *testing.T) {
 	if got, want := domain.StatusNames(), "pending, provisioning, ready, unhealthy, error, deleting, hibernating, hibernated"; got != want {
 		t.Errorf("StatusNames() = %q, want %q", got, want)
-	}
-	if got, want := domain.TypeNames(), "runtime, clickhouse"; got != want {
-		t.Errorf("TypeNames() = %q, want %q", got, want)
 	}
 }

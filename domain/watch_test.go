@@ -235,7 +235,7 @@ func awaitResult(t *testing.T, done <-chan waitResult) waitResult {
 // resource only for events of its own.
 func TestWaitWakesOnTheEventFeed(t *testing.T) {
 	store := newFeedStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	r, _ := store.CreateResource(context.Background(), domain.NewResource{Type: "runtime", Name: "a"})
 	other, _ := store.CreateResource(context.Background(), domain.NewResource{Type: "runtime", Name: "b"})
 	clk := testclock.NewClock(time.Now())
@@ -261,7 +261,7 @@ func TestWaitWakesOnTheEventFeed(t *testing.T) {
 func TestWaitRechecksWithoutListeners(t *testing.T) {
 	store := newFeedStore()
 	store.listenErr = errors.New("no notifications here")
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	r, _ := store.CreateResource(context.Background(), domain.NewResource{Type: "runtime", Name: "a"})
 	clk := testclock.NewClock(time.Now())
 	done := startWait(svc, clk, r.ID)
@@ -409,7 +409,7 @@ func (w *watched) next(t *testing.T) domain.ResourceChange {
 // what is wanted come from the change log.
 func TestWatchResourcesReportsTheChangesOfMatchingResources(t *testing.T) {
 	store := newFeedStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a, _ := store.CreateResource(ctx, domain.NewResource{Type: "runtime", Name: "a", Owner: "acme"})
@@ -467,7 +467,7 @@ func TestWatchResourcesReportsTheChangesOfMatchingResources(t *testing.T) {
 // A watch of one resource ends once it reports the resource's removal.
 func TestWatchResourceEndsWithTheRemoval(t *testing.T) {
 	store := newFeedStore()
-	svc := domain.NewService(store)
+	svc := domain.NewService(store, testTypes)
 	a, _ := store.CreateResource(context.Background(), domain.NewResource{Type: "runtime", Name: "a"})
 	w := newWatched()
 	errc := make(chan error, 1)

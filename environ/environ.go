@@ -1,9 +1,24 @@
-// Package environ defines the broker contract every provisioner type implements, and the
-// registry that builds a named provisioner set from its JSON specification.
+// Package environ defines the broker contract every provisioner type implements, the
+// resource types the brokers serve, and the registry that knows both and builds a named
+// provisioner set from its JSON specification.
 //
 // Brokers stay dumb and idempotent: the provisioner worker owns statuses, retries, backoff and
 // ordering. A broker only makes the world match a resource's args, reports what clients need
 // to reach it, and lets go of it again.
+//
+// Resource types belong to the environs that serve them. Each is a TypeDef (its name, a line
+// of help, its args for help and --arg parsing, and a Validate that names the field it
+// refuses), declared next to the code that reads its args: environ/runtime holds the runtime
+// type, which the static and kubernetes environs both serve, and environ/kubernetes the
+// clickhouse type. Registry.Register takes a provisioner type with the TypeDefs it serves,
+// and the registry's Catalog answers which types are served, by which provisioner types,
+// how each one's args are checked and how help lists them: the domain's Service checks
+// resources with it (domain.TypeCatalog), the CLI builds its --type help, completion and
+// --arg parsing from it, and a Set the registry builds tells the provisioner which types
+// its default provisioner starts (ServedTypes) and which type no environ serves
+// (CheckType, an *UnknownTypeError). Adding a type to an environ is a TypeDef in that
+// environ's package, its name in the environ's Supports, and the code that provisions it;
+// nothing in the domain, the schema or the CLI changes.
 package environ
 
 import (
@@ -143,11 +158,13 @@ func Permanent(err error) error {
 }
 
 // IsPermanent reports whether err, or an error it wraps, was marked Permanent. Argument
-// decoding errors (*domain.FieldError) are permanent too.
+// decoding errors (*domain.FieldError) and types no environ serves (*UnknownTypeError) are
+// permanent too.
 func IsPermanent(err error) bool {
 	var p *permanentError
 	var f *domain.FieldError
-	return errors.As(err, &p) || errors.As(err, &f)
+	var u *UnknownTypeError
+	return errors.As(err, &p) || errors.As(err, &f) || errors.As(err, &u)
 }
 
 // CapacityReporter is implemented by environs that can say how much room they have.

@@ -37,27 +37,39 @@ type Deps struct {
 // Initializer builds a broker named name from its JSON spec.
 type Initializer func(name string, spec json.RawMessage, deps Deps) (Environ, error)
 
-// Registry maps provisioner types to their initializers.
+// Registry maps provisioner types to their initializers, and knows the resource types each
+// serves (its Catalog).
 type Registry struct {
 	initializers map[string]Initializer
+	catalog      *Catalog
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{initializers: make(map[string]Initializer)}
+	return &Registry{initializers: make(map[string]Initializer), catalog: newCatalog()}
 }
 
-// Register makes provisioner type typ available. Registering a type twice is a programming
-// error and panics.
-func (r *Registry) Register(typ string, fn Initializer) {
+// Register makes provisioner type typ available, serving the resource types serves (each
+// environ package exports the TypeDefs it serves, e.g. static.Types). Registering a type
+// twice, or two definitions of one resource type, is a programming error and panics.
+func (r *Registry) Register(typ string, fn Initializer, serves ...*TypeDef) {
 	if typ == "" || fn == nil {
 		panic("environ: Register needs a type and an initializer")
 	}
 	if _, dup := r.initializers[typ]; dup {
 		panic(fmt.Sprintf("environ: provisioner type %q registered twice", typ))
 	}
+	for _, def := range serves {
+		if err := r.catalog.add(typ, def); err != nil {
+			panic(fmt.Sprintf("environ: provisioner type %q: %v", typ, err))
+		}
+	}
 	r.initializers[typ] = fn
 }
+
+// Catalog returns the resource types the registered provisioner types serve. It is the
+// registry's own, not a copy: register every provisioner type before using it.
+func (r *Registry) Catalog() *Catalog { return r.catalog }
 
 // Types returns the registered provisioner types, sorted.
 func (r *Registry) Types() []string {
@@ -80,6 +92,10 @@ type Set struct {
 	Default  string
 	Environs map[string]Environ
 	Specs    map[string]Spec
+	// Catalog is the catalog of the registry that built the set: the resource types the agent
+	// serves. Nil in a set built by hand, which then serves no type to a claim's start
+	// (ServedTypes) and tells no unknown type from an unsupported one (CheckType).
+	Catalog *Catalog
 }
 
 // Names returns the provisioner names, sorted.
@@ -102,6 +118,31 @@ func (s *Set) Get(name string) (Environ, string, error) {
 		return nil, name, fmt.Errorf("provisioner %q is not in the provisioner set (known: %s)", name, strings.Join(s.Names(), ", "))
 	}
 	return env, name, nil
+}
+
+// ServedTypes lists the resource types of the set's catalog that env serves (none when the
+// set has no catalog).
+func (s *Set) ServedTypes(env Environ) []domain.ResourceType {
+	if s.Catalog == nil {
+		return nil
+	}
+	var served []domain.ResourceType
+	for _, t := range s.Catalog.order {
+		if env.Supports(t) {
+			served = append(served, t)
+		}
+	}
+	return served
+}
+
+// CheckType returns an *UnknownTypeError, naming the served types, when no environ of the
+// agent serves type t; nil when one does, or when the set has no catalog to tell.
+func (s *Set) CheckType(t domain.ResourceType) error {
+	if s.Catalog == nil {
+		return nil
+	}
+	_, err := s.Catalog.Lookup(t)
+	return err
 }
 
 // Close closes every broker and returns the first error.
@@ -127,7 +168,7 @@ func (r *Registry) NewSet(setJSON []byte, defaultName string, deps Deps) (*Set, 
 	if len(specs) == 0 {
 		return nil, fmt.Errorf("provisioner set is empty: it must name at least one provisioner, e.g. {\"pool\": {\"type\": \"static\", \"spec\": {...}}}")
 	}
-	set := &Set{Default: defaultName, Environs: make(map[string]Environ, len(specs)), Specs: specs}
+	set := &Set{Default: defaultName, Environs: make(map[string]Environ, len(specs)), Specs: specs, Catalog: r.catalog}
 	names := make([]string, 0, len(specs))
 	for name := range specs {
 		names = append(names, name)

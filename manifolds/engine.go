@@ -33,7 +33,7 @@ func NewEngine(config Config) (*dependency.Engine, error) {
 	if err := config.ValidateSettings(); err != nil {
 		return nil, err
 	}
-	config.Metrics = metrics.New()
+	config.Metrics = metrics.New(config.ResourceTypes...)
 	engine, err := dependency.NewEngine(EngineConfig(config.Clock, config.Logger, config.Metrics))
 	if err != nil {
 		return nil, err

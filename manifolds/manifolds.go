@@ -128,6 +128,9 @@ type Config struct {
 	ReloadSignals      <-chan os.Signal
 	DefaultProvisioner string
 	SetBuilder         environs.SetBuilder
+	// ResourceTypes are the resource types the agent serves (the SetBuilder's catalog), which
+	// metrics label by name; any other type a row names is labelled unknown.
+	ResourceTypes []domain.ResourceType
 
 	// The workers' settings, each the Settings of its worker's package, checked by its
 	// Validate (ValidateSettings); DefaultConfig holds their defaults. A setting several

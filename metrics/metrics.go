@@ -10,6 +10,7 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 // of a resource type Berth does not know. Provisioner names and types are read from rows that
 // clients write; labelling with them as written would let any client add series without
 // bound, so the workers label a provisioner only with a name of the set and Metrics labels a
-// type only with one of domain.ResourceTypes. (A provisioner the set itself names "unknown"
+// type only with one of the types it was made with (those the agent serves). (A provisioner the set itself names "unknown"
 // shares these series.)
 const Unknown = "unknown"
 
@@ -58,11 +59,15 @@ type Metrics struct {
 
 	capacity  *capacityCollector
 	resources *resourcesCollector
+	types     []domain.ResourceType // labelled by name; others are Unknown
 }
 
-// New returns a Metrics whose registry also holds the Go runtime and process collectors.
-func New() *Metrics {
+// New returns a Metrics whose registry also holds the Go runtime and process collectors. It
+// labels a resource type by its name when it is one of types (the agent's served types,
+// environ.Catalog.TypeNames), and any other as Unknown.
+func New(types ...domain.ResourceType) *Metrics {
 	m := &Metrics{
+		types:    slices.Clone(types),
 		registry: prometheus.NewRegistry(),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_reconcile_total",
@@ -135,8 +140,8 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 // ObserveReconcile counts one reconcile attempt and how long it took. The provisioner
 // worker names the outcomes: ready, retry, capacity, permanent, deleted, hibernated or stale.
 func (m *Metrics) ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration) {
-	m.reconciles.WithLabelValues(provisioner, typeLabel(t), outcome).Inc()
-	m.reconcileDuration.WithLabelValues(provisioner, typeLabel(t)).Observe(d.Seconds())
+	m.reconciles.WithLabelValues(provisioner, m.typeLabel(t), outcome).Inc()
+	m.reconcileDuration.WithLabelValues(provisioner, m.typeLabel(t)).Observe(d.Seconds())
 }
 
 // ObserveQueue records the provisioner's queue depth and reconciles in flight.
@@ -147,7 +152,7 @@ func (m *Metrics) ObserveQueue(depth, inFlight int) {
 
 // ObserveCreateToReady records how long a resource took from creation to its first ready.
 func (m *Metrics) ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration) {
-	m.createToReady.WithLabelValues(provisioner, typeLabel(t)).Observe(d.Seconds())
+	m.createToReady.WithLabelValues(provisioner, m.typeLabel(t)).Observe(d.Seconds())
 }
 
 // ObserveLeaseTakeover counts a claim that took a resource's lease over from a holder that
@@ -157,9 +162,9 @@ func (m *Metrics) ObserveLeaseTakeover(provisioner string) {
 	m.leaseTakeovers.WithLabelValues(provisioner).Inc()
 }
 
-// typeLabel is t when Berth knows the type, else Unknown.
-func typeLabel(t domain.ResourceType) string {
-	if t.Valid() {
+// typeLabel is t when the agent serves the type, else Unknown.
+func (m *Metrics) typeLabel(t domain.ResourceType) string {
+	if slices.Contains(m.types, t) {
 		return string(t)
 	}
 	return Unknown

@@ -141,7 +141,7 @@ func histogram(t *testing.T, families map[string]*dto.MetricFamily, name, labels
 }
 
 func TestEveryMetricThroughTheHandler(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
 	rt := domain.ResourceTypeRuntime
 
 	m.ObserveReconcile("pool", rt, "ready", 2*time.Second)
@@ -257,7 +257,7 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 }
 
 func TestCapacityObservationReplacesTheLastOne(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
 	m.ObserveCapacity("pool", environ.Capacity{Unit: "slots", Hosts: []environ.HostCapacity{
 		{Host: "a", Total: 8, Used: 1}, {Host: "b", Total: 4, Used: 2},
 	}})
@@ -270,7 +270,7 @@ func TestCapacityObservationReplacesTheLastOne(t *testing.T) {
 }
 
 func TestResourcesCountedAtScrapeTimeWithATimeout(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
 	counter := &fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 1}}
 	untrack := m.TrackResources(counter)
 
@@ -299,7 +299,7 @@ func TestResourcesCountedAtScrapeTimeWithATimeout(t *testing.T) {
 }
 
 func TestLaterTrackerWinsOverAnEarlierOneStopping(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
 	untrackOld := m.TrackResources(&fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 1}})
 	untrackCurrent := m.TrackResources(&fakeCounter{counts: map[domain.Status]int{domain.StatusReady: 9}})
 	defer untrackCurrent()
@@ -310,7 +310,7 @@ func TestLaterTrackerWinsOverAnEarlierOneStopping(t *testing.T) {
 }
 
 func TestResourcesCountFailureKeepsTheOtherMetrics(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
 	m.ObserveQueue(1, 0)
 	untrack := m.TrackResources(&fakeCounter{err: errors.New("connection refused")})
 	defer untrack()
@@ -323,7 +323,7 @@ func TestResourcesCountFailureKeepsTheOtherMetrics(t *testing.T) {
 }
 
 func TestGatherReportsACountFailure(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
 	untrack := m.TrackResources(&fakeCounter{err: errors.New("connection refused")})
 	defer untrack()
 	_, err := m.Gather()
@@ -335,7 +335,7 @@ func TestGatherReportsACountFailure(t *testing.T) {
 // Types Berth does not know (rows written around the schema, or no row read at all) share
 // one series: what clients write cannot add series.
 func TestUnknownTypesShareOneSeries(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
 	for i := range 30 {
 		made := domain.ResourceType(fmt.Sprintf("made-up-%d", i))
 		m.ObserveReconcile("pool", made, "permanent", time.Second)
@@ -359,7 +359,7 @@ func TestUnknownTypesShareOneSeries(t *testing.T) {
 }
 
 func TestForgetCapacityDropsItsSeries(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
 	m.ObserveCapacity("pool", environ.Capacity{Unit: "slots", Total: 12, Used: 5})
 	m.ObserveCapacityWarning("pool", "total", true)
 	m.ObserveHealthCheck("pool", healthcheck.ResultHealthy)

@@ -23,8 +23,9 @@ const maxCompleted = 1000
 func addCompletions(root *cobra.Command, opts *globalOptions) {
 	mustRegister(root, "output", cobra.FixedCompletions([]cobra.Completion{outputTable, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
 	mustRegister(root, "log-level", cobra.FixedCompletions([]cobra.Completion{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
-	types := make([]cobra.Completion, len(domain.ResourceTypes))
-	for i, t := range domain.ResourceTypes {
+	served := opts.catalog().TypeNames()
+	types := make([]cobra.Completion, len(served))
+	for i, t := range served {
 		types[i] = string(t)
 	}
 	statuses := make([]cobra.Completion, len(domain.Statuses))
@@ -121,7 +122,7 @@ func completeResources(opts *globalOptions) cobra.CompletionFunc {
 		if owner := cmd.Flags().Lookup("owner"); owner != nil && owner.Changed {
 			f.Owner = owner.Value.String()
 		}
-		if typ := cmd.Flags().Lookup("type"); typ != nil && domain.ResourceType(typ.Value.String()).Valid() {
+		if typ := cmd.Flags().Lookup("type"); typ != nil && slices.Contains(opts.catalog().TypeNames(), domain.ResourceType(typ.Value.String())) {
 			f.Type = domain.ResourceType(typ.Value.String())
 		}
 		rs, err := listForCompletion(cmd, opts, f)

@@ -140,7 +140,7 @@ func newControlCommand(opts *globalOptions, c control) *cobra.Command {
 			})
 		},
 	}
-	ref.addFlags(cmd)
+	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }
 
@@ -213,7 +213,7 @@ narrows --all-failed. Each retry is recorded in the resource's history (kind con
 	}
 	cmd.Flags().BoolVar(&allFailed, "all-failed", false, "retry every resource in error or backing off")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "retry every resource whose labels match, e.g. team=data,tier!=dev")
-	ref.addFlags(cmd)
+	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }
 
@@ -331,7 +331,7 @@ the command prints the resource as relabelled.
 			})
 		},
 	}
-	ref.addFlags(cmd)
+	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }
 

@@ -84,7 +84,7 @@ berth resource events -o json.
 				return err
 			}
 			defer st.Close()
-			r, err := ref.resolve(ctx, cmd, domain.NewService(st), args[0])
+			r, err := ref.resolve(ctx, cmd, domain.NewService(st, opts.catalog()), args[0])
 			if err != nil {
 				return needsSchema(err)
 			}
@@ -95,7 +95,7 @@ berth resource events -o json.
 			return writeDescription(cmd.OutOrStdout(), r, events, opts.clock.Now())
 		},
 	}
-	ref.addFlags(cmd)
+	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/tomb.v2"
 
-	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ/runtime"
 	"github.com/berth-dev/berth/environ/static"
 )
 
@@ -122,8 +122,8 @@ func (c devHostsConfig) Validate() error {
 		return fmt.Errorf("--base-port: %d does not leave room for %d hosts below port 65536: choose a lower port, or 0 for free ports", c.BasePort, c.Count)
 	case c.Slots < 1:
 		return fmt.Errorf("--slots: must be at least 1, got %d", c.Slots)
-	case c.Slots > domain.MaxSlots:
-		return fmt.Errorf("--slots: must be at most %d (what a static host may offer), got %d", domain.MaxSlots, c.Slots)
+	case c.Slots > runtime.MaxSlots:
+		return fmt.Errorf("--slots: must be at most %d (what a static host may offer), got %d", runtime.MaxSlots, c.Slots)
 	case c.Provisioner == "":
 		return fmt.Errorf("--provisioner: must not be empty (e.g. %s)", defaultDevHostProvisioner)
 	}

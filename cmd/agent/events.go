@@ -62,7 +62,7 @@ is deleted; the history of a deleted resource is found by its ID only.
 			defer st.Close()
 			id := strings.TrimSpace(args[0])
 			if _, err := uuid.Parse(id); err != nil || cmd.Flags().Changed("owner") || ref.typ != "" {
-				r, err := ref.resolve(ctx, cmd, domain.NewService(st), id)
+				r, err := ref.resolve(ctx, cmd, domain.NewService(st, opts.catalog()), id)
 				if err != nil {
 					return needsSchema(err)
 				}
@@ -90,7 +90,7 @@ is deleted; the history of a deleted resource is found by its ID only.
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", defaultEventLimit, "show the newest N events")
-	ref.addFlags(cmd)
+	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }
 

@@ -18,8 +18,8 @@ import (
 // newRegistry registers every provisioner type this build supports.
 func newRegistry() *environ.Registry {
 	r := environ.NewRegistry()
-	r.Register(static.Type, static.New)
-	r.Register(kubernetes.Type, kubernetes.New)
+	r.Register(static.Type, static.New, static.Types...)
+	r.Register(kubernetes.Type, kubernetes.New, kubernetes.Types...)
 	return r
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
 )
 
 // defaultWaitTimeout bounds --wait unless --timeout says otherwise.
@@ -72,8 +73,7 @@ func newResourceCreateCommand(opts *globalOptions) *cobra.Command {
 		Long: `Create a resource; it starts pending and the agent provisions it.
 
 Resource types and their args:
-  runtime      slots (whole number, 1 to ` + fmt.Sprint(domain.MaxSlots) + `; default 1), version (string)
-  clickhouse   takes no args
+` + opts.catalog().Help() + `
 
 A resource's name is unique per owner and type (ignoring case). Without --provisioner the
 agent's default provisioner takes it. --label tags it (see berth resource label for what
@@ -94,11 +94,11 @@ it).`,
 			if err != nil {
 				return err
 			}
-			t, err := parseTypeFlag(typ)
+			t, err := parseTypeFlag(opts.catalog(), typ)
 			if err != nil {
 				return err
 			}
-			args, err := domain.ParseArgFlags(t, argPairs)
+			args, err := opts.catalog().ParseArgFlags(t, argPairs)
 			if err != nil {
 				return flagError(err)
 			}
@@ -130,7 +130,7 @@ it).`,
 		},
 	}
 	flags := cmd.Flags()
-	flags.StringVar(&typ, "type", "", "resource type: "+domain.TypeNames())
+	flags.StringVar(&typ, "type", "", "resource type: "+opts.catalog().Names())
 	flags.StringVar(&name, "name", "", "resource name, unique per owner and type (at most 128 characters)")
 	flags.StringVar(&owner, "owner", "", "owner the resource belongs to (resources of one owner are spread across hosts)")
 	flags.StringVar(&provisioner, "provisioner", "", "provisioner to use (default: the agent's default provisioner)")
@@ -176,7 +176,7 @@ func newResourceGetCommand(opts *globalOptions) *cobra.Command {
 			})
 		},
 	}
-	ref.addFlags(cmd)
+	ref.addFlags(cmd, opts.catalog())
 	addWatchFlag(cmd, &watch)
 	return cmd
 }
@@ -238,7 +238,7 @@ With -o json the watch prints one object per resource, not an array.`,
 	}
 	flags := cmd.Flags()
 	flags.StringVar(&f.Owner, "owner", "", "only resources of this owner")
-	flags.StringVar(&typ, "type", "", "only resources of this type: "+domain.TypeNames())
+	flags.StringVar(&typ, "type", "", "only resources of this type: "+opts.catalog().Names())
 	flags.StringVar(&status, "status", "", "only resources in this status: "+domain.StatusNames())
 	flags.StringVar(&f.Provisioner, "provisioner", "", "only resources pinned to this provisioner")
 	flags.StringVarP(&selector, "selector", "l", "", "only resources whose labels match, e.g. team=data,tier!=dev")
@@ -290,7 +290,7 @@ from the current ones.
 				if err != nil {
 					return err
 				}
-				set, err := domain.ParseArgFlags(before.Type, argPairs)
+				set, err := opts.catalog().ParseArgFlags(before.Type, argPairs)
 				if err != nil {
 					return flagError(err)
 				}
@@ -318,7 +318,7 @@ from the current ones.
 	flags.StringArrayVar(&unset, "unset", nil, "argument key to remove; repeat for more")
 	flags.BoolVar(&replace, "replace", false, "make the given --arg values the whole args instead of merging them")
 	addWaitFlags(cmd, &wait, &timeout, "until the resource is ready with the new args")
-	ref.addFlags(cmd)
+	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }
 
@@ -375,7 +375,7 @@ it was when the delete was requested.
 		},
 	}
 	addWaitFlags(cmd, &wait, &timeout, "until the agent has removed the resource")
-	ref.addFlags(cmd)
+	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }
 
@@ -386,7 +386,7 @@ func (o *globalOptions) withService(ctx context.Context, fn func(*domain.Service
 		return err
 	}
 	defer st.Close()
-	return needsSchema(fn(domain.NewService(st)))
+	return needsSchema(fn(domain.NewService(st, o.catalog())))
 }
 
 // waitReady waits (Service.Wait) until r is ready at its current generation. It fails when the resource
@@ -466,13 +466,14 @@ func idArg(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-func parseTypeFlag(typ string) (domain.ResourceType, error) {
+// parseTypeFlag returns the type --type names, one that types serves.
+func parseTypeFlag(types *environ.Catalog, typ string) (domain.ResourceType, error) {
 	if typ == "" {
-		return "", fmt.Errorf("--type is required: use one of %s", domain.TypeNames())
+		return "", fmt.Errorf("--type is required: use one of %s", types.Names())
 	}
 	t := domain.ResourceType(typ)
-	if !t.Valid() {
-		return "", fmt.Errorf("--type: %q is not a resource type: use one of %s", typ, domain.TypeNames())
+	if _, err := types.Lookup(t); err != nil {
+		return "", fmt.Errorf("--type: %q is not a resource type: use one of %s", typ, types.Names())
 	}
 	return t, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
 )
 
 // refHelp explains the ID|NAME argument in the help of every command that takes one.
@@ -21,11 +22,13 @@ is meant; with an ID they only have to agree with the resource.`
 type resourceRef struct {
 	owner string
 	typ   string
+	types *environ.Catalog // the types --type may name
 }
 
-func (ref *resourceRef) addFlags(cmd *cobra.Command) {
+func (ref *resourceRef) addFlags(cmd *cobra.Command, types *environ.Catalog) {
+	ref.types = types
 	cmd.Flags().StringVar(&ref.owner, "owner", "", "owner of the resource named (needed when several owners use the name)")
-	cmd.Flags().StringVar(&ref.typ, "type", "", "type of the resource named: "+domain.TypeNames()+" (needed when several types use the name)")
+	cmd.Flags().StringVar(&ref.typ, "type", "", "type of the resource named: "+types.Names()+" (needed when several types use the name)")
 }
 
 // resolve returns the resource arg names: the one with that id when arg is a UUID, else the
@@ -36,7 +39,7 @@ func (ref *resourceRef) resolve(ctx context.Context, cmd *cobra.Command, svc *do
 	ownerSet := cmd.Flags().Changed("owner")
 	var typ domain.ResourceType
 	if ref.typ != "" {
-		t, err := parseTypeFlag(ref.typ)
+		t, err := parseTypeFlag(ref.types, ref.typ)
 		if err != nil {
 			return domain.Resource{}, err
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/juju/clock"
 	"github.com/spf13/cobra"
+
+	"github.com/berth-dev/berth/environ"
 )
 
 // Environment variables that stand in for the global flags; a flag given on the command line
@@ -41,6 +43,16 @@ type globalOptions struct {
 
 	clock        clock.Clock   // drives --wait and --watch rechecks and timeouts
 	pollInterval time.Duration // see defaultPollInterval
+	types        *environ.Catalog
+}
+
+// catalog returns the resource types the agent serves: the catalog of the registry berth
+// run builds (newRegistry), unless a test gave opts its own.
+func (o *globalOptions) catalog() *environ.Catalog {
+	if o.types == nil {
+		o.types = newRegistry().Catalog()
+	}
+	return o.types
 }
 
 func newRootCommand() *cobra.Command {

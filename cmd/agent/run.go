@@ -227,6 +227,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	config.ReloadSignals = reload
 	config.DefaultProvisioner = opts.defaultProvisioner
 	config.SetBuilder = registry
+	config.ResourceTypes = registry.Catalog().TypeNames()
 	engine, err := manifolds.NewEngine(config)
 	if err != nil {
 		return err

@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-dev/berth/domain"
 )
@@ -41,5 +44,43 @@ func TestLifecycleMigrationBackfillsStatusChangedAt(t *testing.T) {
 	r, err := st.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "new"})
 	if err != nil || r.StatusChangedAt.IsZero() || time.Since(r.StatusChangedAt).Abs() > time.Minute {
 		t.Errorf("a resource created after the migration: status changed at %v, %v; want now", r.StatusChangedAt, err)
+	}
+}
+
+// 0014 drops the CHECK constraints on resources.type, resources.status and
+// resource_events.kind, and no other constraint of the two tables.
+func TestNamesMigrationDropsOnlyTheThreeChecks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := migratedStateAt(ctx, t, 13)
+	constraints := func() []string {
+		t.Helper()
+		rows, err := st.pool.Query(ctx, `
+			SELECT conname FROM pg_constraint
+			 WHERE conrelid IN ('resources'::regclass, 'resource_events'::regclass) ORDER BY conname`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	before := constraints()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dropped := []string{"resource_events_kind_check", "resources_status_check", "resources_type_check"}
+	want := slices.DeleteFunc(slices.Clone(before), func(name string) bool { return slices.Contains(dropped, name) })
+	if len(want) != len(before)-len(dropped) {
+		t.Fatalf("constraints before 0014: %v; want %v among them", before, dropped)
+	}
+	if got := constraints(); !slices.Equal(got, want) {
+		t.Errorf("constraints after 0014: %v; want %v", got, want)
+	}
+	r, err := st.CreateResource(ctx, domain.NewResource{Type: "widget", Name: "new-type"})
+	if err != nil || r.Type != "widget" {
+		t.Errorf("a resource of type widget after 0014: %+v, %v; want it stored", r, err)
 	}
 }

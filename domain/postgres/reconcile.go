@@ -243,7 +243,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	if err := backend.CheckReason(u.Status, u.Reason); err != nil {
+	if err := backend.CheckProgress(u); err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}
 	call := &progressCall{uid: uid, args: progressArgs(uid, lease, u, s.schema)}

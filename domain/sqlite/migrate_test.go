@@ -2,7 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,5 +120,125 @@ func TestLifecycleMigrationKeepsTheRows(t *testing.T) {
 	}
 	if len(es) != 1 || es[0].Seq != sequence+1 || es[0].Message != "paused" || !r.Paused {
 		t.Errorf("events after %d once paused: %+v; want the control event numbered %d, after the pruned one", sequence, es, sequence+1)
+	}
+}
+
+// 0014 builds resources and resource_events once more, without the CHECK constraints on
+// resources.type, resources.status and resource_events.kind: every other part of the schema
+// stays exactly as it was (the statements SQLite keeps of every table, index and trigger),
+// the rows, rowids and the events' sequence are kept, and the three columns then take any
+// name.
+func TestNamesMigrationDropsOnlyTheThreeChecks(t *testing.T) {
+	ctx, st := migratedTo(t, 13)
+	db := st.DB()
+	const id = "00000000-0000-4000-8000-000000000001"
+	for _, stmt := range []string{
+		`INSERT INTO resources (id, type, name, args, labels) VALUES ('` + id + `', 'clickhouse', 'kept', '{}', '{"team": "data"}')`,
+		`INSERT INTO resource_events (resource_id, kind, status, message) VALUES ('` + id + `', 'status', 'pending', 'pruned')`,
+		`DELETE FROM resource_events WHERE message = 'pruned'`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	schema := func() map[string]string {
+		t.Helper()
+		rows, err := db.QueryContext(ctx, `SELECT type || ' ' || name || ' on ' || tbl_name, coalesce(sql, '') FROM sqlite_master`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			var name, sql string
+			if err := rows.Scan(&name, &sql); err != nil {
+				t.Fatal(err)
+			}
+			out[name] = sql
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	triggerOrder := func() []string {
+		t.Helper()
+		rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'resources' ORDER BY rowid`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var names []string
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, name)
+		}
+		return names
+	}
+	state := func() (rowid, seq int64, events int) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, `SELECT (SELECT rowid FROM resources WHERE id = $1), (SELECT seq FROM sqlite_sequence WHERE name = 'resource_events'),
+		    (SELECT count(*) FROM resource_events)`, id).Scan(&rowid, &seq, &events); err != nil {
+			t.Fatal(err)
+		}
+		return rowid, seq, events
+	}
+	before, triggersBefore := schema(), triggerOrder()
+	rowid, seq, events := state()
+
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := schema()
+	want := maps.Clone(before)
+	for key, check := range map[string]string{
+		"table resources on resources": `
+                        CONSTRAINT resources_type_check CHECK (type IN ('runtime', 'clickhouse'))`,
+		"table resource_events on resource_events": `
+                CONSTRAINT resource_events_kind_check CHECK (kind IN ('status', 'error', 'repair', 'health', 'control'))`,
+	} {
+		if !strings.Contains(want[key], check) {
+			t.Fatalf("%s before 0014 has no %q:\n%s", key, check, want[key])
+		}
+		want[key] = strings.Replace(want[key], check, "", 1)
+	}
+	const statusCheck = `
+                        CONSTRAINT resources_status_check
+                        CHECK (status IN ('pending', 'provisioning', 'ready', 'unhealthy', 'error', 'deleting', 'hibernating', 'hibernated'))`
+	if !strings.Contains(want["table resources on resources"], statusCheck) {
+		t.Fatalf("resources before 0014 has no status check:\n%s", want["table resources on resources"])
+	}
+	want["table resources on resources"] = strings.Replace(want["table resources on resources"], statusCheck, "", 1)
+	for key := range maps.Keys(want) {
+		if after[key] != want[key] {
+			t.Errorf("%s after 0014:\n%s\nwant:\n%s", key, after[key], want[key])
+		}
+	}
+	for key := range maps.Keys(after) {
+		if _, ok := want[key]; !ok {
+			t.Errorf("0014 left %s behind", key)
+		}
+	}
+	if got := triggerOrder(); !slices.Equal(got, triggersBefore) {
+		t.Errorf("triggers in the order %v after 0014; want %v", got, triggersBefore)
+	}
+	if r2, s2, e2 := state(); r2 != rowid || s2 != seq || e2 != events {
+		t.Errorf("rowid, event sequence, events = %d, %d, %d after 0014; want %d, %d, %d", r2, s2, e2, rowid, seq, events)
+	}
+	r, err := st.GetResource(ctx, id)
+	if err != nil || r.Type != domain.ResourceTypeClickHouse || r.Labels["team"] != "data" {
+		t.Errorf("resource after 0014: %+v, %v", r, err)
+	}
+	for _, stmt := range []string{
+		`INSERT INTO resources (type, name) VALUES ('widget', 'new-type')`,
+		`UPDATE resources SET status = 'archived' WHERE id = '` + id + `'`,
+		`INSERT INTO resource_events (resource_id, kind, status) VALUES ('` + id + `', 'note', 'pending')`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Errorf("%s after 0014: %v", stmt, err)
+		}
 	}
 }

@@ -202,7 +202,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if err != nil {
 		return domain.Resource{}, err
 	}
-	if err := backend.CheckReason(u.Status, u.Reason); err != nil {
+	if err := backend.CheckProgress(u); err != nil {
 		return domain.Resource{}, fmt.Errorf("record progress of resource %s: %w", id, err)
 	}
 	state, err := encodeJSON("state", u.State)

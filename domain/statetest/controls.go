@@ -717,32 +717,6 @@ func testControlsSurviveARestart(t *testing.T, b *Backend) {
 	}
 }
 
-// A write the schema refuses for its status or type names every status or type there is.
-func testCheckErrorsListEveryStatusAndType(t *testing.T, b *Backend) {
-	ctx := testContext(t)
-	r := mustCreate(t, b, runtime("web"))
-	lease := mustClaim(t, b, r.ID, "agent-a")
-	_, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{Generation: r.Generation, Status: "gone"})
-	var fe *domain.FieldError
-	if !errors.As(err, &fe) || fe.Field != "status" {
-		t.Fatalf("progress to status gone: err = %v; want a field error on status", err)
-	}
-	for _, s := range domain.Statuses {
-		if !strings.Contains(fe.Msg, string(s)) {
-			t.Errorf("status error %q does not name %s", fe.Msg, s)
-		}
-	}
-	_, err = b.CreateResource(ctx, domain.NewResource{Type: "vm", Name: "x"})
-	if !errors.As(err, &fe) || fe.Field != "type" {
-		t.Fatalf("create of type vm: err = %v; want a field error on type", err)
-	}
-	for _, ty := range domain.ResourceTypes {
-		if !strings.Contains(fe.Msg, string(ty)) {
-			t.Errorf("type error %q does not name %s", fe.Msg, ty)
-		}
-	}
-}
-
 // Both stores give a resource's times in UTC, so that two reads of one row compare equal
 // whichever store made them.
 func testResourceTimesAreInUTC(t *testing.T, b *Backend) {

@@ -139,7 +139,7 @@ var tests = []struct {
 	{"EventFeed", testEventFeed},
 	{"ControlsSurviveARestart", testControlsSurviveARestart},
 	{"CheckErrorsListEveryStatusAndType", testCheckErrorsListEveryStatusAndType},
-	{"SchemaChecksAcceptExactlyTheDomainsValues", testSchemaChecksAcceptExactlyTheDomainsValues},
+	{"SchemaKeepsTypesStatusesAndKindsAsNames", testSchemaKeepsTypesStatusesAndKindsAsNames},
 	{"ResourceTimesAreInUTC", testResourceTimesAreInUTC},
 	{"ANewerSchemaFencesTheAgentsWrites", testANewerSchemaFencesTheAgentsWrites},
 	{"MigrateRefusesANewerSchema", testMigrateRefusesANewerSchema},

@@ -43,10 +43,10 @@ func (e *Environ) Type() string {
 	return e.TypeFn()
 }
 
-// Supports reports every domain.ResourceTypes type supported without SupportsFn.
+// Supports reports the types of SupportedTypes supported without SupportsFn.
 func (e *Environ) Supports(t domain.ResourceType) bool {
 	if e.SupportsFn == nil {
-		return slices.Contains(domain.ResourceTypes, t)
+		return slices.Contains(SupportedTypes, t)
 	}
 	return e.SupportsFn(t)
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/runtime"
 )
 
 // Type is the provisioner type of the kubernetes environ in a provisioner set.
@@ -573,7 +574,7 @@ func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (Te
 	}
 	switch r.Type {
 	case domain.ResourceTypeRuntime:
-		a, err := domain.NewRuntimeArgs(args)
+		a, err := runtime.DecodeArgs(args)
 		if err != nil {
 			return TemplateData{}, err
 		}
@@ -585,7 +586,7 @@ func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (Te
 			return TemplateData{}, err
 		}
 	case domain.ResourceTypeClickHouse:
-		if _, err := domain.NewClickhouseArgs(args); err != nil {
+		if _, err := DecodeClickhouseArgs(args); err != nil {
 			return TemplateData{}, err
 		}
 		data.Image = e.spec.ClickhouseImage
@@ -809,14 +810,14 @@ func (e *kubeEnviron) result(r *environ.Resource, d *desired) *environ.Resource 
 	}
 	var cfg map[string]any
 	if d.resourceType == domain.ResourceTypeClickHouse {
-		cfg = (&domain.ClickhouseConfig{
+		cfg = (&ClickhouseConfig{
 			DSN:                     d.dsn,
 			PasswordSecretNamespace: e.spec.Namespace,
 			PasswordSecretName:      d.data.SecretName,
 			PasswordSecretKey:       d.data.PasswordKey,
 		}).AsMap()
 	} else {
-		cfg = (&domain.RuntimeConfig{
+		cfg = (&runtime.Config{
 			Host:         d.data.Host,
 			Audience:     d.data.Host,
 			CPU:          d.data.CPU,

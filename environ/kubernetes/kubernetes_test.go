@@ -30,6 +30,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/sqlite"
 	"github.com/berth-dev/berth/environ"
+	runtimetype "github.com/berth-dev/berth/environ/runtime"
 )
 
 const (
@@ -136,7 +137,7 @@ func TestReconcileRendersLabelsSizingAndHost(t *testing.T) {
 	e, cs := newTestEnviron(t, testSpec)
 	res := reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 2, "version": "0.50.1"})
 
-	wantConfig := (&domain.RuntimeConfig{
+	wantConfig := (&runtimetype.Config{
 		Host: "http://node-" + testPID + ".localhost", Audience: "http://node-" + testPID + ".localhost",
 		CPU: 2, MemoryGB: 8, StorageBytes: 80 << 30,
 	}).AsMap()

@@ -1,7 +1,7 @@
 // Package static is the environ of a static pool: runtime hosts that were provisioned ahead of
 // time and are listed in the provisioner's spec, each offering a number of slots.
 //
-// Provisioning a runtime reserves args.slots slots (1 to domain.MaxSlots, the bound a host's
+// Provisioning a runtime reserves args.slots slots (1 to runtime.MaxSlots, the bound a host's
 // slots have too) on one host of the pool; the runtime's config is that host's URL and
 // audience and the resources of its slots (cpu_per_slot, memory_gb_per_slot and
 // storage_bytes_per_slot times the slot count). The products are checked: a spec whose sizing

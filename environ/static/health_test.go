@@ -72,14 +72,14 @@ func newProbedPool(t *testing.T, bStatus int) *probedPool {
 func TestHostDownIsUnhealthyAndAvoidedUntilItAnswers(t *testing.T) {
 	ctx := context.Background()
 	p := newProbedPool(t, http.StatusOK)
-	onB, err := p.env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1))
+	onB, err := p.env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 1))
 	if err != nil || onB.State["host"] != p.b.URL {
 		t.Fatalf("first runtime = %v, %v; want it on b, the freest host", onB, err)
 	}
 
 	p.b.status.Store(http.StatusServiceUnavailable)
 	p.clock.Advance(probeCacheTTL)
-	got, err := p.env.CheckResource(ctx, runtime("r1"), withSlots("alice", 1))
+	got, err := p.env.CheckResource(ctx, runtimeRes("r1"), withSlots("alice", 1))
 	if err == nil || !strings.Contains(err.Error(), "runtime host "+p.b.URL+" is down") || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("CheckResource on a failing host: %v, want it down with the answer", err)
 	}
@@ -93,12 +93,12 @@ func TestHostDownIsUnhealthyAndAvoidedUntilItAnswers(t *testing.T) {
 
 	// b has more room but is down: new runtimes go to a, and none at all once a is full.
 	for _, id := range []string{"r2", "r3"} {
-		res, err := p.env.Reconcile(ctx, runtime(id), withSlots("bob", 1))
+		res, err := p.env.Reconcile(ctx, runtimeRes(id), withSlots("bob", 1))
 		if err != nil || res.State["host"] != p.a.URL {
 			t.Fatalf("Reconcile %s with b down = %v, %v; want it on a", id, res, err)
 		}
 	}
-	_, err = p.env.Reconcile(ctx, runtime("r4"), withSlots("bob", 1))
+	_, err = p.env.Reconcile(ctx, runtimeRes("r4"), withSlots("bob", 1))
 	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "down: "+p.b.URL) {
 		t.Errorf("Reconcile with a full and b down = %v, want ErrNoCapacity naming b as down", err)
 	}
@@ -123,10 +123,10 @@ func TestHostDownIsUnhealthyAndAvoidedUntilItAnswers(t *testing.T) {
 	if err := p.env.Check(ctx); err != nil {
 		t.Errorf("Check after b answers: %v", err)
 	}
-	if res, err := p.env.Reconcile(ctx, runtime("r4"), withSlots("bob", 1)); err != nil || res.State["host"] != p.b.URL {
+	if res, err := p.env.Reconcile(ctx, runtimeRes("r4"), withSlots("bob", 1)); err != nil || res.State["host"] != p.b.URL {
 		t.Errorf("Reconcile after b is back = %v, %v; want it on b", res, err)
 	}
-	if _, err := p.env.CheckResource(ctx, runtime("r1"), withSlots("alice", 1)); err != nil {
+	if _, err := p.env.CheckResource(ctx, runtimeRes("r1"), withSlots("alice", 1)); err != nil {
 		t.Errorf("CheckResource after b is back: %v", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestProbesAreCachedPerHost(t *testing.T) {
 	ctx := context.Background()
 	p := newProbedPool(t, http.StatusOK)
 	for i := range 4 {
-		if _, err := p.env.Reconcile(ctx, runtime(fmt.Sprint("r", i)), withSlots(fmt.Sprint("owner", i), 1)); err != nil {
+		if _, err := p.env.Reconcile(ctx, runtimeRes(fmt.Sprint("r", i)), withSlots(fmt.Sprint("owner", i), 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +145,7 @@ func TestProbesAreCachedPerHost(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := p.env.CheckResource(ctx, runtime(fmt.Sprint("r", i)), withSlots(fmt.Sprint("owner", i), 1)); err != nil {
+				if _, err := p.env.CheckResource(ctx, runtimeRes(fmt.Sprint("r", i)), withSlots(fmt.Sprint("owner", i), 1)); err != nil {
 					t.Errorf("CheckResource: %v", err)
 				}
 			}()
@@ -156,7 +156,7 @@ func TestProbesAreCachedPerHost(t *testing.T) {
 		t.Errorf("20 checks of runtimes on two hosts probed a %d and b %d times, want once each", a, b)
 	}
 	p.clock.Advance(probeCacheTTL - time.Second)
-	if _, err := p.env.CheckResource(ctx, runtime("r0"), withSlots("owner0", 1)); err != nil {
+	if _, err := p.env.CheckResource(ctx, runtimeRes("r0"), withSlots("owner0", 1)); err != nil {
 		t.Fatal(err)
 	}
 	p.clock.Advance(time.Second)
@@ -174,7 +174,7 @@ func TestHostsWithoutRuntimesRecoverThroughCheck(t *testing.T) {
 	if err := p.env.Check(ctx); err == nil || !strings.Contains(err.Error(), p.b.URL+" is down") {
 		t.Fatalf("Check with b failing: %v", err)
 	}
-	if res, err := p.env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1)); err != nil || res.State["host"] != p.a.URL {
+	if res, err := p.env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 1)); err != nil || res.State["host"] != p.a.URL {
 		t.Fatalf("Reconcile with b down = %v, %v; want a", res, err)
 	}
 	p.b.status.Store(http.StatusNoContent)
@@ -182,7 +182,7 @@ func TestHostsWithoutRuntimesRecoverThroughCheck(t *testing.T) {
 	if err := p.env.Check(ctx); err != nil {
 		t.Fatalf("Check after b answers 204: %v", err)
 	}
-	if res, err := p.env.Reconcile(ctx, runtime("r2"), withSlots("alice", 1)); err != nil || res.State["host"] != p.b.URL {
+	if res, err := p.env.Reconcile(ctx, runtimeRes("r2"), withSlots("alice", 1)); err != nil || res.State["host"] != p.b.URL {
 		t.Errorf("Reconcile after b recovered = %v, %v; want b", res, err)
 	}
 }
@@ -224,10 +224,10 @@ func TestProbesOff(t *testing.T) {
 	if err := env.Check(ctx); err != nil {
 		t.Errorf("Check with probes off: %v", err)
 	}
-	if _, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1)); err != nil {
+	if _, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.CheckResource(ctx, runtime("r1"), withSlots("alice", 1)); err != nil {
+	if _, err := env.CheckResource(ctx, runtimeRes("r1"), withSlots("alice", 1)); err != nil {
 		t.Errorf("CheckResource with probes off: %v", err)
 	}
 	if n := down.probes.Load(); n != 0 {
@@ -239,7 +239,7 @@ func TestCheckResourceReportsRepairs(t *testing.T) {
 	ctx := context.Background()
 	store := newFakeSlots()
 	env := newTestEnviron(t, "pool", twoHosts, store)
-	if _, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2)); err != nil {
+	if _, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 2)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := env.CheckResource(ctx, &environ.Resource{ID: "r1", Type: domain.ResourceTypeRuntime, State: map[string]any{"host": hostA, "slots": 2}}, withSlots("alice", 2))
@@ -282,7 +282,7 @@ func TestCapacityCountsUnconfiguredHosts(t *testing.T) {
 func TestNeverProbedHostIsProbedBeforeItsFirstRuntime(t *testing.T) {
 	ctx := context.Background()
 	p := newProbedPool(t, http.StatusServiceUnavailable)
-	res, err := p.env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1))
+	res, err := p.env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 1))
 	if err != nil || res.State["host"] != p.a.URL {
 		t.Fatalf("first Reconcile = %v, %v; want it on a, b never having answered", res, err)
 	}
@@ -291,7 +291,7 @@ func TestNeverProbedHostIsProbedBeforeItsFirstRuntime(t *testing.T) {
 	}
 	// Known hosts are not probed again by placement; Check refreshes them.
 	p.clock.Advance(probeCacheTTL)
-	if _, err := p.env.Reconcile(ctx, runtime("r2"), withSlots("bob", 1)); err != nil {
+	if _, err := p.env.Reconcile(ctx, runtimeRes("r2"), withSlots("bob", 1)); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := p.a.probes.Load(), p.b.probes.Load(); a != 1 || b != 1 {
@@ -335,7 +335,7 @@ func TestPlacementProbeIsBoundedByTheTimeoutAndEndsWithTheContext(t *testing.T) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1))
+		_, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 1))
 		done <- err
 	}()
 	awaitProbe(t, arrived)
@@ -346,7 +346,7 @@ func TestPlacementProbeIsBoundedByTheTimeoutAndEndsWithTheContext(t *testing.T) 
 
 	// Unprobed still: the next placement probes again, and gives up after the timeout.
 	go func() {
-		_, err := env.Reconcile(context.Background(), runtime("r1"), withSlots("alice", 1))
+		_, err := env.Reconcile(context.Background(), runtimeRes("r1"), withSlots("alice", 1))
 		done <- err
 	}()
 	awaitProbe(t, arrived)
@@ -364,11 +364,11 @@ func TestPlacementProbeIsBoundedByTheTimeoutAndEndsWithTheContext(t *testing.T) 
 func TestRuntimeOnAHostThatGoesDown(t *testing.T) {
 	ctx := context.Background()
 	p := newProbedPool(t, http.StatusOK)
-	placed, err := p.env.Reconcile(ctx, runtime("r1"), withSlots("alice", 1))
+	placed, err := p.env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 1))
 	if err != nil || placed.State["host"] != p.b.URL {
 		t.Fatalf("Reconcile = %v, %v; want b", placed, err)
 	}
-	served, err := p.env.Reconcile(ctx, runtime("s1"), withSlots("bob", 1))
+	served, err := p.env.Reconcile(ctx, runtimeRes("s1"), withSlots("bob", 1))
 	if err != nil || served.State["host"] != p.b.URL {
 		t.Fatalf("Reconcile = %v, %v; want b", served, err)
 	}
@@ -403,12 +403,12 @@ func TestRuntimeOnAHostThatGoesDown(t *testing.T) {
 	}
 
 	// An unserved runtime whose resize finds no room on a host that is up keeps its slots.
-	big, err := p.env.Reconcile(ctx, runtime("r2"), withSlots("carol", 1))
+	big, err := p.env.Reconcile(ctx, runtimeRes("r2"), withSlots("carol", 1))
 	if err != nil || big.State["host"] != p.a.URL {
 		t.Fatalf("Reconcile r2 = %v, %v; want a, the only host up", big, err)
 	}
 	p.slots.put(domain.Reservation{Provisioner: "pool", ResourceID: "r3", Owner: "dave", Host: p.b.URL, Slots: 1})
-	_, err = p.env.Reconcile(ctx, runtime("r3"), withSlots("dave", 1))
+	_, err = p.env.Reconcile(ctx, runtimeRes("r3"), withSlots("dave", 1))
 	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "host "+p.b.URL+" is down and the runtime keeps its slots there") {
 		t.Errorf("Reconcile of an unserved runtime on b with a full = %v, want it kept waiting", err)
 	}

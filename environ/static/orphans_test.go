@@ -102,7 +102,7 @@ func TestCheckResourceDoesNotReserveForADeletedResource(t *testing.T) {
 	for _, rows := range []fakeRows{{}, {"r1": domain.StatusDeleting}} {
 		slots := newFakeSlots()
 		env := newEnvironWithRows(t, slots, rows)
-		_, err := env.CheckResource(context.Background(), runtime("r1"), withSlots("o", 1))
+		_, err := env.CheckResource(context.Background(), runtimeRes("r1"), withSlots("o", 1))
 		if err == nil || !(strings.Contains(err.Error(), "deleted") || errors.Is(err, domain.ErrNotFound)) {
 			t.Errorf("rows %v: CheckResource = %v, want a refusal to reserve again", rows, err)
 		}
@@ -115,7 +115,7 @@ func TestCheckResourceDoesNotReserveForADeletedResource(t *testing.T) {
 func TestCheckResourceRepairsALiveResource(t *testing.T) {
 	slots := newFakeSlots()
 	env := newEnvironWithRows(t, slots, fakeRows{"r1": domain.StatusReady})
-	got, err := env.CheckResource(context.Background(), runtime("r1"), withSlots("o", 1))
+	got, err := env.CheckResource(context.Background(), runtimeRes("r1"), withSlots("o", 1))
 	if err != nil {
 		t.Fatalf("CheckResource: %v", err)
 	}
@@ -146,7 +146,7 @@ func TestCheckResourceDoesNotReserveForAPausedOrHibernatingResource(t *testing.T
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = env.CheckResource(context.Background(), runtime("r1"), withSlots("o", 1))
+		_, err = env.CheckResource(context.Background(), runtimeRes("r1"), withSlots("o", 1))
 		if !errors.Is(err, domain.ErrStale) {
 			t.Errorf("row %+v: CheckResource = %v, want an error wrapping ErrStale", row, err)
 		}

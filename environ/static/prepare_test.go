@@ -79,7 +79,7 @@ func prepare(t *testing.T, env *staticEnviron, ids ...string) environ.PreparedCh
 
 func checkHost(t *testing.T, checks environ.PreparedChecks, id string) (string, []string) {
 	t.Helper()
-	got, err := checks.CheckResource(context.Background(), runtime(id), withSlots("o", 1))
+	got, err := checks.CheckResource(context.Background(), runtimeRes(id), withSlots("o", 1))
 	if err != nil {
 		t.Fatalf("check %s: %v", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ/runtime"
 )
 
 // Per-slot sizing a spec gets when it leaves the field out (or sets it to 0): the sizing of a
@@ -113,8 +114,8 @@ func (s *Spec) validate() error {
 		if rt.Slots < 1 {
 			return &domain.FieldError{Field: prefix + "slots", Msg: fmt.Sprintf("must be at least 1 (the host's capacity in slots), got %d", rt.Slots)}
 		}
-		if rt.Slots > domain.MaxSlots {
-			return &domain.FieldError{Field: prefix + "slots", Msg: fmt.Sprintf("must be at most %d (the host's capacity in slots), got %d", domain.MaxSlots, rt.Slots)}
+		if rt.Slots > runtime.MaxSlots {
+			return &domain.FieldError{Field: prefix + "slots", Msg: fmt.Sprintf("must be at most %d (the host's capacity in slots), got %d", runtime.MaxSlots, rt.Slots)}
 		}
 		if rt.AudienceURL == "" {
 			rt.AudienceURL = rt.Host
@@ -158,7 +159,7 @@ func (s *Spec) sizesFit() error {
 		{"memory_gb_per_slot", int64(s.MemoryGBPerSlot)},
 		{"storage_bytes_per_slot", s.StorageBytesPerSlot},
 	} {
-		if _, err := domain.SlotSize(size.name, size.perSlot, slots); err != nil {
+		if _, err := runtime.SlotSize(size.name, size.perSlot, slots); err != nil {
 			var fe *domain.FieldError
 			if errors.As(err, &fe) {
 				fe.Msg += fmt.Sprintf(" (runtimes[%d].slots)", largest)

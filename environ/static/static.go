@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/runtime"
 )
 
 // Type is the provisioner type of the static environ in a provisioner set.
@@ -112,9 +113,12 @@ var (
 // Type implements environ.Environ.
 func (e *staticEnviron) Type() string { return Type }
 
-// Supports implements environ.Environ: a static pool only hosts runtimes.
+// Types are the resource types a static pool serves: it only hosts runtimes.
+var Types = []*environ.TypeDef{runtime.Type}
+
+// Supports implements environ.Environ: a static pool serves Types.
 func (e *staticEnviron) Supports(t domain.ResourceType) bool {
-	return t == domain.ResourceTypeRuntime
+	return t == runtime.Name
 }
 
 // Reconcile implements environ.Environ: it reserves (or resizes) the runtime's slots on a host
@@ -136,7 +140,7 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if opts == nil {
 		opts = &environ.ResourceOptions{}
 	}
-	args, err := domain.NewRuntimeArgs(opts.Args)
+	args, err := runtime.DecodeArgs(opts.Args)
 	if err != nil {
 		return nil, fmt.Errorf("runtime %s: %w", r.ID, err)
 	}
@@ -653,19 +657,19 @@ func (e *staticEnviron) resource(r *environ.Resource, res domain.Reservation) (*
 	if rt, ok := e.spec.runtime(res.Host); ok {
 		audience = rt.AudienceURL
 	}
-	cpu, err := domain.SlotSize("cpu_per_slot", int64(e.spec.CPUPerSlot), res.Slots)
+	cpu, err := runtime.SlotSize("cpu_per_slot", int64(e.spec.CPUPerSlot), res.Slots)
 	if err != nil {
 		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
 	}
-	memory, err := domain.SlotSize("memory_gb_per_slot", int64(e.spec.MemoryGBPerSlot), res.Slots)
+	memory, err := runtime.SlotSize("memory_gb_per_slot", int64(e.spec.MemoryGBPerSlot), res.Slots)
 	if err != nil {
 		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
 	}
-	storage, err := domain.SlotSize("storage_bytes_per_slot", e.spec.StorageBytesPerSlot, res.Slots)
+	storage, err := runtime.SlotSize("storage_bytes_per_slot", e.spec.StorageBytesPerSlot, res.Slots)
 	if err != nil {
 		return nil, environ.Permanent(fmt.Errorf("runtime %s: %w", r.ID, err))
 	}
-	cfg := domain.RuntimeConfig{Host: res.Host, Audience: audience, CPU: int(cpu), MemoryGB: int(memory), StorageBytes: storage}
+	cfg := runtime.Config{Host: res.Host, Audience: audience, CPU: int(cpu), MemoryGB: int(memory), StorageBytes: storage}
 	return &environ.Resource{
 		ID:     r.ID,
 		Type:   r.Type,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/runtime"
 )
 
 // fakeSlots is an in-memory domain.SlotStore that keeps the contract: reservations are
@@ -136,7 +137,7 @@ func newTestEnviron(t *testing.T, name, spec string, slots domain.SlotStore) env
 	return env
 }
 
-func runtime(id string) *environ.Resource {
+func runtimeRes(id string) *environ.Resource {
 	return &environ.Resource{ID: id, Type: domain.ResourceTypeRuntime}
 }
 
@@ -152,11 +153,11 @@ func wantResource(t *testing.T, got *environ.Resource, id, host, audience string
 	if got.State["host"] != host || got.State["slots"] != slots {
 		t.Errorf("state = %v, want host %s, slots %d", got.State, host, slots)
 	}
-	cfg, err := domain.NewRuntimeConfig(got.Config)
+	cfg, err := runtime.DecodeConfig(got.Config)
 	if err != nil {
 		t.Fatalf("config %v does not decode: %v", got.Config, err)
 	}
-	want := domain.RuntimeConfig{Host: host, Audience: audience, CPU: 2 * slots, MemoryGB: 8 * slots, StorageBytes: 100 * int64(slots)}
+	want := runtime.Config{Host: host, Audience: audience, CPU: 2 * slots, MemoryGB: 8 * slots, StorageBytes: 100 * int64(slots)}
 	if *cfg != want {
 		t.Errorf("config = %+v, want %+v", *cfg, want)
 	}
@@ -184,7 +185,7 @@ func TestReconcile(t *testing.T) {
 	store := newFakeSlots()
 	env := newTestEnviron(t, "pool", twoHosts, store)
 
-	got, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
+	got, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 2))
 	if err != nil {
 		t.Fatalf("Reconcile r1: %v", err)
 	}
@@ -192,7 +193,7 @@ func TestReconcile(t *testing.T) {
 
 	// The same args again change nothing and do not even consult the pick policy.
 	picks := store.picks
-	again, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
+	again, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 2))
 	if err != nil {
 		t.Fatalf("Reconcile r1 again: %v", err)
 	}
@@ -202,21 +203,21 @@ func TestReconcile(t *testing.T) {
 	}
 
 	// Alice's next runtime goes to b although a has as much room: owners are spread.
-	got, err = env.Reconcile(ctx, runtime("r2"), withSlots("alice", 1))
+	got, err = env.Reconcile(ctx, runtimeRes("r2"), withSlots("alice", 1))
 	if err != nil {
 		t.Fatalf("Reconcile r2: %v", err)
 	}
 	wantResource(t, got, "r2", hostB, hostB, 1)
 
 	// Args without slots mean one slot.
-	got, err = env.Reconcile(ctx, runtime("r3"), &environ.ResourceOptions{Owner: "bob"})
+	got, err = env.Reconcile(ctx, runtimeRes("r3"), &environ.ResourceOptions{Owner: "bob"})
 	if err != nil {
 		t.Fatalf("Reconcile r3: %v", err)
 	}
 	wantResource(t, got, "r3", hostA, "http://aud-a:8081", 1)
 
 	// Only b's last slot is left: two slots do not fit anywhere.
-	_, err = env.Reconcile(ctx, runtime("r4"), withSlots("carol", 2))
+	_, err = env.Reconcile(ctx, runtimeRes("r4"), withSlots("carol", 2))
 	if !errors.Is(err, domain.ErrNoCapacity) || environ.IsPermanent(err) {
 		t.Fatalf("Reconcile r4 = %v, want an ErrNoCapacity error that is not permanent", err)
 	}
@@ -225,12 +226,12 @@ func TestReconcile(t *testing.T) {
 	}
 
 	// Growing r2 in place uses b's last slot; growing r1 would need a third slot on a.
-	got, err = env.Reconcile(ctx, runtime("r2"), withSlots("alice", 2))
+	got, err = env.Reconcile(ctx, runtimeRes("r2"), withSlots("alice", 2))
 	if err != nil {
 		t.Fatalf("Reconcile r2 to 2 slots: %v", err)
 	}
 	wantResource(t, got, "r2", hostB, hostB, 2)
-	_, err = env.Reconcile(ctx, runtime("r1"), withSlots("alice", 3))
+	_, err = env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 3))
 	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "host http://a:9091 has 0 free slots; resize from 2 to 3 slots needs 1") {
 		t.Fatalf("Reconcile r1 to 3 slots = %v, want a refused resize", err)
 	}
@@ -260,7 +261,7 @@ func TestReconcileRefusesWhatItCannotDo(t *testing.T) {
 	}
 
 	for _, args := range []map[string]any{{"slots": float64(0)}, {"slots": "2"}, {"size": float64(1)}} {
-		_, err = env.Reconcile(ctx, runtime("r1"), &environ.ResourceOptions{Args: args})
+		_, err = env.Reconcile(ctx, runtimeRes("r1"), &environ.ResourceOptions{Args: args})
 		var fe *domain.FieldError
 		if !environ.IsPermanent(err) || !errors.As(err, &fe) {
 			t.Errorf("Reconcile with args %v = %v, want a permanent *domain.FieldError", args, err)
@@ -280,7 +281,7 @@ func TestReconcileMovesRuntimeOffRemovedHost(t *testing.T) {
 	env := newTestEnviron(t, "pool", twoHosts, store)
 
 	// Same size: released and placed again, on a (3 free) rather than b (1 free).
-	got, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
+	got, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 2))
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
@@ -290,7 +291,7 @@ func TestReconcileMovesRuntimeOffRemovedHost(t *testing.T) {
 	}
 
 	// No configured host has 3 free slots: r2 keeps its reservation and waits for room.
-	_, err = env.Reconcile(ctx, runtime("r2"), withSlots("alice", 3))
+	_, err = env.Reconcile(ctx, runtimeRes("r2"), withSlots("alice", 3))
 	if !errors.Is(err, domain.ErrNoCapacity) || !strings.Contains(err.Error(), "http://old:9091 is no longer configured") {
 		t.Errorf("moving without room = %v, want ErrNoCapacity saying the host is gone", err)
 	}
@@ -298,7 +299,7 @@ func TestReconcileMovesRuntimeOffRemovedHost(t *testing.T) {
 		t.Errorf("reservations after a refused move = %+v, want r2 still holding 3 slots on old", kept)
 	}
 	// A resize moves it within the store's own transaction, spreading alice to b.
-	got, err = env.Reconcile(ctx, runtime("r2"), withSlots("alice", 1))
+	got, err = env.Reconcile(ctx, runtimeRes("r2"), withSlots("alice", 1))
 	if err != nil {
 		t.Fatalf("Reconcile with a shrink: %v", err)
 	}
@@ -317,7 +318,7 @@ func TestReconcileMovesRuntimeOffRemovedHost(t *testing.T) {
 	}
 
 	// Reconciling a moved runtime again is a no-op with nothing to report.
-	got, err = env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2))
+	got, err = env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 2))
 	if err != nil || got.State["host"] != hostA || got.Notice != "" {
 		t.Errorf("Reconcile again = %+v, %v; want it on a without a notice", got, err)
 	}
@@ -403,17 +404,17 @@ func TestDeprovision(t *testing.T) {
 	env := newTestEnviron(t, "pool", twoHosts, store)
 	other := newTestEnviron(t, "other", twoHosts, store)
 	for _, e := range []environ.Environ{env, other} {
-		if _, err := e.Reconcile(ctx, runtime("r1"), withSlots("alice", 3)); err != nil {
+		if _, err := e.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 3)); err != nil {
 			t.Fatalf("Reconcile: %v", err)
 		}
 	}
 
 	for i := 0; i < 2; i++ {
-		if err := env.Deprovision(ctx, runtime("r1")); err != nil {
+		if err := env.Deprovision(ctx, runtimeRes("r1")); err != nil {
 			t.Fatalf("Deprovision #%d: %v", i+1, err)
 		}
 	}
-	if err := env.Deprovision(ctx, runtime("never-reconciled")); err != nil {
+	if err := env.Deprovision(ctx, runtimeRes("never-reconciled")); err != nil {
 		t.Errorf("Deprovision of a runtime never reconciled: %v", err)
 	}
 	if reservations, _ := store.ListReservations(ctx, "pool"); len(reservations) != 0 {
@@ -423,21 +424,21 @@ func TestDeprovision(t *testing.T) {
 		t.Errorf("Deprovision released another provisioner's reservation: %+v", reservations)
 	}
 	// The freed slots are usable again.
-	if _, err := env.Reconcile(ctx, runtime("r2"), withSlots("bob", 3)); err != nil {
+	if _, err := env.Reconcile(ctx, runtimeRes("r2"), withSlots("bob", 3)); err != nil {
 		t.Errorf("Reconcile after Deprovision: %v", err)
 	}
 }
 
 func TestAwaitReady(t *testing.T) {
 	env := newTestEnviron(t, "pool", twoHosts, newFakeSlots())
-	placed, err := env.Reconcile(context.Background(), runtime("r1"), withSlots("alice", 1))
+	placed, err := env.Reconcile(context.Background(), runtimeRes("r1"), withSlots("alice", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := env.AwaitReady(context.Background(), placed); err != nil {
 		t.Errorf("AwaitReady: %v", err)
 	}
-	if err := env.AwaitReady(context.Background(), runtime("r1")); err == nil || !strings.Contains(err.Error(), "names no host") {
+	if err := env.AwaitReady(context.Background(), runtimeRes("r1")); err == nil || !strings.Contains(err.Error(), "names no host") {
 		t.Errorf("AwaitReady of a runtime never placed = %v, want an error saying so", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -455,11 +456,11 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Check of an empty pool: %v", err)
 	}
 	for _, id := range []string{"r1", "r2"} {
-		if _, err := env.Reconcile(ctx, runtime(id), withSlots("alice", 2)); err != nil {
+		if _, err := env.Reconcile(ctx, runtimeRes(id), withSlots("alice", 2)); err != nil {
 			t.Fatalf("Reconcile %s: %v", id, err)
 		}
 	}
-	if _, err := env.Reconcile(ctx, runtime("r3"), withSlots("bob", 1)); err != nil {
+	if _, err := env.Reconcile(ctx, runtimeRes("r3"), withSlots("bob", 1)); err != nil {
 		t.Fatalf("Reconcile r3: %v", err)
 	}
 	if err := env.Check(ctx); err != nil {
@@ -490,7 +491,7 @@ func TestCheckResource(t *testing.T) {
 	ctx := context.Background()
 	store := newFakeSlots()
 	env := newTestEnviron(t, "pool", twoHosts, store)
-	if _, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 2)); err != nil {
+	if _, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 2)); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
 
@@ -506,10 +507,10 @@ func TestCheckResource(t *testing.T) {
 	if err := store.ReleaseSlots(ctx, "pool", "r1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Reconcile(ctx, runtime("r2"), withSlots("bob", 2)); err != nil {
+	if _, err := env.Reconcile(ctx, runtimeRes("r2"), withSlots("bob", 2)); err != nil {
 		t.Fatalf("Reconcile r2: %v", err)
 	}
-	got, err = env.CheckResource(ctx, runtime("r1"), withSlots("alice", 2))
+	got, err = env.CheckResource(ctx, runtimeRes("r1"), withSlots("alice", 2))
 	if err != nil {
 		t.Fatalf("CheckResource of a lost reservation: %v", err)
 	}
@@ -527,10 +528,10 @@ func TestCheckResource(t *testing.T) {
 	if err := store.ReleaseSlots(ctx, "pool", "r1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Reconcile(ctx, runtime("r3"), withSlots("carol", 2)); err != nil {
+	if _, err := env.Reconcile(ctx, runtimeRes("r3"), withSlots("carol", 2)); err != nil {
 		t.Fatalf("Reconcile r3: %v", err)
 	}
-	if _, err := env.CheckResource(ctx, runtime("r1"), withSlots("alice", 2)); !errors.Is(err, domain.ErrNoCapacity) {
+	if _, err := env.CheckResource(ctx, runtimeRes("r1"), withSlots("alice", 2)); !errors.Is(err, domain.ErrNoCapacity) {
 		t.Errorf("CheckResource with the pool full = %v, want ErrNoCapacity", err)
 	}
 }
@@ -556,11 +557,11 @@ func TestSlotSizesNeverOverflow(t *testing.T) {
 	const perSlot = math.MaxInt64 / 4
 	spec := fmt.Sprintf(`{"runtimes": [{"host": %q, "slots": 4}], "storage_bytes_per_slot": %d}`, hostA, perSlot)
 	env := newTestEnviron(t, "pool", spec, store)
-	got, err := env.Reconcile(ctx, runtime("r1"), withSlots("alice", 4))
+	got, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 4))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err := domain.NewRuntimeConfig(got.Config); err != nil || cfg.StorageBytes != 4*perSlot {
+	if cfg, err := runtime.DecodeConfig(got.Config); err != nil || cfg.StorageBytes != 4*perSlot {
 		t.Errorf("config = %+v, %v; want storage_bytes %d", cfg, err, int64(4*perSlot))
 	}
 
@@ -581,8 +582,8 @@ func TestSlotSizesNeverOverflow(t *testing.T) {
 // refused by the agent with the CLI's words, as a permanent failure.
 func TestSlotsBoundIsTheCLIs(t *testing.T) {
 	env := newTestEnviron(t, "pool", twoHosts, newFakeSlots())
-	_, cliErr := domain.ParseArgFlags(domain.ResourceTypeRuntime, []string{"slots=2147483648"})
-	_, err := env.Reconcile(context.Background(), runtime("r1"), &environ.ResourceOptions{Args: map[string]any{"slots": float64(1 << 31)}})
+	_, cliErr := runtime.Type.ParseArgFlags([]string{"slots=2147483648"})
+	_, err := env.Reconcile(context.Background(), runtimeRes("r1"), &environ.ResourceOptions{Args: map[string]any{"slots": float64(1 << 31)}})
 	if cliErr == nil || err == nil || !strings.HasSuffix(err.Error(), cliErr.Error()) || !environ.IsPermanent(err) {
 		t.Errorf("Reconcile with 2147483648 slots = %v; want the CLI's refusal %v, permanent", err, cliErr)
 	}

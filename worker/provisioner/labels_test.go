@@ -15,7 +15,7 @@ import (
 // Rows naming 30 made-up provisioners, as any client can write them, add no series to the
 // agent's metrics beyond those of unknown.
 func (s *workerSuite) TestMadeUpProvisionersAddNoSeries(c *gc.C) {
-	m := metrics.New()
+	m := metrics.New(domain.ResourceTypeRuntime)
 	cfg := s.config()
 	cfg.Metrics = m
 	s.state.add(domain.Resource{ID: "r00", Provisioner: "pool"})

@@ -36,7 +36,7 @@ var _ = gc.Suite(&manifoldSuite{})
 func (s *manifoldSuite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(epoch)
 	s.state = stubState{}
-	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": newFakeEnviron()}}
+	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": newFakeEnviron()}, Catalog: shippedCatalog()}
 	s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	s.metrics = newFakeMetrics()
 	s.locks = new(resourcelock.Set)

@@ -51,7 +51,7 @@ func (s *postgresSuite) SetUpTest(c *gc.C) {
 	c.Assert(err, gc.IsNil)
 	env, err := static.New("pool", spec, environ.Deps{Slots: s.state, Resources: s.state, Clock: s.clock})
 	c.Assert(err, gc.IsNil)
-	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": env}}
+	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": env}, Catalog: shippedCatalog()}
 }
 
 func (s *postgresSuite) TearDownTest(c *gc.C) {

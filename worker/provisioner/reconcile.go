@@ -171,12 +171,7 @@ func (a *attempt) claim() (domain.Claim, error) {
 	if err != nil {
 		return cfg.State.ClaimResource(a.attemptCtx, a.r.ID, cfg.Agent.ID, cfg.LeaseTTL)
 	}
-	start := domain.ProvisioningStart{Provisioner: name}
-	for _, t := range domain.ResourceTypes {
-		if env.Supports(t) {
-			start.Types = append(start.Types, t)
-		}
-	}
+	start := domain.ProvisioningStart{Provisioner: name, Types: cfg.Environs.ServedTypes(env)}
 	return cfg.State.ClaimAndStart(a.attemptCtx, a.r.ID, cfg.Agent.ID, cfg.LeaseTTL, start)
 }
 
@@ -188,7 +183,13 @@ func (a *attempt) provision() outcome {
 		return a.fail(environ.Permanent(err))
 	}
 	if !env.Supports(a.r.Type) {
-		return a.fail(&unsupportedTypeError{provisioner: name, envType: env.Type(), typ: a.r.Type})
+		// A type no environ of the agent serves (a row written with plain SQL) says so, naming
+		// the served types; *environ.UnknownTypeError is permanent.
+		if err := cfg.Environs.CheckType(a.r.Type); err != nil {
+			return a.fail(err)
+		}
+		return a.fail(environ.Permanent(fmt.Errorf(
+			"provisioner %q (%s) does not provision resources of type %q: choose a provisioner that does", name, env.Type(), a.r.Type)))
 	}
 	a.resolved(name)
 	gen := a.r.Generation

@@ -23,7 +23,7 @@ const (
 	failedHibernate
 	// failedUnreadable is a row with a column the agent cannot decode.
 	failedUnreadable
-	// failedUnknownType is a row whose type its provisioner does not serve.
+	// failedUnknownType is a row whose type no environ of the agent serves.
 	failedUnknownType
 	// failedPermanent is an error the broker says retrying cannot mend.
 	failedPermanent
@@ -54,7 +54,7 @@ func (a *attempt) classify(err error) failure {
 		f.kind = failedHibernate
 	case errors.As(err, new(*unreadableError)):
 		f.kind = failedUnreadable
-	case errors.As(err, new(*unsupportedTypeError)):
+	case errors.As(err, new(*environ.UnknownTypeError)):
 		f.kind = failedUnknownType
 	case environ.IsPermanent(err):
 		f.kind = failedPermanent
@@ -136,14 +136,4 @@ func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 // backoff is the jittered delay before the retry that follows failed attempt attempts.
 func (p retryPolicy) backoff(attempts int) time.Duration {
 	return backoff(p.base, p.max, attempts, p.rand())
-}
-
-// unsupportedTypeError is a row whose type its provisioner does not serve.
-type unsupportedTypeError struct {
-	provisioner, envType string
-	typ                  domain.ResourceType
-}
-
-func (e *unsupportedTypeError) Error() string {
-	return fmt.Sprintf("provisioner %q (%s) does not provision resources of type %q: choose a provisioner that does", e.provisioner, e.envType, e.typ)
 }

@@ -24,6 +24,7 @@ func (*retryPolicySuite) TestDecide(c *gc.C) {
 	}
 	const waitingMessage = "waiting for capacity: reconcile: no host has 1 free slot: no capacity"
 	full := fmt.Errorf("reconcile: no host has 1 free slot: %w", domain.ErrNoCapacity)
+	unknownType := &environ.UnknownTypeError{Type: "gizmo", Served: []domain.ResourceType{domain.ResourceTypeRuntime}}
 	for _, t := range []struct {
 		about       string
 		row         domain.Resource // the row as the attempt last read or wrote it
@@ -82,10 +83,16 @@ func (*retryPolicySuite) TestDecide(c *gc.C) {
 			outcome: OutcomeRetry, message: "config is not JSON Berth can read: number 1e+400 out of range: " +
 				"fix the column with SQL or delete the resource; looking again at 2025-03-01T12:00:08Z"},
 	}, {
+		about: "a type no environ serves fails for good, naming the served types",
+		row:   domain.Resource{Status: domain.StatusPending, Reason: domain.ReasonCreated},
+		err:   unknownType, rand: 0.5,
+		want: retryDecision{status: domain.StatusError, reason: domain.ReasonUnknownType, attempts: 1, outcome: OutcomePermanent,
+			message: unknownType.Error()},
+	}, {
 		about: "a type the provisioner does not serve fails for good",
 		row:   domain.Resource{Status: domain.StatusPending, Reason: domain.ReasonCreated},
-		err:   &unsupportedTypeError{provisioner: "pool", envType: "static", typ: domain.ResourceTypeClickHouse}, rand: 0.5,
-		want: retryDecision{status: domain.StatusError, reason: domain.ReasonUnknownType, attempts: 1, outcome: OutcomePermanent,
+		err:   environ.Permanent(errors.New(`provisioner "pool" (static) does not provision resources of type "clickhouse": choose a provisioner that does`)), rand: 0.5,
+		want: retryDecision{status: domain.StatusError, reason: domain.ReasonBrokerError, attempts: 1, outcome: OutcomePermanent,
 			message: `provisioner "pool" (static) does not provision resources of type "clickhouse": choose a provisioner that does`},
 	}, {
 		about: "a permanent broker error fails for good",

@@ -34,6 +34,11 @@ type ResourceState interface {
 // (*environ.Set is one).
 type Environs interface {
 	Get(name string) (environ.Environ, string, error)
+	// ServedTypes lists the resource types env serves, of those the agent knows.
+	ServedTypes(env environ.Environ) []domain.ResourceType
+	// CheckType returns an *environ.UnknownTypeError, naming the served types, when no
+	// environ of the agent serves type t.
+	CheckType(t domain.ResourceType) error
 }
 
 // Locks keeps the agent's other workers off a resource while it is reconciled

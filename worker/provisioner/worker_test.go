@@ -58,7 +58,7 @@ func (s *workerSuite) SetUpTest(c *gc.C) {
 	s.clock = testclock.NewClock(epoch)
 	s.state = newFakeState(s.clock)
 	s.env = newFakeEnviron()
-	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": s.env}}
+	s.set = &environ.Set{Default: "pool", Environs: map[string]environ.Environ{"pool": s.env}, Catalog: shippedCatalog()}
 	s.watcher = newFakeWatcher()
 	s.logs = &syncBuffer{}
 	s.metrics = newFakeMetrics()

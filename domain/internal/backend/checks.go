@@ -38,8 +38,8 @@ func CheckStart(id string, start domain.ProvisioningStart) error {
 		return fmt.Errorf("claim resource %s: the provisioner to start provisioning with is empty: pass the default provisioner's name", id)
 	}
 	for _, t := range start.Types {
-		if !t.Valid() {
-			return fmt.Errorf("claim resource %s: %q is not a resource type", id, t)
+		if t == "" {
+			return fmt.Errorf("claim resource %s: a type to start provisioning is empty: pass the names of the types the default provisioner serves", id)
 		}
 	}
 	return nil
@@ -134,4 +134,22 @@ func CheckOrphanPage(limit int) error {
 // OrphanPageAfterError is OrphanedReservations' error for an after that is no resource id.
 func OrphanPageAfterError(after string) error {
 	return &domain.FieldError{Field: "after", Msg: fmt.Sprintf("%q is no resource id: pass the last id of the previous page, or \"\" for the first", after)}
+}
+
+// CheckProgress checks that u moves the row to a status of the state machine (and passes
+// through one): the schema keeps no list of statuses, so that adding one needs no table
+// rebuild, and the stores check them here instead.
+func CheckProgress(u domain.ProgressUpdate) error {
+	if !u.Status.Valid() {
+		return &domain.FieldError{Field: "status", Msg: fmt.Sprintf("%q is not a status: use one of %s", u.Status, domain.StatusNames())}
+	}
+	if u.Passed != nil && !u.Passed.Status.Valid() {
+		return &domain.FieldError{Field: "passed.status", Msg: fmt.Sprintf("%q is not a status: use one of %s", u.Passed.Status, domain.StatusNames())}
+	}
+	if u.Passed != nil {
+		if err := CheckReason(u.Passed.Status, u.Passed.Reason); err != nil {
+			return &domain.FieldError{Field: "passed.reason", Msg: err.(*domain.FieldError).Msg}
+		}
+	}
+	return CheckReason(u.Status, u.Reason)
 }

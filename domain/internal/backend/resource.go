@@ -12,10 +12,8 @@ import (
 // stores' schemas have, and a store's own in extra.
 func CheckMessages(extra map[string]domain.FieldError) map[string]domain.FieldError {
 	messages := map[string]domain.FieldError{
-		"resources_type_check":          {Field: "type", Msg: "must be one of " + domain.TypeNames()},
 		"resources_name_check":          {Field: "name", Msg: "must not be blank"},
 		"resources_args_check":          {Field: "args", Msg: "must be a JSON object"},
-		"resources_status_check":        {Field: "status", Msg: "must be one of " + domain.StatusNames()},
 		"resources_labels_check":        {Field: "labels", Msg: "must be a JSON object of string values"},
 		"slot_reservations_slots_check": {Field: "slots", Msg: "must be at least 1"},
 		"resources_deleting_final":      {Field: "status", Msg: "stays deleting once a delete was requested, until the agent has deprovisioned the resource and removed the row; create the resource again afterwards"},
