@@ -189,7 +189,7 @@ func TestNamesMigrationDropsOnlyTheThreeChecks(t *testing.T) {
 	before, triggersBefore := schema(), triggerOrder()
 	rowid, seq, events := state()
 
-	if err := st.Migrate(ctx); err != nil {
+	if err := st.migrateTo(ctx, 14); err != nil {
 		t.Fatal(err)
 	}
 	after := schema()

@@ -106,7 +106,7 @@ func testUnreadableRowsAreReadOneByOne(t *testing.T, b *Backend) {
 	}
 	claimed := claim.Resource
 	recorded, err := b.RecordProgress(ctx, badState.ID, claim.Lease, domain.ProgressUpdate{
-		Generation: claimed.Generation, Status: domain.StatusError, StatusMessage: claimed.UnreadableReason(),
+		Generation: claimed.Generation, Status: domain.StatusError, Reason: domain.ReasonUnreadableRow, StatusMessage: claimed.UnreadableReason(),
 		Attempts: 1, RetryIn: time.Minute, LastError: claimed.UnreadableReason(), ReleaseLease: true,
 	})
 	if err != nil {
