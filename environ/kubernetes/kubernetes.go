@@ -191,7 +191,11 @@ func (e *kubeEnviron) Supports(t domain.ResourceType) bool {
 // resource running, so a hibernated resource is woken: its workload gets its replicas back
 // (and its claim, Service and Secret, kept while it was hibernated, are what it runs on).
 func (e *kubeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	res, _, err := e.converge(ctx, r, opts, false, false)
+	t, err := e.typeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	res, _, err := e.converge(ctx, r, t, opts, false, false)
 	return res, err
 }
 
@@ -233,7 +237,7 @@ func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *
 		state[stateHibernated] = true
 		return &environ.Resource{ID: r.ID, Type: r.Type, State: state, Config: r.Config}, nil
 	}
-	res, _, err := e.converge(ctx, r, opts, false, true)
+	res, _, err := e.converge(ctx, r, t, opts, false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +296,7 @@ func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, op
 		return nil, err
 	}
 	asleep := hibernated(r.State)
-	res, drift, err := e.converge(ctx, r, opts, true, asleep)
+	res, drift, err := e.converge(ctx, r, t, opts, true, asleep)
 	if err != nil {
 		return nil, err
 	}
@@ -454,16 +458,12 @@ func (e *kubeEnviron) client() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-// converge renders r's objects and applies them if any drifted; it returns the resource and
-// the drift it put right. An object being deleted is not applied to (the apply would land on
-// the object about to go) but waited for: converge fails until it is gone. checking is true
-// for a health check, which must not act for a generation the resource has moved on from;
-// asleep renders the resource hibernated (its workload at zero replicas).
-func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, checking, asleep bool) (*environ.Resource, []drift, error) {
-	t, err := e.typeOf(r)
-	if err != nil {
-		return nil, nil, err
-	}
+// converge renders r's objects, of type t, and applies them if any drifted; it returns the
+// resource and the drift it put right. An object being deleted is not applied to (the apply
+// would land on the object about to go) but waited for: converge fails until it is gone.
+// checking is true for a health check, which must not act for a generation the resource has
+// moved on from; asleep renders the resource hibernated (its workload at zero replicas).
+func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, t resourceType, opts *environ.ResourceOptions, checking, asleep bool) (*environ.Resource, []drift, error) {
 	if opts == nil {
 		opts = &environ.ResourceOptions{}
 	}
