@@ -120,8 +120,9 @@ func watchable[L runtime.Object](kind string, c listWatcher[L]) workload {
 	}
 }
 
-// ready says whether obj, an object of the workload, has completed its rollout, and if not, why.
-func (w workload) ready(obj runtime.Object) (bool, string) {
+// rolledOut says whether obj, a workload, has completed its rollout, and if not, why; an
+// object that runs no rollout never has.
+func rolledOut(obj runtime.Object) (bool, string) {
 	ro, ok := rolloutOf(obj)
 	if !ok {
 		return false, ""
@@ -138,7 +139,7 @@ func (w workload) status(ctx context.Context, selector string) (bool, string, er
 	if len(objs) == 0 {
 		return false, fmt.Sprintf("no %s found", w.kind), nil
 	}
-	ready, why := w.ready(objs[0])
+	ready, why := rolledOut(objs[0])
 	return ready, why, nil
 }
 
@@ -168,7 +169,7 @@ func (w workload) await(ctx context.Context, selector string, closed <-chan stru
 			continue
 		}
 		if len(objs) > 0 {
-			ready, reason := w.ready(objs[0])
+			ready, reason := rolledOut(objs[0])
 			if ready {
 				return "", nil
 			}
@@ -211,7 +212,7 @@ func (w workload) follow(ctx context.Context, watcher watch.Interface, closed <-
 				why = fmt.Sprintf("%s was deleted", w.kind)
 				continue
 			}
-			ready, reason := w.ready(ev.Object)
+			ready, reason := rolledOut(ev.Object)
 			if ready {
 				return true, "", nil
 			}
@@ -273,8 +274,8 @@ func rolloutOf(obj runtime.Object) (rollout, bool) {
 
 // complete is kubectl's rollout-complete test of a Deployment, for either kind: the
 // controller has seen the spec, every pod runs the current template, no old pod is left
-// and every pod is available. A workload scaled to zero is complete once its
-// last pod is gone.
+// and every pod is available. A workload scaled to zero is complete once its last pod is
+// gone.
 func (ro rollout) complete() (bool, string) {
 	switch {
 	case ro.observed < ro.generation:

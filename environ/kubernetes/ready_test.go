@@ -82,8 +82,7 @@ func TestRolloutOfOtherObjects(t *testing.T) {
 	if _, ok := rolloutOf(&corev1.Service{}); ok {
 		t.Error("a Service has a rollout")
 	}
-	w := workload{kind: "deployment"}
-	if ready, _ := w.ready(&corev1.Service{}); ready {
+	if ready, _ := rolledOut(&corev1.Service{}); ready {
 		t.Error("a Service counts as a ready workload")
 	}
 }
