@@ -127,9 +127,9 @@ func (e *kubeEnviron) quotaHost() string { return "namespace/" + e.spec.Namespac
 // never hand out more than the quota between them; one that does not fit wraps
 // domain.ErrNoCapacity, so the resource waits for room. The runtime keeps the reservation
 // until it is deprovisioned or hibernated (releaseQuota); a resize within the quota resizes
-// it. Without a quota, or for ClickHouse, it does nothing.
-func (e *kubeEnviron) reserveQuota(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, slots int) error {
-	if e.spec.SlotQuota <= 0 || r.Type != domain.ResourceTypeRuntime {
+// it. Without a quota, or for a type whose slots do not count (ClickHouse), it does nothing.
+func (e *kubeEnviron) reserveQuota(ctx context.Context, r *environ.Resource, t resourceType, opts *environ.ResourceOptions, slots int) error {
+	if e.spec.SlotQuota <= 0 || !t.slotQuota {
 		return nil
 	}
 	if e.slots == nil {
@@ -158,10 +158,10 @@ func (e *kubeEnviron) pickQuota(req domain.SlotRequest, existing *domain.Reserva
 	return e.quotaHost(), nil
 }
 
-// releaseQuota gives back resource r's slots of the slot quota under r.Lease; a runtime that
-// holds none is fine.
-func (e *kubeEnviron) releaseQuota(ctx context.Context, r *environ.Resource) error {
-	if e.spec.SlotQuota <= 0 || r.Type != domain.ResourceTypeRuntime || e.slots == nil {
+// releaseQuota gives back resource r's slots of the slot quota under r.Lease, when its type
+// t counts slots; a runtime that holds none is fine.
+func (e *kubeEnviron) releaseQuota(ctx context.Context, r *environ.Resource, t resourceType) error {
+	if e.spec.SlotQuota <= 0 || !t.slotQuota || e.slots == nil {
 		return nil
 	}
 	if err := e.slots.ReleaseSlots(ctx, e.name, r.ID, r.Lease); err != nil {

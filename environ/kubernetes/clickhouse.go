@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -21,8 +22,57 @@ import (
 	"github.com/berth-dev/berth/environ"
 )
 
+// clickhouseType is the ClickHouse resource type: a single-replica StatefulSet of the spec's
+// clickhouse_image, with a Service and a data volume, sized by one slot, and a password kept
+// in a Secret of its own. Its config is the DSN without the password and where the Secret is.
+var clickhouseType = resourceType{
+	name:        domain.ResourceTypeClickHouse,
+	prefix:      "ch-",
+	templates:   []string{TemplateClickhouseService, TemplateClickhouseStatefulSet},
+	workload:    statefulSets,
+	hibernates:  true,
+	prepare:     prepareClickhouse,
+	checkSample: checkClickhouseSample,
+	extras:      clickhouseSecret,
+	config: func(e *kubeEnviron, d *desired) map[string]any {
+		return (&ClickhouseConfig{
+			DSN:                     clickhouseDSN(d.objects, e.spec.Namespace),
+			PasswordSecretNamespace: e.spec.Namespace,
+			PasswordSecretName:      d.data.SecretName,
+			PasswordSecretKey:       d.data.PasswordKey,
+		}).AsMap()
+	},
+}
+
+// clickhousePasswordKey is the key of the password in a ClickHouse resource's Secret.
+const clickhousePasswordKey = "password"
+
 // passwordBytes is how much randomness a ClickHouse password carries (hex-encoded).
 const passwordBytes = 24
+
+// prepareClickhouse checks a ClickHouse resource's args (it takes none) and names its image
+// and its password's Secret; it runs on one slot.
+func prepareClickhouse(e *kubeEnviron, args map[string]any, data *TemplateData) error {
+	if _, err := DecodeClickhouseArgs(args); err != nil {
+		return err
+	}
+	data.Image = e.spec.ClickhouseImage
+	data.SecretName = data.Name + "-auth"
+	data.PasswordKey = clickhousePasswordKey
+	return nil
+}
+
+// clickhouseSecret makes sure the resource's password Secret exists (ensureSecret) and
+// fingerprints the password on the pod template, so that a re-created Secret rolls the
+// server onto the new password.
+func clickhouseSecret(ctx context.Context, e *kubeEnviron, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string) (map[string]string, error) {
+	password, err := e.ensureSecret(ctx, cs, r, data, userLabels)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(password))
+	return map[string]string{AnnotationSecretChecksum: hex.EncodeToString(sum[:8])}, nil
+}
 
 // ensureSecret returns the ClickHouse password kept in the resource's Secret, creating the
 // Secret with a new random password the first time. The password is never regenerated: a
@@ -116,8 +166,9 @@ func clickhouseDSN(objects []*unstructured.Unstructured, namespace string) strin
 	return u.String()
 }
 
-// clickhouseObjectsValid checks a ClickHouse render: one StatefulSet, at least one Service.
-func clickhouseObjectsValid(objects []*unstructured.Unstructured) error {
+// checkClickhouseSample checks a ClickHouse render: one StatefulSet, no Deployment, at least
+// one Service.
+func checkClickhouseSample(_ *kubeEnviron, objects []*unstructured.Unstructured) error {
 	if n := countKind(objects, "StatefulSet"); n != 1 {
 		return &domain.FieldError{Field: "template_paths." + TemplateClickhouseStatefulSet, Msg: fmt.Sprintf("must render exactly one StatefulSet, rendered %d", n)}
 	}

@@ -3,6 +3,19 @@
 // ClickHouse resource as a single-replica StatefulSet (with a Service, a data volume and a
 // Secret holding its password), all in the namespace of the provisioner's spec.
 //
+// # Resource types
+//
+// Each resource type the environ serves is one entry of a table (resourceType, in
+// resourcetype.go; the entries in runtime.go and clickhouse.go), as kinds.go is for the
+// kinds of objects: the templates it renders, the prefix of its objects' names, how its
+// args become what the templates see (image, slots, names of its own), the kind of its
+// workload (whose rollout is its readiness, and which Hibernate scales to zero), whether it
+// hibernates and counts against the slot quota, the objects it keeps outside its templates
+// (ClickHouse's Secret) and the config it reports. Sizing is the same for every type: the
+// spec's per-slot CPU, memory and storage times the slots. The rest of the environ looks a
+// type up in the table and never asks for its name; a type not in it is refused for good,
+// with an error naming the type and the served ones.
+//
 // # Objects and names
 //
 // Objects are rendered from Go templates producing YAML (see templates/README.md for the
@@ -76,10 +89,12 @@
 //
 // # Readiness, deletion and housekeeping
 //
-// AwaitReady watches the workload until its rollout is complete (a Deployment's observed
-// generation, updated and available replicas; a StatefulSet's ready replicas) for at most
+// AwaitReady watches the workload until its rollout is complete, for at most
 // timeout_seconds, and on failure says why from the workload's conditions and its pods'
-// scheduling and container states. Deprovision deletes every labelled object of the
+// scheduling and container states. Deployments and StatefulSets are judged by one test, on
+// the status fields both report: the controller has observed the current generation, and
+// the updated, total and available replica counts are all the replicas asked for (kubectl's
+// rollout-complete test of a Deployment). Deprovision deletes every labelled object of the
 // resource with foreground propagation (not found is success) and polls until they are
 // gone. Check lists the provisioner's objects (which proves the API answers) and deletes
 // those whose resource no longer exists.

@@ -190,7 +190,7 @@ func TestCheckScalesAWokenHibernatedWorkloadBack(t *testing.T) {
 	ctx := t.Context()
 	name := "rt-" + testPID
 	opts := &environ.ResourceOptions{Args: map[string]any{"slots": 1}, Generation: 1}
-	if _, _, err := e.converge(ctx, leased(testID, "agent-a", 2), opts, false, true); err != nil {
+	if _, _, err := e.converge(ctx, leased(testID, "agent-a", 2), runtimeType, opts, false, true); err != nil {
 		t.Fatal(err)
 	}
 	wake := func() {

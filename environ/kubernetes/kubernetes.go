@@ -3,8 +3,6 @@ package kubernetes
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +10,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -24,16 +20,11 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
-	"github.com/berth-dev/berth/environ/runtime"
 )
 
 // Type is the provisioner type of the kubernetes environ in a provisioner set.
@@ -95,9 +86,6 @@ func startSpan(ctx context.Context, name string, r *environ.Resource, attrs ...a
 		span.End()
 	}
 }
-
-// clickhousePasswordKey is the key of the password in a ClickHouse resource's Secret.
-const clickhousePasswordKey = "password"
 
 // New is the kubernetes environ's environ.Initializer. It parses the spec and reads and
 // test-renders the templates; it does not contact the cluster (the client is built on first
@@ -194,7 +182,8 @@ func (e *kubeEnviron) Type() string { return Type }
 
 // Supports implements environ.Environ.
 func (e *kubeEnviron) Supports(t domain.ResourceType) bool {
-	return t == domain.ResourceTypeRuntime || t == domain.ResourceTypeClickHouse
+	_, ok := lookupType(t)
+	return ok
 }
 
 // Reconcile implements environ.Environ: it renders the resource's objects and applies them
@@ -202,7 +191,11 @@ func (e *kubeEnviron) Supports(t domain.ResourceType) bool {
 // resource running, so a hibernated resource is woken: its workload gets its replicas back
 // (and its claim, Service and Secret, kept while it was hibernated, are what it runs on).
 func (e *kubeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	res, _, err := e.converge(ctx, r, opts, false, false)
+	t, err := e.typeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	res, _, err := e.converge(ctx, r, t, opts, false, false)
 	return res, err
 }
 
@@ -217,20 +210,24 @@ var _ environ.Hibernator = (*kubeEnviron)(nil)
 // scaling it up again. A resource without a workload (never provisioned, or its workload
 // deleted) runs nothing: nothing is applied, and its state is only marked hibernated.
 func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	if !e.Supports(r.Type) {
-		return nil, environ.Permanent(fmt.Errorf("provisioner %q cannot provision %s resources", e.name, r.Type))
+	t, err := e.typeOf(r)
+	if err != nil {
+		return nil, err
+	}
+	if !t.hibernates {
+		return nil, environ.Permanent(fmt.Errorf("provisioner %q cannot hibernate %s resources: wake it (hibernate false) or delete it", e.name, r.Type))
 	}
 	cs, err := e.client()
 	if err != nil {
 		return nil, err
 	}
-	w := e.workloadOf(cs, r.Type)
+	w := e.workloadOf(cs, t)
 	running, _, err := w.list(ctx, e.selector(r.ID))
 	if err != nil {
 		return nil, fmt.Errorf("hibernate %s %s: list %ss: %w", r.Type, r.ID, w.kind, err)
 	}
 	if len(running) == 0 {
-		if err := e.releaseQuota(ctx, r); err != nil {
+		if err := e.releaseQuota(ctx, r, t); err != nil {
 			return nil, err
 		}
 		state := maps.Clone(r.State)
@@ -240,7 +237,7 @@ func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *
 		state[stateHibernated] = true
 		return &environ.Resource{ID: r.ID, Type: r.Type, State: state, Config: r.Config}, nil
 	}
-	res, _, err := e.converge(ctx, r, opts, false, true)
+	res, _, err := e.converge(ctx, r, t, opts, false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +262,7 @@ func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *
 	if err != nil {
 		return nil, err
 	}
-	if err := e.releaseQuota(ctx, r); err != nil {
+	if err := e.releaseQuota(ctx, r, t); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -294,8 +291,12 @@ const stateHibernated = "hibernated"
 // A hibernated resource (its state says so) is checked as hibernated: drift is repaired
 // towards zero replicas, never scaled back up, and its workload is not asked to be available.
 func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	t, err := e.typeOf(r)
+	if err != nil {
+		return nil, err
+	}
 	asleep := hibernated(r.State)
-	res, drift, err := e.converge(ctx, r, opts, true, asleep)
+	res, drift, err := e.converge(ctx, r, t, opts, true, asleep)
 	if err != nil {
 		return nil, err
 	}
@@ -310,13 +311,13 @@ func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, op
 	if err != nil {
 		return nil, err
 	}
-	w := e.workloadOf(cs, r.Type)
+	w := e.workloadOf(cs, t)
 	ready, why, err := w.status(ctx, e.selector(r.ID))
 	if err != nil {
 		return res, fmt.Errorf("check %s %s: %w", r.Type, r.ID, err)
 	}
 	if !ready {
-		return res, fmt.Errorf("%s %s is not available: %s", r.Type, r.ID, e.diagnose(ctx, cs, r, why))
+		return res, fmt.Errorf("%s %s is not available: %s", r.Type, r.ID, e.diagnose(ctx, cs, r, w, why))
 	}
 	return res, nil
 }
@@ -325,8 +326,10 @@ func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, op
 // resource's id (foreground, so dependants go first), waits until they are gone, and then
 // gives back the runtime's slots of the slot quota. Each deletion is conditional on the
 // object as listed, and refused (StaleWriteError) when the object carries a newer lease
-// than r.Lease.
+// than r.Lease. The objects of a type the environ does not serve go too: they are found by
+// their labels, and such a type holds no slots.
 func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) error {
+	t, _ := lookupType(r.Type)
 	cs, err := e.client()
 	if err != nil {
 		return err
@@ -338,7 +341,7 @@ func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) erro
 			return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
 		}
 		if len(left) == 0 {
-			return e.releaseQuota(ctx, r)
+			return e.releaseQuota(ctx, r, t)
 		}
 		// Every round deletes what is not already going, not only the first: an object
 		// re-created meanwhile (by a health check that began before the deletion was
@@ -352,7 +355,7 @@ func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) erro
 				return fmt.Errorf("deprovision %s %s: %w", r.Type, r.ID, err)
 			}
 			if len(left) == 0 {
-				return e.releaseQuota(ctx, r)
+				return e.releaseQuota(ctx, r, t)
 			}
 		}
 		select {
@@ -455,47 +458,16 @@ func (e *kubeEnviron) client() (kubernetes.Interface, error) {
 	return cs, nil
 }
 
-// desired is what a resource's objects should be.
-type desired struct {
-	resourceType domain.ResourceType
-	data         TemplateData
-	objects      []*unstructured.Unstructured // in apply order
-	checksum     string
-	storageBytes int64  // the data volume's size after growth-only adjustment
-	notice       string // e.g. a volume not shrunk
-	dsn          string // clickhouse only, without the password
-	// read holds the live objects rendering already read (a claim, to keep it from
-	// shrinking), by kind and name, so that drift does not read them again.
-	read map[string]liveObject
-	// userLabels are the resource's own labels, under LabelPrefix, on every object.
-	userLabels map[string]string
-	// asleep says the resource is rendered hibernated: its workload at zero replicas.
-	asleep bool
-}
-
-// liveObject is what a read of one object found: the object, or that it is missing.
-type liveObject struct {
-	obj     metav1.Object
-	missing bool
-}
-
-// objectKey is an object's key in desired.read.
-func objectKey(kind, name string) string { return kind + "/" + name }
-
-// converge renders r's objects and applies them if any drifted; it returns the resource and
-// the drift it put right. An object being deleted is not applied to (the apply would land on
-// the object about to go) but waited for: converge fails until it is gone. checking is true
-// for a health check, which must not act for a generation the resource has moved on from;
-// asleep renders the resource hibernated (its workload at zero replicas).
-func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, checking, asleep bool) (*environ.Resource, []drift, error) {
-	if !e.Supports(r.Type) {
-		return nil, nil, environ.Permanent(fmt.Errorf("provisioner %q is of type %s, which provisions %s and %s resources, not %s: choose a provisioner that supports %s",
-			e.name, Type, domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse, r.Type, r.Type))
-	}
+// converge renders r's objects, of type t, and applies them if any drifted; it returns the
+// resource and the drift it put right. An object being deleted is not applied to (the apply
+// would land on the object about to go) but waited for: converge fails until it is gone.
+// checking is true for a health check, which must not act for a generation the resource has
+// moved on from; asleep renders the resource hibernated (its workload at zero replicas).
+func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, t resourceType, opts *environ.ResourceOptions, checking, asleep bool) (*environ.Resource, []drift, error) {
 	if opts == nil {
 		opts = &environ.ResourceOptions{}
 	}
-	data, err := e.templateData(r, opts.Args)
+	data, err := e.templateData(r, t, opts.Args)
 	if err != nil {
 		return nil, nil, environ.Permanent(fmt.Errorf("%s %s: %w", r.Type, r.ID, err))
 	}
@@ -507,7 +479,7 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *e
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := e.desired(ctx, cs, r, data, userLabels, asleep)
+	d, err := e.desired(ctx, cs, r, t, data, userLabels, asleep)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
 	}
@@ -522,7 +494,7 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *e
 		return nil, nil, e.refused(err)
 	}
 	if !checking && !asleep {
-		if err := e.reserveQuota(ctx, r, opts, data.Slots); err != nil {
+		if err := e.reserveQuota(ctx, r, t, opts, data.Slots); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -542,82 +514,6 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, opts *e
 		}
 	}
 	return e.result(r, d), drifts, nil
-}
-
-// templateData is what r's templates see, before any lookup in the cluster.
-func (e *kubeEnviron) templateData(r *environ.Resource, args map[string]any) (TemplateData, error) {
-	pid := strings.ToLower(strings.ReplaceAll(r.ID, "-", ""))
-	prefix := "rt-"
-	if r.Type == domain.ResourceTypeClickHouse {
-		prefix = "ch-"
-	}
-	name := prefix + pid
-	if errs := validation.IsDNS1035Label(name); len(errs) > 0 || validation.IsValidLabelValue(r.ID) != nil {
-		return TemplateData{}, fmt.Errorf("resource id %q cannot name Kubernetes objects", r.ID)
-	}
-	host := strings.ReplaceAll(e.spec.Host, "*", pid)
-	u, err := url.Parse(host)
-	if err != nil {
-		return TemplateData{}, errors.New("host: not a URL once '*' is replaced by the provision id (not shown: it may hold credentials)")
-	}
-	data := TemplateData{
-		Name:        name,
-		Namespace:   e.spec.Namespace,
-		ResourceID:  r.ID,
-		ProvisionID: pid,
-		Provisioner: e.name,
-		Type:        string(r.Type),
-		Host:        host,
-		HostName:    u.Hostname(),
-		DataDir:     e.spec.DataDir,
-		Slots:       1,
-	}
-	switch r.Type {
-	case domain.ResourceTypeRuntime:
-		a, err := runtime.DecodeArgs(args)
-		if err != nil {
-			return TemplateData{}, err
-		}
-		if most := e.spec.maxSlots(); a.Slots > most.slots {
-			return TemplateData{}, &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at most %d on provisioner %q, got %d: with %s %d, more slots would overflow the runtime's sizing", most.slots, e.name, a.Slots, most.field, most.perSlot)}
-		}
-		data.Slots = a.Slots
-		if data.Image, err = imageWithTag(e.spec.Image, a.Version); err != nil {
-			return TemplateData{}, err
-		}
-	case domain.ResourceTypeClickHouse:
-		if _, err := DecodeClickhouseArgs(args); err != nil {
-			return TemplateData{}, err
-		}
-		data.Image = e.spec.ClickhouseImage
-		data.SecretName = name + "-auth"
-		data.PasswordKey = clickhousePasswordKey
-	}
-	// In bounds: data.Slots is at most maxSlots.
-	data.CPU = e.spec.CPUPerSlot * data.Slots
-	data.MemoryGB = e.spec.MemoryGBPerSlot * data.Slots
-	data.Memory = fmt.Sprintf("%dGi", data.MemoryGB)
-	data.StorageBytes = e.spec.StorageBytesPerSlot * int64(data.Slots)
-	data.Storage = quantity(data.StorageBytes)
-	return data, nil
-}
-
-var tagPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-
-// imageWithTag returns image with its tag (or digest) replaced by version; an empty version
-// leaves image as the spec gives it.
-func imageWithTag(image, version string) (string, error) {
-	if version == "" {
-		return image, nil
-	}
-	if !tagPattern.MatchString(version) {
-		return "", &domain.FieldError{Field: "args.version", Msg: fmt.Sprintf("%q cannot be an image tag: use letters, digits, '_', '.' and '-' (e.g. 0.48.1)", version)}
-	}
-	base, _, _ := strings.Cut(image, "@")
-	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
-		base = base[:i]
-	}
-	return base + ":" + version, nil
 }
 
 // stillCurrent fails unless resource r is still at generation gen and not being deleted.
@@ -642,235 +538,4 @@ func (e *kubeEnviron) stillCurrent(ctx context.Context, r *environ.Resource, gen
 		return fmt.Errorf("%s %s was asked to hibernate or wake while checked; nothing repaired (%w)", r.Type, r.ID, domain.ErrStale)
 	}
 	return nil
-}
-
-// resourceLabels returns the resource's labels as its objects carry them, under LabelPrefix.
-// The domain validates labels where clients set them; a row written with SQL may hold a key
-// or value Kubernetes refuses, and that is said here rather than by the API server.
-func resourceLabels(labels map[string]string) (map[string]string, error) {
-	out := make(map[string]string, len(labels))
-	for k, v := range labels {
-		key := LabelPrefix + k
-		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			return nil, &domain.FieldError{Field: "labels", Msg: fmt.Sprintf("key %q cannot label Kubernetes objects (%s): relabel the resource", k, strings.Join(errs, "; "))}
-		}
-		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			return nil, &domain.FieldError{Field: "labels", Msg: fmt.Sprintf("value %q of %q cannot label Kubernetes objects (%s): relabel the resource", v, k, strings.Join(errs, "; "))}
-		}
-		out[key] = v
-	}
-	return out, nil
-}
-
-// desired renders r's objects with data, labels them, keeps volumes from shrinking and
-// computes their checksum. For ClickHouse it makes sure the password Secret exists.
-//
-// The resource's own labels (userLabels, already under LabelPrefix) and asleep (its
-// workload at zero replicas) are set after the checksum: relabelling a resource, or
-// hibernating and waking it, changes only those fields, never the pod template, so neither
-// rolls its pods. drift compares them on their own.
-func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string, asleep bool) (*desired, error) {
-	keys := runtimeTemplates
-	var password string
-	if r.Type == domain.ResourceTypeClickHouse {
-		keys = clickhouseTemplates
-		var err error
-		if password, err = e.ensureSecret(ctx, cs, r, data, userLabels); err != nil {
-			return nil, err
-		}
-	}
-	objects, err := e.templates.render(keys, data, e.spec.Namespace)
-	if err != nil {
-		return nil, fmt.Errorf("render templates: %w", err)
-	}
-	sort.SliceStable(objects, func(i, j int) bool { return rankOf(objects[i]) < rankOf(objects[j]) })
-	d := &desired{resourceType: r.Type, data: data, objects: objects, storageBytes: data.StorageBytes, read: make(map[string]liveObject), userLabels: userLabels, asleep: asleep}
-	labels := e.labels(r.ID, r.Type)
-	var notices []string
-	for _, obj := range objects {
-		obj.SetLabels(merge(obj.GetLabels(), labels))
-		switch obj.GetKind() {
-		case "Deployment", "StatefulSet":
-			podLabels, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "metadata", "labels")
-			if err := unstructured.SetNestedStringMap(obj.Object, merge(podLabels, labels), "spec", "template", "metadata", "labels"); err != nil {
-				return nil, fmt.Errorf("label %s %s: %w", obj.GetKind(), obj.GetName(), err)
-			}
-			if obj.GetKind() == "Deployment" && r.Type == domain.ResourceTypeRuntime {
-				obj.SetAnnotations(merge(obj.GetAnnotations(), map[string]string{AnnotationSlots: fmt.Sprint(data.Slots)}))
-			}
-			if password != "" {
-				sum := sha256.Sum256([]byte(password))
-				if err := setPodAnnotation(obj, AnnotationSecretChecksum, hex.EncodeToString(sum[:8])); err != nil {
-					return nil, err
-				}
-			}
-		case "PersistentVolumeClaim":
-			kept, notice, live, err := e.growOnly(ctx, cs, obj)
-			if err != nil {
-				return nil, err
-			}
-			d.read[objectKey(obj.GetKind(), obj.GetName())] = live
-			d.storageBytes = kept
-			if notice != "" {
-				notices = append(notices, notice)
-			}
-		}
-	}
-	d.notice = strings.Join(notices, "; ")
-	sum := sha256.New()
-	for _, obj := range objects {
-		js, err := json.Marshal(obj.Object)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
-		sum.Write(js)
-		sum.Write([]byte("\n"))
-	}
-	d.checksum = hex.EncodeToString(sum.Sum(nil))
-	stamp := map[string]string{AnnotationChecksum: d.checksum}
-	for _, obj := range objects {
-		obj.SetAnnotations(merge(obj.GetAnnotations(), stamp))
-		obj.SetLabels(merge(withoutPrefix(obj.GetLabels(), LabelPrefix), userLabels))
-		if k := obj.GetKind(); k == "Deployment" || k == "StatefulSet" {
-			// On the pod template too, so that any change of the manifests rolls the pods.
-			if err := setPodAnnotation(obj, AnnotationChecksum, d.checksum); err != nil {
-				return nil, err
-			}
-			if asleep {
-				if err := unstructured.SetNestedField(obj.Object, int64(0), "spec", "replicas"); err != nil {
-					return nil, fmt.Errorf("scale %s %s to zero: %w", k, obj.GetName(), err)
-				}
-				obj.SetAnnotations(merge(obj.GetAnnotations(), map[string]string{AnnotationHibernated: "true"}))
-			}
-		}
-	}
-	if r.Type == domain.ResourceTypeClickHouse {
-		d.dsn = clickhouseDSN(objects, e.spec.Namespace)
-	}
-	return d, nil
-}
-
-func setPodAnnotation(obj *unstructured.Unstructured, key, value string) error {
-	ann, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "metadata", "annotations")
-	if err := unstructured.SetNestedStringMap(obj.Object, merge(ann, map[string]string{key: value}), "spec", "template", "metadata", "annotations"); err != nil {
-		return fmt.Errorf("annotate %s %s: %w", obj.GetKind(), obj.GetName(), err)
-	}
-	return nil
-}
-
-// growOnly keeps a PVC from shrinking: when the live claim asks for more than obj, obj is set
-// to the live size and a notice says so. A claim still pending keeps its size too, because
-// only a bound claim can change it. It returns the size obj now asks for and the live claim
-// it read.
-func (e *kubeEnviron) growOnly(ctx context.Context, cs kubernetes.Interface, obj *unstructured.Unstructured) (int64, string, liveObject, error) {
-	want, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "resources", "requests", "storage")
-	wantQ, err := resource.ParseQuantity(fmt.Sprint(want))
-	if err != nil {
-		return 0, "", liveObject{}, fmt.Errorf("persistentvolumeclaim %s: spec.resources.requests.storage %q is not a quantity", obj.GetName(), fmt.Sprint(want))
-	}
-	live, err := cs.CoreV1().PersistentVolumeClaims(e.spec.Namespace).Get(ctx, obj.GetName(), metaGet)
-	if apierrors.IsNotFound(err) {
-		return wantQ.Value(), "", liveObject{missing: true}, nil
-	}
-	if err != nil {
-		return 0, "", liveObject{}, fmt.Errorf("get persistentvolumeclaim %s: %w", obj.GetName(), explainForbidden(err))
-	}
-	read := liveObject{obj: live}
-	liveQ, ok := live.Spec.Resources.Requests[corev1.ResourceStorage]
-	if !ok || liveQ.Cmp(wantQ) == 0 {
-		return wantQ.Value(), "", read, nil
-	}
-	if liveQ.Cmp(wantQ) < 0 {
-		if live.Status.Phase != corev1.ClaimPending {
-			return wantQ.Value(), "", read, nil
-		}
-		// The API refuses to change the size of a claim that is not bound yet (it is bound
-		// when its first pod is scheduled). Keeping the live size lets the rest of the
-		// resource roll out; the checksum then differs from the grown one, so the first
-		// reconcile or health check after binding grows the claim.
-		if err := unstructured.SetNestedField(obj.Object, liveQ.String(), "spec", "resources", "requests", "storage"); err != nil {
-			return 0, "", liveObject{}, err
-		}
-		return liveQ.Value(), fmt.Sprintf("volume not grown yet: %s requested, %s kept until the claim is bound (its pod is scheduled)", wantQ.String(), liveQ.String()), read, nil
-	}
-	if err := unstructured.SetNestedField(obj.Object, liveQ.String(), "spec", "resources", "requests", "storage"); err != nil {
-		return 0, "", liveObject{}, err
-	}
-	return liveQ.Value(), fmt.Sprintf("volume not shrunk: %s requested, %s kept; volumes only grow", wantQ.String(), liveQ.String()), read, nil
-}
-
-// result is r with the State and Config of d. Neither carries the ClickHouse password: the
-// config names the Secret that holds it. A resource whose stored config still has a DSN with
-// the password (written before the DSN lost it) gets this config from its next reconcile
-// or health check, which replace the stored one when it differs.
-func (e *kubeEnviron) result(r *environ.Resource, d *desired) *environ.Resource {
-	state := map[string]any{"provision_id": d.data.ProvisionID, "checksum": d.checksum, "kind": string(d.resourceType)}
-	if d.asleep {
-		state[stateHibernated] = true
-	}
-	var cfg map[string]any
-	if d.resourceType == domain.ResourceTypeClickHouse {
-		cfg = (&ClickhouseConfig{
-			DSN:                     d.dsn,
-			PasswordSecretNamespace: e.spec.Namespace,
-			PasswordSecretName:      d.data.SecretName,
-			PasswordSecretKey:       d.data.PasswordKey,
-		}).AsMap()
-	} else {
-		cfg = (&runtime.Config{
-			Host:         d.data.Host,
-			Audience:     d.data.Host,
-			CPU:          d.data.CPU,
-			MemoryGB:     d.data.MemoryGB,
-			StorageBytes: d.storageBytes,
-		}).AsMap()
-	}
-	return &environ.Resource{ID: r.ID, Type: r.Type, State: state, Config: cfg, Notice: d.notice}
-}
-
-// labels are the labels of every object of resource id.
-func (e *kubeEnviron) labels(id string, t domain.ResourceType) map[string]string {
-	return map[string]string{
-		LabelManagedBy:    ManagedBy,
-		LabelResourceID:   id,
-		LabelProvisioner:  e.name,
-		LabelResourceType: string(t),
-	}
-}
-
-// provisionerSelector selects every object of this provisioner.
-func (e *kubeEnviron) provisionerSelector() string {
-	return LabelManagedBy + "=" + ManagedBy + "," + LabelProvisioner + "=" + e.name
-}
-
-// selector selects the objects of resource id.
-func (e *kubeEnviron) selector(id string) string {
-	return e.provisionerSelector() + "," + LabelResourceID + "=" + id
-}
-
-// withoutPrefix returns m less the keys starting with prefix.
-func withoutPrefix(m map[string]string, prefix string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if !strings.HasPrefix(k, prefix) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func merge(base, over map[string]string) map[string]string {
-	out := make(map[string]string, len(base)+len(over))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		out[k] = v
-	}
-	return out
-}
-
-func rankOf(obj *unstructured.Unstructured) int {
-	info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
-	return info.rank
 }

@@ -969,7 +969,7 @@ func TestClickhouseCheckTakesThePasswordOutOfAnOlderConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sts.Status = appsv1.StatefulSetStatus{Replicas: 1, ReadyReplicas: 1}
+	sts.Status = appsv1.StatefulSetStatus{Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
 	if _, err := cs.AppsV1().StatefulSets("ns").UpdateStatus(t.Context(), sts, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -1010,7 +1010,7 @@ func TestClickhouseAwaitReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sts.Status = appsv1.StatefulSetStatus{Replicas: 1, ReadyReplicas: 1}
+	sts.Status = appsv1.StatefulSetStatus{Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
 	if _, err := cs.AppsV1().StatefulSets("ns").UpdateStatus(t.Context(), sts, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,12 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 )
 
@@ -31,8 +31,9 @@ var errTimeout = errors.New("timed out")
 // timeout_seconds. When it is not, the error says why, from the workload's conditions and its
 // pods' scheduling and container states.
 func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error {
-	if !e.Supports(r.Type) {
-		return environ.Permanent(fmt.Errorf("provisioner %q cannot provision %s resources", e.name, r.Type))
+	t, err := e.typeOf(r)
+	if err != nil {
+		return err
 	}
 	cs, err := e.client()
 	if err != nil {
@@ -45,13 +46,13 @@ func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error
 		timer.Stop()
 		cancel(context.Canceled)
 	}()
-	w := e.workloadOf(cs, r.Type)
+	w := e.workloadOf(cs, t)
 	spanCtx, end := startSpan(waitCtx, SpanRolloutWait, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.String("berth.kubernetes.kind", w.kind))
 	why, err := w.await(spanCtx, e.selector(r.ID), e.closed, e.clock)
 	switch {
 	case err == nil:
 	case context.Cause(waitCtx) == errTimeout && ctx.Err() == nil:
-		err = fmt.Errorf("%s %s not ready within %s: %s", r.Type, r.ID, timeout, e.diagnose(ctx, cs, r, why))
+		err = fmt.Errorf("%s %s not ready within %s: %s", r.Type, r.ID, timeout, e.diagnose(ctx, cs, r, w, why))
 	default:
 		err = fmt.Errorf("await %s %s: %w", r.Type, r.ID, err)
 	}
@@ -59,70 +60,74 @@ func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error
 	return err
 }
 
-// workload is how Berth watches the kind of object that runs a resource.
-type workload struct {
-	kind  string
-	list  func(ctx context.Context, selector string) ([]runtime.Object, string, error)
-	watch func(ctx context.Context, selector, resourceVersion string) (watch.Interface, error)
-	ready func(obj runtime.Object) (bool, string)
+// workloadKind is a kind of object that can run a resource: one whose status reports a
+// rollout (rolloutOf).
+type workloadKind struct {
+	kind   string // as objects name it: "Deployment"
+	client func(cs kubernetes.Interface, ns string) workload
 }
 
-func (e *kubeEnviron) workloadOf(cs kubernetes.Interface, t domain.ResourceType) workload {
-	ns := e.spec.Namespace
-	if t == domain.ResourceTypeClickHouse {
-		c := cs.AppsV1().StatefulSets(ns)
-		return workload{
-			kind: "statefulset",
-			list: func(ctx context.Context, sel string) ([]runtime.Object, string, error) {
-				l, err := c.List(ctx, metav1.ListOptions{LabelSelector: sel})
-				if err != nil {
-					return nil, "", explainForbidden(err)
-				}
-				objs := make([]runtime.Object, len(l.Items))
-				for i := range l.Items {
-					objs[i] = &l.Items[i]
-				}
-				return objs, l.ResourceVersion, nil
-			},
-			watch: func(ctx context.Context, sel, rv string) (watch.Interface, error) {
-				w, err := c.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
-				return w, explainForbidden(err)
-			},
-			ready: func(obj runtime.Object) (bool, string) {
-				s, ok := obj.(*appsv1.StatefulSet)
-				if !ok {
-					return false, ""
-				}
-				return statefulSetReady(s)
-			},
-		}
-	}
-	c := cs.AppsV1().Deployments(ns)
+// The workload kinds, for the resource types' entries.
+var (
+	deployments = workloadKind{"Deployment", func(cs kubernetes.Interface, ns string) workload {
+		return watchable("deployment", cs.AppsV1().Deployments(ns))
+	}}
+	statefulSets = workloadKind{"StatefulSet", func(cs kubernetes.Interface, ns string) workload {
+		return watchable("statefulset", cs.AppsV1().StatefulSets(ns))
+	}}
+)
+
+// workload is how Berth lists and watches the objects of one workload kind in a namespace.
+type workload struct {
+	kind  string // lower case, for messages: "deployment"
+	list  func(ctx context.Context, selector string) ([]runtime.Object, string, error)
+	watch func(ctx context.Context, selector, resourceVersion string) (watch.Interface, error)
+}
+
+// workloadOf is the workload of resource type t in the spec's namespace.
+func (e *kubeEnviron) workloadOf(cs kubernetes.Interface, t resourceType) workload {
+	return t.workload.client(cs, e.spec.Namespace)
+}
+
+// listWatcher is the part of a generated typed client a workload uses.
+type listWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+func watchable[L runtime.Object](kind string, c listWatcher[L]) workload {
 	return workload{
-		kind: "deployment",
+		kind: kind,
 		list: func(ctx context.Context, sel string) ([]runtime.Object, string, error) {
 			l, err := c.List(ctx, metav1.ListOptions{LabelSelector: sel})
 			if err != nil {
 				return nil, "", explainForbidden(err)
 			}
-			objs := make([]runtime.Object, len(l.Items))
-			for i := range l.Items {
-				objs[i] = &l.Items[i]
+			objs, err := meta.ExtractList(l)
+			if err != nil {
+				return nil, "", err
 			}
-			return objs, l.ResourceVersion, nil
+			lm, err := meta.ListAccessor(l)
+			if err != nil {
+				return nil, "", err
+			}
+			return objs, lm.GetResourceVersion(), nil
 		},
 		watch: func(ctx context.Context, sel, rv string) (watch.Interface, error) {
 			w, err := c.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
 			return w, explainForbidden(err)
 		},
-		ready: func(obj runtime.Object) (bool, string) {
-			d, ok := obj.(*appsv1.Deployment)
-			if !ok {
-				return false, ""
-			}
-			return deploymentReady(d)
-		},
 	}
+}
+
+// rolledOut says whether obj, a workload, has completed its rollout, and if not, why; an
+// object that runs no rollout never has.
+func rolledOut(obj runtime.Object) (bool, string) {
+	ro, ok := rolloutOf(obj)
+	if !ok {
+		return false, ""
+	}
+	return ro.complete()
 }
 
 // status lists the workload once and says whether it is ready, and if not, why.
@@ -134,7 +139,7 @@ func (w workload) status(ctx context.Context, selector string) (bool, string, er
 	if len(objs) == 0 {
 		return false, fmt.Sprintf("no %s found", w.kind), nil
 	}
-	ready, why := w.ready(objs[0])
+	ready, why := rolledOut(objs[0])
 	return ready, why, nil
 }
 
@@ -164,7 +169,7 @@ func (w workload) await(ctx context.Context, selector string, closed <-chan stru
 			continue
 		}
 		if len(objs) > 0 {
-			ready, reason := w.ready(objs[0])
+			ready, reason := rolledOut(objs[0])
 			if ready {
 				return "", nil
 			}
@@ -207,7 +212,7 @@ func (w workload) follow(ctx context.Context, watcher watch.Interface, closed <-
 				why = fmt.Sprintf("%s was deleted", w.kind)
 				continue
 			}
-			ready, reason := w.ready(ev.Object)
+			ready, reason := rolledOut(ev.Object)
 			if ready {
 				return true, "", nil
 			}
@@ -218,49 +223,85 @@ func (w workload) follow(ctx context.Context, watcher watch.Interface, closed <-
 	}
 }
 
-// deploymentReady is kubectl's rollout-complete test.
-func deploymentReady(d *appsv1.Deployment) (bool, string) {
-	want := replicas(d.Spec.Replicas)
-	st := d.Status
+// rollout is the status of a rollout as Deployments and StatefulSets both report it.
+type rollout struct {
+	kind       string // lower case, for messages
+	name       string
+	generation int64
+	// observed is the generation the controller last acted on.
+	observed int64
+	// want is the replicas the spec asks for; the others count the workload's pods: all of
+	// them, those of the current template, and the available ones. Available pods are
+	// ready ones (for the spec's minReadySeconds), so the ready count adds nothing here.
+	want, replicas, updated, available int32
+	conditions                         []condition
+}
+
+// condition is a condition of a workload's status.
+type condition struct {
+	kind, status, reason, message string
+}
+
+// failing reports whether c says the rollout is stuck: pods cannot be created, or it
+// stopped progressing.
+func (c condition) failing() bool {
+	return (c.kind == string(appsv1.DeploymentReplicaFailure) && c.status == string(corev1.ConditionTrue)) ||
+		(c.kind == string(appsv1.DeploymentProgressing) && c.status == string(corev1.ConditionFalse))
+}
+
+// rolloutOf reads the rollout of a Deployment or a StatefulSet; other objects have none.
+func rolloutOf(obj runtime.Object) (rollout, bool) {
+	switch w := obj.(type) {
+	case *appsv1.Deployment:
+		st := w.Status
+		ro := rollout{kind: "deployment", name: w.Name, generation: w.Generation, observed: st.ObservedGeneration, want: replicas(w.Spec.Replicas),
+			replicas: st.Replicas, updated: st.UpdatedReplicas, available: st.AvailableReplicas}
+		for _, c := range st.Conditions {
+			ro.conditions = append(ro.conditions, condition{string(c.Type), string(c.Status), c.Reason, c.Message})
+		}
+		return ro, true
+	case *appsv1.StatefulSet:
+		st := w.Status
+		ro := rollout{kind: "statefulset", name: w.Name, generation: w.Generation, observed: st.ObservedGeneration, want: replicas(w.Spec.Replicas),
+			replicas: st.Replicas, updated: st.UpdatedReplicas, available: st.AvailableReplicas}
+		for _, c := range st.Conditions {
+			ro.conditions = append(ro.conditions, condition{string(c.Type), string(c.Status), c.Reason, c.Message})
+		}
+		return ro, true
+	}
+	return rollout{}, false
+}
+
+// complete is kubectl's rollout-complete test of a Deployment, for either kind: the
+// controller has seen the spec, every pod runs the current template, no old pod is left
+// and every pod is available. A workload scaled to zero is complete once its last pod is
+// gone.
+func (ro rollout) complete() (bool, string) {
 	switch {
-	case st.ObservedGeneration < d.Generation:
-		return false, fmt.Sprintf("deployment %s: the controller has not yet seen generation %d", d.Name, d.Generation)
-	case st.UpdatedReplicas != want:
-		return false, fmt.Sprintf("deployment %s: %d of %d replicas updated", d.Name, st.UpdatedReplicas, want)
-	case st.Replicas != want:
-		return false, fmt.Sprintf("deployment %s: %d old replicas still terminating", d.Name, st.Replicas-st.UpdatedReplicas)
-	case st.AvailableReplicas != want:
-		return false, fmt.Sprintf("deployment %s: %d of %d replicas available", d.Name, st.AvailableReplicas, want)
+	case ro.observed < ro.generation:
+		return false, fmt.Sprintf("%s %s: the controller has not yet seen generation %d", ro.kind, ro.name, ro.generation)
+	case ro.updated != ro.want:
+		return false, fmt.Sprintf("%s %s: %d of %d replicas updated", ro.kind, ro.name, ro.updated, ro.want)
+	case ro.replicas != ro.want:
+		return false, fmt.Sprintf("%s %s: %d old replicas still terminating", ro.kind, ro.name, ro.replicas-ro.updated)
+	case ro.available != ro.want:
+		return false, fmt.Sprintf("%s %s: %d of %d replicas available", ro.kind, ro.name, ro.available, ro.want)
 	}
 	return true, ""
 }
 
-func statefulSetReady(s *appsv1.StatefulSet) (bool, string) {
-	want := replicas(s.Spec.Replicas)
-	switch {
-	case s.Status.ObservedGeneration < s.Generation:
-		return false, fmt.Sprintf("statefulset %s: the controller has not yet seen generation %d", s.Name, s.Generation)
-	case s.Status.ReadyReplicas != want:
-		return false, fmt.Sprintf("statefulset %s: %d of %d replicas ready", s.Name, s.Status.ReadyReplicas, want)
-	}
-	return true, ""
-}
-
-// diagnose explains why r's workload is not ready: why (the workload's own status), its
+// diagnose explains why r's workload w is not ready: why (the workload's own status), its
 // failing conditions and what holds up its pods. It uses ctx (not the expired wait).
-func (e *kubeEnviron) diagnose(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, why string) string {
+func (e *kubeEnviron) diagnose(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, w workload, why string) string {
 	reasons := []string{why}
 	sel := e.selector(r.ID)
 	ns := e.spec.Namespace
-	if r.Type == domain.ResourceTypeRuntime {
-		if l, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}); err == nil {
-			for _, d := range l.Items {
-				for _, c := range d.Status.Conditions {
-					failing := (c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue) ||
-						(c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse)
-					if failing {
-						reasons = append(reasons, fmt.Sprintf("deployment %s %s: %s: %s", d.Name, c.Type, c.Reason, c.Message))
-					}
+	if objs, _, err := w.list(ctx, sel); err == nil {
+		for _, obj := range objs {
+			ro, _ := rolloutOf(obj)
+			for _, c := range ro.conditions {
+				if c.failing() {
+					reasons = append(reasons, fmt.Sprintf("%s %s %s: %s: %s", ro.kind, ro.name, c.kind, c.reason, c.message))
 				}
 			}
 		}

@@ -46,13 +46,6 @@ const (
 	TemplateClickhouseStatefulSet = "clickhouse_statefulset"
 )
 
-// runtimeTemplates and clickhouseTemplates are the templates each resource type renders.
-var (
-	runtimeTemplates    = []string{TemplatePVC, TemplateService, TemplateDeployment, TemplateHTTPIngress, TemplateGRPCIngress}
-	clickhouseTemplates = []string{TemplateClickhouseService, TemplateClickhouseStatefulSet}
-	templateKeys        = append(append([]string{}, runtimeTemplates...), clickhouseTemplates...)
-)
-
 // Spec is the JSON spec of a kubernetes provisioner.
 type Spec struct {
 	TimeoutSeconds int    `json:"timeout_seconds"` // how long AwaitReady waits for a rollout
