@@ -228,6 +228,10 @@ func TestNamesMigrationDropsOnlyTheThreeChecks(t *testing.T) {
 	if r2, s2, e2 := state(); r2 != rowid || s2 != seq || e2 != events {
 		t.Errorf("rowid, event sequence, events = %d, %d, %d after 0014; want %d, %d, %d", r2, s2, e2, rowid, seq, events)
 	}
+	// The store reads every column of the latest schema.
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
 	r, err := st.GetResource(ctx, id)
 	if err != nil || r.Type != domain.ResourceTypeClickHouse || r.Labels["team"] != "data" {
 		t.Errorf("resource after 0014: %+v, %v", r, err)

@@ -60,7 +60,7 @@ func TestAgentWritesChangeTheRowOnce(t *testing.T) {
 	sameAsStored(ctx, t, st, "the progress record", progress)
 
 	observed := c.Resource.Generation
-	u.Status, u.StatusMessage, u.ObservedGeneration, u.ReleaseLease = domain.StatusReady, "ready", &observed, true
+	u.Status, u.Reason, u.StatusMessage, u.ObservedGeneration, u.ReleaseLease = domain.StatusReady, domain.ReasonAvailable, "ready", &observed, true
 	var ready domain.Resource
 	if n := changes("record ready", func() (err error) { ready, err = st.RecordProgress(ctx, r.ID, c.Lease, u); return err }); n != 2 {
 		t.Errorf("recording ready changed %d rows, want 2 (the resource once, its ready event)", n)
@@ -106,7 +106,7 @@ func TestRecordProgressReturnsTheStoredRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameAsStored(ctx, t, st, "the failure", failed)
-	u.Status, u.StatusMessage = domain.StatusDeleting, "delete requested"
+	u.Status, u.Reason, u.StatusMessage = domain.StatusDeleting, domain.ReasonDeleteRequested, "delete requested"
 	deleting, err := st.RecordProgress(ctx, r.ID, c.Lease, u)
 	if err != nil {
 		t.Fatal(err)

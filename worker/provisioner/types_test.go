@@ -216,6 +216,7 @@ func (s *typesSuite) checkWidgetLifecycle(c *gc.C, open func(c *gc.C, ctx contex
 	got, err = st.GetResource(ctx, rows[0].ID)
 	c.Assert(err, gc.IsNil)
 	c.Check(got.Status, gc.Equals, domain.StatusError)
+	c.Check(got.Reason, gc.Equals, domain.ReasonUnknownType)
 	c.Check(got.NextAttemptAt, gc.IsNil)
 	for _, part := range []string{`"gizmo"`, "it serves widget"} {
 		c.Check(strings.Contains(got.LastError, part), gc.Equals, true, gc.Commentf("last error %q does not say %s", got.LastError, part))

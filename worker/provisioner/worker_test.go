@@ -472,7 +472,9 @@ func (s *workerSuite) TestUnsupportedType(c *gc.C) {
 	s.watcher.send(c, "r1")
 	row := s.state.waitRow(c, "r1", "error", func(r *domain.Resource) bool { return r.Status == domain.StatusError })
 	c.Check(row.StatusMessage, gc.Equals, `provisioner "pool" (fake) does not provision resources of type "clickhouse": choose a provisioner that does`)
-	c.Check(row.Reason, gc.Equals, domain.ReasonUnknownType)
+	// The type is known (another environ type serves it): the row names the wrong
+	// provisioner, which is the broker's refusal, not an unknown type.
+	c.Check(row.Reason, gc.Equals, domain.ReasonBrokerError)
 	c.Check(row.NextAttemptAt, gc.IsNil)
 	c.Check(row.Provisioner, gc.Equals, "") // not pinned to a provisioner that cannot serve it
 	c.Check(s.env.callCount("reconcile"), gc.Equals, 0)
