@@ -58,8 +58,7 @@
 //	                                  backoff until someone fixes it
 //	              UnknownType         no environ of the agent serves its type
 //	deleting      DeleteRequested     a delete asked for (the CLI, a DELETE, or a move to
-//	                                  deleting), not attempted yet
-//	              Deprovisioning      an attempt is freeing what it holds
+//	                                  deleting), being deprovisioned
 //	              Backoff             a deprovision attempt failed; retried at next_attempt_at
 //	hibernating   Hibernating         an attempt is stopping it, data kept
 //	              Backoff             a hibernate attempt failed; retried at next_attempt_at

@@ -54,13 +54,10 @@ const (
 	ReasonUnknownType Reason = "UnknownType"
 )
 
-// Reasons of status deleting (Backoff too).
-const (
-	// ReasonDeleteRequested is a delete asked for and not yet attempted.
-	ReasonDeleteRequested Reason = "DeleteRequested"
-	// ReasonDeprovisioning is an attempt freeing what the resource holds.
-	ReasonDeprovisioning Reason = "Deprovisioning"
-)
+// ReasonDeleteRequested is the reason of status deleting until a deprovision attempt fails
+// (then Backoff): a delete asked for. An attempt writes no status before it deprovisions,
+// so that a delete adds no event to the history but its request and the row's removal.
+const ReasonDeleteRequested Reason = "DeleteRequested"
 
 // ReasonHibernating is an attempt stopping the resource while keeping its data (status
 // hibernating; Backoff too).
@@ -76,7 +73,7 @@ var ReasonsByStatus = map[Status][]Reason{
 	StatusReady:        {ReasonAvailable, ReasonRecovered},
 	StatusUnhealthy:    {ReasonHealthCheckFailed},
 	StatusError:        {ReasonBrokerError, ReasonUnreadableRow, ReasonUnknownType},
-	StatusDeleting:     {ReasonDeleteRequested, ReasonDeprovisioning, ReasonBackoff},
+	StatusDeleting:     {ReasonDeleteRequested, ReasonBackoff},
 	StatusHibernating:  {ReasonHibernating, ReasonBackoff},
 	StatusHibernated:   {ReasonHibernated},
 }

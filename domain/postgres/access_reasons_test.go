@@ -37,7 +37,7 @@ func TestClientRoleCannotWriteTheReason(t *testing.T) {
 		{`UPDATE resources SET reason = 'Available' WHERE id = $1`, `column "reason"`},
 		{`UPDATE resources SET waiting_since = now() WHERE id = $1`, `column "waiting_since"`},
 		{`UPDATE resources SET last_attempt_at = now() WHERE id = $1`, `column "last_attempt_at"`},
-		{`UPDATE resources SET status = 'deleting', status_message = 'delete requested', reason = 'Deprovisioning' WHERE id = $1`, `column "reason"`},
+		{`UPDATE resources SET status = 'deleting', status_message = 'delete requested', reason = 'Backoff' WHERE id = $1`, `column "reason"`},
 	} {
 		wantForbidden(t, forgery.sql, exec(forgery.sql, r.ID), forgery.names)
 	}

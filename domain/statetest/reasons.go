@@ -190,7 +190,7 @@ var BackfillCases = []BackfillCase{
 	{Status: domain.StatusError, Message: "args.slots: must be a positive integer", Reason: domain.ReasonBrokerError},
 	{Status: domain.StatusDeleting, Message: "delete requested", Reason: domain.ReasonDeleteRequested},
 	{Status: domain.StatusDeleting, Message: "deprovision attempt 1 failed: busy; retrying at 2026-01-02T03:04:05Z", Reason: domain.ReasonBackoff},
-	{Status: domain.StatusDeleting, Message: "deprovisioning generation 1", Reason: domain.ReasonDeprovisioning},
+	{Status: domain.StatusDeleting, Message: "deprovisioning generation 1", Reason: domain.ReasonDeleteRequested},
 	{Status: domain.StatusHibernating, Message: "hibernating generation 1", Reason: domain.ReasonHibernating},
 	{Status: domain.StatusHibernating, Message: "hibernate attempt 3 failed: busy; retrying at 2026-01-02T03:04:05Z", Reason: domain.ReasonBackoff},
 	{Status: domain.StatusHibernated, Message: "hibernated", Reason: domain.ReasonHibernated},

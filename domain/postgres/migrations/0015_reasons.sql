@@ -39,7 +39,7 @@ UPDATE resources
            WHEN 'deleting' THEN CASE
                WHEN status_message = 'delete requested' THEN 'DeleteRequested'
                WHEN status_message ~ '^deprovision attempt [0-9]+ failed' THEN 'Backoff'
-               ELSE 'Deprovisioning' END
+               ELSE 'DeleteRequested' END
            WHEN 'hibernating' THEN CASE WHEN status_message ~ '^hibernate attempt [0-9]+ failed' THEN 'Backoff' ELSE 'Hibernating' END
            WHEN 'hibernated' THEN 'Hibernated'
            ELSE reason END,
