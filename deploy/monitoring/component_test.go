@@ -1,6 +1,7 @@
 package monitoring_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +54,8 @@ func TestComponentRendersWithTheBase(t *testing.T) {
 	out, err := exec.Command(kubectl, "kustomize", overlay).Output()
 	if err != nil {
 		stderr := ""
-		if exit, ok := err.(*exec.ExitError); ok {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
 			stderr = string(exit.Stderr)
 		}
 		t.Fatalf("kubectl kustomize of the base with the component: %v\n%s", err, stderr)
