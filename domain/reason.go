@@ -35,8 +35,8 @@ const (
 	ReasonAvailable Reason = "Available"
 	// ReasonRecovered is a resource whose failing health check passes again.
 	ReasonRecovered Reason = "Recovered"
-	// ReasonResizeWaitingForCapacity is a serving resource whose new args need more room
-	// than its broker has free: it keeps serving at its observed generation, and the resize
+	// ReasonResizeWaitingForCapacity is a ready resource whose new args need more room than
+	// its broker has free: it keeps serving at its observed generation, and the resize
 	// is retried like a wait for capacity (Resource.WaitingSince says since when).
 	ReasonResizeWaitingForCapacity Reason = "ResizeWaitingForCapacity"
 )

@@ -102,3 +102,20 @@ func (s *workerSuite) TestResizeWithoutRoomKeepsServing(c *gc.C) {
 		domain.ReasonAwaitingReady, domain.ReasonAvailable,
 	})
 }
+
+// An unhealthy runtime whose resize finds no room is not made ready: the health checker
+// leaves out a resource whose generation is ahead of its observed one, so nothing would say
+// it still fails. It waits in pending, as a new resource does.
+func (s *workerSuite) TestUnhealthyResizeWithoutRoomWaitsPending(c *gc.C) {
+	s.state.add(domain.Resource{ID: "r1", Provisioner: "pool", Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed,
+		Generation: 2, ObservedGeneration: 1, Args: map[string]any{"slots": 3}, State: map[string]any{"host": "a"}})
+	s.env.script("reconcile", fmt.Errorf("no room: %w", domain.ErrNoCapacity))
+	w := s.start(c, s.config())
+	defer workertest.CleanKill(c, w)
+
+	s.watcher.send(c, "r1")
+	row := s.state.waitRow(c, "r1", "pending", func(r *domain.Resource) bool { return r.Attempts == 1 })
+	c.Check(row.Status, gc.Equals, domain.StatusPending)
+	c.Check(row.Reason, gc.Equals, domain.ReasonWaitingForCapacity)
+	c.Check(row.ObservedGeneration, gc.Equals, int64(1))
+}

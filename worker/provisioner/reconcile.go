@@ -79,9 +79,10 @@ type attempt struct {
 	// hibernating says the attempt asks the environ to hibernate the resource: a failure
 	// keeps it hibernating and is retried.
 	hibernating bool
-	// serving says the resource served (ready or unhealthy, at its observed generation)
-	// when the attempt began: a broker with no room for its new args changed nothing, so it
-	// still serves.
+	// serving says the resource was ready (at its observed generation) when the attempt
+	// began: a broker with no room for its new args changed nothing, so it still serves. An
+	// unhealthy one is not: the health checker leaves out a resource whose generation is
+	// ahead of its observed one, so nothing would say it is still failing.
 	serving bool
 	// passed is a step the attempt went through without a write of its own: the next
 	// record writes it into the resource's history first.
@@ -215,8 +216,7 @@ func (a *attempt) provision() outcome {
 	if a.r.Provisioner == "" {
 		u.Provisioner = name
 	}
-	a.serving = !waking && a.r.ObservedGeneration > 0 &&
-		(a.r.Status == domain.StatusReady || a.r.Status == domain.StatusUnhealthy)
+	a.serving = !waking && a.r.ObservedGeneration > 0 && a.r.Status == domain.StatusReady
 	if a.started {
 		// The claim recorded u already.
 		a.log.Info("provisioning")

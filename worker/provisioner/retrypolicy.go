@@ -121,10 +121,10 @@ type retryDecision struct {
 // the NeverFitsError's own, naming the largest size the provisioner has. A change of the
 // provisioner's spec moves its resources to a new generation with their failures cleared
 // (the environs worker's ApplyProvisionerSpec), so raising a host's slots or the quota
-// retries it without anyone touching the row. A resize of a resource that serves (ready or
-// unhealthy when the attempt began) with too little room free leaves it serving: the broker
-// changed nothing, so it goes back to ready at its observed generation, and the resize
-// waits like a capacity wait.
+// retries it without anyone touching the row. A resize of a resource that was ready when
+// the attempt began, with too little room free, leaves it serving: the broker changed
+// nothing, so it goes back to ready at its observed generation, and the resize waits like a
+// capacity wait.
 func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 	d := retryDecision{attempts: f.attempts + 1, outcome: OutcomeRetry}
 	retryAt := func(delay time.Duration) string {
