@@ -130,7 +130,7 @@ func (*fitSuite) TestResizeWithoutRoomStaysReady(c *gc.C) {
 		c.Check(first.ObservedGeneration, gc.Equals, int64(1))
 		c.Check(first.WaitingSince, gc.NotNil)
 		c.Check(first.NextAttemptAt, gc.NotNil)
-		c.Check(first.StatusMessage, gc.Matches, `serving generation 1; resize to generation 2 waits for capacity: .*host `+poolHost+` has 0 free slots; resize from 1 to 2 slots needs 1.*`)
+		c.Check(first.StatusMessage, gc.Matches, `serving generation 1 while generation 2 waits for capacity: .*host `+poolHost+` has 0 free slots; resize from 1 to 2 slots needs 1.*`)
 		c.Check(first.State["slots"], gc.Equals, float64(1)) // the runtime keeps its size
 		conditions := domain.Conditions(first)
 		c.Check(conditions[0].Status, gc.Equals, domain.ConditionTrue)

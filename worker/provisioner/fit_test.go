@@ -63,7 +63,7 @@ func (s *workerSuite) TestResizeWithoutRoomKeepsServing(c *gc.C) {
 	s.env.script("reconcile", full, full)
 	s.state.updateArgs("r1", map[string]any{"slots": 3})
 	s.watcher.send(c, "r1")
-	const message = "serving generation 1; resize to generation 2 waits for capacity: " +
+	const message = "serving generation 1 while generation 2 waits for capacity: " +
 		"reconcile: host a has 1 free slot; resize from 1 to 3 slots needs 2: no capacity"
 	for i, delay := range []time.Duration{5 * time.Second, 10 * time.Second} {
 		row := s.state.waitRow(c, "r1", "resize waiting", func(r *domain.Resource) bool { return r.Attempts == i+1 })

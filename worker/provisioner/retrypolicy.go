@@ -158,7 +158,7 @@ func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 	case failedResizeNoCapacity:
 		d.status, d.reason, d.outcome = domain.StatusReady, domain.ReasonResizeWaitingForCapacity, OutcomeCapacity
 		d.retryIn = min(p.backoff(d.attempts), p.capacityRetry)
-		d.message = fmt.Sprintf("serving generation %d; resize to generation %d waits for capacity: %v", f.observed, f.generation, f.err)
+		d.message = fmt.Sprintf("serving generation %d while generation %d waits for capacity: %v", f.observed, f.generation, f.err)
 		d.stillWaiting = f.status == domain.StatusReady && f.reason == domain.ReasonResizeWaitingForCapacity && f.message == d.message
 	default:
 		d.status, d.reason = domain.StatusProvisioning, domain.ReasonBackoff

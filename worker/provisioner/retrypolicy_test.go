@@ -27,7 +27,7 @@ func (*retryPolicySuite) TestDecide(c *gc.C) {
 	unknownType := &environ.UnknownTypeError{Type: "gizmo", Served: []domain.ResourceType{domain.ResourceTypeRuntime}}
 	neverFits := &domain.NeverFitsError{Provisioner: "pool", Slots: 5, Largest: 4,
 		Limit: "its largest host has 4", Raise: "raise a host's slots in the provisioner set"}
-	const resizeMessage = "serving generation 2; resize to generation 3 waits for capacity: reconcile: no host has 1 free slot: no capacity"
+	const resizeMessage = "serving generation 2 while generation 3 waits for capacity: reconcile: no host has 1 free slot: no capacity"
 	for _, t := range []struct {
 		about       string
 		row         domain.Resource // the row as the attempt last read or wrote it
