@@ -54,8 +54,10 @@ type Condition struct {
 // WaitingForCapacity for a pending resource waiting for room, Provisioning, Ready,
 // Unhealthy, Error, Deleting, Hibernating, Hibernated) and its message the status message.
 //
-// Synced is False with reason Paused for a paused resource, False ReconcileError when an
-// attempt failed (message: the last error), True ReconcileSuccess when the resource is what
+// Synced is False with reason Paused for a paused resource, False ResizeWaitingForCapacity
+// (message: the status message) for a resource that serves at its observed generation while
+// its resize waits for room (Ready stays True: it serves, at its old size), False
+// ReconcileError when an attempt failed (message: the last error), True ReconcileSuccess when the resource is what
 // its row asks for (at its generation, or hibernated when asked to be), else False
 // ReconcilePending.
 func Conditions(r Resource) []Condition {
@@ -81,6 +83,8 @@ func Conditions(r Resource) []Condition {
 	case r.Paused:
 		synced.Reason = ReasonPaused
 		synced.Message = "paused: the agent leaves the resource alone until it is resumed"
+	case r.Status == StatusReady && r.Reason == ReasonResizeWaitingForCapacity:
+		synced.Reason, synced.Message = string(ReasonResizeWaitingForCapacity), r.StatusMessage
 	case r.LastError != "":
 		synced.Reason, synced.Message = ReasonReconcileError, r.LastError
 	case r.Hibernate && r.Status == StatusHibernated:

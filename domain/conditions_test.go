@@ -38,6 +38,13 @@ func TestConditions(t *testing.T) {
 		}),
 			cond{F, "WaitingForCapacity", "waiting for capacity since 2026-12-01T09:00:00Z: no host has 4 free slots"},
 			cond{F, "ReconcilePending", "waiting for the agent to bring it to generation 2 (observed 1)"}},
+		{"a resize waiting for capacity serves at the old size", row(func(r *domain.Resource) {
+			r.Generation, r.LastError = 3, "reconcile: place runtime: host h1 has 1 free slot; resize from 2 to 4 slots needs 2: no capacity"
+			r.Reason = domain.ReasonResizeWaitingForCapacity
+			r.StatusMessage = "serving generation 2 while generation 3 waits for capacity: " + r.LastError
+		}),
+			cond{T, "Ready", "serving generation 2 while generation 3 waits for capacity: reconcile: place runtime: host h1 has 1 free slot; resize from 2 to 4 slots needs 2: no capacity"},
+			cond{F, "ResizeWaitingForCapacity", "serving generation 2 while generation 3 waits for capacity: reconcile: place runtime: host h1 has 1 free slot; resize from 2 to 4 slots needs 2: no capacity"}},
 		{"args changed", row(func(r *domain.Resource) {
 			r.Status, r.StatusMessage, r.Generation = domain.StatusProvisioning, "provisioning generation 3", 3
 		}),

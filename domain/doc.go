@@ -18,13 +18,17 @@
 //	 │           │   │   │ retried with backoff (attempts, next_attempt_at)
 //	 │    ready  │   │   └──────┐
 //	 │           ▼   │ args     ▼ permanent failure (invalid args,
-//	 │         ready ┘ change   error   unknown provisioner, unsupported type):
+//	 │         ready ┘ change   error   unknown provisioner, unsupported type,
+//	 │         │   ▲            │       more than the provisioner can ever hold):
 //	 │         │   ▲            │       waits until the args change or a retry
 //	 │  health │   │ health     └─ args change or retry ─► provisioning
 //	 │  check  ▼   │ check
 //	 │  fails unhealthy passes    (still provisioned; never deprovisioned for
 //	 │           │                 failing; an args change provisions it again)
 //	 │           └─ args change ─► provisioning
+//	 │
+//	 │  a resize with too little room free goes back to ready (ResizeWaitingForCapacity):
+//	 │  it serves at observed_generation, and the resize is retried as a capacity wait
 //	 │
 //	 │  any status but deleting ── hibernate requested ──► hibernating ── failed attempt:
 //	 │                                                     │    │      stays, retried
@@ -50,6 +54,9 @@
 //	              Backoff             an attempt failed; retried at next_attempt_at
 //	ready         Available           serves, at its generation
 //	              Recovered           its failing health check passes again
+//	              ResizeWaitingFor-   new args need more room than is free: it serves at
+//	              Capacity            observed_generation meanwhile; the resize is retried
+//	                                  like a wait for capacity (waiting_since: since when)
 //	unhealthy     HealthCheckFailed   its health check fails (unhealthy_since: since when)
 //	error         BrokerError         a failure retrying cannot mend (invalid args, an
 //	                                  environ that cannot hibernate): waits for new args or
@@ -57,6 +64,9 @@
 //	              UnreadableRow       a column the agent cannot read; looked at again with
 //	                                  backoff until someone fixes it
 //	              UnknownType         no environ of the agent serves its type
+//	              NeverFits           it asks for more than its provisioner can ever hold
+//	                                  (its largest host, its quota): waits for new args, a
+//	                                  retry, or a change of the provisioner's spec
 //	deleting      DeleteRequested     a delete asked for (the CLI, a DELETE, or a move to
 //	                                  deleting), being deprovisioned
 //	              Backoff             a deprovision attempt failed; retried at next_attempt_at
@@ -65,7 +75,8 @@
 //	hibernated    Hibernated          stopped, data kept
 //
 // The times the state machine needs are columns too (StateTimes): waiting_since, kept while
-// the reason stays WaitingForCapacity and cleared when it changes, and last_attempt_at, when
+// the reason stays WaitingForCapacity (or ResizeWaitingForCapacity) and cleared when it
+// changes, and last_attempt_at, when
 // the agent last recorded an attempt's outcome; both on the database's clock.
 //
 // Beside the status, a client controls the row with three more columns (plain SQL

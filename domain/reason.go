@@ -35,6 +35,10 @@ const (
 	ReasonAvailable Reason = "Available"
 	// ReasonRecovered is a resource whose failing health check passes again.
 	ReasonRecovered Reason = "Recovered"
+	// ReasonResizeWaitingForCapacity is a ready resource whose new args need more room than
+	// its broker has free: it keeps serving at its observed generation, and the resize
+	// is retried like a wait for capacity (Resource.WaitingSince says since when).
+	ReasonResizeWaitingForCapacity Reason = "ResizeWaitingForCapacity"
 )
 
 // ReasonHealthCheckFailed is the reason of status unhealthy: the resource's health check
@@ -52,6 +56,10 @@ const (
 	ReasonUnreadableRow Reason = "UnreadableRow"
 	// ReasonUnknownType is a row whose type no environ of the agent serves.
 	ReasonUnknownType Reason = "UnknownType"
+	// ReasonNeverFits is a request larger than anything its provisioner has (NeverFitsError):
+	// no room that frees can ever hold it. It waits for new args, a retry asked for, or a
+	// change of the provisioner's spec, which moves its resources to a new generation.
+	ReasonNeverFits Reason = "NeverFits"
 )
 
 // ReasonDeleteRequested is the reason of status deleting until a deprovision attempt fails
@@ -70,9 +78,9 @@ const ReasonHibernated Reason = "Hibernated"
 var ReasonsByStatus = map[Status][]Reason{
 	StatusPending:      {ReasonCreated, ReasonWaitingForCapacity},
 	StatusProvisioning: {ReasonProvisioning, ReasonAwaitingReady, ReasonBackoff},
-	StatusReady:        {ReasonAvailable, ReasonRecovered},
+	StatusReady:        {ReasonAvailable, ReasonRecovered, ReasonResizeWaitingForCapacity},
 	StatusUnhealthy:    {ReasonHealthCheckFailed},
-	StatusError:        {ReasonBrokerError, ReasonUnreadableRow, ReasonUnknownType},
+	StatusError:        {ReasonBrokerError, ReasonUnreadableRow, ReasonUnknownType, ReasonNeverFits},
 	StatusDeleting:     {ReasonDeleteRequested, ReasonBackoff},
 	StatusHibernating:  {ReasonHibernating, ReasonBackoff},
 	StatusHibernated:   {ReasonHibernated},
@@ -92,7 +100,8 @@ func (reason Reason) ValidFor(status Status) bool {
 // to recover them from a message.
 type StateTimes struct {
 	// WaitingSince is when the resource began waiting for capacity; nil unless its reason
-	// is ReasonWaitingForCapacity. The store keeps the first value while the reason stays.
+	// is ReasonWaitingForCapacity or ReasonResizeWaitingForCapacity. The store keeps the
+	// first value while the reason stays.
 	WaitingSince *time.Time
 	// LastAttemptAt is when the agent last recorded the outcome of an attempt (database
 	// clock); nil before the first.

@@ -125,7 +125,8 @@ func (e *kubeEnviron) quotaHost() string { return "namespace/" + e.spec.Namespac
 // runtime is applied. The reservation is a row in the agents' database (domain.SlotStore),
 // made in a transaction serialised per provisioner, so that agents sharing the database
 // never hand out more than the quota between them; one that does not fit wraps
-// domain.ErrNoCapacity, so the resource waits for room. The runtime keeps the reservation
+// domain.ErrNoCapacity, so the resource waits for room, and one larger than the whole quota
+// is a *domain.NeverFitsError. The runtime keeps the reservation
 // until it is deprovisioned or hibernated (releaseQuota); a resize within the quota resizes
 // it. Without a quota, or for a type whose slots do not count (ClickHouse), it does nothing.
 func (e *kubeEnviron) reserveQuota(ctx context.Context, r *environ.Resource, t resourceType, opts *environ.ResourceOptions, slots int) error {
@@ -143,8 +144,13 @@ func (e *kubeEnviron) reserveQuota(ctx context.Context, r *environ.Resource, t r
 }
 
 // pickQuota is the slot quota's domain.PickHost: req fits when the slots reserved by every
-// other runtime leave room for it. It runs inside the reservation's transaction.
+// other runtime leave room for it; more slots than the whole quota never fit. It runs inside
+// the reservation's transaction.
 func (e *kubeEnviron) pickQuota(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
+	if req.Slots > e.spec.SlotQuota {
+		return "", environ.Permanent(&domain.NeverFitsError{Provisioner: e.name, Slots: req.Slots, Largest: e.spec.SlotQuota,
+			Limit: fmt.Sprintf("its slot_quota is %d", e.spec.SlotQuota), Raise: "raise slot_quota in the provisioner set"})
+	}
 	used := 0
 	for _, u := range usage {
 		used += u.UsedSlots

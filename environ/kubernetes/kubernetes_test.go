@@ -359,25 +359,27 @@ func TestReconcileRejectsBadArgsPermanently(t *testing.T) {
 }
 
 // TestReconcileBoundsSlotsBySizing: slots times a per-slot figure never overflows; too many
-// slots are refused for good with the bound, and nothing is applied.
+// slots are refused for good with the bound (a *domain.NeverFitsError: no cluster can hold
+// them), and nothing is applied.
 func TestReconcileBoundsSlotsBySizing(t *testing.T) {
 	tests := []struct {
 		name, sizing string
 		slots        int64
+		largest      int
 		want         string
 	}{
-		{"a petabyte a slot", `, "storage_bytes_per_slot": 1125899906842624`, 8192, "args.slots: must be at most 8191 on provisioner \"k8s\", got 8192: with storage_bytes_per_slot 1125899906842624"},
-		{"largest storage", `, "storage_bytes_per_slot": 9223372036854775807`, 2, "args.slots: must be at most 1 on provisioner \"k8s\", got 2: with storage_bytes_per_slot 9223372036854775807"},
-		{"largest memory", `, "memory_gb_per_slot": 8589934591`, 2, "args.slots: must be at most 1 on provisioner \"k8s\", got 2: with memory_gb_per_slot 8589934591"},
-		{"largest cpu", `, "cpu_per_slot": 9223372036854775`, 3, "args.slots: must be at most 1 on provisioner \"k8s\", got 3: with cpu_per_slot 9223372036854775"},
+		{"a petabyte a slot", `, "storage_bytes_per_slot": 1125899906842624`, 8192, 8191, "args.slots: 8192 slots can never fit provisioner \"k8s\": storage_bytes_per_slot 1125899906842624 caps a runtime at 8191 (lower storage_bytes_per_slot in the provisioner set, or ask for at most 8191)"},
+		{"largest storage", `, "storage_bytes_per_slot": 9223372036854775807`, 2, 1, "args.slots: 2 slots can never fit provisioner \"k8s\": storage_bytes_per_slot 9223372036854775807 caps a runtime at 1"},
+		{"largest memory", `, "memory_gb_per_slot": 8589934591`, 2, 1, "args.slots: 2 slots can never fit provisioner \"k8s\": memory_gb_per_slot 8589934591 caps a runtime at 1"},
+		{"largest cpu", `, "cpu_per_slot": 9223372036854775`, 3, 1, "args.slots: 3 slots can never fit provisioner \"k8s\": cpu_per_slot 9223372036854775 caps a runtime at 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e, cs := newTestEnviron(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill"`+tc.sizing+`}`)
 			_, err := e.Reconcile(t.Context(), runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": tc.slots}})
-			var fe *domain.FieldError
-			if !environ.IsPermanent(err) || !errors.As(err, &fe) || fe.Field != "args.slots" || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Reconcile = %v, want a permanent error saying %q", err, tc.want)
+			var nf *domain.NeverFitsError
+			if !environ.IsPermanent(err) || !errors.As(err, &nf) || nf.Largest != tc.largest || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Reconcile = %v, want a permanent NeverFitsError saying %q", err, tc.want)
 			}
 			if got := applies(cs); len(got) != 0 {
 				t.Errorf("applied %v", got)
@@ -395,7 +397,7 @@ func TestReconcileBoundsSlotsBySizing(t *testing.T) {
 		t.Errorf("claim size %s, want 6Ei", size)
 	}
 	_, err := e.Reconcile(t.Context(), runtimeResource(testID), &environ.ResourceOptions{Args: map[string]any{"slots": 4}})
-	if !environ.IsPermanent(err) || !strings.Contains(err.Error(), "args.slots: must be at most 3") {
+	if !environ.IsPermanent(err) || !strings.Contains(err.Error(), "caps a runtime at 3") {
 		t.Errorf("Reconcile with 4 slots of 2 EiB = %v", err)
 	}
 }
@@ -1086,6 +1088,13 @@ func TestSlotQuota(t *testing.T) {
 	}
 	// Growing within the quota is fine; the resource's own slots do not count against it.
 	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 4})
+	// More than the whole quota never fits, however much of it frees: no wait for capacity.
+	_, err = e.Reconcile(t.Context(), runtimeResource(otherID), &environ.ResourceOptions{Args: map[string]any{"slots": 5}})
+	var nf *domain.NeverFitsError
+	if !errors.As(err, &nf) || errors.Is(err, domain.ErrNoCapacity) || nf.Largest != 4 ||
+		!strings.Contains(err.Error(), `args.slots: 5 slots can never fit provisioner "k8s": its slot_quota is 4 (raise slot_quota in the provisioner set, or ask for at most 4)`) {
+		t.Errorf("Reconcile past the whole quota = %v, want a NeverFitsError naming the quota", err)
+	}
 }
 
 // finderSet is a resourceSet that also answers MissingResources in one call, counting both.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
 	runtimetype "github.com/berth-dev/berth/environ/runtime"
 )
 
@@ -47,7 +48,10 @@ func prepareRuntime(e *kubeEnviron, args map[string]any, data *TemplateData) err
 		return err
 	}
 	if most := e.spec.maxSlots(); a.Slots > most.slots {
-		return &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at most %d on provisioner %q, got %d: with %s %d, more slots would overflow the runtime's sizing", most.slots, e.name, a.Slots, most.field, most.perSlot)}
+		// More slots would overflow the runtime's sizing: no cluster can hold them.
+		return environ.Permanent(&domain.NeverFitsError{Provisioner: e.name, Slots: a.Slots, Largest: most.slots,
+			Limit: fmt.Sprintf("%s %d caps a runtime at %d", most.field, most.perSlot, most.slots),
+			Raise: fmt.Sprintf("lower %s in the provisioner set", most.field)})
 	}
 	data.Slots = a.Slots
 	data.Image, err = imageWithTag(e.spec.Image, a.Version)

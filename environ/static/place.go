@@ -56,7 +56,9 @@ func (p placement) withDown(down []string) placement {
 
 // pick chooses the host for req.
 //
-// A new reservation goes to a host with room for req.Slots, preferring the host holding the
+// A request for more slots than the largest configured host has (up or down: a host that is
+// down may come back) can never be placed: it is a *domain.NeverFitsError, not a wait for
+// room. A new reservation goes to a host with room for req.Slots, preferring the host holding the
 // fewest of the owner's resources (spreading an owner across hosts), then the host with the
 // most free slots, then the host listed first. A resize stays on the resource's host when the
 // host has room (a shrink always does) and is refused otherwise: a runtime does not move
@@ -75,6 +77,10 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 	}
 	if existing != nil && p.leaving(existing.Host) == "" {
 		return p.resize(req, existing, used)
+	}
+	if largest := p.largestHost(); req.Slots > largest {
+		return "", &domain.NeverFitsError{Provisioner: p.provisioner, Slots: req.Slots, Largest: largest,
+			Limit: fmt.Sprintf("its largest host has %d", largest), Raise: "raise a host's slots in the provisioner set"}
 	}
 
 	if existing == nil && p.preferred != "" && p.notTaking(p.preferred) == "" {
@@ -127,8 +133,18 @@ func (p placement) pick(req domain.SlotRequest, existing *domain.Reservation, us
 	return candidates[0].host, nil
 }
 
+// largestHost is the most slots a configured host has.
+func (p placement) largestHost() int {
+	largest := 0
+	for _, rt := range p.hosts {
+		largest = max(largest, rt.Slots)
+	}
+	return largest
+}
+
 // resize keeps existing, on a configured host, where it is when that host has room for
-// req; used is the usage of each configured host by its position in p.hosts.
+// req; used is the usage of each configured host by its position in p.hosts. A runtime
+// does not move between hosts, so a size its host does not have in all never fits.
 func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, used []domain.HostUsage) (string, error) {
 	if req.Slots <= existing.Slots {
 		return existing.Host, nil
@@ -136,6 +152,11 @@ func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, 
 	var capacity, inUse int
 	if i, ok := p.lookup(existing.Host); ok {
 		capacity, inUse = p.hosts[i].Slots, used[i].UsedSlots
+	}
+	if req.Slots > capacity {
+		return "", &domain.NeverFitsError{Provisioner: p.provisioner, Slots: req.Slots, Largest: capacity,
+			Limit: fmt.Sprintf("the runtime's host %s has %d, and a runtime does not move between hosts", existing.Host, capacity),
+			Raise: fmt.Sprintf("raise the slots of %s in the provisioner set", existing.Host)}
 	}
 	// usage counts the resource's own slots; the resize needs only the difference.
 	free := capacity - inUse

@@ -21,6 +21,7 @@ func TestPick(t *testing.T) {
 		usage    []usage
 		want     string // the host, or the error's message
 		noRoom   bool   // want an error wrapping domain.ErrNoCapacity
+		never    int    // want a *domain.NeverFitsError naming this largest size
 	}{{
 		name: "empty pool: most free, then config order", place: pool, slots: 1,
 		want: a,
@@ -138,7 +139,7 @@ func TestPick(t *testing.T) {
 		usage:    []usage{{Host: a, UsedSlots: 5}},
 		want:     a,
 	}, {
-		name: "a host cut below its usage takes no growth", place: newPlacement("pool", []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}), slots: 4,
+		name: "a host cut below its usage takes no growth", place: newPlacement("pool", []Runtime{{Host: a, Slots: 4}, {Host: b, Slots: 10}}), slots: 4,
 		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 3},
 		usage:    []usage{{Host: a, UsedSlots: 5}},
 		want:     "host http://a:9091 has 0 free slots; resize from 3 to 4 slots needs 1",
@@ -147,11 +148,47 @@ func TestPick(t *testing.T) {
 		name: "a host cut below its usage takes nothing new", place: newPlacement("pool", []Runtime{{Host: a, Slots: 2}, {Host: b, Slots: 10}}), slots: 1,
 		usage: []usage{{Host: a, UsedSlots: 5}, {Host: b, UsedSlots: 9, OwnerResources: 3}},
 		want:  b,
+	}, {
+		name: "more slots than the largest host has never fit", place: pool, slots: 11,
+		want:  `args.slots: 11 slots can never fit provisioner "pool": its largest host has 10 (raise a host's slots in the provisioner set, or ask for at most 10)`,
+		never: 10,
+	}, {
+		name: "a full pool still fits what its largest host has", place: pool, slots: 10,
+		usage:  []usage{{Host: a, UsedSlots: 10}, {Host: b, UsedSlots: 10}},
+		want:   `no host of provisioner "pool" has 10 free slots (largest free: 4 on http://c:9091)`,
+		noRoom: true,
+	}, {
+		name: "a down host may come back, so its slots count", place: pool.withDown([]string{a, b}), slots: 5,
+		want:   `no host of provisioner "pool" has 5 free slots (largest free: 4 on http://c:9091); down: http://a:9091, http://b:9091`,
+		noRoom: true,
+	}, {
+		name: "a host no longer configured counts for nothing", place: newPlacement("pool", []Runtime{{Host: c, Slots: 4}}), slots: 5,
+		existing: &domain.Reservation{ResourceID: "r", Host: a, Slots: 2},
+		usage:    []usage{{Host: a, UsedSlots: 2}},
+		want:     `args.slots: 5 slots can never fit provisioner "pool": its largest host has 4 (raise a host's slots in the provisioner set, or ask for at most 4)`,
+		never:    4,
+	}, {
+		name: "a resize past all its host has never fits, as a runtime does not move", place: pool, slots: 6,
+		existing: &domain.Reservation{ResourceID: "r", Host: c, Slots: 2},
+		usage:    []usage{{Host: c, UsedSlots: 2}},
+		want: `args.slots: 6 slots can never fit provisioner "pool": the runtime's host http://c:9091 has 4, and a runtime does not move between hosts ` +
+			`(raise the slots of http://c:9091 in the provisioner set, or ask for at most 4)`,
+		never: 4,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := domain.SlotRequest{Provisioner: "pool", ResourceID: "r", Owner: "o", Slots: tt.slots}
 			host, err := tt.place.pick(req, tt.existing, tt.usage)
+			if tt.never > 0 {
+				var nf *domain.NeverFitsError
+				if !errors.As(err, &nf) || errors.Is(err, domain.ErrNoCapacity) {
+					t.Fatalf("pick = %q, %v; want a NeverFitsError, not a wait for capacity", host, err)
+				}
+				if nf.Largest != tt.never || nf.Slots != tt.slots || err.Error() != tt.want {
+					t.Errorf("error = %q (largest %d), want %q (largest %d)", err, nf.Largest, tt.want, tt.never)
+				}
+				return
+			}
 			if tt.noRoom {
 				if !errors.Is(err, domain.ErrNoCapacity) {
 					t.Fatalf("pick = %q, %v; want an error wrapping ErrNoCapacity", host, err)

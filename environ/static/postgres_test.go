@@ -314,13 +314,15 @@ func TestSpecChangeReplacesRuntimesOnRealStore(t *testing.T) {
 		t.Errorf("Check = %v, want it to report b's cut", err)
 	}
 
-	// With only a one-slot host e left, a two-slot runtime cannot move: it keeps its slots.
+	// With only a one-slot host e left, a two-slot runtime can never move: it is refused for
+	// good, naming the largest host, and keeps its slots.
 	tiny, _ := open(`{"runtimes": [{"host": "http://e:9091", "slots": 1}]}`)
 	const two = 1 // opts(1) asks for 2 slots
 	was := held[id(two)]
 	_, err = tiny.Reconcile(ctx, &environ.Resource{ID: id(two), Type: domain.ResourceTypeRuntime}, opts(two))
-	if !errors.Is(err, domain.ErrNoCapacity) {
-		t.Errorf("moving a two-slot runtime to a one-slot pool = %v, want ErrNoCapacity", err)
+	var nf *domain.NeverFitsError
+	if !errors.As(err, &nf) || nf.Largest != 1 {
+		t.Errorf("moving a two-slot runtime to a one-slot pool = %v, want a NeverFitsError naming the 1-slot host", err)
 	}
 	if now, _ := st.GetReservation(ctx, "pool", id(two)); now != was {
 		t.Errorf("reservation after a refused move = %+v, want it kept as %+v", now, was)

@@ -246,6 +246,44 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// A runtime larger than the pool's largest host is refused for good, naming the largest
+// size, while the pool is empty as well as full: no room that frees can hold it. So is a
+// resize past all its host has, since a runtime does not move between hosts.
+func TestReconcileNeverFits(t *testing.T) {
+	ctx := context.Background()
+	store := newFakeSlots()
+	env := newTestEnviron(t, "pool", twoHosts, store)
+
+	_, err := env.Reconcile(ctx, runtimeRes("big"), withSlots("alice", 4))
+	var nf *domain.NeverFitsError
+	if !errors.As(err, &nf) || errors.Is(err, domain.ErrNoCapacity) {
+		t.Fatalf("Reconcile 4 slots on hosts of 3 and 2 = %v, want a NeverFitsError that is no wait for capacity", err)
+	}
+	if want := `args.slots: 4 slots can never fit provisioner "pool": its largest host has 3 (raise a host's slots in the provisioner set, or ask for at most 3)`; nf.Error() != want {
+		t.Errorf("error = %q, want %q", nf, want)
+	}
+
+	if _, err := env.Reconcile(ctx, runtimeRes("r1"), withSlots("alice", 2)); err != nil {
+		t.Fatalf("Reconcile r1: %v", err)
+	}
+	if _, err := env.Reconcile(ctx, runtimeRes("r2"), withSlots("bob", 2)); err != nil {
+		t.Fatalf("Reconcile r2: %v", err)
+	}
+	// r2 is on b, which has 2 slots in all: growing it to 3 never fits there.
+	_, err = env.Reconcile(ctx, runtimeRes("r2"), withSlots("bob", 3))
+	if !errors.As(err, &nf) || nf.Largest != 2 || !strings.Contains(err.Error(), "the runtime's host http://b:9091 has 2") {
+		t.Errorf("resize of r2 past its host = %v, want a NeverFitsError naming its host's 2 slots", err)
+	}
+	reservations, _ := store.ListReservations(ctx, "pool")
+	want := []domain.Reservation{
+		{Provisioner: "pool", ResourceID: "r1", Owner: "alice", Host: hostA, Slots: 2},
+		{Provisioner: "pool", ResourceID: "r2", Owner: "bob", Host: hostB, Slots: 2},
+	}
+	if !equalReservations(reservations, want) {
+		t.Errorf("reservations = %+v, want %+v (the refused resize keeps its slots)", reservations, want)
+	}
+}
+
 func TestReconcileRefusesWhatItCannotDo(t *testing.T) {
 	ctx := context.Background()
 	store := newFakeSlots()

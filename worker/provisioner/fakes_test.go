@@ -26,8 +26,8 @@ const shortWait = 50 * time.Millisecond
 // expiry and a token every claim bumps, writes refused with a LeaseHeldError once the lease
 // they carry is not the row's, takeovers of expired leases reported, ErrStale when the generation moved on or a delete was requested, FinalizeDelete
 // only of deleting rows, and the reason's times (WaitingSince set when the reason becomes
-// WaitingForCapacity, kept while it stays, cleared otherwise; LastAttemptAt on every
-// update), on the fake's clock, which is the database's. Tests wait on it with waitFor
+// WaitingForCapacity or ResizeWaitingForCapacity, kept while it stays, cleared otherwise;
+// LastAttemptAt on every update), on the fake's clock, which is the database's. Tests wait on it with waitFor
 // rather than sleeping.
 type fakeState struct {
 	clock clock.Clock
@@ -209,9 +209,9 @@ func (s *fakeState) RecordProgress(_ context.Context, id string, held domain.Lea
 	s.updates[id] = append(s.updates[id], u)
 	now := s.clock.Now()
 	switch {
-	case u.Reason != domain.ReasonWaitingForCapacity:
+	case u.Reason != domain.ReasonWaitingForCapacity && u.Reason != domain.ReasonResizeWaitingForCapacity:
 		row.WaitingSince = nil
-	case row.Reason != domain.ReasonWaitingForCapacity || row.WaitingSince == nil:
+	case row.Reason != u.Reason || row.WaitingSince == nil:
 		row.WaitingSince = &now
 	}
 	row.LastAttemptAt = &now

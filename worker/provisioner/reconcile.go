@@ -79,6 +79,11 @@ type attempt struct {
 	// hibernating says the attempt asks the environ to hibernate the resource: a failure
 	// keeps it hibernating and is retried.
 	hibernating bool
+	// serving says the resource was ready (at its observed generation) when the attempt
+	// began: a broker with no room for its new args changed nothing, so it still serves. An
+	// unhealthy one is not: the health checker leaves out a resource whose generation is
+	// ahead of its observed one, so nothing would say it is still failing.
+	serving bool
 	// passed is a step the attempt went through without a write of its own: the next
 	// record writes it into the resource's history first.
 	passed *domain.StatusStep
@@ -130,11 +135,11 @@ func (a *attempt) run(woken bool) outcome {
 		a.log.Debug("resource is paused; leaving it until it is resumed", "status", r.Status)
 		return outcome{}
 	}
-	wokenForCapacity := woken && r.Status == domain.StatusPending
+	wokenForCapacity := woken && (r.Status == domain.StatusPending || resizeWaiting(r))
 	if wait := a.untilDue(r); wait > 0 && !wokenForCapacity {
 		a.log.Debug("retry not due yet", "status", r.Status, "next-attempt-at", *r.NextAttemptAt, "retry-in", wait)
 		o := outcome{retryAt: a.w.now().Add(wait)}
-		if r.Status == domain.StatusPending && r.Provisioner != "" {
+		if (r.Status == domain.StatusPending || resizeWaiting(r)) && r.Provisioner != "" {
 			o.waitingFor = r.Provisioner
 		}
 		return o
@@ -211,12 +216,14 @@ func (a *attempt) provision() outcome {
 	if a.r.Provisioner == "" {
 		u.Provisioner = name
 	}
+	a.serving = !waking && a.r.ObservedGeneration > 0 && a.r.Status == domain.StatusReady
 	if a.started {
 		// The claim recorded u already.
 		a.log.Info("provisioning")
-	} else if a.waitingForCapacity() && u.Provisioner == "" {
-		// A retry for capacity stays pending until the broker finds room: recording
-		// provisioning first would flip the row, and its history, on every retry.
+	} else if (a.waitingForCapacity() || resizeWaiting(a.r)) && u.Provisioner == "" {
+		// A retry for capacity stays pending (or ready, serving its old size) until the
+		// broker finds room: recording provisioning first would flip the row, and its
+		// history, on every retry.
 		a.log.Debug("retrying a resource waiting for capacity")
 	} else {
 		a.log.Info(step)
@@ -442,7 +449,7 @@ func (a *attempt) fail(err error) outcome {
 	if d.retryIn > 0 {
 		o.retryAt = now.Add(d.retryIn)
 	}
-	if d.reason == domain.ReasonWaitingForCapacity {
+	if d.reason == domain.ReasonWaitingForCapacity || d.reason == domain.ReasonResizeWaitingForCapacity {
 		o.waitingFor = a.provisioner
 	}
 	if d.stillWaiting {
@@ -572,6 +579,12 @@ func (a *attempt) leaseRetry(expires time.Time) time.Time {
 // provisioner (since its WaitingSince).
 func (a *attempt) waitingForCapacity() bool {
 	return a.r.Status == domain.StatusPending && a.r.Reason == domain.ReasonWaitingForCapacity
+}
+
+// resizeWaiting reports whether r serves at its observed generation while its resize
+// waits for room on its provisioner (since its WaitingSince).
+func resizeWaiting(r domain.Resource) bool {
+	return r.Status == domain.StatusReady && r.Reason == domain.ReasonResizeWaitingForCapacity
 }
 
 func orEmpty(m map[string]any) map[string]any {

@@ -29,6 +29,12 @@ const (
 	failedPermanent
 	// failedNoCapacity is a broker with no room for the resource.
 	failedNoCapacity
+	// failedResizeNoCapacity is a broker with no room for the new size of a resource that
+	// serves at its observed generation: it keeps serving while it waits.
+	failedResizeNoCapacity
+	// failedNeverFits is a request larger than anything the provisioner has
+	// (*domain.NeverFitsError): no room that frees can hold it.
+	failedNeverFits
 )
 
 // failure is the outcome of a failed attempt, with what the retry policy needs of the row.
@@ -41,12 +47,15 @@ type failure struct {
 	status  domain.Status
 	reason  domain.Reason
 	message string
+	// generation and observed are the row's generation and observed generation.
+	generation, observed int64
 }
 
 // classify is the failure of attempt a with err. Freeing and hibernating a resource are
 // retried whatever the error, so what the attempt was doing comes first.
 func (a *attempt) classify(err error) failure {
-	f := failure{err: err, attempts: a.r.Attempts, status: a.r.Status, reason: a.r.Reason, message: a.r.StatusMessage}
+	f := failure{err: err, attempts: a.r.Attempts, status: a.r.Status, reason: a.r.Reason, message: a.r.StatusMessage,
+		generation: a.r.Generation, observed: a.r.ObservedGeneration}
 	switch {
 	case a.r.Status == domain.StatusDeleting:
 		f.kind = failedDeprovision
@@ -56,8 +65,12 @@ func (a *attempt) classify(err error) failure {
 		f.kind = failedUnreadable
 	case errors.As(err, new(*environ.UnknownTypeError)):
 		f.kind = failedUnknownType
+	case errors.As(err, new(*domain.NeverFitsError)):
+		f.kind = failedNeverFits
 	case environ.IsPermanent(err):
 		f.kind = failedPermanent
+	case errors.Is(err, domain.ErrNoCapacity) && a.serving:
+		f.kind = failedResizeNoCapacity
 	case errors.Is(err, domain.ErrNoCapacity):
 		f.kind = failedNoCapacity
 	}
@@ -92,7 +105,10 @@ type retryDecision struct {
 //	unreadable    error/UnreadableRow         backoff            retry
 //	unknown type  error/UnknownType           none               permanent
 //	permanent     error/BrokerError           none               permanent
+//	never fits    error/NeverFits             none               permanent
 //	no capacity   pending/WaitingForCapacity  min(backoff, cap)  capacity
+//	resize, no    ready/ResizeWaitingFor-     min(backoff, cap)  capacity
+//	capacity      Capacity
 //	transient     provisioning/Backoff        backoff            retry
 //
 // Deprovisioning is retried whatever the error: giving up would leak what the resource
@@ -100,6 +116,15 @@ type retryDecision struct {
 // resource staying hibernating meanwhile. Nothing can be provisioned from an unreadable row
 // until someone fixes it; retrying with backoff notices the fix without a change event (a
 // plain-SQL fix of state or config writes none).
+//
+// A request that never fits is not a wait: no room that frees can hold it. Its message is
+// the NeverFitsError's own, naming the largest size the provisioner has. A change of the
+// provisioner's spec moves its resources to a new generation with their failures cleared
+// (the environs worker's ApplyProvisionerSpec), so raising a host's slots or the quota
+// retries it without anyone touching the row. A resize of a resource that was ready when
+// the attempt began, with too little room free, leaves it serving: the broker changed
+// nothing, so it goes back to ready at its observed generation, and the resize waits like a
+// capacity wait.
 func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 	d := retryDecision{attempts: f.attempts + 1, outcome: OutcomeRetry}
 	retryAt := func(delay time.Duration) string {
@@ -120,12 +145,21 @@ func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 		d.status, d.reason, d.message, d.outcome = domain.StatusError, domain.ReasonUnknownType, f.err.Error(), OutcomePermanent
 	case failedPermanent:
 		d.status, d.reason, d.message, d.outcome = domain.StatusError, domain.ReasonBrokerError, f.err.Error(), OutcomePermanent
+	case failedNeverFits:
+		var nf *domain.NeverFitsError
+		errors.As(f.err, &nf)
+		d.status, d.reason, d.message, d.outcome = domain.StatusError, domain.ReasonNeverFits, nf.Error(), OutcomePermanent
 	case failedNoCapacity:
 		// The row's WaitingSince says since when: the message need not.
 		d.status, d.reason, d.outcome = domain.StatusPending, domain.ReasonWaitingForCapacity, OutcomeCapacity
 		d.retryIn = min(p.backoff(d.attempts), p.capacityRetry)
 		d.message = fmt.Sprintf("waiting for capacity: %v", f.err)
 		d.stillWaiting = f.status == domain.StatusPending && f.reason == domain.ReasonWaitingForCapacity && f.message == d.message
+	case failedResizeNoCapacity:
+		d.status, d.reason, d.outcome = domain.StatusReady, domain.ReasonResizeWaitingForCapacity, OutcomeCapacity
+		d.retryIn = min(p.backoff(d.attempts), p.capacityRetry)
+		d.message = fmt.Sprintf("serving generation %d while generation %d waits for capacity: %v", f.observed, f.generation, f.err)
+		d.stillWaiting = f.status == domain.StatusReady && f.reason == domain.ReasonResizeWaitingForCapacity && f.message == d.message
 	default:
 		d.status, d.reason = domain.StatusProvisioning, domain.ReasonBackoff
 		d.message = fmt.Sprintf("attempt %d failed: %v; retrying at %s", d.attempts, f.err, retryAt(p.backoff(d.attempts)))

@@ -25,10 +25,14 @@ func (*retryPolicySuite) TestDecide(c *gc.C) {
 	const waitingMessage = "waiting for capacity: reconcile: no host has 1 free slot: no capacity"
 	full := fmt.Errorf("reconcile: no host has 1 free slot: %w", domain.ErrNoCapacity)
 	unknownType := &environ.UnknownTypeError{Type: "gizmo", Served: []domain.ResourceType{domain.ResourceTypeRuntime}}
+	neverFits := &domain.NeverFitsError{Provisioner: "pool", Slots: 5, Largest: 4,
+		Limit: "its largest host has 4", Raise: "raise a host's slots in the provisioner set"}
+	const resizeMessage = "serving generation 2 while generation 3 waits for capacity: reconcile: no host has 1 free slot: no capacity"
 	for _, t := range []struct {
 		about       string
 		row         domain.Resource // the row as the attempt last read or wrote it
 		hibernating bool
+		serving     bool // the row served when the attempt began
 		err         error
 		rand        float64
 		want        retryDecision
@@ -113,6 +117,40 @@ func (*retryPolicySuite) TestDecide(c *gc.C) {
 		want: retryDecision{status: domain.StatusError, reason: domain.ReasonBrokerError, attempts: 1, outcome: OutcomePermanent,
 			message: `provisioner "pool" (fake) cannot hibernate resources: wake the resource (berth resource wake r1) or delete it`},
 	}, {
+		about: "a request larger than anything the provisioner has fails for good, in its own words",
+		row:   domain.Resource{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning},
+		err:   fmt.Errorf("reconcile: place runtime: %w", neverFits), rand: 0.5,
+		want: retryDecision{status: domain.StatusError, reason: domain.ReasonNeverFits, attempts: 1, outcome: OutcomePermanent,
+			message: `args.slots: 5 slots can never fit provisioner "pool": its largest host has 4 (raise a host's slots in the provisioner set, or ask for at most 4)`},
+	}, {
+		about: "never fits wins over the broker marking it permanent",
+		row:   domain.Resource{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning},
+		err:   fmt.Errorf("reconcile: %w", environ.Permanent(neverFits)), rand: 0.5,
+		want: retryDecision{status: domain.StatusError, reason: domain.ReasonNeverFits, attempts: 1, outcome: OutcomePermanent,
+			message: neverFits.Error()},
+	}, {
+		about:   "a resize that never fits fails for good, serving or not",
+		row:     domain.Resource{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, Generation: 3, ObservedGeneration: 2},
+		serving: true,
+		err:     neverFits, rand: 0.5,
+		want: retryDecision{status: domain.StatusError, reason: domain.ReasonNeverFits, attempts: 1, outcome: OutcomePermanent,
+			message: neverFits.Error()},
+	}, {
+		about:   "a resize with no room keeps a serving resource ready, waiting",
+		row:     domain.Resource{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, Generation: 3, ObservedGeneration: 2},
+		serving: true,
+		err:     full, rand: 0.5,
+		want: retryDecision{status: domain.StatusReady, reason: domain.ReasonResizeWaitingForCapacity, attempts: 1, retryIn: 5 * time.Second,
+			outcome: OutcomeCapacity, message: resizeMessage},
+	}, {
+		about: "a resize still waiting, for the same reason, is retried at least every CapacityRetry",
+		row: domain.Resource{Status: domain.StatusReady, Reason: domain.ReasonResizeWaitingForCapacity, Attempts: 5,
+			StatusMessage: resizeMessage, Generation: 3, ObservedGeneration: 2},
+		serving: true,
+		err:     full, rand: 0.5,
+		want: retryDecision{status: domain.StatusReady, reason: domain.ReasonResizeWaitingForCapacity, attempts: 6, retryIn: time.Minute,
+			outcome: OutcomeCapacity, message: resizeMessage, stillWaiting: true},
+	}, {
 		about: "no capacity starts a wait, pending",
 		row:   domain.Resource{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning},
 		err:   full, rand: 0.5,
@@ -143,7 +181,7 @@ func (*retryPolicySuite) TestDecide(c *gc.C) {
 		want: retryDecision{status: domain.StatusPending, reason: domain.ReasonWaitingForCapacity, attempts: 1, retryIn: 5 * time.Second,
 			outcome: OutcomeCapacity, message: waitingMessage},
 	}} {
-		a := &attempt{r: t.row, hibernating: t.hibernating}
+		a := &attempt{r: t.row, hibernating: t.hibernating, serving: t.serving}
 		got := policy(t.rand).decide(a.classify(t.err), now)
 		c.Check(got, gc.DeepEquals, t.want, gc.Commentf("%s", t.about))
 		c.Check(got.reason.ValidFor(got.status), gc.Equals, true, gc.Commentf("%s: reason %s of %s", t.about, got.reason, got.status))
@@ -156,13 +194,13 @@ func (*retryPolicySuite) TestDecide(c *gc.C) {
 func (*retryPolicySuite) TestDelayBounds(c *gc.C) {
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	const base, maxDelay, capacityRetry = time.Second, time.Hour, 10 * time.Minute
-	for _, kind := range []failureKind{failedTransient, failedDeprovision, failedHibernate, failedUnreadable, failedNoCapacity} {
+	for _, kind := range []failureKind{failedTransient, failedDeprovision, failedHibernate, failedUnreadable, failedNoCapacity, failedResizeNoCapacity} {
 		for attempts := 0; attempts < 70; attempts++ {
 			for _, r := range []float64{0, 0.3, 0.999} {
 				p := retryPolicy{base: base, max: maxDelay, capacityRetry: capacityRetry, rand: func() float64 { return r }}
 				d := p.decide(failure{kind: kind, err: errors.New("boom"), attempts: attempts}, now)
 				ceiling := maxDelay
-				if kind == failedNoCapacity {
+				if kind == failedNoCapacity || kind == failedResizeNoCapacity {
 					ceiling = capacityRetry
 				}
 				comment := gc.Commentf("kind %d, attempts %d, rand %v: %s", kind, attempts, r, d.retryIn)
@@ -171,12 +209,12 @@ func (*retryPolicySuite) TestDelayBounds(c *gc.C) {
 			}
 		}
 	}
-	for _, kind := range []failureKind{failedPermanent, failedUnknownType} {
+	for _, kind := range []failureKind{failedPermanent, failedUnknownType, failedNeverFits} {
 		p := retryPolicy{base: base, max: maxDelay, capacityRetry: capacityRetry, rand: func() float64 {
 			c.Errorf("kind %d drew a backoff", kind)
 			return 0
 		}}
-		d := p.decide(failure{kind: kind, err: errors.New("boom")}, now)
+		d := p.decide(failure{kind: kind, err: &domain.NeverFitsError{Provisioner: "pool", Slots: 2, Largest: 1}}, now)
 		c.Check(d.retryIn, gc.Equals, time.Duration(0))
 		c.Check(d.outcome, gc.Equals, OutcomePermanent)
 	}
