@@ -95,7 +95,7 @@ type column[T any] struct {
 	// aging: the cell changes as time passes, so a watch does not count it as a change.
 	aging bool
 	// minWidth keeps a watch's rows aligned when later values are longer than the first
-	// page's (a status word, an age).
+	// page's (a status word, an age); a table printed once needs none.
 	minWidth int
 	cell     func(item T, now time.Time) string
 }
@@ -166,7 +166,7 @@ func (l listing[T]) print(w io.Writer, p printer, items []T, now time.Time) erro
 	case outputTable, outputWide:
 		cols := l.visible(p)
 		rows := l.rows(cols, items, now)
-		a := newAligner(cols, p, rows)
+		a := newAligner(cols, p, rows, false)
 		var buf bytes.Buffer
 		if !p.noHeaders {
 			buf.WriteString(a.line(headers(cols)))
@@ -239,16 +239,18 @@ func headers[T any](cols []column[T]) []string {
 	return out
 }
 
-// aligner pads cells to column widths that only grow: from the header, the first rows and
-// each column's minimum, so that rows printed later (a watch's) line up with the first.
+// aligner pads cells to column widths that only grow: from the header, the first rows and,
+// for a watch, each column's minimum, so that rows printed later line up with the first.
 type aligner struct {
 	widths []int
 }
 
-func newAligner[T any](cols []column[T], p printer, rows [][]string) *aligner {
+func newAligner[T any](cols []column[T], p printer, rows [][]string, minimums bool) *aligner {
 	a := &aligner{widths: make([]int, len(cols))}
 	for i, c := range cols {
-		a.widths[i] = c.minWidth
+		if minimums {
+			a.widths[i] = c.minWidth
+		}
 		if !p.noHeaders {
 			a.widths[i] = max(a.widths[i], utf8.RuneCountInString(c.header))
 		}

@@ -40,18 +40,18 @@ func TestResourceListingPrints(t *testing.T) {
 		want   string
 	}{
 		{"table", printFlags{}, `
-ID                                    TYPE     NAME  OWNER  PROVISIONER  STATUS        GEN             AGE    ARGS      MESSAGE
-11111111-1111-1111-1111-111111111111  runtime  a     acme   pool         ready         1               3d     slots=3   
-22222222-2222-2222-2222-222222222222  runtime  b     acme   pool         pending       2 (observed 1)  5m     slots=10  no host has 10 free slots
+ID                                    TYPE     NAME  OWNER  PROVISIONER  STATUS   GEN             AGE  ARGS      MESSAGE
+11111111-1111-1111-1111-111111111111  runtime  a     acme   pool         ready    1               3d   slots=3   
+22222222-2222-2222-2222-222222222222  runtime  b     acme   pool         pending  2 (observed 1)  5m   slots=10  no host has 10 free slots
 `},
 		{"table", printFlags{noHeaders: true, showLabels: true}, `
-11111111-1111-1111-1111-111111111111  runtime  a  acme  pool  ready         1               3d     slots=3   <none>              
-22222222-2222-2222-2222-222222222222  runtime  b  acme  pool  pending       2 (observed 1)  5m     slots=10  team=data,tier=dev  no host has 10 free slots
+11111111-1111-1111-1111-111111111111  runtime  a  acme  pool  ready    1               3d  slots=3   <none>              
+22222222-2222-2222-2222-222222222222  runtime  b  acme  pool  pending  2 (observed 1)  5m  slots=10  team=data,tier=dev  no host has 10 free slots
 `},
 		{"wide", printFlags{}, `
-ID                                    TYPE     NAME  OWNER  PROVISIONER  STATUS        REASON              GEN             AGE    UPDATED  ARGS      LABELS              MESSAGE
-11111111-1111-1111-1111-111111111111  runtime  a     acme   pool         ready         Available           1               3d     90s      slots=3   <none>              
-22222222-2222-2222-2222-222222222222  runtime  b     acme   pool         pending       WaitingForCapacity  2 (observed 1)  5m     5s       slots=10  team=data,tier=dev  no host has 10 free slots
+ID                                    TYPE     NAME  OWNER  PROVISIONER  STATUS   REASON              GEN             AGE  UPDATED  ARGS      LABELS              MESSAGE
+11111111-1111-1111-1111-111111111111  runtime  a     acme   pool         ready    Available           1               3d   90s      slots=3   <none>              
+22222222-2222-2222-2222-222222222222  runtime  b     acme   pool         pending  WaitingForCapacity  2 (observed 1)  5m   5s       slots=10  team=data,tier=dev  no host has 10 free slots
 `},
 		{"name", printFlags{}, `
 runtime/a

@@ -79,7 +79,7 @@ func (wp *watchPrinter) initial(rs []domain.Resource) error {
 	}
 	if wp.table() {
 		rows := resourceListing.rows(wp.cols, rs, wp.now())
-		wp.aligner = newAligner(wp.cols, wp.p, rows)
+		wp.aligner = newAligner(wp.cols, wp.p, rows, true)
 		if !wp.p.noHeaders {
 			if _, err := io.WriteString(wp.w, wp.aligner.line(headers(wp.cols))); err != nil {
 				return err
