@@ -225,3 +225,36 @@ func TestWatchRowsKeepTheirColumns(t *testing.T) {
 		t.Errorf("the change row is %q, want provisioning, 20d old", lines[3])
 	}
 }
+
+// A watch in -o name or -o jsonpath prints one line per change, the template over the
+// resource's -o json object; a change of nothing but time is not printed.
+func TestWatchPrintsOneLinePerChange(t *testing.T) {
+	for _, tt := range []struct{ output, want string }{
+		{"name", "runtime/a\nruntime/b\nruntime/b\n"},
+		{"jsonpath={.name} {.status}", "a ready\nb pending\nb provisioning\n"},
+	} {
+		opts := &globalOptions{output: tt.output}
+		p, err := opts.printerFor(newResourceListCommand(opts), printFlags{}, resourceFormats...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		now := printNow
+		w := newWatchPrinter(&out, p, func() time.Time { return now })
+		rs := printedResources()
+		if err := w.initial(rs); err != nil {
+			t.Fatal(err)
+		}
+		b := rs[1]
+		b.Status = domain.StatusProvisioning
+		now = now.Add(time.Hour)
+		for range 2 {
+			if err := w.change(domain.ResourceChange{Resource: b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out.String() != tt.want {
+			t.Errorf("-o %s --watch printed %q, want %q", tt.output, out.String(), tt.want)
+		}
+	}
+}

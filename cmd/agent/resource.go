@@ -30,7 +30,7 @@ With -o json every command prints one JSON object (list: a JSON array of them) w
 the keys id, type, name, owner, provisioner, status, reason (why the resource is in its
 status, one word from the status's documented list), status_message, waiting_since and
 last_attempt_at (times, null when unset), args, config, labels, paused, hibernate,
-generation, observed_generation and conditions (Ready and Synced, each with type, status,
+generation, observed_generation, created_at, updated_at and conditions (Ready and Synced, each with type, status,
 reason, message, lastTransitionTime and observedGeneration); -o yaml prints the same as
 YAML.
 

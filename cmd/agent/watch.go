@@ -19,9 +19,10 @@ const statusDeleted domain.Status = "deleted"
 
 // watchHelp explains --watch in the help of the commands that take it.
 const watchHelp = `With --watch (-w) the command prints the current view, then each change as it happens (one
-table row, or one JSON or YAML document, per change; a removed resource once more with status
-deleted) until Ctrl-C. Changes come from the resources' history as it is recorded, whoever
-makes them (the agent, the CLI, plain SQL).`
+table row lined up with the table, one JSON or YAML document, one -o name line or one
+-o jsonpath line per change; a removed resource once more with status deleted) until
+Ctrl-C. Changes come from the resources' history as it is recorded, whoever makes them (the
+agent, the CLI, plain SQL).`
 
 func addWatchFlag(cmd *cobra.Command, watch *bool) {
 	cmd.Flags().BoolVarP(watch, "watch", "w", false, "after printing, print each change as it happens until Ctrl-C")
