@@ -74,7 +74,8 @@ func (o *globalOptions) printerFor(cmd *cobra.Command, f printFlags, formats ...
 		if strings.TrimSpace(tmpl) == "" {
 			return printer{}, fmt.Errorf("-o jsonpath=: the template is empty: give one, e.g. -o jsonpath='{.id}'")
 		}
-		p.template = jsonpath.New("output")
+		// As kubectl: a key one item lacks (an omitted unreadable, say) prints as nothing.
+		p.template = jsonpath.New("output").AllowMissingKeys(true)
 		if err := p.template.Parse(tmpl); err != nil {
 			return printer{}, fmt.Errorf("-o jsonpath: %v: fix the template, e.g. -o jsonpath='{.id}'", err)
 		}

@@ -57,6 +57,11 @@ ID                                    TYPE     NAME  OWNER  PROVISIONER  STATUS 
 runtime/a
 runtime/b
 `},
+		// A key an item lacks prints as nothing, as in kubectl.
+		{"jsonpath={range [*]}{.name}:{.unreadable}{\"\\n\"}{end}", printFlags{}, `
+a:
+b:
+`},
 		{"jsonpath={range [*]}{.name}={.args.slots} {.created_at}{\"\\n\"}{end}", printFlags{}, `
 a=3 2026-11-29T12:00:00Z
 b=10 2026-12-02T11:55:00Z
