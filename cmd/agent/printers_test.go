@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -261,5 +262,23 @@ func TestWatchPrintsOneLinePerChange(t *testing.T) {
 		if out.String() != tt.want {
 			t.Errorf("-o %s --watch printed %q, want %q", tt.output, out.String(), tt.want)
 		}
+	}
+}
+
+// AGE reads the command's clock: a resource created now is 3d old three days on; -o json
+// carries created_at and updated_at.
+func TestAgeReadsTheCommandsClock(t *testing.T) {
+	c := newCLI(t)
+	id := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "aged", "--owner", "acme", "-o", "json"))["id"].(string)
+	c.clk.Advance(3*24*time.Hour + time.Minute)
+	out := c.mustRun("resource", "list", "--no-headers")
+	if !strings.HasPrefix(out, id) || !regexp.MustCompile(`\s3d\s`).MatchString(out) {
+		t.Errorf("list printed %q, want the resource 3d old", out)
+	}
+	if got := c.mustRun("resource", "get", "aged", "-o", "jsonpath={.created_at} {.updated_at}"); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\S+Z \d{4}-\d\d-\d\dT\S+Z$`).MatchString(got) {
+		t.Errorf("get -o jsonpath of the times printed %q", got)
+	}
+	if got := c.mustRun("resource", "get", id, "-o", "name"); got != "runtime/aged\n" {
+		t.Errorf("get -o name printed %q", got)
 	}
 }
