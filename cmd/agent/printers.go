@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -61,9 +62,9 @@ func (o *globalOptions) printerFor(cmd *cobra.Command, f printFlags, formats ...
 	format, tmpl, _ := strings.Cut(o.output, "=")
 	if !slices.Contains(formats, format) || (format == outputJSONPath) != strings.Contains(o.output, "=") {
 		valid := make([]string, len(formats))
-		for i, f := range formats {
-			valid[i] = f
-			if f == outputJSONPath {
+		for i, name := range formats {
+			valid[i] = name
+			if name == outputJSONPath {
 				valid[i] = "jsonpath=TEMPLATE"
 			}
 		}
@@ -72,7 +73,7 @@ func (o *globalOptions) printerFor(cmd *cobra.Command, f printFlags, formats ...
 	p := printer{format: format, printFlags: f}
 	if format == outputJSONPath {
 		if strings.TrimSpace(tmpl) == "" {
-			return printer{}, fmt.Errorf("-o jsonpath=: the template is empty: give one, e.g. -o jsonpath='{.id}'")
+			return printer{}, errors.New("-o jsonpath=: the template is empty: give one, e.g. -o jsonpath='{.id}'")
 		}
 		// As kubectl: a key one item lacks (an omitted unreadable, say) prints as nothing.
 		p.template = jsonpath.New("output").AllowMissingKeys(true)
@@ -326,7 +327,7 @@ func lookup(path *jsonpath.JSONPath, v any) (any, error) {
 		return nil, err
 	}
 	if len(results) == 0 || len(results[0]) == 0 {
-		return nil, fmt.Errorf("no value")
+		return nil, errors.New("no value")
 	}
 	rv := results[0][0]
 	if !rv.IsValid() || !rv.CanInterface() {
