@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,7 +34,10 @@ type agentJSON struct {
 }
 
 func newAgentsCommand(opts *globalOptions) *cobra.Command {
-	var ttl time.Duration
+	var (
+		ttl time.Duration
+		pf  printFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "agents [--agent-ttl DURATION]",
 		Short: "List the agents sharing the database, and which are live",
@@ -55,12 +56,19 @@ is live while its last heartbeat is younger than --agent-ttl, measured on the da
 clock. Pass the --agent-ttl the agents run with (default 15s). An agent that stopped
 gracefully is gone from the list; one that died (kill -9, a lost host) stays listed, not
 live, until it is removed after a day of silence, or until it starts again under the same
---agent-id.`,
+--agent-id.
+
+AGE is the time since the agent started; -o wide adds STARTED (the time) and SESSION, and
+-o name prints agent/ID.
+
+` + printHelp,
 		Example: `  berth agents
-  berth agents --agent-ttl 30s -o json`,
+  berth agents --agent-ttl 30s -o json
+  berth agents -o jsonpath='{range [?(@.live==true)]}{.id}{"\t"}{.http_addr}{"\n"}{end}'
+  berth agents --sort-by .started_at -o wide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := opts.outputFormat()
+			p, err := opts.printerFor(cmd, pf, outputTable, outputWide, outputJSON, outputYAML, outputName, outputJSONPath)
 			if err != nil {
 				return err
 			}
@@ -77,37 +85,44 @@ live, until it is removed after a day of silence, or until it starts again under
 			if err != nil {
 				return needsSchema(err)
 			}
-			if format != outputTable {
-				out := make([]agentJSON, len(agents))
-				for i, a := range agents {
-					out[i] = agentJSON{
-						ID: a.ID, Live: a.Live, Leader: a.Leader, HeartbeatAgeSeconds: a.HeartbeatAge.Seconds(), LeasesHeld: a.LeasesHeld,
-						Version: a.Version, HTTPAddr: a.HTTPAddr, StartedAt: a.StartedAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(),
-						Session: a.Session,
-						Schema:  schemaState(a.Schema), SchemaVersion: a.Schema.Known, DatabaseSchemaVersion: a.Schema.Database,
-					}
-				}
-				return writeData(cmd.OutOrStdout(), format, out)
+			if len(agents) == 0 && (p.format == outputTable || p.format == outputWide) {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), "No agents are registered: an agent registers when berth run starts.")
+				return err
 			}
-			return writeAgents(cmd.OutOrStdout(), agents)
+			return agentListing.print(cmd.OutOrStdout(), p, agents, opts.clock.Now())
 		},
 	}
+	addPrintFlags(cmd, &pf, false)
 	cmd.Flags().DurationVar(&ttl, "agent-ttl", defaultAgentTTL, "an agent is live while its last heartbeat is younger than this (berth run --agent-ttl)")
 	return cmd
 }
 
-func writeAgents(w io.Writer, agents []domain.Agent) error {
-	if len(agents) == 0 {
-		_, err := fmt.Fprintln(w, "No agents are registered: an agent registers when berth run starts.")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLIVE\tLEADER\tHEARTBEAT AGE\tLEASES\tVERSION\tHTTP ADDR\tSTARTED\tSCHEMA")
-	for _, a := range agents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", tableText(a.ID), yesNo(a.Live), yesNo(a.Leader), a.HeartbeatAge.Round(100*time.Millisecond),
-			a.LeasesHeld, tableText(a.Version), tableText(a.HTTPAddr), a.StartedAt.UTC().Format(time.RFC3339), schemaText(a.Schema))
-	}
-	return tw.Flush()
+// agentListing prints agents as `berth agents` does.
+var agentListing = listing[domain.Agent]{
+	columns: []column[domain.Agent]{
+		{header: "ID", cell: func(a domain.Agent, _ time.Time) string { return a.ID }},
+		{header: "LIVE", cell: func(a domain.Agent, _ time.Time) string { return yesNo(a.Live) }},
+		{header: "LEADER", cell: func(a domain.Agent, _ time.Time) string { return yesNo(a.Leader) }},
+		{header: "HEARTBEAT AGE", cell: func(a domain.Agent, _ time.Time) string {
+			return a.HeartbeatAge.Round(100 * time.Millisecond).String()
+		}},
+		{header: "LEASES", cell: func(a domain.Agent, _ time.Time) string { return fmt.Sprint(a.LeasesHeld) }},
+		{header: "VERSION", cell: func(a domain.Agent, _ time.Time) string { return a.Version }},
+		{header: "HTTP ADDR", cell: func(a domain.Agent, _ time.Time) string { return a.HTTPAddr }},
+		{header: "SCHEMA", cell: func(a domain.Agent, _ time.Time) string { return schemaText(a.Schema) }},
+		{header: "AGE", aging: true, cell: func(a domain.Agent, now time.Time) string { return ageCell(a.StartedAt, now) }},
+		{header: "STARTED", wide: true, cell: func(a domain.Agent, _ time.Time) string { return a.StartedAt.UTC().Format(time.RFC3339) }},
+		{header: "SESSION", wide: true, cell: func(a domain.Agent, _ time.Time) string { return fmt.Sprint(a.Session) }},
+	},
+	view: func(a domain.Agent) any {
+		return agentJSON{
+			ID: a.ID, Live: a.Live, Leader: a.Leader, HeartbeatAgeSeconds: a.HeartbeatAge.Seconds(), LeasesHeld: a.LeasesHeld,
+			Version: a.Version, HTTPAddr: a.HTTPAddr, StartedAt: a.StartedAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(),
+			Session: a.Session,
+			Schema:  schemaState(a.Schema), SchemaVersion: a.Schema.Known, DatabaseSchemaVersion: a.Schema.Database,
+		}
+	},
+	name: func(a domain.Agent) string { return "agent/" + a.ID },
 }
 
 // schemaState says how the schema version an agent's build knows stands to the database's:

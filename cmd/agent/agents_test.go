@@ -71,10 +71,13 @@ func TestAgentsListsLiveAndSilentAgents(t *testing.T) {
 	}
 
 	out := c.mustRun("agents")
-	for _, want := range []string{"ID", "LIVE", "LEADER", "HEARTBEAT AGE", "LEASES", "VERSION", "HTTP ADDR", "STARTED", "SCHEMA"} {
+	for _, want := range []string{"ID", "LIVE", "LEADER", "HEARTBEAT AGE", "LEASES", "VERSION", "HTTP ADDR", "SCHEMA", "AGE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks column %s:\n%s", want, out)
 		}
+	}
+	if wide := c.mustRun("agents", "-o", "wide"); !strings.Contains(wide, "STARTED") || !strings.Contains(wide, "SESSION") {
+		t.Errorf("-o wide lacks STARTED or SESSION:\n%s", wide)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "agent-a") || !strings.Contains(lines[1], "yes   yes") ||

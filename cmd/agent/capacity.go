@@ -101,16 +101,19 @@ warnings in force, how the used capacity moved over --since (lowest and highest,
 oldest and newest sample of the window), the resources waiting for capacity with how
 long each has waited (since it began waiting), and how many resources of each provisioner are
 hibernated: they hold no capacity, so the figures leave them out, but waking them needs room.
+SAMPLED is the age of each sample (kubectl's short form: 5s, 3m); -o jsonpath=TEMPLATE
+applies a Kubernetes JSONPath template to what -o json prints.
 
 Down hosts and hosts without capacity count towards neither used nor total when the agent
 decides on a warning. The agent samples every --capacity-interval (default 1m); with no
 agent running the figures are as old as their sample time says.`,
 		Example: `  berth capacity
   berth capacity --since 24h
-  berth capacity -o json | jq '.provisioners[] | {name, used_percent}'`,
+  berth capacity -o json | jq '.provisioners[] | {name, used_percent}'
+  berth capacity -o jsonpath='{range .provisioners[*]}{.name}{" "}{.used_percent}{"\n"}{end}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := opts.outputFormat()
+			p, err := opts.printerFor(cmd, printFlags{}, outputTable, outputJSON, outputYAML, outputJSONPath)
 			if err != nil {
 				return err
 			}
@@ -147,10 +150,10 @@ agent running the figures are as old as their sample time says.`,
 			}
 			report := buildCapacityReport(now, from, latest, trends, warnings, waiting)
 			report.Hibernated = countByProvisioner(hibernated)
-			if format != outputTable {
-				return writeData(cmd.OutOrStdout(), format, report)
+			if p.format != outputTable {
+				return p.data(cmd.OutOrStdout(), report)
 			}
-			return writeCapacity(cmd.OutOrStdout(), report, since)
+			return writeCapacity(cmd.OutOrStdout(), report, since, now)
 		},
 	}
 	cmd.Flags().DurationVar(&since, "since", defaultTrendWindow, "how far back the trend looks (e.g. 30m, 24h)")
@@ -239,7 +242,7 @@ func usedPercent(used, total int64) float64 {
 	return math.Round(float64(used)/float64(total)*1000) / 10
 }
 
-func writeCapacity(w io.Writer, report capacityJSON, since time.Duration) error {
+func writeCapacity(w io.Writer, report capacityJSON, since time.Duration, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(report.Provisioners) == 0 {
 		fmt.Fprintln(tw, "no capacity sampled yet: the agent (berth run) samples every provisioner that reports capacity")
@@ -252,9 +255,9 @@ func writeCapacity(w io.Writer, report capacityJSON, since time.Duration) error 
 					active = append(active, warn.Kind)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", tableText(p.Name), "(total)", figureCells(p.capacityFigures, false, dashIfEmpty(strings.Join(active, ","))))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", tableText(p.Name), "(total)", figureCells(p.capacityFigures, false, dashIfEmpty(strings.Join(active, ",")), now))
 			for _, h := range p.Hosts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", tableText(p.Name), tableText(h.Host), figureCells(h.capacityFigures, h.Down, ""))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", tableText(p.Name), tableText(h.Host), figureCells(h.capacityFigures, h.Down, "", now))
 			}
 		}
 	}
@@ -290,13 +293,21 @@ func writeCapacity(w io.Writer, report capacityJSON, since time.Duration) error 
 	return tw.Flush()
 }
 
-func figureCells(f capacityFigures, down bool, warnings string) string {
+func figureCells(f capacityFigures, down bool, warnings string, now time.Time) string {
 	downText := ""
 	if down {
 		downText = "down"
 	}
 	return fmt.Sprintf("%s\t%d\t%d\t%d\t%.1f%%\t%s\t%s\t%s",
-		f.Unit, f.Total, f.Used, f.Free, f.UsedPercent, downText, f.SampledAt.Format(time.RFC3339), warnings)
+		f.Unit, f.Total, f.Used, f.Free, f.UsedPercent, downText, sampledCell(f.SampledAt, now), warnings)
+}
+
+// sampledCell is the SAMPLED column: how long ago, "-" for no sample.
+func sampledCell(at, now time.Time) string {
+	if at.IsZero() {
+		return "-"
+	}
+	return ageCell(at, now) + " ago"
 }
 
 func writeTrend(w io.Writer, provisioner, host string, t *trendJSON) {

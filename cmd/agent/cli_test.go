@@ -25,7 +25,7 @@ import (
 )
 
 // resourceKeys are exactly the keys -o json prints for a resource.
-var resourceKeys = []string{"args", "conditions", "config", "generation", "hibernate", "id", "labels", "last_attempt_at", "name", "observed_generation", "owner", "paused", "provisioner", "reason", "status", "status_message", "type", "waiting_since"}
+var resourceKeys = []string{"args", "conditions", "config", "created_at", "generation", "hibernate", "id", "labels", "last_attempt_at", "name", "observed_generation", "owner", "paused", "provisioner", "reason", "status", "status_message", "type", "updated_at", "waiting_since"}
 
 const waitLimit = 10 * time.Second // how long a test waits for the command to reach the clock
 
@@ -268,7 +268,7 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"resource", "list", "--status", "done"}, `--status: "done" is not a status: use one of pending, provisioning, ready, unhealthy, error, deleting`},
 		{[]string{"resource", "list", "--type", "vm"}, `--type: "vm" is not a resource type`},
-		{[]string{"resource", "list", "-o", "xml"}, `-o/--output: "xml" is not an output format: use table, json or yaml`},
+		{[]string{"resource", "list", "-o", "xml"}, `-o/--output: "xml" is not an output format of berth resource list: use one of table, wide, json, yaml, name, jsonpath=TEMPLATE`},
 		{[]string{"resource", "get"}, "needs exactly one resource ID"},
 		{[]string{"resource", "gte", id}, `unknown command "gte" for "berth resource"`},
 		{[]string{"resource", "get", "00000000-0000-0000-0000-000000000000"}, "not found"},

@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +28,7 @@ func newResourceEventsCommand(opts *globalOptions) *cobra.Command {
 	var (
 		ref   resourceRef
 		limit int
+		pf    printFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "events ID|NAME [--limit N]",
@@ -42,12 +41,19 @@ check transitions between ready and unhealthy (kind health) and drift the agent 
 History is kept for the agent's --event-retention (default 7 days), also after the resource
 is deleted; the history of a deleted resource is found by its ID only.
 
-` + refHelp,
+TIME is when the event was recorded, AGE how long ago; -o wide adds SEQ, the event's place
+in the history.
+
+` + refHelp + `
+
+` + printHelp,
 		Example: `  berth resource events 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
-  berth resource events analytics --owner acme --limit 10 -o json`,
+  berth resource events analytics --owner acme --limit 10 -o json
+  berth resource events analytics --owner acme -o jsonpath='{range [?(@.kind=="error")]}{.at}{" "}{.message}{"\n"}{end}'
+  berth resource events analytics --owner acme --sort-by .kind --no-headers`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := opts.outputFormat()
+			p, err := opts.printerFor(cmd, pf, outputTable, outputWide, outputJSON, outputYAML, outputJSONPath)
 			if err != nil {
 				return err
 			}
@@ -79,26 +85,26 @@ is deleted; the history of a deleted resource is found by its ID only.
 					return needsSchema(err)
 				}
 			}
-			if format != outputTable {
-				out := make([]eventJSON, len(events))
-				for i, e := range events {
-					out[i] = eventJSON{Seq: e.Seq, At: e.At.UTC(), Kind: string(e.Kind), Status: string(e.Status), Message: e.Message}
-				}
-				return writeData(cmd.OutOrStdout(), format, out)
-			}
-			return writeEvents(cmd.OutOrStdout(), events)
+			return eventListing.print(cmd.OutOrStdout(), p, events, opts.clock.Now())
 		},
 	}
+	addPrintFlags(cmd, &pf, false)
 	cmd.Flags().IntVar(&limit, "limit", defaultEventLimit, "show the newest N events")
 	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }
 
-func writeEvents(w io.Writer, events []domain.Event) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tKIND\tSTATUS\tMESSAGE")
-	for _, e := range events {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Kind, e.Status, tableText(e.Message))
-	}
-	return tw.Flush()
+// eventListing prints a resource's history as `resource events` does.
+var eventListing = listing[domain.Event]{
+	columns: []column[domain.Event]{
+		{header: "SEQ", wide: true, cell: func(e domain.Event, _ time.Time) string { return fmt.Sprint(e.Seq) }},
+		{header: "TIME", cell: func(e domain.Event, _ time.Time) string { return e.At.UTC().Format(time.RFC3339) }},
+		{header: "AGE", aging: true, cell: func(e domain.Event, now time.Time) string { return ageCell(e.At, now) }},
+		{header: "KIND", cell: func(e domain.Event, _ time.Time) string { return string(e.Kind) }},
+		{header: "STATUS", cell: func(e domain.Event, _ time.Time) string { return string(e.Status) }},
+		{header: "MESSAGE", cell: func(e domain.Event, _ time.Time) string { return e.Message }},
+	},
+	view: func(e domain.Event) any {
+		return eventJSON{Seq: e.Seq, At: e.At.UTC(), Kind: string(e.Kind), Status: string(e.Status), Message: e.Message}
+	},
 }

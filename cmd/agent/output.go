@@ -36,6 +36,8 @@ type resourceJSON struct {
 	Hibernate          bool           `json:"hibernate"`
 	Generation         int64          `json:"generation"`
 	ObservedGeneration int64          `json:"observed_generation"`
+	CreatedAt          time.Time      `json:"created_at"`
+	UpdatedAt          time.Time      `json:"updated_at"`
 	Conditions         conditionList  `json:"conditions"`
 	// Unreadable says which columns Berth cannot decode, and why; absent when none.
 	Unreadable string `json:"unreadable,omitempty"`
@@ -60,6 +62,8 @@ func toJSON(r domain.Resource) resourceJSON {
 		Hibernate:          r.Hibernate,
 		Generation:         r.Generation,
 		ObservedGeneration: r.ObservedGeneration,
+		CreatedAt:          r.CreatedAt.UTC(),
+		UpdatedAt:          r.UpdatedAt.UTC(),
 		Conditions:         toConditionsJSON(r),
 		Unreadable:         r.UnreadableReason(),
 	}
@@ -129,6 +133,8 @@ func writeResourceTable(w io.Writer, r domain.Resource) error {
 		{"labels", labelText(r.Labels)},
 		{"config", formatMap(r.Config)},
 		{"generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)},
+		{"created", r.CreatedAt.UTC().Format(time.RFC3339)},
+		{"updated", r.UpdatedAt.UTC().Format(time.RFC3339)},
 	}
 	if !r.Readable() {
 		rows = append(rows, [2]string{"unreadable", r.UnreadableReason()})
@@ -159,30 +165,79 @@ func writeCreated(w io.Writer, r domain.Resource) error {
 	return tw.Flush()
 }
 
-// writeResourceList prints resources as an aligned table with a header.
-func writeResourceList(w io.Writer, rs []domain.Resource) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTYPE\tNAME\tOWNER\tPROVISIONER\tSTATUS\tGEN\tARGS\tMESSAGE")
-	for _, r := range rs {
-		gen := fmt.Sprint(r.Generation)
-		if r.ObservedGeneration != r.Generation {
-			gen = fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)
-		}
-		status, args, message := statusText(r), formatMap(r.Args), r.StatusMessage
-		if !r.Readable() {
-			// A row another program wrote that Berth cannot decode: listed, marked, never
-			// hiding the rows after it.
-			status += " (unreadable)"
-			if r.ArgsUnreadable() {
-				args = "?"
+// resourceFormats are the -o values of the commands that print resources as a list.
+var resourceFormats = []string{outputTable, outputWide, outputJSON, outputYAML, outputName, outputJSONPath}
+
+// resourceListing prints resources as `resource list` does: the table (AGE from the
+// creation), -o wide's REASON, UPDATED and LABELS, TYPE/NAME for -o name.
+var resourceListing = listing[domain.Resource]{
+	columns: []column[domain.Resource]{
+		{header: "ID", cell: func(r domain.Resource, _ time.Time) string { return r.ID }},
+		{header: "TYPE", cell: func(r domain.Resource, _ time.Time) string { return string(r.Type) }},
+		{header: "NAME", cell: func(r domain.Resource, _ time.Time) string { return r.Name }},
+		{header: "OWNER", cell: func(r domain.Resource, _ time.Time) string { return r.Owner }},
+		{header: "PROVISIONER", cell: func(r domain.Resource, _ time.Time) string { return r.Provisioner }},
+		{header: "STATUS", minWidth: statusWidth, cell: func(r domain.Resource, _ time.Time) string {
+			if !r.Readable() {
+				// A row another program wrote that Berth cannot decode: listed, marked,
+				// never hiding the rows after it.
+				return statusText(r) + " (unreadable)"
 			}
-			message = r.UnreadableReason()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.ID, r.Type, tableText(r.Name), tableText(r.Owner), tableText(r.Provisioner), status,
-			gen, tableText(args), tableText(message))
+			return statusText(r)
+		}},
+		{header: "REASON", wide: true, minWidth: reasonWidth, cell: func(r domain.Resource, _ time.Time) string { return string(r.Reason) }},
+		{header: "GEN", cell: func(r domain.Resource, _ time.Time) string {
+			if r.ObservedGeneration != r.Generation {
+				return fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration)
+			}
+			return fmt.Sprint(r.Generation)
+		}},
+		{header: "AGE", aging: true, minWidth: ageWidth, cell: func(r domain.Resource, now time.Time) string { return ageCell(r.CreatedAt, now) }},
+		{header: "UPDATED", wide: true, aging: true, minWidth: ageWidth, cell: func(r domain.Resource, now time.Time) string { return ageCell(r.UpdatedAt, now) }},
+		{header: "ARGS", cell: func(r domain.Resource, _ time.Time) string {
+			if r.ArgsUnreadable() {
+				return "?"
+			}
+			return formatMap(r.Args)
+		}},
+		{header: "LABELS", labels: true, cell: func(r domain.Resource, _ time.Time) string { return labelsCell(r.Labels) }},
+		{header: "MESSAGE", cell: func(r domain.Resource, _ time.Time) string {
+			if !r.Readable() {
+				return r.UnreadableReason()
+			}
+			return r.StatusMessage
+		}},
+	},
+	view: func(r domain.Resource) any { return toJSON(r) },
+	name: func(r domain.Resource) string { return string(r.Type) + "/" + r.Name },
+}
+
+// statusWidth and reasonWidth fit every status and reason word, so that a watch's STATUS
+// and REASON columns stay put when a resource moves on.
+var statusWidth, reasonWidth = func() (int, int) {
+	s := len(statusDeleted)
+	for _, st := range domain.Statuses {
+		s = max(s, len(st))
 	}
-	return tw.Flush()
+	r := 0
+	for _, reasons := range domain.ReasonsByStatus {
+		for _, reason := range reasons {
+			r = max(r, len(reason))
+		}
+	}
+	return s, r
+}()
+
+// labelsCell is the LABELS column, as kubectl prints it: a=b,c=d, or <none>.
+func labelsCell(l map[string]string) string {
+	if len(l) == 0 {
+		return "<none>"
+	}
+	parts := make([]string, 0, len(l))
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		parts = append(parts, k+"="+l[k])
+	}
+	return strings.Join(parts, ",")
 }
 
 // formatMap renders a map as sorted key=value pairs, values other than strings as JSON.

@@ -30,7 +30,7 @@ With -o json every command prints one JSON object (list: a JSON array of them) w
 the keys id, type, name, owner, provisioner, status, reason (why the resource is in its
 status, one word from the status's documented list), status_message, waiting_since and
 last_attempt_at (times, null when unset), args, config, labels, paused, hibernate,
-generation, observed_generation and conditions (Ready and Synced, each with type, status,
+generation, observed_generation, created_at, updated_at and conditions (Ready and Synced, each with type, status,
 reason, message, lastTransitionTime and observedGeneration); -o yaml prints the same as
 YAML.
 
@@ -144,11 +144,14 @@ func newResourceGetCommand(opts *globalOptions) *cobra.Command {
 	var (
 		ref   resourceRef
 		watch bool
+		pf    printFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "get ID|NAME [--owner OWNER] [--type TYPE] [--watch]",
+		Use:   "get ID|NAME [--owner OWNER] [--type TYPE] [-o wide|name|jsonpath=...] [--watch]",
 		Short: "Show one resource",
-		Long: `Show a resource's desired args, status, client config and generations.
+		Long: `Show a resource's desired args, status, client config, generations and when it was
+created and last updated. -o wide prints it as the one row of list -o wide's table; -o name
+prints TYPE/NAME; -o jsonpath=TEMPLATE applies the template to the -o json object.
 
 ` + refHelp + `
 
@@ -156,10 +159,11 @@ func newResourceGetCommand(opts *globalOptions) *cobra.Command {
 		Example: `  berth resource get 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
   berth resource get analytics --owner acme
   berth resource get analytics --owner acme -o json | jq .config
-  berth resource get analytics --owner acme --watch`,
+  berth resource get analytics --owner acme -o jsonpath='{.config.host}'
+  berth resource get analytics --owner acme -o wide --watch`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := opts.outputFormat()
+			p, err := opts.printerFor(cmd, pf, resourceFormats...)
 			if err != nil {
 				return err
 			}
@@ -170,9 +174,12 @@ func newResourceGetCommand(opts *globalOptions) *cobra.Command {
 					return err
 				}
 				if watch {
-					return watchOne(cmd, opts, svc, format, r.ID)
+					return watchOne(cmd, opts, svc, p, r.ID)
 				}
-				return printResource(cmd, format, r)
+				if p.format == outputTable {
+					return writeResourceTable(cmd.OutOrStdout(), r)
+				}
+				return resourceListing.printOne(cmd.OutOrStdout(), p, r, opts.clock.Now())
 			})
 		},
 	}
@@ -186,28 +193,36 @@ func newResourceListCommand(opts *globalOptions) *cobra.Command {
 		f                     domain.ListFilter
 		typ, status, selector string
 		watch                 bool
+		pf                    printFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS] [-l SELECTOR] [--watch]",
+		Use:   "list [--owner OWNER] [--type TYPE] [--status STATUS] [-l SELECTOR] [-o wide|name|jsonpath=...] [--sort-by PATH] [--watch]",
 		Short: "List resources, oldest first",
 		Long: `List resources, oldest first. The filters combine; without any every resource is listed.
 
 -l/--selector selects by labels in Kubernetes' syntax: key=value, key!=value, key in (a,b),
 key notin (a,b), key (has the label) and !key (has not), joined by commas, all of which
 must hold. The status column notes what a control asks for that the status does not show
-yet: "ready (paused)", "ready (hibernate requested)", "hibernated (wake requested)".
+yet: "ready (paused)", "ready (hibernate requested)", "hibernated (wake requested)". AGE is
+the time since the resource was created; -o wide adds REASON (why it is in its status),
+UPDATED (the time since its row last changed) and LABELS, which --show-labels adds alone.
+
+` + printHelp + `
 
 ` + watchHelp + ` It follows the resources the filters match (--limit bounds the first
-listing only), and prints a resource that stops matching them once more, as it is then.
-With -o json the watch prints one object per resource, not an array.`,
+listing only, --sort-by orders it), and prints a resource that stops matching them once
+more, as it is then. With -o json the watch prints one object per resource, not an array.`,
 		Example: `  berth resource list
-  berth resource list --owner acme --type runtime
-  berth resource list -l team=data,tier!=dev
+  berth resource list --owner acme --type runtime -o wide
+  berth resource list -l team=data,tier!=dev --show-labels
   berth resource list --status error -o json
+  berth resource list -o name
+  berth resource list -o jsonpath='{range [*]}{.id}{"\t"}{.config.host}{"\n"}{end}'
+  berth resource list --sort-by .updated_at --no-headers
   berth resource list --owner acme --watch`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := opts.outputFormat()
+			p, err := opts.printerFor(cmd, pf, resourceFormats...)
 			if err != nil {
 				return err
 			}
@@ -219,20 +234,13 @@ With -o json the watch prints one object per resource, not an array.`,
 			ctx := cmd.Context()
 			return opts.withService(ctx, func(svc *domain.Service) error {
 				if watch {
-					return watchList(cmd, opts, svc, format, f)
+					return watchList(cmd, opts, svc, p, f)
 				}
 				rs, err := svc.List(ctx, f)
 				if err != nil {
 					return flagError(err)
 				}
-				if format != outputTable {
-					out := make([]resourceJSON, len(rs))
-					for i, r := range rs {
-						out[i] = toJSON(r)
-					}
-					return writeData(cmd.OutOrStdout(), format, out)
-				}
-				return writeResourceList(cmd.OutOrStdout(), rs)
+				return resourceListing.print(cmd.OutOrStdout(), p, rs, opts.clock.Now())
 			})
 		},
 	}
@@ -243,6 +251,7 @@ With -o json the watch prints one object per resource, not an array.`,
 	flags.StringVar(&f.Provisioner, "provisioner", "", "only resources pinned to this provisioner")
 	flags.StringVarP(&selector, "selector", "l", "", "only resources whose labels match, e.g. team=data,tier!=dev")
 	flags.IntVar(&f.Limit, "limit", 0, "list at most this many (0: all)")
+	addPrintFlags(cmd, &pf, true)
 	addWatchFlag(cmd, &watch)
 	return cmd
 }
