@@ -48,9 +48,10 @@ type waitGoal struct {
 }
 
 // readyGoal waits for the resource to be ready at its current generation. An error status
-// fails the wait, unless staleError: then only an error recorded after a status other than
-// error was seen counts (the error of the previous args says nothing about the new ones).
-func readyGoal(staleError bool) waitGoal {
+// fails the wait, unless staleError (the error of the previous args, which says nothing about
+// the new ones): then only an error recorded by an attempt at or after since (the change of
+// args, database clock), or after a status other than error was seen, counts.
+func readyGoal(staleError bool, since time.Time) waitGoal {
 	return waitGoal{
 		what: "ready",
 		done: domain.Resource.UpToDate,
@@ -58,10 +59,10 @@ func readyGoal(staleError bool) waitGoal {
 			switch {
 			case cur.Status == domain.StatusDeleting:
 				return "it is being deleted: it will not become ready"
-			case cur.Status == domain.StatusError && !staleError:
-				return orNone(cur.StatusMessage)
 			case cur.Status != domain.StatusError:
 				staleError = false
+			case !staleError || attemptSince(cur, since):
+				return orNone(cur.StatusMessage)
 			}
 			return ""
 		},
@@ -145,9 +146,10 @@ func attemptSince(r domain.Resource, since time.Time) bool {
 	return r.LastAttemptAt != nil && !r.LastAttemptAt.Before(since)
 }
 
-// waitReady waits until r is ready at its current generation (see readyGoal).
+// waitReady waits until r, as just written, is ready at its current generation (see
+// readyGoal).
 func waitReady(cmd *cobra.Command, opts *globalOptions, svc *domain.Service, r domain.Resource, staleError bool, timeout time.Duration) (domain.Resource, error) {
-	return waitFor(cmd, opts, svc, r, readyGoal(staleError), timeout)
+	return waitFor(cmd, opts, svc, r, readyGoal(staleError, r.UpdatedAt), timeout)
 }
 
 // waitGone waits until the resource's row is gone.
