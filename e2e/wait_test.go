@@ -1,7 +1,9 @@
 package e2e_test
 
 import (
+	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -69,5 +71,30 @@ func TestWaitTimesOutWithExitCode3(t *testing.T) {
 		if code := exitCodeOf(t, err); code != tt.code {
 			t.Errorf("berth %s: exit code %d, want %d\nstdout: %s\nstderr: %s", strings.Join(tt.args, " "), code, tt.code, stdout, stderr)
 		}
+	}
+}
+
+// TestWaitInterruptedExitsWith130: Ctrl-C during --wait ends berth with the shells' code
+// for SIGINT.
+func TestWaitInterruptedExitsWith130(t *testing.T) {
+	e := newEnv(t, map[string]int{"h1": 4})
+	cmd := exec.Command(e.Bin, "resource", "create", "--type", "runtime", "--name", "stopped", "--wait")
+	cmd.Env = append(os.Environ(), "BERTH_DATABASE_URL="+e.DatabaseURL, "BERTH_PROVISIONER_SET_JSON=", "BERTH_DEFAULT_PROVISIONER=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The wait has begun once the resource is in the table.
+	e.eventually("the resource is created", 10*time.Second, func() (bool, string) {
+		n := e.queryInt(`SELECT count(*) FROM resources`)
+		return n == 1, "no resource yet"
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := exitCodeOf(t, err); code != 130 {
+		t.Errorf("exit code %d after Ctrl-C, want 130\nstderr: %s", code, stderr.String())
 	}
 }

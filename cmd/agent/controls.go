@@ -96,7 +96,7 @@ deleted cannot be hibernated.`,
 from what it kept (on the host it had, where there is room), with any args changed while it
 slept, and is ready when done. Waking a resource that is not hibernated changes nothing; a
 resource being deleted cannot be woken.`,
-		example: "  berth resource wake analytics --owner acme\n  berth resource wake analytics --owner acme --wait --timeout 5m",
+		example: "  berth resource wake analytics --owner acme\n  berth resource wake analytics --owner acme --wait --timeout 5m --quiet",
 		apply:   (*domain.Service).Wake,
 		goal:    func(after domain.Resource) waitGoal { return wokenGoal(after.UpdatedAt) },
 		reached: func(domain.Resource) string { return "ready: woken with its data" },

@@ -17,9 +17,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCommand().ExecuteContext(ctx)
+	interrupted := ctx.Err() != nil // read before stop, which ends ctx too
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "berth: %v\n", err)
+		if interrupted {
+			os.Exit(exitInterrupted)
+		}
 		os.Exit(exitCode(err))
 	}
 }
@@ -33,6 +37,9 @@ const (
 	exitTimedOut = 3 // --timeout passed before the resource got where --wait wanted it
 	exitNotFound = 4 // the resource (or another named thing) does not exist
 	exitOther    = 5 // anything else: the database unreachable, a conflicting change, ...
+	// exitInterrupted is the shells' code for a command ended by SIGINT: the signal's
+	// number plus 128.
+	exitInterrupted = 130
 )
 
 // exitError carries the exit code berth ends with when err ends the command.

@@ -98,7 +98,10 @@ Global flags have environment variables; a flag beats its variable:
   # Against a shared PostgreSQL database
   export BERTH_DATABASE_URL=postgres://berth@db.internal:5432/berth
   berth migrate
-  berth resource list -o json`,
+  berth resource list -o json
+
+  # In a script: the exit code says how a wait ended (0 ready, 1 failed, 3 timed out)
+  berth resource create --type runtime --name web --arg slots=2 --wait --timeout 2m --quiet`,
 		// berth --version, as container and package tooling expect; berth version also
 		// gives the commit and the Go version.
 		Version:       version,
@@ -142,12 +145,13 @@ Global flags have environment variables; a flag beats its variable:
 
 // rootExitCodes is the root help's list of exit codes (see exitCode).
 const rootExitCodes = `Exit codes, the same for every command:
-  0  done (with --wait: the resource got there)
-  1  the resource --wait waited for failed (its status message says why), or was deleted
-  2  usage: a bad flag, argument or value; nothing was done
-  3  --timeout passed before the resource got where --wait wanted it; it is kept as it is
-  4  not found: no resource has that ID or name
-  5  anything else: the database unreachable, a conflicting change, ...`
+  0    done (with --wait: the resource got there)
+  1    the resource --wait waited for failed (its status message says why), or was deleted
+  2    usage: a bad flag, argument or value; nothing was done
+  3    --timeout passed before the resource got where --wait wanted it; it is kept as it is
+  4    not found: no resource has that ID or name
+  5    anything else: the database unreachable, a conflicting change, ...
+  130  interrupted (Ctrl-C, SIGTERM) before it was done`
 
 // markUsageErrors makes cobra's own errors usage errors (exit code 2): a command's
 // arguments refused by its Args check, and an unknown subcommand. A command that only groups
