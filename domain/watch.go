@@ -442,7 +442,7 @@ func (s *Service) LiveAgents(ctx context.Context, ttl time.Duration) ([]Agent, e
 	if err != nil {
 		return nil, err
 	}
-	live := agents[:0]
+	var live []Agent
 	for _, a := range agents {
 		if a.Live {
 			live = append(live, a)
