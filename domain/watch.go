@@ -424,3 +424,29 @@ func watchEnded(what string, ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// agentLister is the part of AgentStore a wait reads to tell whether any agent will act.
+type agentLister interface {
+	ListAgents(ctx context.Context, ttl time.Duration) ([]Agent, error)
+}
+
+// LiveAgents returns the registered agents whose last heartbeat is younger than ttl (see
+// AgentStore.ListAgents), so that a wait can say when no agent will move what it waits for;
+// a NotSupported error when the store keeps no agents table.
+func (s *Service) LiveAgents(ctx context.Context, ttl time.Duration) ([]Agent, error) {
+	lister, ok := s.store.(agentLister)
+	if !ok {
+		return nil, jujuerrors.NewNotSupported(nil, "this store keeps no agents table")
+	}
+	agents, err := lister.ListAgents(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	var live []Agent
+	for _, a := range agents {
+		if a.Live {
+			live = append(live, a)
+		}
+	}
+	return live, nil
+}

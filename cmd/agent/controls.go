@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +24,10 @@ type control struct {
 	// done says in one line what the control did to before, leaving after, and what to
 	// expect next.
 	done func(before, after domain.Resource) string
+	// goal is where --wait waits for the control to take the resource, after as the control
+	// left it; nil for a control that takes no --wait. reached says so once it is there.
+	goal    func(after domain.Resource) waitGoal
+	reached func(r domain.Resource) string
 }
 
 // controls are the single-resource controls, in the order help lists them.
@@ -67,8 +72,12 @@ static frees its slots and remembers its host). The resource is hibernating whil
 then hibernated: it holds no capacity and is not health-checked until ` + "`berth resource wake`" + `.
 An environ that cannot hibernate puts the resource in error, saying so. A resource being
 deleted cannot be hibernated.`,
-		example: "  berth resource hibernate analytics --owner acme",
+		example: "  berth resource hibernate analytics --owner acme\n  berth resource hibernate analytics --owner acme --wait --timeout 2m",
 		apply:   (*domain.Service).Hibernate,
+		goal:    func(after domain.Resource) waitGoal { return hibernatedGoal(after.UpdatedAt) },
+		reached: func(r domain.Resource) string {
+			return fmt.Sprintf("hibernated: it holds no capacity; `berth resource wake %s` brings it back", r.ID)
+		},
 		done: func(before, after domain.Resource) string {
 			switch {
 			case after.Status == domain.StatusHibernated:
@@ -87,8 +96,10 @@ deleted cannot be hibernated.`,
 from what it kept (on the host it had, where there is room), with any args changed while it
 slept, and is ready when done. Waking a resource that is not hibernated changes nothing; a
 resource being deleted cannot be woken.`,
-		example: "  berth resource wake analytics --owner acme",
+		example: "  berth resource wake analytics --owner acme\n  berth resource wake analytics --owner acme --wait --timeout 5m --quiet",
 		apply:   (*domain.Service).Wake,
+		goal:    func(after domain.Resource) waitGoal { return wokenGoal(after.UpdatedAt) },
+		reached: func(domain.Resource) string { return "ready: woken with its data" },
 		done: func(before, after domain.Resource) string {
 			sleeping := after.Status == domain.StatusHibernated || after.Status == domain.StatusHibernating
 			switch {
@@ -111,16 +122,29 @@ func newControlCommands(opts *globalOptions) []*cobra.Command {
 }
 
 func newControlCommand(opts *globalOptions, c control) *cobra.Command {
-	var ref resourceRef
+	var (
+		ref     resourceRef
+		wait    bool
+		timeout time.Duration
+	)
+	long := c.long + "\n\nThe control is recorded in the resource's history (berth resource events, kind control).\nWith -o json the command prints the resource as the control left it"
+	if c.goal != nil {
+		long += " (with --wait, as the wait left it).\n\n" + waitHelp
+	} else {
+		long += "."
+	}
 	cmd := &cobra.Command{
 		Use:     c.name + " ID|NAME [--owner OWNER] [--type TYPE]",
 		Short:   c.short,
-		Long:    c.long + "\n\nThe control is recorded in the resource's history (berth resource events, kind control).\nWith -o json the command prints the resource as the control left it.\n\n" + refHelp,
+		Long:    long + "\n\n" + refHelp,
 		Example: c.example + "\n  berth resource " + c.name + " 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a -o json",
 		Args:    idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
 			if err != nil {
+				return err
+			}
+			if err := checkTimeout(wait, timeout); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -133,12 +157,22 @@ func newControlCommand(opts *globalOptions, c control) *cobra.Command {
 				if err != nil {
 					return storeError(err)
 				}
-				if format != outputTable {
-					return writeData(cmd.OutOrStdout(), format, toJSON(after))
+				msg := c.done(before, after)
+				var waitErr error
+				if wait {
+					if after, waitErr = waitFor(cmd, opts, svc, after, c.goal(after), timeout); waitErr == nil {
+						msg = c.reached(after)
+					}
 				}
-				return writeDone(cmd.OutOrStdout(), after, c.done(before, after))
+				if format != outputTable {
+					return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(after)), waitErr)
+				}
+				return errors.Join(writeDone(cmd.OutOrStdout(), after, msg), waitErr)
 			})
 		},
+	}
+	if c.goal != nil {
+		addWaitFlags(cmd, &wait, &timeout, "until the agent has carried the control out")
 	}
 	ref.addFlags(cmd, opts.catalog())
 	return cmd
@@ -149,6 +183,8 @@ func newResourceRetryCommand(opts *globalOptions) *cobra.Command {
 		ref       resourceRef
 		allFailed bool
 		selector  string
+		wait      bool
+		timeout   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "retry ID|NAME | --all-failed [-l SELECTOR] | -l SELECTOR",
@@ -162,8 +198,14 @@ scheduled, waits for capacity included); -l retries every resource its labels se
 narrows --all-failed. Each retry is recorded in the resource's history (kind control). With
 -o json the command prints the resource (for --all-failed and -l, an array of them).
 
+--wait (one resource only) waits for the outcome of the retry: the resource ready at its
+generation (hibernated when a hibernate is asked for, gone when it is being deleted), or
+the first attempt after the retry failing, which ends the wait with exit code 1 even when
+the agent will try again. ` + waitHelp + `
+
 ` + refHelp,
 		Example: `  berth resource retry analytics --owner acme
+  berth resource retry analytics --owner acme --wait --timeout 5m
   berth resource retry --all-failed
   berth resource retry --all-failed -l team=data
   berth resource retry -l 'tier in (dev,test)'`,
@@ -174,6 +216,8 @@ narrows --all-failed. Each retry is recorded in the resource's history (kind con
 				return fmt.Errorf("%s takes one resource ID or name, got %d arguments; for several use --all-failed or -l SELECTOR", cmd.CommandPath(), len(args))
 			case len(args) == 1 && bulk:
 				return fmt.Errorf("%s: give a resource ID or name, or --all-failed / -l SELECTOR, not both", cmd.CommandPath())
+			case bulk && wait:
+				return fmt.Errorf("%s: --wait waits for one resource: give its ID or name instead of --all-failed / -l SELECTOR", cmd.CommandPath())
 			case len(args) == 0 && !bulk:
 				return fmt.Errorf("%s needs a resource: give its ID or name, --all-failed (every resource in error or backing off) or -l SELECTOR (e.g. -l team=data)", cmd.CommandPath())
 			case len(args) == 1:
@@ -184,6 +228,9 @@ narrows --all-failed. Each retry is recorded in the resource's history (kind con
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
 			if err != nil {
+				return err
+			}
+			if err := checkTimeout(wait, timeout); err != nil {
 				return err
 			}
 			var sel labels.Selector
@@ -202,10 +249,18 @@ narrows --all-failed. Each retry is recorded in the resource's history (kind con
 					if r, err = svc.Retry(ctx, r.ID); err != nil {
 						return storeError(err)
 					}
-					if format != outputTable {
-						return writeData(cmd.OutOrStdout(), format, toJSON(r))
+					msg := retryDone(r)
+					var waitErr error
+					if wait {
+						goal := retriedGoal(r)
+						if r, waitErr = waitFor(cmd, opts, svc, r, goal, timeout); waitErr == nil {
+							msg = "retried: it is " + goal.what
+						}
 					}
-					return writeDone(cmd.OutOrStdout(), r, retryDone(r))
+					if format != outputTable {
+						return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(r)), waitErr)
+					}
+					return errors.Join(writeDone(cmd.OutOrStdout(), r, msg), waitErr)
 				}
 				return retryAll(ctx, cmd.OutOrStdout(), svc, format, sel, allFailed)
 			})
@@ -213,6 +268,7 @@ narrows --all-failed. Each retry is recorded in the resource's history (kind con
 	}
 	cmd.Flags().BoolVar(&allFailed, "all-failed", false, "retry every resource in error or backing off")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "retry every resource whose labels match, e.g. team=data,tier!=dev")
+	addWaitFlags(cmd, &wait, &timeout, "for the outcome of the retry (one resource only)")
 	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }

@@ -13,9 +13,6 @@ import (
 	"github.com/berth-dev/berth/environ"
 )
 
-// defaultWaitTimeout bounds --wait unless --timeout says otherwise.
-const defaultWaitTimeout = 5 * time.Minute
-
 func newResourceCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "resource",
@@ -120,7 +117,7 @@ it).`,
 				}
 				var waitErr error
 				if wait {
-					r, waitErr = waitReady(ctx, opts, svc, r, false, timeout)
+					r, waitErr = waitReady(cmd, opts, svc, r, false, timeout)
 				}
 				if format != outputTable {
 					return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(r)), waitErr)
@@ -316,7 +313,7 @@ from the current ones.
 				if wait {
 					// An error status recorded for the previous args says nothing about the new ones.
 					staleError := before.Status == domain.StatusError && r.Generation != before.Generation
-					r, waitErr = waitReady(ctx, opts, svc, r, staleError, timeout)
+					r, waitErr = waitReady(cmd, opts, svc, r, staleError, timeout)
 				}
 				return errors.Join(printResource(cmd, format, r), waitErr)
 			})
@@ -369,7 +366,7 @@ it was when the delete was requested.
 				}
 				var waitErr error
 				if wait {
-					waitErr = waitGone(ctx, opts, svc, r.ID, timeout)
+					waitErr = waitGone(cmd, opts, svc, r, timeout)
 				}
 				if format != outputTable {
 					return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(r)), waitErr)
@@ -398,74 +395,11 @@ func (o *globalOptions) withService(ctx context.Context, fn func(*domain.Service
 	return needsSchema(fn(domain.NewService(st, o.catalog())))
 }
 
-// waitReady waits (Service.Wait) until r is ready at its current generation. It fails when the resource
-// reaches the error status (unless staleError: then only an error recorded after the agent
-// picked up the new args counts), is deleted, or the timeout passes on opts.clock.
-func waitReady(ctx context.Context, opts *globalOptions, svc *domain.Service, r domain.Resource, staleError bool, timeout time.Duration) (domain.Resource, error) {
-	deadline := opts.clock.Now().Add(timeout)
-	last, err := svc.Wait(ctx, opts.clock, r.ID, func(cur domain.Resource, err error) (bool, error) {
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-			return false, fmt.Errorf("resource %s was deleted while waiting for it to become ready", r.ID)
-		case err != nil:
-			return false, err
-		case cur.UpToDate():
-			return true, nil
-		case cur.Status == domain.StatusDeleting:
-			return false, fmt.Errorf("resource %s is being deleted: it will not become ready", r.ID)
-		case cur.Status == domain.StatusError && !staleError:
-			return false, fmt.Errorf("resource %s failed: %s", r.ID, orNone(cur.StatusMessage))
-		}
-		if cur.Status != domain.StatusError {
-			staleError = false
-		}
-		if !opts.clock.Now().Before(deadline) {
-			return false, fmt.Errorf("--timeout: resource %s is not ready after %v (status %s: %s); the agent keeps working on it: check with `berth resource get %s`",
-				r.ID, timeout, cur.Status, orNone(cur.StatusMessage), r.ID)
-		}
-		return false, nil
-	}, opts.pollInterval)
-	if last.ID == "" {
-		last = r
-	}
-	return last, err
-}
-
-// waitGone waits until the resource's row is gone or the timeout passes on opts.clock.
-func waitGone(ctx context.Context, opts *globalOptions, svc *domain.Service, id string, timeout time.Duration) error {
-	deadline := opts.clock.Now().Add(timeout)
-	_, err := svc.Wait(ctx, opts.clock, id, func(cur domain.Resource, err error) (bool, error) {
-		switch {
-		case errors.Is(err, domain.ErrNotFound):
-			return true, nil
-		case err != nil:
-			return false, err
-		case !opts.clock.Now().Before(deadline):
-			return false, fmt.Errorf("--timeout: resource %s is still %s after %v (%s); is the agent running? Check with `berth resource get %s`",
-				id, cur.Status, timeout, orNone(cur.StatusMessage), id)
-		}
-		return false, nil
-	}, opts.pollInterval)
-	return err
-}
-
 func printResource(cmd *cobra.Command, format string, r domain.Resource) error {
 	if format != outputTable {
 		return writeData(cmd.OutOrStdout(), format, toJSON(r))
 	}
 	return writeResourceTable(cmd.OutOrStdout(), r)
-}
-
-func addWaitFlags(cmd *cobra.Command, wait *bool, timeout *time.Duration, until string) {
-	cmd.Flags().BoolVar(wait, "wait", false, "wait "+until)
-	cmd.Flags().DurationVar(timeout, "timeout", defaultWaitTimeout, "how long --wait waits (e.g. 90s, 10m)")
-}
-
-func checkTimeout(wait bool, timeout time.Duration) error {
-	if wait && timeout <= 0 {
-		return fmt.Errorf("--timeout: must be positive, got %v (e.g. --timeout 5m)", timeout)
-	}
-	return nil
 }
 
 func idArg(cmd *cobra.Command, args []string) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/juju/clock"
@@ -28,8 +29,8 @@ const (
 )
 
 // defaultPollInterval is how often --wait and --watch read the resources' history without a
-// wake-up (which may be lost), and so how late --wait notices its --timeout at most: they
-// follow the history as it is recorded, and this is only the fallback.
+// wake-up (which may be lost): they follow the history as it is recorded, and this is only
+// the fallback. It does not delay --timeout, which ends a wait on its own timer.
 const defaultPollInterval = 5 * time.Second
 
 // globalOptions are the persistent flags every subcommand shares, with their environment
@@ -83,7 +84,9 @@ Global flags have environment variables; a flag beats its variable:
   --database-url          BERTH_DATABASE_URL
   --provisioners FILE     BERTH_PROVISIONER_SET_JSON (the JSON itself, not a file name)
   --default-provisioner   BERTH_DEFAULT_PROVISIONER
-  --log-level             BERTH_LOG_LEVEL`,
+  --log-level             BERTH_LOG_LEVEL
+
+` + rootExitCodes,
 		Example: `  # Quick start, in a clone of the repository: the agent and three stand-in hosts ...
   make run
   # ... and, in a second terminal, a runtime created, shown and deleted again
@@ -95,7 +98,10 @@ Global flags have environment variables; a flag beats its variable:
   # Against a shared PostgreSQL database
   export BERTH_DATABASE_URL=postgres://berth@db.internal:5432/berth
   berth migrate
-  berth resource list -o json`,
+  berth resource list -o json
+
+  # In a script: the exit code says how a wait ended (0 ready, 1 failed, 3 timed out)
+  berth resource create --type runtime --name web --arg slots=2 --wait --timeout 2m --quiet`,
 		// berth --version, as container and package tooling expect; berth version also
 		// gives the commit and the Go version.
 		Version:       version,
@@ -104,7 +110,7 @@ Global flags have environment variables; a flag beats its variable:
 	}
 	root.SetVersionTemplate("berth {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w (see `%s --help`)", err, cmd.CommandPath())
+		return usageError(fmt.Errorf("%w (see `%s --help`)", err, cmd.CommandPath()))
 	})
 
 	flags := root.PersistentFlags()
@@ -133,7 +139,54 @@ Global flags have environment variables; a flag beats its variable:
 	)
 	addBuiltinCommands(root)
 	addCompletions(root, opts)
+	markUsageErrors(root)
 	return root
+}
+
+// rootExitCodes is the root help's list of exit codes (see exitCode).
+const rootExitCodes = `Exit codes, the same for every command:
+  0    done (with --wait: the resource got there)
+  1    the resource --wait waited for failed (its status message says why), or was deleted
+  2    usage: a bad flag, argument or value; nothing was done
+  3    --timeout passed before the resource got where --wait wanted it; it is kept as it is
+  4    not found: no resource has that ID or name
+  5    anything else: the database unreachable, a conflicting change, ...
+  130  interrupted (Ctrl-C, SIGTERM) before it was done`
+
+// markUsageErrors makes cobra's own errors usage errors (exit code 2): a command's
+// arguments refused by its Args check, and an unknown subcommand. A command that only groups
+// subcommands prints its help when run alone and refuses any argument, as the root does, so
+// that a mistyped subcommand fails rather than printing help with exit code 0.
+func markUsageErrors(cmd *cobra.Command) {
+	if cmd.HasSubCommands() {
+		cmd.Args = unknownCommand
+		if !cmd.Runnable() {
+			cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+	} else if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError(err)
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markUsageErrors(sub)
+	}
+}
+
+// unknownCommand is the Args check of a command that only groups subcommands: an argument
+// is a subcommand cobra did not find, maybe mistyped.
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if suggestions := cmd.SuggestionsFor(args[0]); len(suggestions) > 0 {
+		msg += fmt.Sprintf(": did you mean %s?", strings.Join(suggestions, " or "))
+	}
+	return usageError(fmt.Errorf("%s (see `%s --help`)", msg, cmd.CommandPath()))
 }
 
 // addBuiltinCommands adds cobra's help and completion commands now rather than at Execute,
