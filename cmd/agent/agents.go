@@ -73,7 +73,7 @@ AGE is the time since the agent started; -o wide adds STARTED (the time) and SES
 				return err
 			}
 			if ttl <= 0 {
-				return fmt.Errorf("--agent-ttl: must be positive, got %s (pass the --agent-ttl the agents run with)", ttl)
+				return usageError(fmt.Errorf("--agent-ttl: must be positive, got %s (pass the --agent-ttl the agents run with)", ttl))
 			}
 			ctx := cmd.Context()
 			st, err := opts.openState(ctx)

@@ -118,7 +118,7 @@ agent running the figures are as old as their sample time says.`,
 				return err
 			}
 			if since <= 0 {
-				return fmt.Errorf("--since: must be positive, got %v (e.g. --since 1h)", since)
+				return usageError(fmt.Errorf("--since: must be positive, got %v (e.g. --since 1h)", since))
 			}
 			ctx := cmd.Context()
 			st, err := opts.openState(ctx)

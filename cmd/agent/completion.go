@@ -21,7 +21,7 @@ const maxCompleted = 1000
 // owner and status, and names too once a few letters are typed; -o, --log-level, --type
 // and --status complete their fixed values and --owner the owners in the database.
 func addCompletions(root *cobra.Command, opts *globalOptions) {
-	mustRegister(root, "output", cobra.FixedCompletions([]cobra.Completion{outputTable, outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	mustRegister(root, "output", cobra.FixedCompletions([]cobra.Completion{outputTable, outputJSON, outputYAML, outputWide, outputName, outputJSONPath + "="}, cobra.ShellCompDirectiveNoFileComp))
 	mustRegister(root, "log-level", cobra.FixedCompletions([]cobra.Completion{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	served := opts.catalog().TypeNames()
 	types := make([]cobra.Completion, len(served))

@@ -69,7 +69,7 @@ func TestCompletionOfResourcesAndFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"resource", "list", "-o", ""}, "table json yaml"},
+		{[]string{"resource", "list", "-o", ""}, "table json yaml wide name jsonpath="},
 		{[]string{"resource", "list", "--type", ""}, "runtime clickhouse"},
 		{[]string{"resource", "list", "--owner", ""}, "acme beta"},
 		{[]string{"version", "--log-level", ""}, "debug info warn error"},

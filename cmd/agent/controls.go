@@ -213,13 +213,13 @@ the agent will try again. ` + waitHelp + `
 			bulk := allFailed || cmd.Flags().Changed("selector")
 			switch {
 			case len(args) > 1:
-				return fmt.Errorf("%s takes one resource ID or name, got %d arguments; for several use --all-failed or -l SELECTOR", cmd.CommandPath(), len(args))
+				return usageError(fmt.Errorf("%s takes one resource ID or name, got %d arguments; for several use --all-failed or -l SELECTOR", cmd.CommandPath(), len(args)))
 			case len(args) == 1 && bulk:
-				return fmt.Errorf("%s: give a resource ID or name, or --all-failed / -l SELECTOR, not both", cmd.CommandPath())
+				return usageError(fmt.Errorf("%s: give a resource ID or name, or --all-failed / -l SELECTOR, not both", cmd.CommandPath()))
 			case bulk && wait:
-				return fmt.Errorf("%s: --wait waits for one resource: give its ID or name instead of --all-failed / -l SELECTOR", cmd.CommandPath())
+				return usageError(fmt.Errorf("%s: --wait waits for one resource: give its ID or name instead of --all-failed / -l SELECTOR", cmd.CommandPath()))
 			case len(args) == 0 && !bulk:
-				return fmt.Errorf("%s needs a resource: give its ID or name, --all-failed (every resource in error or backing off) or -l SELECTOR (e.g. -l team=data)", cmd.CommandPath())
+				return usageError(fmt.Errorf("%s needs a resource: give its ID or name, --all-failed (every resource in error or backing off) or -l SELECTOR (e.g. -l team=data)", cmd.CommandPath()))
 			case len(args) == 1:
 				return idArg(cmd, args)
 			}
@@ -352,7 +352,7 @@ the command prints the resource as relabelled.
   berth resource label 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a tier-`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
-				return fmt.Errorf("%s needs a resource ID or name and at least one label: KEY=VALUE to set it, KEY- to remove it (e.g. team=data tier-)", cmd.CommandPath())
+				return usageError(fmt.Errorf("%s needs a resource ID or name and at least one label: KEY=VALUE to set it, KEY- to remove it (e.g. team=data tier-)", cmd.CommandPath()))
 			}
 			return idArg(cmd, args[:1])
 		},
@@ -425,10 +425,10 @@ func parseLabelFlags(pairs []string) (map[string]string, error) {
 	for _, pair := range pairs {
 		key, value, ok := strings.Cut(pair, "=")
 		if !ok || key == "" {
-			return nil, fmt.Errorf("--label: %q is not KEY=VALUE: write e.g. --label team=data (repeat the flag for more)", pair)
+			return nil, usageError(fmt.Errorf("--label: %q is not KEY=VALUE: write e.g. --label team=data (repeat the flag for more)", pair))
 		}
 		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("--label: %s is given twice: give each key once", key)
+			return nil, usageError(fmt.Errorf("--label: %s is given twice: give each key once", key))
 		}
 		out[key] = value
 	}

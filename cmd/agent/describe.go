@@ -75,8 +75,8 @@ berth resource events -o json.
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.output != outputTable {
-				return fmt.Errorf("-o/--output: describe prints text only: use `berth resource get %s -o %s` and `berth resource events %s -o %s`",
-					args[0], opts.output, args[0], opts.output)
+				return usageError(fmt.Errorf("-o/--output: describe prints text only: use `berth resource get %s -o %s` and `berth resource events %s -o %s`",
+					args[0], opts.output, args[0], opts.output))
 			}
 			ctx := cmd.Context()
 			st, err := opts.openState(ctx)

@@ -115,17 +115,17 @@ type devHostsConfig struct {
 func (c devHostsConfig) Validate() error {
 	switch {
 	case c.Count < 1:
-		return fmt.Errorf("--count: must be at least 1, got %d", c.Count)
+		return usageError(fmt.Errorf("--count: must be at least 1, got %d", c.Count))
 	case c.BasePort < 0:
-		return fmt.Errorf("--base-port: must be 0 (a free port each) or a port number, got %d", c.BasePort)
+		return usageError(fmt.Errorf("--base-port: must be 0 (a free port each) or a port number, got %d", c.BasePort))
 	case c.BasePort+c.Count-1 > 65535:
-		return fmt.Errorf("--base-port: %d does not leave room for %d hosts below port 65536: choose a lower port, or 0 for free ports", c.BasePort, c.Count)
+		return usageError(fmt.Errorf("--base-port: %d does not leave room for %d hosts below port 65536: choose a lower port, or 0 for free ports", c.BasePort, c.Count))
 	case c.Slots < 1:
-		return fmt.Errorf("--slots: must be at least 1, got %d", c.Slots)
+		return usageError(fmt.Errorf("--slots: must be at least 1, got %d", c.Slots))
 	case c.Slots > runtime.MaxSlots:
-		return fmt.Errorf("--slots: must be at most %d (what a static host may offer), got %d", runtime.MaxSlots, c.Slots)
+		return usageError(fmt.Errorf("--slots: must be at most %d (what a static host may offer), got %d", runtime.MaxSlots, c.Slots))
 	case c.Provisioner == "":
-		return fmt.Errorf("--provisioner: must not be empty (e.g. %s)", defaultDevHostProvisioner)
+		return usageError(fmt.Errorf("--provisioner: must not be empty (e.g. %s)", defaultDevHostProvisioner))
 	}
 	return nil
 }

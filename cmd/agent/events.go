@@ -58,7 +58,7 @@ in the history.
 				return err
 			}
 			if limit < 1 {
-				return fmt.Errorf("--limit: must be at least 1, got %d", limit)
+				return usageError(fmt.Errorf("--limit: must be at least 1, got %d", limit))
 			}
 			ctx := cmd.Context()
 			st, err := opts.openState(ctx)

@@ -62,7 +62,7 @@ are provisioned. The source is left as it was; remove it once the target serves.
 				return err
 			}
 			if strings.TrimSpace(to) == "" {
-				return errors.New("--to is required: the database to copy into, e.g. --to postgres://berth@db.internal:5432/berth")
+				return usageError(errors.New("--to is required: the database to copy into, e.g. --to postgres://berth@db.internal:5432/berth"))
 			}
 			if strings.TrimSpace(from) == "" {
 				if from, err = opts.resolvedDatabaseURL(); err != nil {
@@ -103,7 +103,7 @@ func migrateStore(ctx context.Context, fromURL, toURL string, now time.Time, pro
 		return migrateStoreResult{}, fmt.Errorf("--to: %w", err)
 	}
 	if sameStore(from, to) {
-		return migrateStoreResult{}, fmt.Errorf("--from and --to are both %s: give the database to copy into as --to", from)
+		return migrateStoreResult{}, usageError(fmt.Errorf("--from and --to are both %s: give the database to copy into as --to", from))
 	}
 	if from.Kind == store.SQLite {
 		if _, err := os.Stat(from.Path); err != nil {

@@ -63,7 +63,7 @@ func (o *globalOptions) newLogger(w io.Writer) (*slog.Logger, error) {
 	case "error":
 		level = slog.LevelError
 	default:
-		return nil, fmt.Errorf("--log-level: %q is not a log level: use one of debug, info, warn, error", o.logLevel)
+		return nil, usageError(fmt.Errorf("--log-level: %q is not a log level: use one of debug, info, warn, error", o.logLevel))
 	}
 	handlerOpts := &slog.HandlerOptions{Level: level}
 	if o.output == outputJSON {
@@ -78,7 +78,7 @@ func (o *globalOptions) outputFormat() (string, error) {
 	case outputTable, outputJSON, outputYAML:
 		return o.output, nil
 	default:
-		return "", fmt.Errorf("-o/--output: %q is not an output format: use table, json or yaml", o.output)
+		return "", usageError(fmt.Errorf("-o/--output: %q is not an output format: use table, json or yaml", o.output))
 	}
 }
 

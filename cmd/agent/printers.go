@@ -68,17 +68,17 @@ func (o *globalOptions) printerFor(cmd *cobra.Command, f printFlags, formats ...
 				valid[i] = "jsonpath=TEMPLATE"
 			}
 		}
-		return printer{}, fmt.Errorf("-o/--output: %q is not an output format of %s: use one of %s", o.output, cmd.CommandPath(), strings.Join(valid, ", "))
+		return printer{}, usageError(fmt.Errorf("-o/--output: %q is not an output format of %s: use one of %s", o.output, cmd.CommandPath(), strings.Join(valid, ", ")))
 	}
 	p := printer{format: format, printFlags: f}
 	if format == outputJSONPath {
 		if strings.TrimSpace(tmpl) == "" {
-			return printer{}, errors.New("-o jsonpath=: the template is empty: give one, e.g. -o jsonpath='{.id}'")
+			return printer{}, usageError(errors.New("-o jsonpath=: the template is empty: give one, e.g. -o jsonpath='{.id}'"))
 		}
 		// As kubectl: a key one item lacks (an omitted unreadable, say) prints as nothing.
 		p.template = jsonpath.New("output").AllowMissingKeys(true)
 		if err := p.template.Parse(tmpl); err != nil {
-			return printer{}, fmt.Errorf("-o jsonpath: %v: fix the template, e.g. -o jsonpath='{.id}'", err)
+			return printer{}, usageError(fmt.Errorf("-o jsonpath: %v: fix the template, e.g. -o jsonpath='{.id}'", err))
 		}
 	}
 	if p.sortBy != "" {
@@ -143,7 +143,7 @@ func (l listing[T]) sort(p printer, items []T) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("--sort-by: %q names no field of the items: use a JSONPath into what -o json prints, e.g. --sort-by .created_at", p.sortBy)
+		return usageError(fmt.Errorf("--sort-by: %q names no field of the items: use a JSONPath into what -o json prints, e.g. --sort-by .created_at", p.sortBy))
 	}
 	idx := make([]int, len(items))
 	for i := range idx {
@@ -216,7 +216,7 @@ func (p printer) data(w io.Writer, v any) error {
 	}
 	var buf bytes.Buffer
 	if err := p.template.Execute(&buf, generic); err != nil {
-		return fmt.Errorf("-o jsonpath: %v: the template must match what -o json prints", err)
+		return usageError(fmt.Errorf("-o jsonpath: %v: the template must match what -o json prints", err))
 	}
 	_, err = w.Write(buf.Bytes())
 	return err
@@ -315,7 +315,7 @@ func parseSortBy(s string) (*jsonpath.JSONPath, error) {
 	}
 	path := jsonpath.New("sort-by")
 	if err := path.Parse(expr); err != nil {
-		return nil, fmt.Errorf("--sort-by: %q is not a JSONPath: %v (e.g. --sort-by .created_at)", s, err)
+		return nil, usageError(fmt.Errorf("--sort-by: %q is not a JSONPath: %v (e.g. --sort-by .created_at)", s, err))
 	}
 	return path, nil
 }

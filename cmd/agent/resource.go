@@ -282,10 +282,10 @@ from the current ones.
 				return err
 			}
 			if len(argPairs) == 0 && len(unset) == 0 && !replace {
-				return errors.New("nothing to update: give --arg key=value or --unset key")
+				return usageError(errors.New("nothing to update: give --arg key=value or --unset key"))
 			}
 			if replace && len(unset) > 0 {
-				return errors.New("--unset and --replace do not mix: --replace drops every arg not given with --arg")
+				return usageError(errors.New("--unset and --replace do not mix: --replace drops every arg not given with --arg"))
 			}
 			if err := checkTimeout(wait, timeout); err != nil {
 				return err
@@ -404,7 +404,7 @@ func printResource(cmd *cobra.Command, format string, r domain.Resource) error {
 
 func idArg(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
-		return fmt.Errorf("%s needs exactly one resource ID or name, got %d arguments (see `berth resource list` for IDs and names)", cmd.CommandPath(), len(args))
+		return usageError(fmt.Errorf("%s needs exactly one resource ID or name, got %d arguments (see `berth resource list` for IDs and names)", cmd.CommandPath(), len(args)))
 	}
 	return nil
 }

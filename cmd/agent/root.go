@@ -118,7 +118,7 @@ Global flags have environment variables; a flag beats its variable:
 	flags.StringVar(&opts.provisionersFile, "provisioners", "", "file holding the provisioner set JSON (else env "+envProvisionerSetJSON+" holds the JSON)")
 	flags.StringVar(&opts.defaultProvisioner, "default-provisioner", "", "provisioner for resources that name none (env "+envDefaultProvisioner+"; optional when the set has one)")
 	flags.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error (env "+envLogLevel+")")
-	flags.StringVarP(&opts.output, "output", "o", outputTable, "output format: table, json or yaml (json also makes logs JSON)")
+	flags.StringVarP(&opts.output, "output", "o", outputTable, "output format: table, json or yaml (json also makes logs JSON); lists also take wide, name and jsonpath=TEMPLATE")
 	// Set after the flags are defined, so that help never shows a variable's value (a
 	// database URL may carry a password) and the command line still overrides it.
 	opts.applyEnv(os.Getenv)

@@ -338,6 +338,11 @@ func TestExitCodes(t *testing.T) {
 		{args: []string{"resource", "create", "--type", "runtime", "--name", "a\tb"}, code: exitUsage},
 		{args: []string{"resource", "create", "--type", "runtime", "--name", "x", "--arg", "slots=0"}, code: exitUsage},
 		{args: []string{"resource", "delete", "taken", "--wait", "--timeout", "0s"}, code: exitUsage},
+		{args: []string{"resource", "list", "-o", "xml"}, code: exitUsage},
+		{args: []string{"resource", "list", "--sort-by", "{"}, code: exitUsage},
+		{args: []string{"resource", "update", "taken"}, code: exitUsage},
+		{args: []string{"resource", "events", "taken", "--limit", "0"}, code: exitUsage},
+		{args: []string{"resource", "describe", "taken", "-o", "json"}, code: exitUsage},
 		{args: []string{"resource", "retry", "--all-failed", "--wait"}, code: exitUsage},
 
 		{args: []string{"resource", "delete", "taken", "--wait", "--timeout", "1s"}, drive: advance, code: exitTimedOut},
