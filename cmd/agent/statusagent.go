@@ -27,6 +27,8 @@ type agentTarget struct {
 	source string
 	// agent is the agents table's row addr came from; nil when a flag or the variable gave it.
 	agent *domain.Agent
+	// newest says agent was picked as the one with the newest heartbeat, no agent leading.
+	newest bool
 	// own is the CLI's database's identity; nil when the CLI has none to check against.
 	own *domain.DatabaseIdentity
 	// unchecked says why the agent's database could not be checked against the CLI's
@@ -67,7 +69,8 @@ func findAgent(ctx context.Context, opts *globalOptions, flagAddr, agentID, envA
 		return agentTarget{}, fmt.Errorf("agent %s registered no address it can be asked on (--http-addr %q): pass the address its log names (\"serving health, metrics and engine report\") as --agent-addr",
 			a.ID, a.HTTPAddr)
 	}
-	return agentTarget{addr: a.HTTPAddr, source: "the address agent " + a.ID + " registered", agent: &a, own: &own}, nil
+	newest := agentID == "" && !a.Leader
+	return agentTarget{addr: a.HTTPAddr, source: "the address agent " + a.ID + " registered", agent: &a, newest: newest, own: &own}, nil
 }
 
 // addressedAgent is the agent at addr, which source gave. Its database is checked against
@@ -135,13 +138,18 @@ func (t agentTarget) describe() string {
 		return fmt.Sprintf("%s (from %s)", t.addr, t.source)
 	}
 	a := t.agent
-	switch {
-	case a.Leader:
-		return fmt.Sprintf("%s (the leader) on %s", a.ID, t.addr)
-	case a.Live:
-		return fmt.Sprintf("%s on %s (no agent leads: the newest heartbeat)", a.ID, t.addr)
+	line := a.ID
+	if a.Leader {
+		line += " (the leader)"
 	}
-	return fmt.Sprintf("%s on %s (not live: last heartbeat %s ago)", a.ID, t.addr, a.HeartbeatAge.Round(time.Second))
+	line += " on " + t.addr
+	switch {
+	case !a.Live:
+		line += fmt.Sprintf(" (not live: last heartbeat %s ago)", a.HeartbeatAge.Round(time.Second))
+	case t.newest:
+		line += " (no agent leads: the newest heartbeat)"
+	}
+	return line
 }
 
 // noAnswer is the error when nothing answers on the agent's address, with the likely fix.
