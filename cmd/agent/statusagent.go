@@ -182,7 +182,7 @@ func (t *agentTarget) checkDatabase(report map[string]any) (string, error) {
 		return fmt.Sprintf("%s (id %s)", where, id), nil
 	}
 	if id != t.own.ID {
-		fix := "point the CLI at the agent's database (--database-url or " + envDatabaseURL + "), or ask an agent of this one: berth status without --agent-addr finds it"
+		fix := "point the CLI at the agent's database (--database-url or " + envDatabaseURL + "), or ask an agent of this one: without " + t.source + ", berth status finds it in the agents table"
 		if t.agent != nil {
 			fix = "agent " + t.agent.ID + " has stopped and another agent serves that address: start " + t.agent.ID + " again, or pick a live agent with --agent (berth agents lists them)"
 		}
