@@ -86,6 +86,7 @@ unreachable. -o json prints the report as the agent sent it.`,
 	}
 	cmd.Flags().StringVar(&agentAddr, "agent-addr", "", "the address the agent serves HTTP on, its berth run --http-addr (env "+envAgentAddr+"; default: the address the agent registered)")
 	cmd.Flags().StringVar(&agentID, "agent", "", "the --agent-id of the agent to ask, as berth agents lists it (default: the leader)")
+	mustRegister(cmd, "agent", completeAgents(opts))
 	return cmd
 }
 

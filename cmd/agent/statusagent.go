@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/manifolds"
@@ -209,4 +211,38 @@ func reportedDatabase(report map[string]any) (id, where, why string) {
 		return "", "", "its database worker is " + orDash(state)
 	}
 	return "", "", "its database worker does not say which: a Berth release from before berth status checked it"
+}
+
+// completeAgents completes --agent with the ids of the agents registered in the database.
+func completeAgents(opts *globalOptions) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		agents, err := listAgentsForCompletion(cmd.Context(), opts)
+		if err != nil {
+			cobra.CompErrorln(err.Error())
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		var out []cobra.Completion
+		for _, a := range agents {
+			if strings.HasPrefix(a.ID, toComplete) && !strings.ContainsAny(a.ID, " \t\n") {
+				desc := "on " + tableText(a.HTTPAddr)
+				if a.Leader {
+					desc = "the leader, " + desc
+				}
+				if !a.Live {
+					desc += ", not live"
+				}
+				out = append(out, cobra.CompletionWithDesc(a.ID, desc))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func listAgentsForCompletion(ctx context.Context, opts *globalOptions) ([]domain.Agent, error) {
+	st, err := opts.openState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	return st.ListAgents(ctx, defaultAgentTTL)
 }

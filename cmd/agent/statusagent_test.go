@@ -272,3 +272,22 @@ func TestStatusEmbeddedDatabase(t *testing.T) {
 		t.Errorf("status printed:\n%s", out)
 	}
 }
+
+// --agent completes with the registered agents' ids, the leader marked.
+func TestStatusCompletesAgents(t *testing.T) {
+	c := newCLI(t)
+	session := c.register("berth-a", "127.0.0.1:9190")
+	c.register("berth-b", "127.0.0.1:9191")
+	if _, mine, err := c.st.ClaimLeadership(context.Background(), "berth-a", session, time.Minute); err != nil || !mine {
+		t.Fatalf("claim leadership: %v, %v", mine, err)
+	}
+	out, _, err := runBerth(c.clk, "__complete", "status", "--database-url", c.url, "--agent", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"berth-a\tthe leader, on 127.0.0.1:9190\n", "berth-b\ton 127.0.0.1:9191\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("completion of --agent lacks %q:\n%s", want, out)
+		}
+	}
+}
