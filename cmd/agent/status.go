@@ -43,9 +43,10 @@ it last started, the error it last stopped with, and what the worker reports abo
 
 The agent is found in the database's agents table, where every agent registers the address
 it serves on (berth agents lists them): the leader by default, or the agent --agent names.
---agent-addr, or else BERTH_AGENT_ADDR, gives the address instead, and then the command
-needs no database. Either way, an agent that reports another database than the CLI's
-(--database-url, BERTH_DATABASE_URL, or the embedded one) is refused, naming both.
+--agent-addr, or BERTH_AGENT_ADDR when neither flag is given, gives the address instead;
+then the command works without a database (one that is down gives a warning). Either way,
+an agent that reports another database than the CLI's (--database-url, BERTH_DATABASE_URL,
+or the embedded one) is refused, naming both.
 
 A worker stopped with an error names what it is waiting for, e.g. the database being
 unreachable. -o json prints the report as the agent sent it.`,

@@ -188,6 +188,16 @@ func TestStatusRegisteredAgentDoesNotAnswer(t *testing.T) {
 		t.Errorf("status: %v, want it to start %q", err, want)
 	}
 
+	// Not live: it has stopped or lost the database, and the error says so.
+	if _, err := c.st.Pool().Exec(context.Background(), `UPDATE agents SET heartbeat_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.run("status")
+	want = "agent berth-a does not answer on " + addr + ", the address it registered ("
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "its last heartbeat was 1h0m0s ago, so it has stopped or lost the database") {
+		t.Errorf("status of an agent that is not live: %v, want it to start %q", err, want)
+	}
+
 	c.register("berth-a", "127.0.0.1:0")
 	_, _, err = c.run("status")
 	if err == nil || !strings.Contains(err.Error(), `agent berth-a registered no address it can be asked on (--http-addr "127.0.0.1:0")`) {
