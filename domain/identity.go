@@ -22,6 +22,13 @@ type DatabaseIdentity struct {
 	Where string
 }
 
+// The keys of the identity in the report of the agent's database worker (on its
+// /debug/engine), which berth status compares with its own database's.
+const (
+	IdentityReportID    = "database-id"
+	IdentityReportWhere = "database"
+)
+
 // IdentityStore gives the database's identity.
 type IdentityStore interface {
 	// DatabaseIdentity reads the database's identity; it needs the schema (berth migrate).

@@ -16,7 +16,6 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/manifolds"
-	"github.com/berth-dev/berth/worker/database"
 )
 
 // envAgentAddr gives berth status the agent's address, as --agent-addr does.
@@ -200,8 +199,8 @@ func reportedDatabase(report map[string]any) (id, where, why string) {
 	workers, _ := report["manifolds"].(map[string]any)
 	m, _ := workers[manifolds.DatabaseName].(map[string]any)
 	own, _ := m["report"].(map[string]any)
-	id, _ = own[database.ReportDatabaseID].(string)
-	where, _ = own[database.ReportDatabaseWhere].(string)
+	id, _ = own[domain.IdentityReportID].(string)
+	where, _ = own[domain.IdentityReportWhere].(string)
 	switch state := stringField(m, "state"); {
 	case id != "":
 		return id, where, ""

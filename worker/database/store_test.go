@@ -66,8 +66,8 @@ func (s *storeSuite) checkServesAMigratedStore(c *gc.C, url string) {
 	id, err := state.(domain.IdentityStore).DatabaseIdentity(context.Background())
 	c.Assert(err, gc.IsNil)
 	report := w.(interface{ Report() map[string]any }).Report()
-	c.Check(report[database.ReportDatabaseID], gc.Equals, id.ID)
-	c.Check(report[database.ReportDatabaseWhere], gc.Equals, id.Where)
+	c.Check(report[domain.IdentityReportID], gc.Equals, id.ID)
+	c.Check(report[domain.IdentityReportWhere], gc.Equals, id.Where)
 }
 
 func (s *storeSuite) TestConnectsToPostgreSQL(c *gc.C) {

@@ -168,20 +168,13 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker to stop and returns why it stopped.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
-// The keys of the database identity in Report, which `berth status` compares with its own
-// database's.
-const (
-	ReportDatabaseID    = "database-id"
-	ReportDatabaseWhere = "database"
-)
-
 // Report shows the connection's health in the engine report, and which database it is
 // once connected.
 func (w *Worker) Report() map[string]any {
 	report := map[string]any{"consecutive-ping-failures": w.failures.Load()}
 	if id := w.identity.Load(); id != nil {
-		report[ReportDatabaseID] = id.ID
-		report[ReportDatabaseWhere] = id.Where
+		report[domain.IdentityReportID] = id.ID
+		report[domain.IdentityReportWhere] = id.Where
 	}
 	return report
 }
