@@ -21,6 +21,10 @@ import (
 // envAgentAddr gives berth status the agent's address, as --agent-addr does.
 const envAgentAddr = "BERTH_AGENT_ADDR"
 
+// databaseCheckTimeout bounds reading the CLI's database's identity when an address is
+// given, so that a database that does not answer leaves statusTimeout to ask the agent.
+const databaseCheckTimeout = 3 * time.Second
+
 // agentTarget is the agent berth status asks, and what it knows of it beforehand.
 type agentTarget struct {
 	addr string
@@ -51,7 +55,10 @@ func findAgent(ctx context.Context, opts *globalOptions, flagAddr, agentID, envA
 	}
 	st, err := opts.openState(ctx)
 	if err != nil {
-		return agentTarget{}, err
+		return agentTarget{}, &rewordedError{
+			msg: fmt.Sprintf("cannot read the agents table to find the agent: %v: pass the agent's address as --agent-addr or %s", err, envAgentAddr),
+			err: err,
+		}
 	}
 	defer st.Close()
 	own, err := st.DatabaseIdentity(ctx)
@@ -92,6 +99,9 @@ func addressedAgent(ctx context.Context, opts *globalOptions, addr, source strin
 			}
 		}
 	}
+	// An unreachable database must leave time to ask the agent.
+	ctx, cancel := context.WithTimeout(ctx, databaseCheckTimeout)
+	defer cancel()
 	st, err := store.Open(ctx, url, store.Options{})
 	if err != nil {
 		t.unchecked = "not checked that the agent works on this CLI's database: " + err.Error()

@@ -301,3 +301,20 @@ func TestStatusCompletesAgents(t *testing.T) {
 		}
 	}
 }
+
+// Without an address, an unreachable database leaves nothing to find the agent by: the
+// error says to pass its address.
+func TestStatusDatabaseDownWithoutAnAddress(t *testing.T) {
+	clearStatusEnv(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := l.Addr().String()
+	l.Close()
+	_, _, err = runBerth(clock.WallClock, "status", "--database-url", "postgres://berth@"+down+"/berth?connect_timeout=2")
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot read the agents table to find the agent: ") ||
+		!strings.HasSuffix(err.Error(), ": pass the agent's address as --agent-addr or BERTH_AGENT_ADDR") {
+		t.Errorf("status with the database down: %v", err)
+	}
+}
