@@ -106,7 +106,9 @@ applies a Kubernetes JSONPath template to what -o json prints.
 
 Down hosts and hosts without capacity count towards neither used nor total when the agent
 decides on a warning. The agent samples every --capacity-interval (default 1m); with no
-agent running the figures are as old as their sample time says.`,
+agent running the figures are as old as their sample time says, but for the used (and free)
+slots of a pool counted in slots: those are its slot reservations, read when the command
+runs, so a runtime just created or deleted shows at once.`,
 		Example: `  berth capacity
   berth capacity --since 24h
   berth capacity -o json | jq '.provisioners[] | {name, used_percent}'
@@ -130,6 +132,9 @@ agent running the figures are as old as their sample time says.`,
 			from := now.Add(-since)
 			latest, err := st.LatestCapacity(ctx)
 			if err != nil {
+				return needsSchema(err)
+			}
+			if latest, err = withLiveSlots(ctx, st, latest); err != nil {
 				return needsSchema(err)
 			}
 			trends, err := st.CapacityTrends(ctx, from)

@@ -38,6 +38,11 @@ func TestCapacityShowsNowTrendWarningsAndWaits(t *testing.T) {
 	if _, err := c.st.SetCapacityWarning(ctx, term, domain.CapacityWarning{Provisioner: "pool", Kind: "total", Active: true, Message: "90% of 10 slots used", Since: now.Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
+	// The pool's reservations are still as the newest sample counted them (used slots are
+	// read from them live: see TestCapacityUsedSlotsAreLive).
+	if _, err := c.st.Pool().Exec(ctx, `INSERT INTO slot_host_usage (provisioner, host, slots) VALUES ('pool', 'http://a', 9), ('pool', 'http://b', 8)`); err != nil {
+		t.Fatal(err)
+	}
 	waiting := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "big", "--arg", "slots=5", "-o", "json"))["id"].(string)
 	c.mustRun("resource", "create", "--type", "runtime", "--name", "plain")
 	// Waiting for 90s, created long before: the wait counts from when it began.
@@ -96,5 +101,62 @@ func TestCapacityWithNothingSampled(t *testing.T) {
 	}
 	if _, _, err := c.run("capacity", "--since", "0s"); err == nil || !strings.Contains(err.Error(), "--since: must be positive") {
 		t.Errorf("capacity --since 0s: %v", err)
+	}
+}
+
+// The used slots of a pool counted in slots are its reservations as they are now, not as
+// the agent last sampled them: a runtime created (or deleted) since shows at once. Totals,
+// down hosts and the sample time stay the sample's; other units stay as sampled.
+func TestCapacityUsedSlotsAreLive(t *testing.T) {
+	c := newCLI(t)
+	ctx := context.Background()
+	at := c.clk.Now().UTC().Truncate(time.Second).Add(-3 * time.Second)
+	session, err := c.st.RegisterAgent(ctx, domain.AgentInfo{ID: "leader", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, leads, err := c.st.ClaimLeadership(ctx, "leader", session, time.Hour); err != nil || !leads {
+		t.Fatalf("claim leadership: %v (leads: %v)", err, leads)
+	}
+	// Sampled before anything was reserved.
+	if err := c.st.RecordCapacity(ctx, domain.Term{Holder: "leader", Session: session}, []domain.CapacitySample{
+		{At: at, Provisioner: "dev", Unit: "slots", Total: 8},
+		{At: at, Provisioner: "dev", Host: "http://a", Unit: "slots", Total: 4},
+		{At: at, Provisioner: "dev", Host: "http://b", Unit: "slots", Total: 4, Down: true},
+		{At: at, Provisioner: "kube", Unit: "millicpu", Total: 4000, Used: 1500},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "hello", "--owner", "demo", "--provisioner", "dev", "--arg", "slots=2", "-o", "json"))["id"].(string)
+	if _, err := c.st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "dev", ResourceID: id, Owner: "demo", Slots: 2},
+		func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+			return "http://a", nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+
+	var got capacityJSON
+	decodeOne(t, c.mustRun("capacity", "-o", "json"), &got)
+	if len(got.Provisioners) != 2 {
+		t.Fatalf("provisioners = %+v, want dev and kube", got.Provisioners)
+	}
+	dev, kube := got.Provisioners[0], got.Provisioners[1]
+	if dev.Total != 8 || dev.Used != 2 || dev.Free != 6 || dev.UsedPercent != 25 || !dev.SampledAt.Equal(at) {
+		t.Errorf("dev total = %+v, want 2 of 8 slots used, as sampled at %s", dev.capacityFigures, at)
+	}
+	if len(dev.Hosts) != 2 || dev.Hosts[0].Used != 2 || dev.Hosts[0].Free != 2 || dev.Hosts[1].Used != 0 || !dev.Hosts[1].Down {
+		t.Errorf("dev hosts = %+v, want 2 slots used on http://a, none on http://b (down)", dev.Hosts)
+	}
+	if kube.Used != 1500 || kube.Total != 4000 {
+		t.Errorf("kube = %+v, want its millicpu as sampled", kube.capacityFigures)
+	}
+
+	// Released: the slots are free again before the next sample.
+	if err := c.st.ReleaseSlots(ctx, "dev", id, nil); err != nil {
+		t.Fatal(err)
+	}
+	decodeOne(t, c.mustRun("capacity", "-o", "json"), &got)
+	if p := got.Provisioners[0]; p.Used != 0 || p.Hosts[0].Used != 0 {
+		t.Errorf("after the release dev = %+v, hosts %+v: want nothing used", p.capacityFigures, p.Hosts)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -30,19 +31,28 @@ const statusTimeout = 10 * time.Second
 const maxReportSize = 16 << 20
 
 func newStatusCommand(opts *globalOptions) *cobra.Command {
-	var agentAddr string
+	var agentAddr, agentID string
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use:   "status [--agent ID | --agent-addr HOST:PORT]",
 		Short: "Show the running agent's workers: state, restarts and last error",
 		Long: `Ask a running agent (berth run) for its dependency engine's report, over the HTTP
-endpoint it serves on --http-addr, and print one line per worker: its state (started,
-starting, stopping, stopped), how often it was started, when it last started, the error it
-last stopped with, and what the worker reports about itself (e.g. the provisioner's queue).
+endpoint it serves on --http-addr, and print which agent and database it is, then one line
+per worker: its state (started, starting, stopping, stopped), how often it was started, when
+it last started, the error it last stopped with, and what the worker reports about itself
+(e.g. the provisioner's queue).
+
+The agent is found in the database's agents table, where every agent registers the address
+it serves on (berth agents lists them): the leader by default, or the agent --agent names.
+--agent-addr, or BERTH_AGENT_ADDR when neither flag is given, gives the address instead;
+then the command works without a database (one that is down gives a warning). Either way,
+an agent that reports another database than the CLI's (--database-url, BERTH_DATABASE_URL,
+or the embedded one) is refused, naming both.
 
 A worker stopped with an error names what it is waiting for, e.g. the database being
-unreachable. -o json prints the report as the agent sent it. The command needs no database.`,
+unreachable. -o json prints the report as the agent sent it.`,
 		Example: `  berth status
-  berth status --agent-addr 10.0.0.5:9090 -o json`,
+  berth status --agent berth-2
+  BERTH_AGENT_ADDR=10.0.0.5:9090 berth status -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := opts.outputFormat()
@@ -51,29 +61,46 @@ unreachable. -o json prints the report as the agent sent it. The command needs n
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), statusTimeout)
 			defer cancel()
-			report, err := fetchEngineReport(ctx, agentAddr)
+			target, err := findAgent(ctx, opts, agentAddr, agentID, os.Getenv(envAgentAddr))
 			if err != nil {
 				return err
+			}
+			report, err := fetchEngineReport(ctx, target)
+			if err != nil {
+				return err
+			}
+			reported, err := target.checkDatabase(report)
+			if err != nil {
+				return err
+			}
+			if target.unchecked != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", target.unchecked)
 			}
 			if format != outputTable {
 				return writeData(cmd.OutOrStdout(), format, report)
 			}
+			if _, err := fmt.Fprintf(cmd.OutOrStdout(), "agent: %s\ndatabase: %s\n", target.describe(), reported); err != nil {
+				return err
+			}
 			return writeEngineReport(cmd.OutOrStdout(), report)
 		},
 	}
-	cmd.Flags().StringVar(&agentAddr, "agent-addr", defaultAgentAddr, "the address the agent serves HTTP on (berth run --http-addr)")
+	cmd.Flags().StringVar(&agentAddr, "agent-addr", "", "the address the agent serves HTTP on, its berth run --http-addr (env "+envAgentAddr+"; default: the address the agent registered)")
+	cmd.Flags().StringVar(&agentID, "agent", "", "the --agent-id of the agent to ask, as berth agents lists it (default: the leader)")
+	mustRegister(cmd, "agent", completeAgents(opts))
 	return cmd
 }
 
-// fetchEngineReport GETs /debug/engine from the agent at addr (host:port, or a URL).
-func fetchEngineReport(ctx context.Context, addr string) (map[string]any, error) {
+// fetchEngineReport GETs /debug/engine from the agent at target.addr (host:port, or a URL).
+func fetchEngineReport(ctx context.Context, target agentTarget) (map[string]any, error) {
+	addr := target.addr
 	base := strings.TrimRight(addr, "/")
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/engine", nil)
 	if err != nil {
-		return nil, fmt.Errorf("--agent-addr %q is not an address: pass HOST:PORT, e.g. %s", addr, defaultAgentAddr)
+		return nil, fmt.Errorf("%s %q is not an address: pass HOST:PORT, e.g. %s", target.source, addr, defaultAgentAddr)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -82,10 +109,7 @@ func fetchEngineReport(ctx context.Context, addr string) (map[string]any, error)
 		if errors.As(err, &urlErr) {
 			cause = urlErr.Err
 		}
-		return nil, &rewordedError{
-			msg: fmt.Sprintf("no agent answers on %s: is `berth run` running with --http-addr %s? (%v)", addr, addr, cause),
-			err: err,
-		}
+		return nil, &rewordedError{msg: target.noAnswer(cause), err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReportSize))
@@ -93,11 +117,11 @@ func fetchEngineReport(ctx context.Context, addr string) (map[string]any, error)
 		return nil, fmt.Errorf("read the agent's report from %s: %w", addr, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("the server on %s answered /debug/engine with %s: is --agent-addr the address of `berth run --http-addr`?", addr, resp.Status)
+		return nil, fmt.Errorf("the server on %s answered /debug/engine with %s: is %s the address of `berth run --http-addr`?", addr, resp.Status, target.source)
 	}
 	var report map[string]any
 	if err := json.Unmarshal(body, &report); err != nil {
-		return nil, fmt.Errorf("the answer of %s to /debug/engine is not an engine report (%v): is --agent-addr the address of `berth run --http-addr`?", addr, err)
+		return nil, fmt.Errorf("the answer of %s to /debug/engine is not an engine report (%v): is %s the address of `berth run --http-addr`?", addr, err, target.source)
 	}
 	return report, nil
 }

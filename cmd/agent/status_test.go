@@ -41,18 +41,21 @@ func agentServing(t *testing.T, code int, body string) string {
 }
 
 func TestStatusTable(t *testing.T) {
-	clearEnv(t)
+	clearStatusEnv(t)
 	addr := agentServing(t, http.StatusOK, engineReport)
 	out, _, err := runBerth(clock.WallClock, "status", "--agent-addr", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 7 {
-		t.Fatalf("status printed %d lines, want 7:\n%s", len(lines), out)
+	if len(lines) != 9 {
+		t.Fatalf("status printed %d lines, want 9:\n%s", len(lines), out)
 	}
-	if lines[0] != "engine: started" || lines[1] != "" {
-		t.Errorf("engine line = %q, %q", lines[0], lines[1])
+	if lines[0] != "agent: "+addr+" (from --agent-addr)" || lines[1] != "database: not reported (its database worker is stopped)" {
+		t.Errorf("agent and database lines = %q, %q", lines[0], lines[1])
+	}
+	if lines[2] != "engine: started" || lines[3] != "" {
+		t.Errorf("engine line = %q, %q", lines[2], lines[3])
 	}
 	want := [][]string{
 		{"WORKER", "STATE", "STARTS", "RESTARTS", "LAST", "START", "ERROR", "REPORT"},
@@ -62,13 +65,13 @@ func TestStatusTable(t *testing.T) {
 		{"provisioner", "started", "1", "0", "2025-03-01", "12:00:01", "-", "in-flight=1", "queue-depth=2"},
 	}
 	for i, w := range want {
-		if got := strings.Fields(lines[i+2]); strings.Join(got, " ") != strings.Join(w, " ") {
-			t.Errorf("line %d = %q, want fields %q", i+2, lines[i+2], w)
+		if got := strings.Fields(lines[i+4]); strings.Join(got, " ") != strings.Join(w, " ") {
+			t.Errorf("line %d = %q, want fields %q", i+4, lines[i+4], w)
 		}
 	}
 	// The columns line up: every row's STATE starts where the header's does.
-	col := strings.Index(lines[2], "STATE")
-	for _, line := range lines[3:] {
+	col := strings.Index(lines[4], "STATE")
+	for _, line := range lines[5:] {
 		if len(line) <= col || line[col-1] != ' ' || line[col] == ' ' {
 			t.Errorf("STATE column misaligned in %q", line)
 		}
@@ -76,7 +79,7 @@ func TestStatusTable(t *testing.T) {
 }
 
 func TestStatusJSON(t *testing.T) {
-	clearEnv(t)
+	clearStatusEnv(t)
 	addr := agentServing(t, http.StatusOK, engineReport)
 	out, _, err := runBerth(clock.WallClock, "status", "--agent-addr", "http://"+addr+"/", "-o", "json")
 	if err != nil {
@@ -95,7 +98,7 @@ func TestStatusJSON(t *testing.T) {
 }
 
 func TestStatusNoAgent(t *testing.T) {
-	clearEnv(t)
+	clearStatusEnv(t)
 	// A port that was free a moment ago: nothing listens there.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,16 +117,8 @@ func TestStatusNoAgent(t *testing.T) {
 	}
 }
 
-func TestStatusDefaultAddress(t *testing.T) {
-	clearEnv(t)
-	cmd := newStatusCommand(&globalOptions{clock: clock.WallClock})
-	if got := cmd.Flags().Lookup("agent-addr").DefValue; got != "127.0.0.1:9090" {
-		t.Errorf("--agent-addr defaults to %q, want 127.0.0.1:9090 (berth run's --http-addr default)", got)
-	}
-}
-
 func TestStatusNotAnAgent(t *testing.T) {
-	clearEnv(t)
+	clearStatusEnv(t)
 	for _, tc := range []struct {
 		code int
 		body string
@@ -138,4 +133,10 @@ func TestStatusNotAnAgent(t *testing.T) {
 			t.Errorf("status against %d %q: %v, want %s", tc.code, tc.body, err, tc.err)
 		}
 	}
+}
+
+// clearStatusEnv is clearEnv, and no BERTH_AGENT_ADDR either.
+func clearStatusEnv(t *testing.T) {
+	clearEnv(t)
+	t.Setenv(envAgentAddr, "")
 }

@@ -36,6 +36,7 @@ import (
 // DB is an open store with the housekeeping the agent and the CLI need.
 type DB interface {
 	domain.State
+	domain.IdentityStore
 	// Migrate brings the schema up to date; it is safe to run from several processes at once.
 	Migrate(ctx context.Context) error
 	// Ping checks the store answers.

@@ -23,6 +23,7 @@ import (
 const (
 	agentMarker  = "<!-- quickstart: agent -->"
 	clientMarker = "<!-- quickstart: client -->"
+	nextMarker   = "<!-- quickstart: next -->"
 )
 
 const (
@@ -39,6 +40,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	agentBlock := shellBlock(t, string(readme), agentMarker)
 	commands := shellCommands(shellBlock(t, string(readme), clientMarker))
+	next := shellCommands(shellBlock(t, string(readme), nextMarker))
 
 	agentAddr := freeAddr(t)
 	env := quickstartEnv(t, t.TempDir(), agentAddr)
@@ -47,21 +49,8 @@ func TestReadmeQuickStart(t *testing.T) {
 	agent := startAgentBlock(t, root, env, agentBlock)
 	agent.waitReady(t, agentAddr)
 
-	outputs := map[string]string{} // by step: create, get, capacity, delete
-	for _, c := range commands {
-		out := runClientCommand(t, root, env, c)
-		for _, step := range []string{"resource create", "resource get", "capacity", "resource delete"} {
-			if strings.Contains(c, " "+step+" ") || strings.HasSuffix(c, " "+step) {
-				outputs[step] += out
-			}
-		}
-	}
-	for _, step := range []string{"resource create", "resource get", "capacity", "resource delete"} {
-		if _, ok := outputs[step]; !ok {
-			t.Errorf("the README's client block has no `berth %s` command; the quick start should show it", step)
-		}
-	}
-
+	clientSteps := []string{"resource create", "resource get", "capacity", "resource events", "resource delete"}
+	outputs := runSteps(t, root, env, commands, clientSteps)
 	created := outputs["resource create"]
 	host := regexp.MustCompile(`(?m)^\s*host:\s+(http://127\.0\.0\.1:\d+)\s*$`).FindStringSubmatch(created)
 	if !strings.Contains(created, "status ready") || host == nil || !regexp.MustCompile(`(?m)^\s*cpu:\s+\d+`).MatchString(created) {
@@ -72,14 +61,36 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Errorf("get should show the ready resource and its config, printed:\n%s", got)
 	}
 	capacity := outputs["capacity"]
-	if !regexp.MustCompile(`(?m)^\S+\s+\(total\)\s+slots\s+\d+`).MatchString(capacity) || (host != nil && !strings.Contains(capacity, host[1])) {
-		t.Errorf("capacity should show the pool and the host the resource is on, printed:\n%s", capacity)
+	if !regexp.MustCompile(`(?m)^\S+\s+\(total\)\s+slots\s+12\s+2\s+10\s`).MatchString(capacity) {
+		t.Errorf("capacity right after create should show 2 of the pool's 12 slots used, as the README says, printed:\n%s", capacity)
+	}
+	if host != nil && !regexp.MustCompile(`(?m)^\S+\s+`+regexp.QuoteMeta(host[1])+`\s+slots\s+4\s+2\s+2\s`).MatchString(capacity) {
+		t.Errorf("capacity should show the runtime's 2 slots used on its host %s, printed:\n%s", host[1], capacity)
 	}
 	if strings.Contains(capacity, " down ") {
 		t.Errorf("a dev host is down:\n%s", capacity)
 	}
+	if !regexp.MustCompile(`(?m)\bready\b`).MatchString(outputs["resource events"]) {
+		t.Errorf("events should show the resource's history up to ready, printed:\n%s", outputs["resource events"])
+	}
 	if !strings.Contains(outputs["resource delete"], "deleted") {
 		t.Errorf("delete --wait should report the resource deleted, printed:\n%s", outputs["resource delete"])
+	}
+
+	// The Next steps, with the agent on a port of its own (RUN_ARGS --http-addr, as the
+	// README tells a reader whose 9090 is taken): status finds it without being told where.
+	outputs = runSteps(t, root, env, next, []string{"status", "agents", "--help"})
+	status := outputs["status"]
+	if !regexp.MustCompile(`(?m)^agent: \S+ \(the leader\) on `+regexp.QuoteMeta(agentAddr)+`$`).MatchString(status) ||
+		!regexp.MustCompile(`(?m)^database: SQLite file `+regexp.QuoteMeta(home)+`\S+ \(id [0-9a-f]{16}, the CLI's database\)$`).MatchString(status) ||
+		!regexp.MustCompile(`(?m)^provisioner\s+started\s`).MatchString(status) {
+		t.Errorf("status should find the leader on %s, on the CLI's database in %s, with its workers, printed:\n%s", agentAddr, home, status)
+	}
+	if !strings.Contains(outputs["agents"], agentAddr) {
+		t.Errorf("agents should list the agent on %s, printed:\n%s", agentAddr, outputs["agents"])
+	}
+	if !strings.Contains(outputs["--help"], "status") {
+		t.Errorf("--help should list the commands, printed:\n%s", outputs["--help"])
 	}
 
 	agent.interrupt(t)
@@ -99,6 +110,27 @@ func TestReadmeQuickStart(t *testing.T) {
 	if first := firstAgentLine(logs); !strings.Contains(first, home) {
 		t.Errorf("the agent's first log line should name its database file, in the fresh home %s:\n%s", home, first)
 	}
+}
+
+// runSteps runs commands in order and returns the output of each of steps (a command's
+// words after bin/berth), failing when the commands lack one.
+func runSteps(t *testing.T, root string, env, commands, steps []string) map[string]string {
+	t.Helper()
+	outputs := map[string]string{}
+	for _, c := range commands {
+		out := runClientCommand(t, root, env, c)
+		for _, step := range steps {
+			if strings.Contains(c, " "+step+" ") || strings.HasSuffix(c, " "+step) {
+				outputs[step] += out
+			}
+		}
+	}
+	for _, step := range steps {
+		if _, ok := outputs[step]; !ok {
+			t.Errorf("the README's quick start has no `berth %s` command; it should show it", step)
+		}
+	}
+	return outputs
 }
 
 // shellBlock returns the body of the ```sh block that starts on the line after marker; the

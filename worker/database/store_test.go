@@ -60,6 +60,14 @@ func (s *storeSuite) checkServesAMigratedStore(c *gc.C, url string) {
 	resources, err := state.ListResources(context.Background(), domain.ListFilter{})
 	c.Assert(err, gc.IsNil)
 	c.Check(resources, gc.HasLen, 0)
+
+	// The report names the store, as berth status reads it to check the agent's database
+	// is its own.
+	id, err := state.(domain.IdentityStore).DatabaseIdentity(context.Background())
+	c.Assert(err, gc.IsNil)
+	report := w.(interface{ Report() map[string]any }).Report()
+	c.Check(report[domain.IdentityReportID], gc.Equals, id.ID)
+	c.Check(report[domain.IdentityReportWhere], gc.Equals, id.Where)
 }
 
 func (s *storeSuite) TestConnectsToPostgreSQL(c *gc.C) {

@@ -68,6 +68,8 @@ type Worker struct {
 	connected chan struct{}
 	// failures is written by the loop and read by Report, from the engine's goroutine.
 	failures atomic.Int64
+	// identity is the store's, read once connected; nil for a store that has none.
+	identity atomic.Pointer[domain.DatabaseIdentity]
 
 	mu    sync.Mutex // guards db and holds
 	db    DB         // set once connected
@@ -166,9 +168,15 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker to stop and returns why it stopped.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
-// Report shows the connection's health in the engine report.
+// Report shows the connection's health in the engine report, and which database it is
+// once connected.
 func (w *Worker) Report() map[string]any {
-	return map[string]any{"consecutive-ping-failures": w.failures.Load()}
+	report := map[string]any{"consecutive-ping-failures": w.failures.Load()}
+	if id := w.identity.Load(); id != nil {
+		report[domain.IdentityReportID] = id.ID
+		report[domain.IdentityReportWhere] = id.Where
+	}
+	return report
 }
 
 func (w *Worker) loop() error {
@@ -203,6 +211,9 @@ func (w *Worker) connect() (DB, error) {
 		return nil, w.connectError(ctx, "open database", err)
 	}
 	err = db.Migrate(ctx)
+	if err == nil || errors.Is(err, domain.ErrSchemaTooNew) {
+		w.readIdentity(ctx, db)
+	}
 	switch {
 	case errors.Is(err, domain.ErrSchemaTooNew):
 		// A newer build migrated the database. The store stays open for the agent's
@@ -214,6 +225,22 @@ func (w *Worker) connect() (DB, error) {
 		return nil, w.connectError(ctx, "migrate database", err)
 	}
 	return db, nil
+}
+
+// readIdentity keeps the store's identity for Report. A store without one, or one that
+// cannot read it, is reported without: the agent works all the same, and `berth status`
+// says it could not check the database.
+func (w *Worker) readIdentity(ctx context.Context, db DB) {
+	store, ok := db.(domain.IdentityStore)
+	if !ok {
+		return
+	}
+	id, err := store.DatabaseIdentity(ctx)
+	if err != nil {
+		w.config.Logger.Warn("the database's identity is not in the engine report: berth status cannot check it is its own database", "error", err)
+		return
+	}
+	w.identity.Store(&id)
 }
 
 // connectError says why connecting failed: the worker was killed (the catacomb's error), the

@@ -1,0 +1,51 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The identity is the file's, whatever path opens it, and another file has another.
+func TestDatabaseIdentity(t *testing.T) {
+	ctx := context.Background()
+	migrated := func(path string) *State {
+		st, err := Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		if err := st.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "berth.db")
+	id, err := migrated(path).DatabaseIdentity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Where != "SQLite file "+path || len(id.ID) != 16 {
+		t.Errorf("identity %+v", id)
+	}
+	link := filepath.Join(t.TempDir(), "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink, err := migrated(link).DatabaseIdentity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if viaLink.ID != id.ID {
+		t.Errorf("the file through a link has the identity %s, through its path %s: want one", viaLink.ID, id.ID)
+	}
+	other, err := migrated(filepath.Join(dir, "other.db")).DatabaseIdentity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.ID == id.ID {
+		t.Errorf("two files share the identity %s", id.ID)
+	}
+}
