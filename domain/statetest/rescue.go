@@ -2,6 +2,7 @@ package statetest
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,29 @@ func containsAttention(att []domain.Attention, id string) bool {
 		}
 	}
 	return false
+}
+
+// testAgentsReportTheirProvisioners: an agent's row names its provisioners, sorted, once
+// its membership worker records them; a new registration keeps them until it records its
+// own, and a session that moved on records nothing.
+func testAgentsReportTheirProvisioners(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	session := mustRegister(t, b, "agent-1")
+	if got := mustListAgents(t, b)["agent-1"].Provisioners; len(got) != 0 {
+		t.Fatalf("provisioners of an agent that has not said = %v, want none", got)
+	}
+	if err := b.SetAgentProvisioners(ctx, "agent-1", session, []string{"static", "kube"}); err != nil {
+		t.Fatalf("set provisioners: %v", err)
+	}
+	if got := mustListAgents(t, b)["agent-1"].Provisioners; !slices.Equal(got, []string{"kube", "static"}) {
+		t.Fatalf("provisioners = %v, want [kube static]", got)
+	}
+	newer := mustRegister(t, b, "agent-1")
+	expectSessionEnded(t, b.SetAgentProvisioners(ctx, "agent-1", session, []string{"old"}), "set provisioners of an old session")
+	if err := b.SetAgentProvisioners(ctx, "agent-1", newer, nil); err != nil {
+		t.Fatalf("set no provisioners: %v", err)
+	}
+	if got := mustListAgents(t, b)["agent-1"].Provisioners; len(got) != 0 {
+		t.Fatalf("provisioners after setting none = %v, want none", got)
+	}
 }

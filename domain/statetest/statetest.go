@@ -151,6 +151,7 @@ var tests = []struct {
 	{"ForgetResourceRecordsWhoAndWhatIsLeft", testForgetResourceRecordsWhoAndWhatIsLeft},
 	{"ForgetWaitsForALiveLease", testForgetWaitsForALiveLease},
 	{"SetProvisionerMakesAFailedResourceRetryable", testSetProvisionerMakesAFailedResourceRetryable},
+	{"AgentsReportTheirProvisioners", testAgentsReportTheirProvisioners},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.
