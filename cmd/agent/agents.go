@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -33,6 +34,9 @@ type agentJSON struct {
 	Schema                string `json:"schema"`
 	SchemaVersion         int    `json:"schema_version"`
 	DatabaseSchemaVersion int    `json:"database_schema_version"`
+	// Provisioners names the provisioners of the agent's set; empty for a build from
+	// before schema version 16, which does not say.
+	Provisioners []string `json:"provisioners"`
 }
 
 func newAgentsCommand(opts *globalOptions) *cobra.Command {
@@ -48,7 +52,9 @@ Berth version it runs, the address it serves /healthz, /metrics and /debug/engin
 it started, and whether its build knows the database's schema (SCHEMA): "current", or
 "behind (knows 12, database 13)" for an agent a newer build's migration left behind, which
 claims no work and waits to be replaced (see the README's Upgrading), or "unknown" for an
-agent of a build from before schema version 13, which does not say.
+agent of a build from before schema version 13, which does not say. PROVISIONERS names the
+provisioners of each agent's set (berth resource create warns of a provisioner no live
+agent serves); "-" for an agent of a build from before schema version 16, which does not say.
 
 Every berth run registers when it starts and heartbeats every --heartbeat-interval; an agent
 is live while its last heartbeat is younger than --agent-ttl, measured on the database's
@@ -85,6 +91,7 @@ live, until it is removed after a day of silence, or until it starts again under
 						Version: a.Version, HTTPAddr: a.HTTPAddr, StartedAt: a.StartedAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(),
 						Session: a.Session,
 						Schema:  schemaState(a.Schema), SchemaVersion: a.Schema.Known, DatabaseSchemaVersion: a.Schema.Database,
+						Provisioners: append([]string{}, a.Provisioners...),
 					}
 				}
 				return writeData(cmd.OutOrStdout(), format, out)
@@ -102,10 +109,10 @@ func writeAgents(w io.Writer, agents []domain.Agent) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLIVE\tLEADER\tHEARTBEAT AGE\tLEASES\tVERSION\tHTTP ADDR\tSTARTED\tSCHEMA")
+	fmt.Fprintln(tw, "ID\tLIVE\tLEADER\tHEARTBEAT AGE\tLEASES\tVERSION\tHTTP ADDR\tSTARTED\tSCHEMA\tPROVISIONERS")
 	for _, a := range agents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", tableText(a.ID), yesNo(a.Live), yesNo(a.Leader), a.HeartbeatAge.Round(100*time.Millisecond),
-			a.LeasesHeld, tableText(a.Version), tableText(a.HTTPAddr), a.StartedAt.UTC().Format(time.RFC3339), schemaText(a.Schema))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", tableText(a.ID), yesNo(a.Live), yesNo(a.Leader), a.HeartbeatAge.Round(100*time.Millisecond),
+			a.LeasesHeld, tableText(a.Version), tableText(a.HTTPAddr), a.StartedAt.UTC().Format(time.RFC3339), schemaText(a.Schema), provisionersText(a.Provisioners))
 	}
 	return tw.Flush()
 }
@@ -140,4 +147,13 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// provisionersText is the PROVISIONERS column: the names, comma-separated, or "-" when the
+// agent does not say.
+func provisionersText(names []string) string {
+	if len(names) == 0 {
+		return "-"
+	}
+	return tableText(strings.Join(names, ","))
 }
