@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +107,46 @@ func testNoRequestWithoutAnEnd(t *testing.T, store e2etest.Store) {
 	out = e.berth("resource", "delete", "-l", "tier=dev", "--owner", "demo", "--wait", "--timeout", "30s")
 	if !strings.Contains(out, x2) || !strings.Contains(out, x3) || strings.Count(out, "deleted") != 2 {
 		t.Errorf("delete -l tier=dev --wait printed:\n%s", out)
+	}
+}
+
+// TestAgentsReportAReloadedSet: a reload of the provisioner set (file rewritten, SIGHUP)
+// reaches the agent's row with the next heartbeat, and the agent stays registered through
+// it: its membership does not restart with the provisioners, which would give up its leases.
+func TestAgentsReportAReloadedSet(t *testing.T) {
+	e := newEnvOn(t, e2etest.SQLite, map[string]int{"a": 4})
+	// A set of two needs its default named.
+	a := e.startAgent("--default-provisioner", "pool")
+	const within = 30 * time.Second
+	agentProvisioners := func() ([]string, string) {
+		var agents []struct {
+			Provisioners []string `json:"provisioners"`
+		}
+		out := e.berth("agents", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &agents); err != nil || len(agents) != 1 {
+			return nil, out
+		}
+		return agents[0].Provisioners, out
+	}
+	e.eventually("the agent reports its provisioners", within, func() (bool, string) {
+		got, out := agentProvisioners()
+		return slices.Equal(got, []string{"pool"}), out
+	})
+
+	host := e.hosts["a"]
+	spare := map[string]any{"type": "static", "spec": map[string]any{"runtimes": []map[string]any{{"host": host.url, "slots": 1, "data_dir": "/mnt/spare"}}}}
+	pool := map[string]any{"type": "static", "spec": map[string]any{"runtimes": []map[string]any{{"host": host.url, "slots": host.slots, "data_dir": "/mnt/data"}}}}
+	raw, err := json.Marshal(map[string]any{"pool": pool, "spare": spare})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.writeRaw(t, string(raw))
+	a.Signal(t, syscall.SIGHUP)
+	e.eventually("the agent reports the reloaded set", within, func() (bool, string) {
+		got, out := agentProvisioners()
+		return slices.Equal(got, []string{"pool", "spare"}), out
+	})
+	if logs := a.logs.String(); strings.Count(logs, `msg=registered`) != 1 || strings.Contains(logs, "resigned") {
+		t.Errorf("the agent registered again or resigned on the reload:\n%s", logs)
 	}
 }
