@@ -68,6 +68,9 @@ type Agent struct {
 	// saying, a build from before schema version 13) and the database's: an agent whose
 	// Schema.TooNew() claims no work and waits to be replaced.
 	Schema SchemaVersions
+	// Provisioners names the provisioners of the agent's set, sorted (SetAgentProvisioners);
+	// empty for an agent of a build from before schema version 16, which does not say.
+	Provisioners []string
 }
 
 // LiveAgentIDs returns the ids of the live agents among listed, sorted, with self among them
@@ -105,6 +108,10 @@ type AgentStore interface {
 	// row is not at session it clears nothing and gives an error wrapping ErrSessionEnded:
 	// the leases may be another process's of the same id.
 	ResignAgent(ctx context.Context, id string, session int64) error
+	// SetAgentProvisioners records names (the provisioners of the agent's set) on the
+	// agent's row while it has session; otherwise it gives an error wrapping
+	// ErrSessionEnded, as HeartbeatAgent does. ListAgents returns them sorted.
+	SetAgentProvisioners(ctx context.Context, id string, session int64, names []string) error
 	// ListAgents returns every registered agent, ordered by id; an agent is live while its
 	// last heartbeat is younger than ttl.
 	ListAgents(ctx context.Context, ttl time.Duration) ([]Agent, error)

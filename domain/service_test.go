@@ -91,6 +91,19 @@ func (m *memStore) update(id string, change func(*domain.Resource)) (domain.Reso
 	return r, nil
 }
 
+func (m *memStore) ForgetResource(_ context.Context, id string, _ domain.Forgetting) (domain.Resource, error) {
+	r, ok := m.rows[id]
+	if !ok {
+		return domain.Resource{}, domain.ErrNotFound
+	}
+	delete(m.rows, id)
+	return r, nil
+}
+
+func (m *memStore) SetProvisioner(_ context.Context, id, provisioner string) (domain.Resource, error) {
+	return m.update(id, func(r *domain.Resource) { r.Provisioner = provisioner })
+}
+
 func (m *memStore) SetPaused(_ context.Context, id string, paused bool) (domain.Resource, error) {
 	return m.update(id, func(r *domain.Resource) { r.Paused = paused })
 }

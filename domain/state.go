@@ -90,6 +90,21 @@ type ResourceStore interface {
 	// does not have, or ending with more than MaxLabels, gives a FieldError and changes
 	// nothing (see MergeLabels); a resource being deleted gives an error wrapping ErrConflict.
 	ChangeLabels(ctx context.Context, id string, set map[string]string, remove []string) (Resource, error)
+	// ForgetResource removes the resource's row without deprovisioning it, whatever its
+	// status, and returns the row as it was. In the same transaction it records an
+	// EventControl event (ForgetMessage: who, why, and what the provisioner may have left
+	// behind) before the removal's own. A resource whose lease a live agent holds (it may be
+	// provisioning or deprovisioning it this moment) gives a *LeaseHeldError and is kept:
+	// forgetting it then could leave behind what that agent makes after. On PostgreSQL only
+	// the agent's role (the tables' owner) may forget: a client role gets ErrForbidden.
+	ForgetResource(ctx context.Context, id string, f Forgetting) (Resource, error)
+	// SetProvisioner moves the resource to the named provisioner and returns it. The move
+	// clears its retry bookkeeping and permanent failure (as RequestRetry does) and logs a
+	// change, so an agent reconciles it on the new provisioner at once. It is refused with
+	// an error wrapping ErrConflict once something may have been provisioned for it (it
+	// left pending or error, was ever ready, or has state) and while it is being deleted:
+	// the old provisioner's things would leak.
+	SetProvisioner(ctx context.Context, id, provisioner string) (Resource, error)
 }
 
 // OrphanFinder tells brokers which of the things they hold belong to resources that no longer

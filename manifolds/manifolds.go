@@ -7,6 +7,7 @@
 //	clock ──► provisioner-set ─┐
 //	clock ──► database ────────┴─► environs ─┬─► provisioner (starts its own resources watcher)
 //	                    │                    ├─► healthcheck
+//	                    │                    ├─► provisioner-names ···► membership (read, not an input)
 //	                    │                    ├─► environ-check ◄───────┐ (gated on the flag)
 //	                    │                    └─► capacity ◄─────────────┐ (gated on the flag)
 //	                    ├─► changelog-pruner ◄─────────────────────────┤ (gated on the flag)
@@ -29,7 +30,10 @@
 // (see worker/provisionerset and worker/environs).
 //
 // The membership worker registers the agent in the store's agents table and heartbeats; when
-// the agent stops it resigns, which gives up the agent's resource leases at once.
+// the agent stops it resigns, which gives up the agent's resource leases at once. It records
+// the names of the provisioner set on the agent's row, which the provisioner-names manifold
+// keeps for it: membership does not take the environs as an input, since a restart with
+// every reload would resign the agent.
 //
 // The leadership worker is a flag: it holds this agent's claim on the store's leadership
 // lease, and the workers that must run once across the agents sharing the store (environ
@@ -271,6 +275,7 @@ func Manifolds(config Config) dependency.Manifolds {
 	logger := config.Logger
 	// A resource is never health-checked while this agent reconciles it.
 	locks := new(resourcelock.Set)
+	provisioners := new(provisionerNames)
 	return dependency.Manifolds{
 		ClockName:  valueManifold(config.Clock),
 		EngineName: dependency.SelfManifold(config.Engine),
@@ -372,7 +377,9 @@ func Manifolds(config Config) dependency.Manifolds {
 			Logger:       logger.With("worker", MembershipName),
 			Metrics:      config.Metrics,
 			NewWorker:    membership.NewWorker,
+			Provisioners: provisioners.Names,
 		}),
+		ProvisionerNamesName: provisioners.manifold(),
 
 		LeadershipName: schemaguard.Gate(SchemaGuardName, leadership.Manifold(leadership.ManifoldConfig{
 			ClockName:      ClockName,

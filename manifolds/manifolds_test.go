@@ -53,7 +53,7 @@ func (*manifoldsSuite) TestNames(c *gc.C) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environ-check", "environs", "healthcheck", "http-server", "leadership", "membership", "provisioner", "provisioner-set", "resource-metrics", "schema-guard"})
+	c.Check(names, gc.DeepEquals, []string{"capacity", "changelog-pruner", "clock", "database", "engine", "environ-check", "environs", "healthcheck", "http-server", "leadership", "membership", "provisioner", "provisioner-names", "provisioner-set", "resource-metrics", "schema-guard"})
 }
 
 func (*manifoldsSuite) TestInputs(c *gc.C) {
@@ -64,21 +64,22 @@ func (*manifoldsSuite) TestInputs(c *gc.C) {
 		got[name] = inputs
 	}
 	c.Check(got, gc.DeepEquals, map[string][]string{
-		"clock":            nil,
-		"database":         {"clock"},
-		"provisioner-set":  {"clock"},
-		"environs":         {"clock", "database", "provisioner-set"},
-		"provisioner":      {"clock", "database", "environs", "schema-guard"},
-		"changelog-pruner": {"clock", "database", "leadership"},
-		"membership":       {"clock", "database"},
-		"leadership":       {"clock", "database", "membership", "schema-guard"},
-		"engine":           nil,
-		"http-server":      {"clock", "engine"},
-		"resource-metrics": {"database"},
-		"schema-guard":     {"clock", "database"},
-		"healthcheck":      {"clock", "database", "environs", "schema-guard"},
-		"environ-check":    {"clock", "environs", "leadership"},
-		"capacity":         {"clock", "database", "environs", "leadership"},
+		"clock":             nil,
+		"database":          {"clock"},
+		"provisioner-set":   {"clock"},
+		"environs":          {"clock", "database", "provisioner-set"},
+		"provisioner":       {"clock", "database", "environs", "schema-guard"},
+		"changelog-pruner":  {"clock", "database", "leadership"},
+		"membership":        {"clock", "database"},
+		"provisioner-names": {"environs"},
+		"leadership":        {"clock", "database", "membership", "schema-guard"},
+		"engine":            nil,
+		"http-server":       {"clock", "engine"},
+		"resource-metrics":  {"database"},
+		"schema-guard":      {"clock", "database"},
+		"healthcheck":       {"clock", "database", "environs", "schema-guard"},
+		"environ-check":     {"clock", "environs", "leadership"},
+		"capacity":          {"clock", "database", "environs", "leadership"},
 	})
 }
 

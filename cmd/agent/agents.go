@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,9 @@ type agentJSON struct {
 	Schema                string `json:"schema"`
 	SchemaVersion         int    `json:"schema_version"`
 	DatabaseSchemaVersion int    `json:"database_schema_version"`
+	// Provisioners names the provisioners of the agent's set; empty for a build from
+	// before schema version 16, which does not say.
+	Provisioners []string `json:"provisioners"`
 }
 
 func newAgentsCommand(opts *globalOptions) *cobra.Command {
@@ -49,7 +53,9 @@ Berth version it runs, the address it serves /healthz, /metrics and /debug/engin
 it started, and whether its build knows the database's schema (SCHEMA): "current", or
 "behind (knows 12, database 13)" for an agent a newer build's migration left behind, which
 claims no work and waits to be replaced (see the README's Upgrading), or "unknown" for an
-agent of a build from before schema version 13, which does not say.
+agent of a build from before schema version 13, which does not say. PROVISIONERS names the
+provisioners of each agent's set (berth resource create warns of a provisioner no live
+agent serves); "-" for an agent of a build from before schema version 16, which does not say.
 
 Every berth run registers when it starts and heartbeats every --heartbeat-interval; an agent
 is live while its last heartbeat is younger than --agent-ttl, measured on the database's
@@ -110,6 +116,7 @@ var agentListing = listing[domain.Agent]{
 		{header: "VERSION", cell: func(a domain.Agent, _ time.Time) string { return a.Version }},
 		{header: "HTTP ADDR", cell: func(a domain.Agent, _ time.Time) string { return a.HTTPAddr }},
 		{header: "SCHEMA", cell: func(a domain.Agent, _ time.Time) string { return schemaText(a.Schema) }},
+		{header: "PROVISIONERS", cell: func(a domain.Agent, _ time.Time) string { return provisionersText(a.Provisioners) }},
 		{header: "AGE", aging: true, cell: func(a domain.Agent, now time.Time) string { return ageCell(a.StartedAt, now) }},
 		{header: "STARTED", wide: true, cell: func(a domain.Agent, _ time.Time) string { return a.StartedAt.UTC().Format(time.RFC3339) }},
 		{header: "SESSION", wide: true, cell: func(a domain.Agent, _ time.Time) string { return fmt.Sprint(a.Session) }},
@@ -120,6 +127,7 @@ var agentListing = listing[domain.Agent]{
 			Version: a.Version, HTTPAddr: a.HTTPAddr, StartedAt: a.StartedAt.UTC(), HeartbeatAt: a.HeartbeatAt.UTC(),
 			Session: a.Session,
 			Schema:  schemaState(a.Schema), SchemaVersion: a.Schema.Known, DatabaseSchemaVersion: a.Schema.Database,
+			Provisioners: append([]string{}, a.Provisioners...),
 		}
 	},
 	name: func(a domain.Agent) string { return "agent/" + a.ID },
@@ -155,4 +163,13 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// provisionersText is the PROVISIONERS column: the names, comma-separated, or "-" when the
+// agent does not say.
+func provisionersText(names []string) string {
+	if len(names) == 0 {
+		return "-"
+	}
+	return tableText(strings.Join(names, ","))
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // agentKeys are exactly the keys -o json prints for an agent.
-var agentKeys = []string{"database_schema_version", "heartbeat_age_seconds", "heartbeat_at", "http_addr", "id", "leader", "leases_held", "live", "schema", "schema_version", "session", "started_at", "version"}
+var agentKeys = []string{"database_schema_version", "heartbeat_age_seconds", "heartbeat_at", "http_addr", "id", "leader", "leases_held", "live", "provisioners", "schema", "schema_version", "session", "started_at", "version"}
 
 func TestAgentsListsLiveAndSilentAgents(t *testing.T) {
 	c := newCLI(t)

@@ -273,7 +273,7 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		{[]string{"resource", "gte", id}, `unknown command "gte" for "berth resource"`},
 		{[]string{"resource", "get", "00000000-0000-0000-0000-000000000000"}, "not found"},
 		{[]string{"resource", "get", "not-a-uuid"}, "resource ids are UUIDs"},
-		{[]string{"resource", "update", id}, "nothing to update: give --arg key=value or --unset key"},
+		{[]string{"resource", "update", id}, "nothing to update: give --arg key=value, --unset key or --provisioner NAME"},
 		{[]string{"resource", "update", id, "--arg", "size=3"}, "--arg size: unknown key"},
 		{[]string{"resource", "update", id, "--arg", "slots=1000001"}, "--arg slots: must be at most 1000000, got 1000001"},
 		{[]string{"resource", "update", id, "--unset", "verison"}, `--unset: the resource has no arg "verison"`},

@@ -107,7 +107,7 @@ it).`,
 				return err
 			}
 			ctx := cmd.Context()
-			return opts.withService(ctx, func(svc *domain.Service) error {
+			return opts.withServiceAndAgents(ctx, func(svc *domain.Service, agents domain.AgentStore) error {
 				r, err := svc.Create(ctx, domain.NewResource{Type: t, Name: name, Owner: owner, Provisioner: provisioner, Args: args, Labels: labels})
 				if errors.Is(err, domain.ErrAlreadyExists) {
 					return fmt.Errorf("--name: a %s named %q already exists for owner %q: choose another name, or update that one", t, strings.TrimSpace(name), strings.TrimSpace(owner))
@@ -115,6 +115,7 @@ it).`,
 				if err != nil {
 					return flagError(err)
 				}
+				warnUnserved(ctx, cmd.ErrOrStderr(), agents, r.ID, r.Provisioner)
 				var waitErr error
 				if wait {
 					r, waitErr = waitReady(cmd, opts, svc, r, false, timeout)
@@ -258,12 +259,13 @@ func newResourceUpdateCommand(opts *globalOptions) *cobra.Command {
 		ref             resourceRef
 		argPairs, unset []string
 		replace         bool
+		provisioner     string
 		wait            bool
 		timeout         time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "update ID|NAME [--arg key=value ...] [--unset key ...] [--replace]",
-		Short: "Change a resource's args",
+		Use:   "update ID|NAME [--arg key=value ...] [--unset key ...] [--replace] [--provisioner NAME]",
+		Short: "Change a resource's args or provisioner",
 		Long: `Change a resource's args. The given --arg values are MERGED into the current args (keys not
 mentioned keep their values); --unset removes a key, bringing back its default. With
 --replace the given --arg values become the whole args instead: the way to fix args another
@@ -271,18 +273,28 @@ program wrote that Berth cannot read. The new args are checked against the resou
 before anything is written, and the agent reconciles the resource again when they differ
 from the current ones.
 
+--provisioner moves the resource to another provisioner: the fix for a resource created
+with a provisioner no agent serves. It is allowed until provisioning starts (the resource is
+pending or error, was never ready and holds no state): the move clears its failure, as
+berth resource retry does, and the agent provisions it on the new provisioner at once.
+Afterwards, or while the resource is being deleted, it is refused, since the old
+provisioner may hold things for it: delete the resource and create it again (or, when its
+provisioner is gone, forget it with berth resource delete --force). A warning names a
+provisioner no live agent serves.
+
 ` + refHelp,
 		Example: `  berth resource update 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a --arg slots=4
   berth resource update analytics --owner acme --unset version --wait
-  berth resource update analytics --owner acme --replace --arg slots=2`,
+  berth resource update analytics --owner acme --replace --arg slots=2
+  berth resource update analytics --owner acme --provisioner static --wait`,
 		Args: idArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
 			if err != nil {
 				return err
 			}
-			if len(argPairs) == 0 && len(unset) == 0 && !replace {
-				return usageError(errors.New("nothing to update: give --arg key=value or --unset key"))
+			if len(argPairs) == 0 && len(unset) == 0 && !replace && !cmd.Flags().Changed("provisioner") {
+				return usageError(errors.New("nothing to update: give --arg key=value, --unset key or --provisioner NAME"))
 			}
 			if replace && len(unset) > 0 {
 				return usageError(errors.New("--unset and --replace do not mix: --replace drops every arg not given with --arg"))
@@ -291,7 +303,7 @@ from the current ones.
 				return err
 			}
 			ctx := cmd.Context()
-			return opts.withService(ctx, func(svc *domain.Service) error {
+			return opts.withServiceAndAgents(ctx, func(svc *domain.Service, agents domain.AgentStore) error {
 				before, err := ref.resolve(ctx, cmd, svc, args[0])
 				if err != nil {
 					return err
@@ -300,10 +312,17 @@ from the current ones.
 				if err != nil {
 					return flagError(err)
 				}
-				var r domain.Resource
-				if replace {
+				r := before
+				if cmd.Flags().Changed("provisioner") {
+					if r, err = svc.SetProvisioner(ctx, before.ID, provisioner); err != nil {
+						return flagError(storeError(err))
+					}
+					warnUnserved(ctx, cmd.ErrOrStderr(), agents, r.ID, r.Provisioner)
+				}
+				switch {
+				case replace:
 					r, err = svc.ReplaceArgs(ctx, before.ID, set)
-				} else {
+				case len(argPairs) > 0 || len(unset) > 0:
 					r, err = svc.UpdateArgs(ctx, before.ID, set, unset)
 				}
 				if err != nil {
@@ -311,8 +330,9 @@ from the current ones.
 				}
 				var waitErr error
 				if wait {
-					// An error status recorded for the previous args says nothing about the new ones.
-					staleError := before.Status == domain.StatusError && r.Generation != before.Generation
+					// An error status recorded for the previous args or provisioner says nothing
+					// about the new ones.
+					staleError := before.Status == domain.StatusError && (r.Generation != before.Generation || r.Provisioner != before.Provisioner)
 					r, waitErr = waitReady(cmd, opts, svc, r, staleError, timeout)
 				}
 				return errors.Join(printResource(cmd, format, r), waitErr)
@@ -323,6 +343,7 @@ from the current ones.
 	flags.StringArrayVar(&argPairs, "arg", nil, "argument to set as key=value, merged into the current args; repeat for more")
 	flags.StringArrayVar(&unset, "unset", nil, "argument key to remove; repeat for more")
 	flags.BoolVar(&replace, "replace", false, "make the given --arg values the whole args instead of merging them")
+	flags.StringVar(&provisioner, "provisioner", "", "move the resource to this provisioner (before provisioning started only; see above)")
 	addWaitFlags(cmd, &wait, &timeout, "until the resource is ready with the new args")
 	ref.addFlags(cmd, opts.catalog())
 	return cmd
@@ -330,22 +351,35 @@ from the current ones.
 
 func newResourceDeleteCommand(opts *globalOptions) *cobra.Command {
 	var (
-		ref     resourceRef
-		wait    bool
-		timeout time.Duration
+		ref              resourceRef
+		selector, reason string
+		force            bool
+		wait             bool
+		timeout          time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "delete ID|NAME [--owner OWNER] [--type TYPE]",
-		Short: "Delete a resource",
-		Long: `Ask the agent to delete a resource: it moves to deleting, the agent frees what the resource
-holds and then removes the row. Deleting a resource that is already being deleted is fine.
-With --wait the command returns once the row is gone. With -o json it prints the resource as
-it was when the delete was requested.
+		Use:   "delete ID|NAME... | -l SELECTOR [--owner OWNER] [--type TYPE] [--force [--reason TEXT]]",
+		Short: "Delete resources",
+		Long: `Ask the agent to delete resources: each moves to deleting, the agent frees what it holds
+and then removes the row. Deleting a resource that is already being deleted is fine. Give
+one or more IDs or names, or -l SELECTOR (the syntax of berth resource list -l) to delete
+every resource whose labels match, narrowed by --owner and --type. One line is printed per
+resource; an error on one (printed to stderr) does not stop the others, and the command
+fails when any did. -l matching nothing prints so and succeeds. With --wait the command
+returns once the rows are gone. With -o json it prints each resource as it was when the
+delete was requested: one object for one ID or name, an array otherwise.
+
+` + forceHelp + `
 
 ` + refHelp,
 		Example: `  berth resource delete 3f0c2a9e-6b1d-4c57-9a43-2f1e8d7c6b5a
-  berth resource delete analytics --owner acme --wait --timeout 2m`,
-		Args: idArg,
+  berth resource delete analytics --owner acme --wait --timeout 2m
+  berth resource delete scratch1 scratch2 scratch3
+  berth resource delete -l tier=dev --owner acme
+  berth resource delete stranded --force --reason "provisioner nosuch never existed"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			return checkDeleteArgs(cmd, args, selector, force)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := opts.outputFormat()
 			if err != nil {
@@ -355,32 +389,70 @@ it was when the delete was requested.
 				return err
 			}
 			ctx := cmd.Context()
+			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return opts.withService(ctx, func(svc *domain.Service) error {
-				target, err := ref.resolve(ctx, cmd, svc, args[0])
+				targets, errs, err := deleteTargets(ctx, cmd, svc, &ref, args, selector)
 				if err != nil {
 					return err
 				}
-				r, err := svc.Delete(ctx, target.ID)
-				if err != nil {
-					return storeError(err)
+				if selector != "" && len(targets) == 0 {
+					_, err := fmt.Fprintf(stderr, "No resources match -l %s%s.\n", selector, ownerText(ref.owner))
+					return err
 				}
-				var waitErr error
-				if wait {
-					waitErr = waitGone(cmd, opts, svc, r, timeout)
+				failed := errs
+				var deleted []resourceJSON
+				for _, target := range targets {
+					var r domain.Resource
+					if force {
+						r, err = svc.Forget(ctx, target.ID, domain.Forgetting{By: forgetter(), Reason: reason})
+					} else {
+						r, err = svc.Delete(ctx, target.ID)
+					}
+					if err != nil {
+						failed = append(failed, fmt.Errorf("resource %s (%s %q): %w", target.ID, target.Type, tableText(target.Name), storeError(err)))
+						continue
+					}
+					msg := "delete requested: the agent frees it and then removes it"
+					if force {
+						msg = forgotMessage(r)
+					}
+					if wait && !force {
+						if err := waitGone(cmd, opts, svc, r, timeout); err != nil {
+							failed = append(failed, err)
+							continue
+						}
+						msg = "deleted"
+					}
+					if format != outputTable {
+						deleted = append(deleted, toJSON(r))
+						continue
+					}
+					if err := writeDone(stdout, r, msg); err != nil {
+						return err
+					}
 				}
 				if format != outputTable {
-					return errors.Join(writeData(cmd.OutOrStdout(), format, toJSON(r)), waitErr)
+					var err error
+					if len(args) == 1 && selector == "" {
+						if len(deleted) == 1 {
+							err = writeData(stdout, format, deleted[0])
+						}
+					} else {
+						err = writeData(stdout, format, append([]resourceJSON{}, deleted...))
+					}
+					if err != nil {
+						return err
+					}
 				}
-				msg := "delete requested: the agent frees it and then removes it"
-				if wait && waitErr == nil {
-					msg = "deleted"
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "resource %s (%s %q): %s\n", r.ID, r.Type, r.Name, msg)
-				return errors.Join(err, waitErr)
+				return deleteFailures(stderr, failed, len(targets)+len(errs))
 			})
 		},
 	}
-	addWaitFlags(cmd, &wait, &timeout, "until the agent has removed the resource")
+	flags := cmd.Flags()
+	flags.StringVarP(&selector, "selector", "l", "", "delete every resource whose labels match, e.g. tier=dev,team=data")
+	flags.BoolVar(&force, "force", false, "remove the rows WITHOUT deprovisioning (a resource whose provisioner is gone); see above")
+	flags.StringVar(&reason, "reason", "", "why the resources are forgotten, recorded in their history (with --force)")
+	addWaitFlags(cmd, &wait, &timeout, "until the agent has removed the resources")
 	ref.addFlags(cmd, opts.catalog())
 	return cmd
 }

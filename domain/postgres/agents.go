@@ -121,7 +121,7 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 		       a.heartbeat_at > now() - $1 * interval '1 microsecond',
 		       greatest((extract(epoch FROM now() - a.heartbeat_at) * 1000000)::bigint, 0),
 		       coalesce(l.leases, 0), `+leaderSQL+`,
-		       a.schema_version, (`+backend.SchemaVersionSQL+`)
+		       a.schema_version, (`+backend.SchemaVersionSQL+`), a.provisioners
 		  FROM agents a
 		  LEFT JOIN (SELECT lease_holder, count(*)::int AS leases FROM resources
 		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= now()
@@ -136,7 +136,7 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 			a     domain.Agent
 			ageUS int64
 		)
-		err := row.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &a.StartedAt, &a.HeartbeatAt, &a.Live, &ageUS, &a.LeasesHeld, &a.Leader, &a.Schema.Known, &a.Schema.Database)
+		err := row.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &a.StartedAt, &a.HeartbeatAt, &a.Live, &ageUS, &a.LeasesHeld, &a.Leader, &a.Schema.Known, &a.Schema.Database, &a.Provisioners)
 		a.HeartbeatAge = time.Duration(ageUS) * time.Microsecond
 		return a, err
 	})

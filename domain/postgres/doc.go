@@ -25,7 +25,8 @@
 //     DeleteRequested, "delete requested"; so does an UPDATE to deleting that names no
 //     reason), so the environ frees what it holds first. The agent removes the
 //     row with FinalizeDelete, in a transaction that runs SET LOCAL berth.finalizing = 'on'.
-//     An operator who must drop a row without deprovisioning it can do the same.
+//     An operator who must drop a row without deprovisioning it uses ForgetResource (berth
+//     resource delete --force), which does the same as the agent's role and records who.
 //   - INSERT, DELETE (a finalized one) and every UPDATE that changes status or
 //     status_message append a row to resource_events (kind error for a failed attempt or
 //     the error status). RecordHealth runs SET LOCAL berth.event_kind = 'health': its

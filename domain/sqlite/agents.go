@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -128,7 +129,7 @@ func (s *State) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Age
 		       a.heartbeat_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1),
 		       max(CAST(round((julianday('now') - julianday(a.heartbeat_at)) * 86400000) AS INTEGER), 0),
 		       coalesce(l.leases, 0), `+leaderSQL+`,
-		       a.schema_version, (`+backend.SchemaVersionSQL+`)
+		       a.schema_version, (`+backend.SchemaVersionSQL+`), a.provisioners
 		  FROM agents a
 		  LEFT JOIN (SELECT lease_holder, count(*) AS leases FROM resources
 		              WHERE lease_holder IS NOT NULL AND lease_expires_at >= `+nowSQL+`
@@ -157,11 +158,15 @@ func scanAgent(rows *sql.Rows) (domain.Agent, error) {
 	var (
 		a                  domain.Agent
 		started, heartbeat string
+		provisioners       string
 		ageMS              int64
 		err                error
 	)
-	if err := rows.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &started, &heartbeat, &a.Live, &ageMS, &a.LeasesHeld, &a.Leader, &a.Schema.Known, &a.Schema.Database); err != nil {
+	if err := rows.Scan(&a.ID, &a.Session, &a.Version, &a.HTTPAddr, &started, &heartbeat, &a.Live, &ageMS, &a.LeasesHeld, &a.Leader, &a.Schema.Known, &a.Schema.Database, &provisioners); err != nil {
 		return a, err
+	}
+	if err := json.Unmarshal([]byte(provisioners), &a.Provisioners); err != nil {
+		return a, fmt.Errorf("agent %s: provisioners %q is not a JSON array of names: %w", a.ID, provisioners, err)
 	}
 	a.HeartbeatAge = time.Duration(ageMS) * time.Millisecond
 	if a.StartedAt, err = parseTime("started_at", started); err != nil {

@@ -148,6 +148,10 @@ var tests = []struct {
 	{"WaitingSinceFollowsTheReason", testWaitingSinceFollowsTheReason},
 	{"DeleteRequestHasItsReason", testDeleteRequestHasItsReason},
 	{"RecordHealthWritesTheReason", testRecordHealthWritesTheReason},
+	{"ForgetResourceRecordsWhoAndWhatIsLeft", testForgetResourceRecordsWhoAndWhatIsLeft},
+	{"ForgetWaitsForALiveLease", testForgetWaitsForALiveLease},
+	{"SetProvisionerMakesAFailedResourceRetryable", testSetProvisionerMakesAFailedResourceRetryable},
+	{"AgentsReportTheirProvisioners", testAgentsReportTheirProvisioners},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

@@ -21,6 +21,8 @@ type ManifoldConfig struct {
 	Logger    *slog.Logger
 	Metrics   Metrics
 	NewWorker func(Config) (worker.Worker, error)
+	// Provisioners is handed to the worker's Config (see there); nil records none.
+	Provisioners func() []string
 
 	// Settings are handed to the worker's Config whole.
 	Settings
@@ -67,11 +69,12 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			w, err := config.NewWorker(Config{
-				Store:    hold.State,
-				Clock:    clk,
-				Logger:   config.Logger,
-				Metrics:  config.Metrics,
-				Settings: config.Settings,
+				Store:        hold.State,
+				Clock:        clk,
+				Logger:       config.Logger,
+				Metrics:      config.Metrics,
+				Provisioners: config.Provisioners,
+				Settings:     config.Settings,
 			})
 			if err != nil {
 				hold.Release()

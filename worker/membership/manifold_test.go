@@ -139,6 +139,7 @@ type reportingStub struct{ worker.Worker }
 func (reportingStub) Report() map[string]any { return map[string]any{"id": "agent-a"} }
 
 func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
+	s.config.Provisioners = func() []string { return []string{"static"} }
 	w, err := membership.Manifold(s.config).Start(context.Background(), s.getter(nil))
 	c.Assert(err, gc.IsNil)
 	c.Check(s.released, gc.Equals, 0)
@@ -152,6 +153,7 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	c.Check(config.Logger, gc.Equals, s.config.Logger)
 	c.Check(config.Metrics, gc.Equals, s.config.Metrics)
 	c.Check(config.Settings, gc.Equals, s.config.Settings)
+	c.Check(config.Provisioners(), gc.DeepEquals, []string{"static"})
 	c.Check(config.Validate(), gc.IsNil)
 }
 

@@ -3,7 +3,9 @@
 // the agent stops, resigns, which removes its row and gives up its resource leases in one
 // transaction so that other agents can take its work at once. Once an hour it also removes
 // agents that have not heartbeat for a day, so that the table shows only agents that may
-// still come back.
+// still come back. It records the names of the agent's provisioner set (Config.Provisioners)
+// on its row when it registers and, when they change, with the next heartbeat, so that
+// clients can tell a provisioner no live agent serves.
 //
 // A failed heartbeat is logged and tried again at the next one: the agent stays live while
 // one heartbeat per ttl lands. A heartbeat refused because the session moved on (another
@@ -19,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +41,7 @@ type Store interface {
 	ResignAgent(ctx context.Context, id string, session int64) error
 	ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error)
 	PruneAgents(ctx context.Context, olderThan time.Duration) (int64, error)
+	SetAgentProvisioners(ctx context.Context, id string, session int64, names []string) error
 }
 
 // Metrics records how many agents are live (*metrics.Metrics is one).
@@ -51,6 +55,11 @@ type Config struct {
 	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics Metrics
+	// Provisioners returns the names of the agent's provisioner set now, which the worker
+	// records on the agent's row when it registers and, should they change (a reload),
+	// with the next heartbeat, so that clients can warn of a provisioner no live agent
+	// serves. Nil records none.
+	Provisioners func() []string
 
 	Settings
 }
@@ -91,6 +100,9 @@ type status struct {
 	lastHeartbeat  time.Time // on the worker's clock; zero before the first
 	liveAgents     int
 	heartbeatError string
+	// provisioners is what the agent's row names (Settings.Provisioners), nil until the
+	// worker has recorded them.
+	provisioners []string
 }
 
 // NewWorker starts a membership worker.
@@ -135,6 +147,9 @@ func (w *Worker) Report() map[string]any {
 	}
 	if w.status.heartbeatError != "" {
 		report["heartbeat-error"] = w.status.heartbeatError
+	}
+	if w.status.provisioners != nil {
+		report["provisioners"] = w.status.provisioners
 	}
 	return report
 }
@@ -186,8 +201,36 @@ func (w *Worker) register(ctx context.Context) (int64, error) {
 	w.mu.Unlock()
 	w.registerOnce.Do(func() { close(w.registered) })
 	w.config.Logger.Info("registered", "agent-id", w.config.Agent.ID, "session", session)
+	w.reportProvisioners(ctx, session)
 	w.observeAgents(ctx)
 	return session, nil
+}
+
+// reportProvisioners records the provisioners of the agent's set on its row when they
+// differ from those it recorded last (a new session starts from none recorded). A failure
+// is logged and the next heartbeat tries again.
+func (w *Worker) reportProvisioners(ctx context.Context, session int64) {
+	if w.config.Provisioners == nil {
+		return
+	}
+	names := slices.Sorted(slices.Values(w.config.Provisioners()))
+	if names == nil {
+		names = []string{}
+	}
+	w.mu.Lock()
+	same := w.status.provisioners != nil && slices.Equal(w.status.provisioners, names)
+	w.mu.Unlock()
+	if same {
+		return
+	}
+	if err := w.config.Store.SetAgentProvisioners(ctx, w.config.Agent.ID, session, names); err != nil {
+		w.config.Logger.Warn("recording the agent's provisioners failed; trying again at the next heartbeat",
+			"agent-id", w.config.Agent.ID, "error", withCause(ctx, err), "retry_in", w.config.HeartbeatInterval)
+		return
+	}
+	w.mu.Lock()
+	w.status.provisioners = names
+	w.mu.Unlock()
 }
 
 // heartbeat records one heartbeat and then the live agents. Only a session that moved on
@@ -215,6 +258,7 @@ func (w *Worker) heartbeat(parent context.Context, session int64) error {
 	w.status.lastHeartbeat = w.config.Clock.Now()
 	w.status.heartbeatError = ""
 	w.mu.Unlock()
+	w.reportProvisioners(ctx, session)
 	w.observeAgents(ctx)
 	return nil
 }

@@ -36,6 +36,7 @@ type call struct {
 	id      string
 	session int64
 	d       time.Duration // ListAgents' ttl, PruneAgents' age
+	names   []string      // SetAgentProvisioners' names
 	ctxErr  error         // the context's error when the call was made
 }
 
@@ -45,6 +46,8 @@ type fakeStore struct {
 	register  func(ctx context.Context) (int64, error)
 	heartbeat func(ctx context.Context) error
 	resign    func(ctx context.Context) error
+	// provisioners answers SetAgentProvisioners; nil: success.
+	provisioners func(ctx context.Context) error
 }
 
 func (f *fakeStore) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64, error) {
@@ -65,6 +68,14 @@ func (f *fakeStore) ResignAgent(ctx context.Context, id string, session int64) e
 func (f *fakeStore) ListAgents(ctx context.Context, ttl time.Duration) ([]domain.Agent, error) {
 	f.calls <- call{method: "list", d: ttl}
 	return []domain.Agent{{ID: "agent-a", Live: true}, {ID: "agent-b", Live: true}, {ID: "gone"}}, nil
+}
+
+func (f *fakeStore) SetAgentProvisioners(ctx context.Context, id string, session int64, names []string) error {
+	f.calls <- call{method: "provisioners", id: id, session: session, names: names, ctxErr: ctx.Err()}
+	if f.provisioners == nil {
+		return nil
+	}
+	return f.provisioners(ctx)
 }
 
 func (f *fakeStore) PruneAgents(ctx context.Context, olderThan time.Duration) (int64, error) {
