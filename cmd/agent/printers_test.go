@@ -88,6 +88,7 @@ func TestAgentAndEventListingsPrint(t *testing.T) {
 	agents := []domain.Agent{{
 		ID: "agent-a", Session: 7, Version: "v1.2.3", HTTPAddr: "10.0.0.5:9090", Live: true, Leader: true, LeasesHeld: 2,
 		StartedAt: printNow.Add(-26 * time.Hour), HeartbeatAge: 1200 * time.Millisecond, Schema: domain.SchemaVersions{Known: 13, Database: 13},
+		Provisioners: []string{"pool", "k8s"},
 	}}
 	events := []domain.Event{
 		{Seq: 41, At: printNow.Add(-10 * time.Minute), Kind: "status", Status: domain.StatusPending, Message: "created"},
@@ -99,12 +100,12 @@ func TestAgentAndEventListingsPrint(t *testing.T) {
 		want   string
 	}{
 		{"table", func(p printer, out *bytes.Buffer) error { return agentListing.print(out, p, agents, printNow) }, `
-ID       LIVE  LEADER  HEARTBEAT AGE  LEASES  VERSION  HTTP ADDR      SCHEMA   AGE
-agent-a  yes   yes     1.2s           2       v1.2.3   10.0.0.5:9090  current  26h
+ID       LIVE  LEADER  HEARTBEAT AGE  LEASES  VERSION  HTTP ADDR      SCHEMA   PROVISIONERS  AGE
+agent-a  yes   yes     1.2s           2       v1.2.3   10.0.0.5:9090  current  pool,k8s      26h
 `},
 		{"wide", func(p printer, out *bytes.Buffer) error { return agentListing.print(out, p, agents, printNow) }, `
-ID       LIVE  LEADER  HEARTBEAT AGE  LEASES  VERSION  HTTP ADDR      SCHEMA   AGE  STARTED               SESSION
-agent-a  yes   yes     1.2s           2       v1.2.3   10.0.0.5:9090  current  26h  2026-12-01T10:00:00Z  7
+ID       LIVE  LEADER  HEARTBEAT AGE  LEASES  VERSION  HTTP ADDR      SCHEMA   PROVISIONERS  AGE  STARTED               SESSION
+agent-a  yes   yes     1.2s           2       v1.2.3   10.0.0.5:9090  current  pool,k8s      26h  2026-12-01T10:00:00Z  7
 `},
 		{"name", func(p printer, out *bytes.Buffer) error { return agentListing.print(out, p, agents, printNow) }, `
 agent/agent-a

@@ -42,8 +42,9 @@ func (o *globalOptions) withServiceAndAgents(ctx context.Context, fn func(*domai
 // warnUnserved writes a warning to w when no live agent serves provisioner (a named one; ""
 // is the agents' default, which any live agent serves), or no agent is live at all, naming
 // what the live agents serve and the fix. It stays silent when it cannot tell: the agents
-// cannot be listed, or a live agent's build does not report its provisioners.
-func warnUnserved(ctx context.Context, w io.Writer, agents domain.AgentStore, id, provisioner string) {
+// cannot be listed, or a live agent's build does not report its provisioners, and leaves
+// "no agent is live" to a --wait that follows (waiting), which says it as its first note.
+func warnUnserved(ctx context.Context, w io.Writer, agents domain.AgentStore, id, provisioner string, waiting bool) {
 	listed, err := agents.ListAgents(ctx, defaultAgentTTL)
 	if err != nil {
 		return
@@ -55,6 +56,9 @@ func warnUnserved(ctx context.Context, w io.Writer, agents domain.AgentStore, id
 		}
 	}
 	if len(live) == 0 {
+		if waiting {
+			return
+		}
 		fmt.Fprintf(w, "warning: no agent is live, so nothing reconciles resource %s until one runs: start `berth run` (see `berth agents`)\n", id)
 		return
 	}
@@ -130,13 +134,13 @@ func checkDeleteArgs(cmd *cobra.Command, args []string, selector string, force b
 	case selector == "" && len(args) == 0:
 		return fmt.Errorf("%s needs resource IDs or names, or -l SELECTOR (see `berth resource list` for IDs and names)", cmd.CommandPath())
 	case selector != "" && len(args) > 0:
-		return fmt.Errorf("-l/--selector: give either IDs and names or -l, not both (got %d arguments)", len(args))
+		return usageError(fmt.Errorf("-l/--selector: give either IDs and names or -l, not both (got %d arguments)", len(args)))
 	case force && selector != "":
-		return fmt.Errorf("--force takes IDs or names, not -l: name each resource to forget (see `berth resource list -l %s`)", selector)
+		return usageError(fmt.Errorf("--force takes IDs or names, not -l: name each resource to forget (see `berth resource list -l %s`)", selector))
 	case cmd.Flags().Changed("reason") && !force:
-		return fmt.Errorf("--reason is recorded with --force only: add --force, or leave --reason out")
+		return usageError(fmt.Errorf("--reason is recorded with --force only: add --force, or leave --reason out"))
 	case force && cmd.Flags().Changed("wait"):
-		return fmt.Errorf("--wait has nothing to wait for with --force: the row is removed at once")
+		return usageError(fmt.Errorf("--wait has nothing to wait for with --force: the row is removed at once"))
 	}
 	for _, a := range args {
 		if strings.TrimSpace(a) == "" {

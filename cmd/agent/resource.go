@@ -115,7 +115,7 @@ it).`,
 				if err != nil {
 					return flagError(err)
 				}
-				warnUnserved(ctx, cmd.ErrOrStderr(), agents, r.ID, r.Provisioner)
+				warnUnserved(ctx, cmd.ErrOrStderr(), agents, r.ID, r.Provisioner, wait)
 				var waitErr error
 				if wait {
 					r, waitErr = waitReady(cmd, opts, svc, r, false, timeout)
@@ -317,7 +317,7 @@ provisioner no live agent serves.
 					if r, err = svc.SetProvisioner(ctx, before.ID, provisioner); err != nil {
 						return flagError(storeError(err))
 					}
-					warnUnserved(ctx, cmd.ErrOrStderr(), agents, r.ID, r.Provisioner)
+					warnUnserved(ctx, cmd.ErrOrStderr(), agents, r.ID, r.Provisioner, wait)
 				}
 				switch {
 				case replace:
@@ -484,11 +484,11 @@ func idArg(cmd *cobra.Command, args []string) error {
 // parseTypeFlag returns the type --type names, one that types serves.
 func parseTypeFlag(types *environ.Catalog, typ string) (domain.ResourceType, error) {
 	if typ == "" {
-		return "", fmt.Errorf("--type is required: use one of %s", types.Names())
+		return "", usageError(fmt.Errorf("--type is required: use one of %s", types.Names()))
 	}
 	t := domain.ResourceType(typ)
 	if _, err := types.Lookup(t); err != nil {
-		return "", fmt.Errorf("--type: %q is not a resource type: use one of %s", typ, types.Names())
+		return "", usageError(fmt.Errorf("--type: %q is not a resource type: use one of %s", typ, types.Names()))
 	}
 	return t, nil
 }

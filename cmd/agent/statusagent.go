@@ -47,7 +47,7 @@ func findAgent(ctx context.Context, opts *globalOptions, flagAddr, agentID, envA
 	flagAddr, agentID, envAddr = strings.TrimSpace(flagAddr), strings.TrimSpace(agentID), strings.TrimSpace(envAddr)
 	switch {
 	case flagAddr != "" && agentID != "":
-		return agentTarget{}, errors.New("--agent and --agent-addr: pass one of them: --agent picks a registered agent by its id, --agent-addr gives an address")
+		return agentTarget{}, usageError(errors.New("--agent and --agent-addr: pass one of them: --agent picks a registered agent by its id, --agent-addr gives an address"))
 	case flagAddr != "":
 		return addressedAgent(ctx, opts, flagAddr, "--agent-addr"), nil
 	case agentID == "" && envAddr != "":

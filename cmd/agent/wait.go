@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/juju/clock"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/berth-dev/berth/domain"
-	"github.com/berth-dev/berth/internal/clocktimeout"
 )
 
 // defaultWaitTimeout bounds --wait unless --timeout says otherwise.
@@ -171,7 +171,7 @@ func waitFor(cmd *cobra.Command, opts *globalOptions, svc *domain.Service, r dom
 		p.printf("note: %s", note)
 	}
 
-	waitCtx, cancel := clocktimeout.WithTimeout(ctx, opts.clock, timeout)
+	waitCtx, cancel := withClockTimeout(ctx, opts.clock, timeout)
 	defer cancel()
 	last, err := svc.Wait(waitCtx, opts.clock, r.ID, func(cur domain.Resource, err error) (bool, error) {
 		switch {
@@ -197,7 +197,7 @@ func waitFor(cmd *cobra.Command, opts *globalOptions, svc *domain.Service, r dom
 		last = r
 	}
 	var coded *exitError
-	if err != nil && !errors.As(err, &coded) && ctx.Err() == nil && errors.Is(context.Cause(waitCtx), clocktimeout.ErrTimedOut) {
+	if err != nil && !errors.As(err, &coded) && ctx.Err() == nil && errors.Is(context.Cause(waitCtx), errWaitTimedOut) {
 		return last, timedOut(ctx, svc, last, goal, timeout)
 	}
 	return last, err
@@ -303,4 +303,18 @@ func (p *progress) stamp(t time.Time) string {
 		return t.Local().Format(time.TimeOnly)
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// errWaitTimedOut is the cause of a wait's context that its --timeout ended.
+var errWaitTimedOut = errors.New("--timeout passed")
+
+// withClockTimeout is ctx ended after d on clk (the command's clock, which tests replace),
+// with errWaitTimedOut as its cause.
+func withClockTimeout(ctx context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	timer := clk.AfterFunc(d, func() { cancel(errWaitTimedOut) })
+	return waitCtx, func() {
+		timer.Stop()
+		cancel(context.Canceled)
+	}
 }
