@@ -228,6 +228,13 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 	case r.Hibernate && r.Status == domain.StatusHibernated:
 		return fmt.Sprintf("none while hibernated: `berth resource wake %s` brings it back", r.ID)
 	}
+	if r.Status == domain.StatusReady && r.Reason == domain.ReasonResizeWaitingForCapacity {
+		next := "when room frees"
+		if r.NextAttemptAt != nil {
+			next = fmt.Sprintf("tried again %s, or sooner when room frees", whenAt(*r.NextAttemptAt, now))
+		}
+		return fmt.Sprintf("serving generation %d while generation %d waits for capacity: %s", r.ObservedGeneration, r.Generation, next)
+	}
 	if r.Status == domain.StatusPending && r.Reason == domain.ReasonWaitingForCapacity {
 		next := "when room frees"
 		if r.NextAttemptAt != nil {
@@ -244,9 +251,13 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 			when(*r.NextAttemptAt, now), r.Attempts, r.ID)
 	case r.NextAttemptAt != nil:
 		return fmt.Sprintf("due since %s: an agent takes it on its next pass", when(*r.NextAttemptAt, now))
+	case r.Status == domain.StatusError && r.Reason == domain.ReasonNeverFits:
+		return fmt.Sprintf("none: failed for good at generation %d, since it can never fit its provisioner; ask for less (`berth resource update %s --arg ...`) or grow the provisioner set (it is retried then)",
+			r.Generation, r.ID)
 	case r.Status == domain.StatusError && r.LastError != "":
-		return fmt.Sprintf("none: failed for good at generation %d; waiting for new args (`berth resource update %s`) or `berth resource retry %s`",
-			r.Generation, r.ID, r.ID)
+		return fmt.Sprintf("none: failed for good at generation %d; waiting for new args (`berth resource update %s`) or `berth resource retry %s`; "+
+			"if its provisioner is gone, move it (`berth resource update %s --provisioner NAME`) or forget it (`berth resource delete %s --force`)",
+			r.Generation, r.ID, r.ID, r.ID, r.ID)
 	case r.Status == domain.StatusError:
 		return fmt.Sprintf("none scheduled: the agent looks at it again when its row changes, or on `berth resource retry %s`", r.ID)
 	case r.Hibernate:

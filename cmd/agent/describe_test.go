@@ -113,7 +113,12 @@ func TestNextAttemptSaysWhy(t *testing.T) {
 			StatusMessage: "waiting for capacity: no host has 4 free slots"},
 			"waiting for capacity since 2026-12-01T11:55:00Z (5m ago): tried again at 2026-12-01T12:00:30Z (in 30s), or sooner when room frees on its provisioner"},
 		{"permanent failure", domain.Resource{Status: domain.StatusError, LastError: "unknown provisioner", Generation: 3},
-			"none: failed for good at generation 3; waiting for new args (`berth resource update r1`) or `berth resource retry r1`"},
+			"none: failed for good at generation 3; waiting for new args (`berth resource update r1`) or `berth resource retry r1`; " +
+				"if its provisioner is gone, move it (`berth resource update r1 --provisioner NAME`) or forget it (`berth resource delete r1 --force`)"},
+		{"never fits", domain.Resource{Status: domain.StatusError, Reason: domain.ReasonNeverFits, Generation: 3, LastError: "args.slots: 5 slots can never fit"},
+			"none: failed for good at generation 3, since it can never fit its provisioner; ask for less (`berth resource update r1 --arg ...`) or grow the provisioner set (it is retried then)"},
+		{"resize waiting", domain.Resource{Status: domain.StatusReady, Reason: domain.ReasonResizeWaitingForCapacity, Generation: 3, ObservedGeneration: 2},
+			"serving generation 2 while generation 3 waits for capacity: when room frees"},
 		{"hibernated", domain.Resource{Hibernate: true, Status: domain.StatusHibernated},
 			"none while hibernated: `berth resource wake r1` brings it back"},
 		{"hibernate requested", domain.Resource{Hibernate: true, Status: domain.StatusReady}, "now: the agent hibernates it"},
