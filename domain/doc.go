@@ -49,14 +49,22 @@
 //	                                  these rows only
 //	              WaitingForCapacity  its broker has no room; retried with backoff and when
 //	                                  room frees (waiting_since: since when)
+//	              QuotaExceeded       it would take its owner past a quota on its
+//	                                  provisioner; retried when usage drops or the quota
+//	                                  rises (waiting_since: since when)
+//	              BrokerUnavailable   its provisioner's circuit breaker is open; retried
+//	                                  when a probe finds the broker back (waiting_since)
 //	provisioning  Provisioning        an attempt is creating, updating or waking it
 //	              AwaitingReady       applied; waited on until it serves
 //	              Backoff             an attempt failed; retried at next_attempt_at
+//	              BrokerUnavailable   as for pending, part way through an attempt
 //	ready         Available           serves, at its generation
 //	              Recovered           its failing health check passes again
 //	              ResizeWaitingFor-   new args need more room than is free: it serves at
 //	              Capacity            observed_generation meanwhile; the resize is retried
 //	                                  like a wait for capacity (waiting_since: since when)
+//	              QuotaExceeded       a resize over its owner's quota: it serves at
+//	                                  observed_generation meanwhile (waiting_since)
 //	unhealthy     HealthCheckFailed   its health check fails (unhealthy_since: since when)
 //	error         BrokerError         a failure retrying cannot mend (invalid args, an
 //	                                  environ that cannot hibernate): waits for new args or
@@ -70,13 +78,15 @@
 //	deleting      DeleteRequested     a delete asked for (the CLI, a DELETE, or a move to
 //	                                  deleting), being deprovisioned
 //	              Backoff             a deprovision attempt failed; retried at next_attempt_at
+//	              BrokerUnavailable   its provisioner's circuit breaker is open
 //	hibernating   Hibernating         an attempt is stopping it, data kept
 //	              Backoff             a hibernate attempt failed; retried at next_attempt_at
+//	              BrokerUnavailable   its provisioner's circuit breaker is open
 //	hibernated    Hibernated          stopped, data kept
 //
 // The times the state machine needs are columns too (StateTimes): waiting_since, kept while
-// the reason stays WaitingForCapacity (or ResizeWaitingForCapacity) and cleared when it
-// changes, and last_attempt_at, when
+// the reason stays one of the waiting reasons (WaitingReasons: WaitingForCapacity,
+// ResizeWaitingForCapacity, QuotaExceeded, BrokerUnavailable) and cleared when it changes, and last_attempt_at, when
 // the agent last recorded an attempt's outcome; both on the database's clock.
 //
 // Beside the status, a client controls the row with three more columns (plain SQL

@@ -17,6 +17,18 @@ const (
 	ReasonWaitingForCapacity Reason = "WaitingForCapacity"
 )
 
+// ReasonQuotaExceeded is a create (status pending) or a resize (status ready, serving at
+// its observed generation meanwhile) that would take its owner past a quota set on its
+// provisioner: it waits, retried with backoff and when the owner's usage drops or the
+// quota rises (Resource.WaitingSince says since when).
+const ReasonQuotaExceeded Reason = "QuotaExceeded"
+
+// ReasonBrokerUnavailable is a resource whose provisioner's circuit breaker is open: its
+// broker failed repeatedly (429, 5xx, timeouts, refused connections), so no agent calls
+// it until the next probe says it has recovered. It is a reason of pending,
+// provisioning, deleting and hibernating (Resource.WaitingSince says since when).
+const ReasonBrokerUnavailable Reason = "BrokerUnavailable"
+
 // Reasons of status provisioning (Backoff too, see below).
 const (
 	// ReasonProvisioning is an attempt creating, updating or waking the resource.
@@ -76,14 +88,29 @@ const ReasonHibernated Reason = "Hibernated"
 
 // ReasonsByStatus is the closed list of reasons each status may carry.
 var ReasonsByStatus = map[Status][]Reason{
-	StatusPending:      {ReasonCreated, ReasonWaitingForCapacity},
-	StatusProvisioning: {ReasonProvisioning, ReasonAwaitingReady, ReasonBackoff},
-	StatusReady:        {ReasonAvailable, ReasonRecovered, ReasonResizeWaitingForCapacity},
+	StatusPending:      {ReasonCreated, ReasonWaitingForCapacity, ReasonQuotaExceeded, ReasonBrokerUnavailable},
+	StatusProvisioning: {ReasonProvisioning, ReasonAwaitingReady, ReasonBackoff, ReasonBrokerUnavailable},
+	StatusReady:        {ReasonAvailable, ReasonRecovered, ReasonResizeWaitingForCapacity, ReasonQuotaExceeded},
 	StatusUnhealthy:    {ReasonHealthCheckFailed},
 	StatusError:        {ReasonBrokerError, ReasonUnreadableRow, ReasonUnknownType, ReasonNeverFits},
-	StatusDeleting:     {ReasonDeleteRequested, ReasonBackoff},
-	StatusHibernating:  {ReasonHibernating, ReasonBackoff},
+	StatusDeleting:     {ReasonDeleteRequested, ReasonBackoff, ReasonBrokerUnavailable},
+	StatusHibernating:  {ReasonHibernating, ReasonBackoff, ReasonBrokerUnavailable},
 	StatusHibernated:   {ReasonHibernated},
+}
+
+// WaitingReasons are the reasons of a resource that waits for something outside it (room,
+// its owner's quota, its broker): while a resource keeps one, the store keeps the time the
+// wait began (StateTimes.WaitingSince).
+var WaitingReasons = []Reason{ReasonWaitingForCapacity, ReasonResizeWaitingForCapacity, ReasonQuotaExceeded, ReasonBrokerUnavailable}
+
+// Waits reports whether reason is one of WaitingReasons.
+func (reason Reason) Waits() bool {
+	for _, waiting := range WaitingReasons {
+		if reason == waiting {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidFor reports whether reason is one of status's reasons.
@@ -99,9 +126,8 @@ func (reason Reason) ValidFor(status Status) bool {
 // StateTimes are the times the state machine keeps beside the status, so that no code has
 // to recover them from a message.
 type StateTimes struct {
-	// WaitingSince is when the resource began waiting for capacity; nil unless its reason
-	// is ReasonWaitingForCapacity or ReasonResizeWaitingForCapacity. The store keeps the
-	// first value while the reason stays.
+	// WaitingSince is when the resource began waiting; nil unless its reason is one of
+	// WaitingReasons. The store keeps the first value while the reason stays.
 	WaitingSince *time.Time
 	// LastAttemptAt is when the agent last recorded the outcome of an attempt (database
 	// clock); nil before the first.

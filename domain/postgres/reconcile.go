@@ -271,8 +271,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 
 // progressSQL is RecordProgress's statement; progressArgs are its arguments. It applies
 // only while the schema is no newer than version $17. It writes the reason $18 with the
-// status, keeps waiting_since while the reason stays WaitingForCapacity or
-// ResizeWaitingForCapacity (now when it becomes so, NULL otherwise) and stamps last_attempt_at, both on the database clock. The update's
+// status, keeps waiting_since while the reason stays one of domain.WaitingReasons (now when it becomes so, NULL otherwise) and stamps last_attempt_at, both on the database clock. The update's
 // own status event is written by the resources table's trigger, which fires at the end of
 // the statement: a passed step inserted by the statement comes before it.
 const progressSQL = `
@@ -281,7 +280,7 @@ const progressSQL = `
 	   SET status = $4,
 	       status_message = $5,
 	       reason = $18,
-	       waiting_since = CASE WHEN $18 NOT IN ('WaitingForCapacity', 'ResizeWaitingForCapacity') THEN NULL
+	       waiting_since = CASE WHEN $18 NOT IN ('WaitingForCapacity', 'ResizeWaitingForCapacity', 'QuotaExceeded', 'BrokerUnavailable') THEN NULL
 	                            WHEN reason = $18 THEN waiting_since ELSE now() END,
 	       last_attempt_at = now(),
 	       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,

@@ -195,8 +195,7 @@ func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Le
 // being deleted (unless u moves it to deleting). Pinning a provisioner applies only while the
 // row's provisioner is unset or already the same; a client's different choice gives ErrStale.
 // With u.ReleaseLease the same statement clears the lease. The statement writes u.Reason
-// with the status, keeps waiting_since while the reason stays WaitingForCapacity or
-// ResizeWaitingForCapacity (now when it becomes so, NULL otherwise) and stamps
+// with the status, keeps waiting_since while the reason stays one of domain.WaitingReasons (now when it becomes so, NULL otherwise) and stamps
 // last_attempt_at.
 func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Lease, u domain.ProgressUpdate) (domain.Resource, error) {
 	uid, err := parseID(id)
@@ -233,7 +232,7 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			       `+statusChangedSQL("$4")+`,
 			       status_message = $5,
 			       reason = $16,
-			       waiting_since = CASE WHEN $16 NOT IN ('WaitingForCapacity', 'ResizeWaitingForCapacity') THEN NULL
+			       waiting_since = CASE WHEN $16 NOT IN ('WaitingForCapacity', 'ResizeWaitingForCapacity', 'QuotaExceeded', 'BrokerUnavailable') THEN NULL
 			                            WHEN reason = $16 THEN waiting_since ELSE `+nowSQL+` END,
 			       last_attempt_at = `+nowSQL+`,
 			       provisioner = CASE WHEN $6 = '' THEN provisioner ELSE $6 END,
