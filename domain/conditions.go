@@ -83,8 +83,10 @@ func Conditions(r Resource) []Condition {
 	case r.Paused:
 		synced.Reason = ReasonPaused
 		synced.Message = "paused: the agent leaves the resource alone until it is resumed"
-	case r.Status == StatusReady && r.Reason == ReasonResizeWaitingForCapacity:
-		synced.Reason, synced.Message = string(ReasonResizeWaitingForCapacity), r.StatusMessage
+	case r.Status == StatusReady && (r.Reason == ReasonResizeWaitingForCapacity || r.Reason == ReasonQuotaExceeded):
+		synced.Reason, synced.Message = string(r.Reason), r.StatusMessage
+	case r.Reason == ReasonBrokerUnavailable:
+		synced.Reason, synced.Message = string(ReasonBrokerUnavailable), r.StatusMessage
 	case r.LastError != "":
 		synced.Reason, synced.Message = ReasonReconcileError, r.LastError
 	case r.Hibernate && r.Status == StatusHibernated:
@@ -102,11 +104,11 @@ func Conditions(r Resource) []Condition {
 	return []Condition{ready, synced}
 }
 
-// statusReason is r's status in CamelCase, WaitingForCapacity for a pending resource that
-// waits for room.
+// statusReason is r's status in CamelCase, or the reason a pending resource waits for
+// (WaitingForCapacity, QuotaExceeded, BrokerUnavailable).
 func statusReason(r Resource) string {
-	if r.Status == StatusPending && r.Reason == ReasonWaitingForCapacity {
-		return string(ReasonWaitingForCapacity)
+	if r.Status == StatusPending && r.Reason.Waits() {
+		return string(r.Reason)
 	}
 	s := string(r.Status)
 	if s == "" {

@@ -32,6 +32,21 @@ func TestConditions(t *testing.T) {
 			r.Status, r.StatusMessage, r.Generation, r.ObservedGeneration = domain.StatusPending, "", 1, 0
 		}),
 			cond{F, "Pending", ""}, cond{F, "ReconcilePending", "waiting for the agent to bring it to generation 1 (observed 0)"}},
+		{"create over quota", row(func(r *domain.Resource) {
+			r.Status, r.StatusMessage, r.ObservedGeneration = domain.StatusPending, "waiting for quota: owner \"acme\" holds 5 of 5 resources", 1
+			r.Reason = domain.ReasonQuotaExceeded
+		}),
+			cond{F, "QuotaExceeded", "waiting for quota: owner \"acme\" holds 5 of 5 resources"},
+			cond{F, "ReconcilePending", "waiting for the agent to bring it to generation 2 (observed 1)"}},
+		{"resize over quota", row(func(r *domain.Resource) {
+			r.StatusMessage, r.ObservedGeneration, r.Reason = "waiting for quota: 12 of 16 slots", 1, domain.ReasonQuotaExceeded
+		}),
+			cond{T, "Ready", "waiting for quota: 12 of 16 slots"}, cond{F, "QuotaExceeded", "waiting for quota: 12 of 16 slots"}},
+		{"broker unavailable", row(func(r *domain.Resource) {
+			r.Status, r.StatusMessage, r.ObservedGeneration = domain.StatusProvisioning, "broker unavailable: 503", 1
+			r.Reason = domain.ReasonBrokerUnavailable
+		}),
+			cond{F, "Provisioning", "broker unavailable: 503"}, cond{F, "BrokerUnavailable", "broker unavailable: 503"}},
 		{"waiting for capacity", row(func(r *domain.Resource) {
 			r.Status, r.StatusMessage, r.ObservedGeneration = domain.StatusPending, "waiting for capacity since 2026-12-01T09:00:00Z: no host has 4 free slots", 1
 			r.Reason = domain.ReasonWaitingForCapacity

@@ -245,6 +245,24 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 		}
 		return fmt.Sprintf("waiting for capacity since %s: %s", since(*r.WaitingSince, now), next)
 	}
+	if r.Reason == domain.ReasonQuotaExceeded {
+		next := "when its owner's usage drops or the quota rises"
+		if r.NextAttemptAt != nil {
+			next = fmt.Sprintf("tried again %s, or sooner when its owner frees room or the quota rises", whenAt(*r.NextAttemptAt, now))
+		}
+		serving := ""
+		if r.Status == domain.StatusReady {
+			serving = fmt.Sprintf("serving generation %d while generation %d ", r.ObservedGeneration, r.Generation)
+		}
+		return fmt.Sprintf("%swaits for its owner's quota (`berth quota get %q`)%s: %s", serving, r.Owner, sinceText(r, now), next)
+	}
+	if r.Reason == domain.ReasonBrokerUnavailable {
+		next := "when a probe finds its broker back"
+		if r.NextAttemptAt != nil {
+			next = fmt.Sprintf("at the breaker's next probe, %s", whenAt(*r.NextAttemptAt, now))
+		}
+		return fmt.Sprintf("waits for its provisioner's broker, whose circuit breaker is open (`berth capacity`)%s: %s", sinceText(r, now), next)
+	}
 	switch {
 	case r.NextAttemptAt != nil && r.NextAttemptAt.After(now):
 		return fmt.Sprintf("backoff until %s, after %d failed attempt(s); `berth resource retry %s` tries it now",
@@ -267,7 +285,18 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 	case r.UpToDate():
 		return fmt.Sprintf("none: provisioned at generation %d (health checks go on)", r.Generation)
 	}
+	if r.Status == domain.StatusPending && r.Reason == domain.ReasonCreated {
+		return fmt.Sprintf("now: queued for its owner's turn (agents serve owners in turn, by weight: `berth owners`); an agent brings it to generation %d when it takes the row", r.Generation)
+	}
 	return fmt.Sprintf("now: an agent brings it to generation %d when it takes the row", r.Generation)
+}
+
+// sinceText is " since <when>" for a resource that keeps the time its wait began, else "".
+func sinceText(r domain.Resource, now time.Time) string {
+	if r.WaitingSince == nil {
+		return ""
+	}
+	return " since " + since(*r.WaitingSince, now)
 }
 
 func leaseText(r domain.Resource, now time.Time) string {
