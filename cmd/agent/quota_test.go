@@ -111,3 +111,26 @@ func TestQuotaBelowUsageWarns(t *testing.T) {
 		t.Errorf("stderr %q; want %q", errOut, want)
 	}
 }
+
+func TestDescribeSaysAResourceWaitsForQuota(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	for _, tt := range []struct {
+		name string
+		r    domain.Resource
+		want string
+	}{
+		{"create", domain.Resource{Status: domain.StatusPending, Reason: domain.ReasonQuotaExceeded, Owner: "acme", Provisioner: "pool",
+			NextAttemptAt: at(30 * time.Second), StateTimes: domain.StateTimes{WaitingSince: at(-5 * time.Minute)}},
+			"waiting for quota since 2026-12-01T11:55:00Z (5m ago): tried again at 2026-12-01T12:00:30Z (in 30s), or sooner when its owner's usage drops or the quota rises " +
+				"(`berth quota get \"acme\" --provisioner \"pool\"` shows the quota)"},
+		{"resize", domain.Resource{Status: domain.StatusReady, Reason: domain.ReasonQuotaExceeded, Owner: "acme", Provisioner: "pool",
+			Generation: 3, ObservedGeneration: 2},
+			"serving generation 2 while generation 3 waits for quota: when its owner's usage drops or the quota rises " +
+				"(`berth quota get \"acme\" --provisioner \"pool\"` shows the quota)"},
+	} {
+		if got := nextAttempt(tt.r, now); got != tt.want {
+			t.Errorf("%s: next attempt\n%q, want\n%q", tt.name, got, tt.want)
+		}
+	}
+}
