@@ -63,7 +63,7 @@ func newQuotaSetCommand(opts *globalOptions) *cobra.Command {
 		Long: `Set the quota of OWNER on the provisioner --provisioner names: --resources caps how many of
 its resources the provisioner holds, --slots the sum of their slots. Give at least one; a
 measure not given keeps the cap it had (none, for a new quota), and none removes that cap.
-Values are whole numbers, 0 or more (0 admits nothing new).
+Values are whole numbers, 0 or more: --resources 0 admits nothing new.
 
 A quota below what the owner holds now is allowed: nothing is evicted, and the owner's new
 resources and resizes on the provisioner wait until its usage drops below the quota; the

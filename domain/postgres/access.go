@@ -24,7 +24,7 @@ var clientReadableTables = []string{
 }
 
 // isolatedTables are the tables whose row security owner isolation turns on.
-var isolatedTables = []string{"resources", "resource_events", "berth_owner_grants"}
+var isolatedTables = []string{"resources", "resource_events", "berth_owner_grants", "owner_quotas"}
 
 // GrantClientRole gives the existing role role exactly the rights of a client: it may read
 // Berth's tables and insert, update and delete resources (the triggers keep it to the client

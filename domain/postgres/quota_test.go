@@ -47,3 +47,33 @@ func TestClientRoleReadsQuotasOnly(t *testing.T) {
 		t.Fatalf("update args as a client: %v", err)
 	}
 }
+
+// With owner isolation on, a client role sees the quotas of its owners only.
+func TestOwnerIsolationCoversQuotas(t *testing.T) {
+	ctx := testContext(t)
+	agent, dbURL := migratedAt(t)
+	role, clientURL := clientRole(t, agent, dbURL)
+	if err := agent.GrantClientRole(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.GrantOwners(ctx, role, []string{"acme"}); err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	for _, owner := range []string{"acme", "zed"} {
+		if _, err := agent.SetQuota(ctx, domain.QuotaChange{Owner: owner, Provisioner: "pool", Resources: domain.QuotaLimit{Set: true, Max: &one}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := openAs(t, clientURL)
+	if quotas, err := client.ListQuotas(ctx, domain.QuotaFilter{}); err != nil || len(quotas) != 2 {
+		t.Fatalf("isolation off: a client lists %+v, %v; want both quotas", quotas, err)
+	}
+	if err := agent.SetOwnerIsolation(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	quotas, err := client.ListQuotas(ctx, domain.QuotaFilter{})
+	if err != nil || len(quotas) != 1 || quotas[0].Owner != "acme" {
+		t.Fatalf("isolation on: a client lists %+v, %v; want acme's quota only", quotas, err)
+	}
+}

@@ -53,3 +53,17 @@ CREATE TRIGGER resources_authorize_admission_update BEFORE UPDATE OF admitted_pr
     FOR EACH ROW WHEN (NEW.admitted_provisioner IS DISTINCT FROM OLD.admitted_provisioner
                        OR NEW.admitted_units IS DISTINCT FROM OLD.admitted_units)
     EXECUTE FUNCTION berth_resources_authorize_admission();
+
+-- Owner isolation (0012) covers quotas as it covers resources: a client role sees the quotas
+-- of the owners granted to it. The row security is turned with the others' (berth access
+-- isolation), and on here already when the database has it on.
+CREATE POLICY owner_quotas_owner_isolation ON owner_quotas
+    USING (owner IN (SELECT g.owner FROM berth_owner_grants g WHERE g.role_name = current_user));
+
+DO $$
+BEGIN
+    IF (SELECT c.relrowsecurity FROM pg_catalog.pg_class c WHERE c.oid = 'resources'::regclass) THEN
+        ALTER TABLE owner_quotas ENABLE ROW LEVEL SECURITY;
+    END IF;
+END
+$$;
