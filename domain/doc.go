@@ -117,4 +117,16 @@
 //
 // Every change of status or status message is recorded in the resource's history (EventLog)
 // by the backend itself, so writes made directly against the table are recorded too.
+//
+// Owner quotas (Quota, QuotaStore) cap what one owner holds on one provisioner: a count of
+// resources and a sum of units, the environ's own unit (a runtime's slots). The agent admits
+// a resource against its owner's quota before its broker creates or grows it
+// (AdmitResource): the admission is recorded on the row (admitted_provisioner,
+// admitted_units) and lasts until the row is removed, a shrink lowering it once applied, so
+// the owner's usage is the count and sum of its admitted rows. An admission that would go
+// over answers a *QuotaExceededError and the resource waits with reason QuotaExceeded. The
+// admission locks the quota's row, so admissions of one owner on one provisioner are
+// serialized across every agent sharing the database; an owner without a quota there is
+// admitted without a lock. A quota below the usage is allowed: nothing is evicted, new
+// admissions wait. Only the agent's role writes quotas and admissions (the client contract).
 package domain

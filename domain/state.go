@@ -26,6 +26,7 @@ type State interface {
 	AgentStore
 	LeadershipStore
 	SchemaStore
+	QuotaStore
 	// Close releases the backend's connections.
 	Close()
 }

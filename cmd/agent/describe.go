@@ -235,6 +235,9 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 		}
 		return fmt.Sprintf("serving generation %d while generation %d waits for capacity: %s", r.ObservedGeneration, r.Generation, next)
 	}
+	if r.Reason == domain.ReasonQuotaExceeded && (r.Status == domain.StatusPending || r.Status == domain.StatusReady) {
+		return quotaWait(r, now)
+	}
 	if r.Status == domain.StatusPending && r.Reason == domain.ReasonWaitingForCapacity {
 		next := "when room frees"
 		if r.NextAttemptAt != nil {
@@ -244,17 +247,6 @@ func nextAttempt(r domain.Resource, now time.Time) string {
 			return "waiting for capacity: " + next
 		}
 		return fmt.Sprintf("waiting for capacity since %s: %s", since(*r.WaitingSince, now), next)
-	}
-	if r.Reason == domain.ReasonQuotaExceeded {
-		next := "when its owner's usage drops or the quota rises"
-		if r.NextAttemptAt != nil {
-			next = fmt.Sprintf("tried again %s, or sooner when its owner frees room or the quota rises", whenAt(*r.NextAttemptAt, now))
-		}
-		serving := ""
-		if r.Status == domain.StatusReady {
-			serving = fmt.Sprintf("serving generation %d while generation %d ", r.ObservedGeneration, r.Generation)
-		}
-		return fmt.Sprintf("%swaits for its owner's quota (`berth quota get %q`)%s: %s", serving, r.Owner, sinceText(r, now), next)
 	}
 	if r.Reason == domain.ReasonBrokerUnavailable {
 		next := "when a probe finds its broker back"
@@ -297,6 +289,22 @@ func sinceText(r domain.Resource, now time.Time) string {
 		return ""
 	}
 	return " since " + since(*r.WaitingSince, now)
+}
+
+// quotaWait is the next attempt of r, which waits for its owner's quota on its provisioner.
+func quotaWait(r domain.Resource, now time.Time) string {
+	what := "waiting for quota"
+	if r.Status == domain.StatusReady {
+		what = fmt.Sprintf("serving generation %d while generation %d waits for quota", r.ObservedGeneration, r.Generation)
+	}
+	if r.WaitingSince != nil {
+		what += " since " + since(*r.WaitingSince, now)
+	}
+	next := "when its owner's usage drops or the quota rises"
+	if r.NextAttemptAt != nil {
+		next = fmt.Sprintf("tried again %s, or sooner when its owner's usage drops or the quota rises", whenAt(*r.NextAttemptAt, now))
+	}
+	return fmt.Sprintf("%s: %s (`berth quota get %q --provisioner %q` shows the quota)", what, next, r.Owner, r.Provisioner)
 }
 
 func leaseText(r domain.Resource, now time.Time) string {

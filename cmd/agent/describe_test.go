@@ -90,7 +90,7 @@ func TestDescribeFoldsEventsAndSaysWhatComesNext(t *testing.T) {
 		t.Errorf("a resource not waiting for capacity shows since when it waits:\n%s", buf.String())
 	}
 	wantLines(t, buf.String(), `^Reason:\s+Created$`, `^Last attempt:\s+<never>$`, `^Owner:\s+<none>$`, `^Labels:\s+<none>$`, `^Provisioner:\s+<the agent's default, not yet chosen>$`,
-		`^Lease:\s+<none>$`, `^Events: <none>$`, `^Next attempt:\s+now: an agent brings it to generation 1 when it takes the row$`)
+		`^Lease:\s+<none>$`, `^Events: <none>$`, `^Next attempt:\s+now: queued for its owner.s turn \(agents serve owners in turn, by weight: .berth owners.\); an agent brings it to generation 1 when it takes the row$`)
 }
 
 func TestNextAttemptSaysWhy(t *testing.T) {
@@ -119,11 +119,6 @@ func TestNextAttemptSaysWhy(t *testing.T) {
 			"none: failed for good at generation 3, since it can never fit its provisioner; ask for less (`berth resource update r1 --arg ...`) or grow the provisioner set (it is retried then)"},
 		{"resize waiting", domain.Resource{Status: domain.StatusReady, Reason: domain.ReasonResizeWaitingForCapacity, Generation: 3, ObservedGeneration: 2},
 			"serving generation 2 while generation 3 waits for capacity: when room frees"},
-		{"create over quota", domain.Resource{Status: domain.StatusPending, Owner: "acme", Reason: domain.ReasonQuotaExceeded,
-			NextAttemptAt: at(30 * time.Second), StateTimes: domain.StateTimes{WaitingSince: at(-time.Minute)}},
-			"waits for its owner's quota (`berth quota get \"acme\"`) since 2026-12-01T11:59:00Z (60s ago): tried again at 2026-12-01T12:00:30Z (in 30s), or sooner when its owner frees room or the quota rises"},
-		{"resize over quota", domain.Resource{Status: domain.StatusReady, Owner: "acme", Reason: domain.ReasonQuotaExceeded, Generation: 3, ObservedGeneration: 2},
-			"serving generation 2 while generation 3 waits for its owner's quota (`berth quota get \"acme\"`): when its owner's usage drops or the quota rises"},
 		{"breaker open", domain.Resource{Status: domain.StatusProvisioning, Reason: domain.ReasonBrokerUnavailable, NextAttemptAt: at(10 * time.Second)},
 			"waits for its provisioner's broker, whose circuit breaker is open (`berth capacity`): at the breaker's next probe, at 2026-12-01T12:00:10Z (in 10s)"},
 		{"owner's turn", domain.Resource{Status: domain.StatusPending, Reason: domain.ReasonCreated, Generation: 1},

@@ -136,6 +136,7 @@ Global flags have environment variables; a flag beats its variable:
 		newDoctorCommand(opts),
 		newAccessCommand(opts),
 		newDevHostsCommand(opts),
+		newQuotaCommand(opts),
 	)
 	addBuiltinCommands(root)
 	addCompletions(root, opts)

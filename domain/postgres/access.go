@@ -19,12 +19,12 @@ import (
 // migration that adds a table adds it here (a test checks the list against the schema).
 var clientReadableTables = []string{
 	"agents", "berth_owner_grants", "capacity_samples", "capacity_warnings", "change_log",
-	"leadership", "provisioner_specs", "resource_events", "resources", "schema_migrations",
+	"leadership", "owner_quotas", "provisioner_specs", "resource_events", "resources", "schema_migrations",
 	"slot_host_usage", "slot_owner_usage", "slot_reservations",
 }
 
 // isolatedTables are the tables whose row security owner isolation turns on.
-var isolatedTables = []string{"resources", "resource_events", "berth_owner_grants"}
+var isolatedTables = []string{"resources", "resource_events", "berth_owner_grants", "owner_quotas"}
 
 // GrantClientRole gives the existing role role exactly the rights of a client: it may read
 // Berth's tables and insert, update and delete resources (the triggers keep it to the client

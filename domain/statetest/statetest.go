@@ -53,7 +53,7 @@ type Backend struct {
 
 // Run runs the suite; newBackend gives each test a backend on a fresh database.
 func Run(t *testing.T, newBackend func(t *testing.T) *Backend) {
-	for _, tc := range tests {
+	for _, tc := range append(tests, quotaTests...) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newBackend(t)) })
 	}
 }

@@ -64,6 +64,18 @@
 // is the whole policy: which status, reason, message, retry delay and metric outcome each
 // kind of failure records.
 //
+// Admission: before Reconcile creates or grows a resource, the attempt admits it against its
+// owner's quota on its provisioner (domain.QuotaStore's AdmitResource, under the attempt's
+// lease), at its size as the environ tells it (environ.Sizer; 0 when it cannot). A resource
+// admitted there at that size or more already passes without a lock; a shrink lowers its
+// admission once Reconcile applied it. An admission over quota (*domain.QuotaExceededError)
+// is a wait like capacity: a create stays pending and a resize of a ready resource stays
+// ready, serving its old size, both with the reason QuotaExceeded and the message "waiting
+// for quota: why", retried after min(backoff, CapacityRetry), at once when this agent frees
+// room on the provisioner, and when the quota changes (the store makes the owner's waiting
+// retries due and logs a change of each). A retry that still finds the quota full keeps the
+// row's message, so the whole wait is one history event; last_error says the usage now.
+//
 // One reconcile of a claimed row, in order:
 //
 //   - paused: nothing at all (logged at debug), whatever the row asks for, a delete
@@ -99,7 +111,8 @@
 //   - ready at its generation: nothing to do (health checks belong to another worker).
 //   - otherwise provision: resolve the provisioner (pinning the default on the row when it
 //     names none), check the type is supported, record "provisioning generation N"
-//     (Provisioning; unless the row is waiting for capacity on its pinned provisioner), call
+//     (Provisioning; unless the row is waiting for capacity or quota on its pinned
+//     provisioner), admit it against its owner's quota (see Admission above), call
 //     Reconcile, record the broker state it returns at once ("...: waiting for it to
 //     serve", AwaitingReady), AwaitReady, and record ready (Available) with the observed
 //     generation, client config and attempts and last_error cleared.

@@ -232,11 +232,21 @@ func (a *attempt) provision() outcome {
 		}
 	}
 
+	units, admitted, err := a.admit(env, false)
+	if err != nil {
+		return a.fail(err)
+	}
 	ctx, end := a.environSpan(SpanEnvironReconcile, env)
 	res, err := env.Reconcile(ctx, a.environResource(), a.options())
 	end(err)
 	if err != nil {
 		return a.fail(fmt.Errorf("reconcile: %w", err))
+	}
+	if admitted > units {
+		// The broker applied a shrink: the owner's usage drops now, not before.
+		if _, _, err := a.admit(env, true); err != nil {
+			return a.fail(err)
+		}
 	}
 	// Save the broker's state before waiting: if the agent dies now, the next attempt hands
 	// it back instead of starting from what the broker may already have replaced. A broker
@@ -354,6 +364,34 @@ func (a *attempt) hibernated(u domain.ProgressUpdate) outcome {
 	return outcome{result: OutcomeHibernated}
 }
 
+// Admitter admits resources against their owners' quotas (domain.QuotaStore; both stores
+// are one). A State without it admits everything.
+type Admitter interface {
+	AdmitResource(ctx context.Context, id string, lease domain.Lease, a domain.Admission) (int64, error)
+}
+
+// admit admits the resource, at its size on env (environ.Sizer; 0 when env cannot tell), on
+// its provisioner before env provisions or grows it, and returns its size and the units it
+// is admitted at. With lower, an admission at more units is lowered to its size: the broker
+// applied a shrink. A quota the admission would exceed gives a *domain.QuotaExceededError,
+// which the retry policy makes a wait.
+func (a *attempt) admit(env environ.Environ, lower bool) (units, admitted int64, err error) {
+	admitter, ok := a.w.config.State.(Admitter)
+	if !ok {
+		return 0, 0, nil
+	}
+	if sizer, ok := env.(environ.Sizer); ok {
+		if units, err = sizer.Units(a.environResource(), a.options()); err != nil {
+			return 0, 0, fmt.Errorf("size: %w", err)
+		}
+	}
+	admitted, err = admitter.AdmitResource(a.attemptCtx, a.r.ID, a.lease, domain.Admission{Provisioner: a.provisioner, Units: units, Lower: lower})
+	if err != nil {
+		return 0, 0, fmt.Errorf("admit: %w", err)
+	}
+	return units, admitted, nil
+}
+
 // environResource is what the environ is shown of the resource, under the attempt's lease.
 func (a *attempt) environResource() *environ.Resource {
 	return &environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config, Lease: &a.lease}
@@ -449,7 +487,7 @@ func (a *attempt) fail(err error) outcome {
 	if d.retryIn > 0 {
 		o.retryAt = now.Add(d.retryIn)
 	}
-	if d.reason == domain.ReasonWaitingForCapacity || d.reason == domain.ReasonResizeWaitingForCapacity {
+	if d.reason == domain.ReasonWaitingForCapacity || d.reason == domain.ReasonResizeWaitingForCapacity || d.reason == domain.ReasonQuotaExceeded {
 		o.waitingFor = a.provisioner
 	}
 	if d.stillWaiting {
@@ -576,15 +614,16 @@ func (a *attempt) leaseRetry(expires time.Time) time.Time {
 }
 
 // waitingForCapacity reports whether the resource, as last read, waits for room on its
-// provisioner (since its WaitingSince).
+// provisioner, or for its owner's quota there (since its WaitingSince).
 func (a *attempt) waitingForCapacity() bool {
-	return a.r.Status == domain.StatusPending && a.r.Reason == domain.ReasonWaitingForCapacity
+	return a.r.Status == domain.StatusPending && (a.r.Reason == domain.ReasonWaitingForCapacity || a.r.Reason == domain.ReasonQuotaExceeded)
 }
 
 // resizeWaiting reports whether r serves at its observed generation while its resize
-// waits for room on its provisioner (since its WaitingSince).
+// waits for room on its provisioner, or for its owner's quota there (since its
+// WaitingSince).
 func resizeWaiting(r domain.Resource) bool {
-	return r.Status == domain.StatusReady && r.Reason == domain.ReasonResizeWaitingForCapacity
+	return r.Status == domain.StatusReady && (r.Reason == domain.ReasonResizeWaitingForCapacity || r.Reason == domain.ReasonQuotaExceeded)
 }
 
 func orEmpty(m map[string]any) map[string]any {

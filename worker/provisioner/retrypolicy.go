@@ -35,6 +35,12 @@ const (
 	// failedNeverFits is a request larger than anything the provisioner has
 	// (*domain.NeverFitsError): no room that frees can hold it.
 	failedNeverFits
+	// failedOverQuota is an admission that would take the resource's owner past its quota
+	// on the provisioner (*domain.QuotaExceededError).
+	failedOverQuota
+	// failedResizeOverQuota is failedOverQuota for the new size of a resource that serves
+	// at its observed generation: it keeps serving while it waits.
+	failedResizeOverQuota
 )
 
 // failure is the outcome of a failed attempt, with what the retry policy needs of the row.
@@ -67,6 +73,10 @@ func (a *attempt) classify(err error) failure {
 		f.kind = failedUnknownType
 	case errors.As(err, new(*domain.NeverFitsError)):
 		f.kind = failedNeverFits
+	case errors.As(err, new(*domain.QuotaExceededError)) && a.serving:
+		f.kind = failedResizeOverQuota
+	case errors.As(err, new(*domain.QuotaExceededError)):
+		f.kind = failedOverQuota
 	case environ.IsPermanent(err):
 		f.kind = failedPermanent
 	case errors.Is(err, domain.ErrNoCapacity) && a.serving:
@@ -109,6 +119,9 @@ type retryDecision struct {
 //	no capacity   pending/WaitingForCapacity  min(backoff, cap)  capacity
 //	resize, no    ready/ResizeWaitingFor-     min(backoff, cap)  capacity
 //	capacity      Capacity
+//	over quota    pending/QuotaExceeded       min(backoff, cap)  capacity
+//	resize, over  ready/QuotaExceeded         min(backoff, cap)  capacity
+//	quota
 //	transient     provisioning/Backoff        backoff            retry
 //
 // Deprovisioning is retried whatever the error: giving up would leak what the resource
@@ -125,6 +138,13 @@ type retryDecision struct {
 // the attempt began, with too little room free, leaves it serving: the broker changed
 // nothing, so it goes back to ready at its observed generation, and the resize waits like a
 // capacity wait.
+//
+// A quota is a wait too, not an error: the admission is asked before the broker, so a
+// create waits pending and a resize of a ready resource waits serving its old size, both
+// with reason QuotaExceeded, retried like a capacity wait and woken when the quota changes
+// or the agent frees room on the provisioner. The whole wait is one event of the
+// resource's history: a retry that still finds the quota full keeps the row's message (its
+// last_error says the usage now).
 func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 	d := retryDecision{attempts: f.attempts + 1, outcome: OutcomeRetry}
 	retryAt := func(delay time.Duration) string {
@@ -160,6 +180,19 @@ func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 		d.retryIn = min(p.backoff(d.attempts), p.capacityRetry)
 		d.message = fmt.Sprintf("serving generation %d while generation %d waits for capacity: %v", f.observed, f.generation, f.err)
 		d.stillWaiting = f.status == domain.StatusReady && f.reason == domain.ReasonResizeWaitingForCapacity && f.message == d.message
+	case failedOverQuota, failedResizeOverQuota:
+		var qe *domain.QuotaExceededError
+		errors.As(f.err, &qe)
+		d.status, d.reason, d.outcome = domain.StatusPending, domain.ReasonQuotaExceeded, OutcomeCapacity
+		d.message = fmt.Sprintf("waiting for quota: %v", qe)
+		if f.kind == failedResizeOverQuota {
+			d.status = domain.StatusReady
+			d.message = fmt.Sprintf("waiting for quota: %v; serving generation %d meanwhile", qe, f.observed)
+		}
+		d.retryIn = min(p.backoff(d.attempts), p.capacityRetry)
+		if d.stillWaiting = f.status == d.status && f.reason == d.reason; d.stillWaiting {
+			d.message = f.message
+		}
 	default:
 		d.status, d.reason = domain.StatusProvisioning, domain.ReasonBackoff
 		d.message = fmt.Sprintf("attempt %d failed: %v; retrying at %s", d.attempts, f.err, retryAt(p.backoff(d.attempts)))

@@ -1,0 +1,26 @@
+package kubernetes
+
+import (
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/runtime"
+)
+
+var _ environ.Sizer = (*kubeEnviron)(nil)
+
+// Units implements environ.Sizer: a runtime's size is its slots, the unit of the spec's
+// slot_quota; a type whose slots do not count against it (ClickHouse) is of unknown size, 0.
+func (e *kubeEnviron) Units(r *environ.Resource, opts *environ.ResourceOptions) (int64, error) {
+	t, err := e.typeOf(r)
+	if err != nil || !t.slotQuota {
+		return 0, err
+	}
+	var args map[string]any
+	if opts != nil {
+		args = opts.Args
+	}
+	a, err := runtime.DecodeArgs(args)
+	if err != nil {
+		return 0, err
+	}
+	return int64(a.Slots), nil
+}
