@@ -293,3 +293,56 @@ func TestObserverSeesWaitsDrawsAndTokens(t *testing.T) {
 		t.Errorf("observed %d draws, %v waited, tokens held %v; want 2 draws, 50ms, the last held 0", o.draws, o.waited, o.held)
 	}
 }
+
+// Each short draw makes the next wait longer: its patience doubles, up to a bound, and the
+// wait stays under half the time the bucket takes to fill.
+func TestShortDrawsGrowPatience(t *testing.T) {
+	// At 20/s a token takes 50ms: the waits are 50ms, 100ms, 200ms, then 400ms however
+	// many short draws follow (the patience of 8); with a burst of 4, which fills in
+	// 200ms, at most 100ms.
+	shortDraws(t, 40, []time.Duration{50, 100, 200, 400, 400, 400})
+	shortDraws(t, 4, []time.Duration{50, 100, 100, 100})
+}
+
+// shortDraws checks the waits between the draws of a Limiter at 20/s with burst whose
+// every draw comes back empty.
+func shortDraws(t *testing.T, burst int, want []time.Duration) {
+	t.Helper()
+	clk := testclock.NewClock(time.Now())
+	var mu sync.Mutex
+	var at []time.Time
+	empty := storeFunc(func(context.Context, domain.BudgetDraw) (domain.BudgetGrant, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, clk.Now())
+		return domain.BudgetGrant{}, nil
+	})
+	cfg := config(empty, clk)
+	cfg.Burst = burst
+	l := newLimiter(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctx) }()
+	for {
+		mu.Lock()
+		n := len(at)
+		mu.Unlock()
+		if n > len(want) {
+			break
+		}
+		if err := clk.WaitAdvance(10*time.Millisecond, time.Second, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, w := range want {
+		if got := at[i+1].Sub(at[i]); got != w*time.Millisecond {
+			t.Errorf("burst %d: wait %d after a short draw: %v, want %v", burst, i+1, got, w*time.Millisecond)
+		}
+	}
+}
