@@ -110,8 +110,9 @@ func newBudget(name string, spec *Spec, deps environ.Deps, clk clock.Clock, logg
 }
 
 // limitToBudget makes every request of the client cfg configures wait for a token of the
-// provisioner's shared budget, beneath whatever wraps the transport later (a breaker that
-// refuses a request then spends no token).
+// provisioner's shared budget. The wait is the innermost wrapper, right around the network
+// transport, whatever wraps the transport before or after this call: a wrapper that
+// refuses a request (a breaker) spends no token, and one that retries spends one per try.
 func (e *kubeEnviron) limitToBudget(cfg *rest.Config) error {
 	switch {
 	case e.spec.Budget == nil:
@@ -119,9 +120,14 @@ func (e *kubeEnviron) limitToBudget(cfg *rest.Config) error {
 	case e.budget == nil:
 		return errors.New("the spec sets a budget, shared through the agents' database, but this provisioner was built without one (as check-config builds it): run it in the agent")
 	}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &budgetTransport{limiter: e.budget, next: rt}
-	})
+	outer := cfg.WrapTransport
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		rt = &budgetTransport{limiter: e.budget, next: rt}
+		if outer != nil {
+			rt = outer(rt)
+		}
+		return rt
+	}
 	return nil
 }
 

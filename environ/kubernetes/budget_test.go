@@ -197,3 +197,38 @@ func TestBudgetWithoutAStoreRefusesTheClient(t *testing.T) {
 		t.Error("a request reached the server")
 	}
 }
+
+// The budget's wait is the innermost wrapper of the transport, whichever wrappers come
+// before or after it: a wrapper that refuses a request spends no token.
+func TestBudgetIsTheInnermostWrapper(t *testing.T) {
+	srv, requests := apiServer(t)
+	store := grantAll()
+	e, err := New("k8s", budgetSpec(t, srv.URL, `{"requests_per_second": 20}`), environ.Deps{Budgets: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := restConfig(e.(*kubeEnviron).spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("breaker open") })
+	}
+	cfg.Wrap(refuse)
+	if err := e.(*kubeEnviron).limitToBudget(cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return rt })
+	rt := cfg.WrapTransport(http.DefaultTransport)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	if _, err := rt.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "breaker open") {
+		t.Fatalf("round trip: %v; want the outer wrapper's refusal", err)
+	}
+	if len(store.draws) != 0 || requests.Load() != 0 {
+		t.Errorf("a refused request drew %d times and reached the server %d times; want neither", len(store.draws), requests.Load())
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
