@@ -25,9 +25,9 @@ func (d BudgetDraw) Check() error {
 	case d.Provisioner == "":
 		return &FieldError{Field: "provisioner", Msg: "must not be empty: name the provisioner whose budget to draw from"}
 	case math.IsNaN(d.Rate) || math.IsInf(d.Rate, 0) || d.Rate <= 0:
-		return &FieldError{Field: "budget.requests_per_second", Msg: fmt.Sprintf("must be a positive number, got %v", d.Rate)}
+		return &FieldError{Field: "rate", Msg: fmt.Sprintf("must be a positive number of tokens a second, got %v", d.Rate)}
 	case d.Burst < 1:
-		return &FieldError{Field: "budget.burst", Msg: fmt.Sprintf("must be at least 1, got %d", d.Burst)}
+		return &FieldError{Field: "burst", Msg: fmt.Sprintf("must be at least 1 token, got %d", d.Burst)}
 	case d.Want < 1:
 		return &FieldError{Field: "want", Msg: fmt.Sprintf("must be at least 1 token, got %d", d.Want)}
 	}

@@ -75,9 +75,9 @@ func testBudgetDrawsAreChecked(t *testing.T, b *Backend) {
 		field string
 	}{
 		{domain.BudgetDraw{Rate: 1, Burst: 1, Want: 1}, "provisioner"},
-		{domain.BudgetDraw{Provisioner: "p", Rate: 0, Burst: 1, Want: 1}, "budget.requests_per_second"},
-		{domain.BudgetDraw{Provisioner: "p", Rate: -2, Burst: 1, Want: 1}, "budget.requests_per_second"},
-		{domain.BudgetDraw{Provisioner: "p", Rate: 1, Burst: 0, Want: 1}, "budget.burst"},
+		{domain.BudgetDraw{Provisioner: "p", Rate: 0, Burst: 1, Want: 1}, "rate"},
+		{domain.BudgetDraw{Provisioner: "p", Rate: -2, Burst: 1, Want: 1}, "rate"},
+		{domain.BudgetDraw{Provisioner: "p", Rate: 1, Burst: 0, Want: 1}, "burst"},
 		{domain.BudgetDraw{Provisioner: "p", Rate: 1, Burst: 1, Want: 0}, "want"},
 	} {
 		_, err := b.DrawBudget(testContext(t), tc.draw)

@@ -127,6 +127,10 @@ type Limiter struct {
 	// by each full one, between 1 and maxPatience.
 	patience int
 
+	// failing is true from a failed draw to the next that succeeds: the failure is logged
+	// once, when it starts, and its end once.
+	failing bool
+
 	// What the report shows.
 	waits     int64
 	waited    time.Duration
@@ -232,10 +236,16 @@ func (l *Limiter) draw(ctx context.Context) {
 		// The caller gave up; another waiting caller draws.
 		return
 	case err != nil:
+		if !l.failing {
+			l.config.Logger.Warn("drawing from the shared rate budget failed: calls wait, and the draw is retried every second until it succeeds", "err", err)
+		}
+		l.failing = true
 		l.lastError, l.lastErrAt = err.Error(), now
 		l.notBefore = now.Add(RetryDelay)
-		l.config.Logger.Warn("drawing from the shared rate budget failed: its calls wait and the draw is retried", "after", RetryDelay, "err", err)
 		return
+	case l.failing:
+		l.failing = false
+		l.config.Logger.Info("drawing from the shared rate budget works again", "last-failure", l.lastErrAt)
 	}
 	l.draws++
 	l.granted += int64(grant.Granted)

@@ -233,7 +233,15 @@ func TestFailedDrawIsRetried(t *testing.T) {
 		}
 		return domain.BudgetGrant{Granted: draw.Want}, nil
 	})
-	l := newLimiter(t, config(store, clk))
+	logs := &strings.Builder{}
+	var logsMu sync.Mutex
+	cfg := config(store, clk)
+	cfg.Logger = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		logsMu.Lock()
+		defer logsMu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	l := newLimiter(t, cfg)
 	done := make(chan error, 1)
 	go func() { done <- l.Wait(context.Background()) }()
 	if err := clk.WaitAdvance(budget.RetryDelay, time.Second, 1); err != nil {
@@ -241,6 +249,13 @@ func TestFailedDrawIsRetried(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	logsMu.Lock()
+	logged := logs.String()
+	logsMu.Unlock()
+	if !strings.Contains(logged, `level=WARN msg="drawing from the shared rate budget failed`) || !strings.Contains(logged, "connection refused") ||
+		!strings.Contains(logged, `level=INFO msg="drawing from the shared rate budget works again"`) {
+		t.Errorf("logs:\n%s\nwant the failure once, then the recovery", logged)
 	}
 	if r := l.Report(); !strings.Contains(r["last-draw-error"].(string), "connection refused") || r["draws"] != int64(1) {
 		t.Errorf("report %v; want the failed draw's error and one draw", r)
@@ -346,3 +361,7 @@ func shortDraws(t *testing.T, burst int, want []time.Duration) {
 		}
 	}
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
