@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -75,7 +76,9 @@ func TestBudgetSharedByThreeAgents(t *testing.T) {
 	}
 	waitAgentsLive(t, e, names...)
 
+	beforeAt := time.Now()
 	before, beforeAll := dispatched(t, admin, schema), requestTotal(t, admin)
+	samples := []countSample{{from: beforeAt, to: time.Now(), count: before}}
 	drawsBefore := e.QueryInt(`SELECT COALESCE(sum(draws), 0) FROM broker_budgets`)
 	start := time.Now()
 	if _, err := e.SQL.ExecContext(context.Background(), `
@@ -84,9 +87,36 @@ func TestBudgetSharedByThreeAgents(t *testing.T) {
 		FROM generate_series(1, $1) AS i`, budgetRuntimes); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(budgetWindow) // the window the count is taken over: nothing to wait for but time
+	// The count is sampled every second over the window, so that the bound is checked on
+	// every window between two samples, not only on the whole.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for time.Since(start) < budgetWindow {
+		<-tick.C
+		from := time.Now()
+		n := dispatched(t, admin, schema)
+		samples = append(samples, countSample{from: from, to: time.Now(), count: n})
+	}
+	afterAt := time.Now()
 	after, afterAll := dispatched(t, admin, schema), requestTotal(t, admin)
 	elapsed := time.Since(start)
+	samples = append(samples, countSample{from: afterAt, to: time.Now(), count: after})
+	worst := math.Inf(-1) // the most requests over the bound of a window: negative within it
+	worstAt := ""
+	for i := range samples {
+		for j := i + 1; j < len(samples); j++ {
+			// The counts were read somewhere between from and to: the window is at most
+			// from the earlier's from to the later's to.
+			window := samples[j].to.Sub(samples[i].from)
+			over := samples[j].count - samples[i].count - (budgetBurst + budgetRate*window.Seconds() + budgetAgents*budgetChunk)
+			if over > worst {
+				worst, worstAt = over, fmt.Sprintf("%.0f requests in %v", samples[j].count-samples[i].count, window.Round(time.Millisecond))
+			}
+		}
+	}
+	if worst > 0 {
+		t.Errorf("a window went past the budget: %s, %.0f over burst + rate*window + held", worstAt, worst)
+	}
 	drawsAfter := e.QueryInt(`SELECT sum(draws) FROM broker_budgets`)
 
 	made := after - before
@@ -96,6 +126,7 @@ func TestBudgetSharedByThreeAgents(t *testing.T) {
 	for _, addr := range addrs {
 		waited += agentMetric(t, addr, "berth_broker_budget_wait_seconds_total")
 	}
+	t.Logf("closest window to the bound: %s, %.0f under it", worstAt, -worst)
 	t.Logf("in %v the agents made %.0f requests (%.1f/s; bound %.0f = burst %d + %d/s * %.1fs + %d held), %d of %d runtimes ready; all clients: %.0f requests; %d draws from the budget (%.1f statements/s), calls waited %.0fs in all",
 		elapsed.Round(time.Millisecond), made, made/elapsed.Seconds(), bound, budgetBurst, budgetRate, elapsed.Seconds(), budgetAgents*budgetChunk,
 		ready, budgetRuntimes, afterAll-beforeAll, drawsAfter-drawsBefore, float64(drawsAfter-drawsBefore)/elapsed.Seconds(), waited)
@@ -114,6 +145,12 @@ func TestBudgetSharedByThreeAgents(t *testing.T) {
 	if report := agentGet(t, addrs[0], "/debug/engine"); !strings.Contains(report, `"tokens-held"`) || !strings.Contains(report, `"requests-per-second"`) {
 		t.Errorf("/debug/engine shows no budget:\n%s", report)
 	}
+}
+
+// countSample is a count of requests read from the API server between from and to.
+type countSample struct {
+	from, to time.Time
+	count    float64
 }
 
 // budgetIdentity makes the identity the agents use: a service account of ns allowed
