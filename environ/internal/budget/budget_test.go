@@ -365,3 +365,33 @@ func shortDraws(t *testing.T, burst int, want []time.Duration) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A full draw makes the patience one less: a Limiter on a contended bucket stays patient.
+func TestFullDrawLowersPatienceByOne(t *testing.T) {
+	clk := testclock.NewClock(time.Now())
+	var mu sync.Mutex
+	draws := 0
+	store := storeFunc(func(_ context.Context, draw domain.BudgetDraw) (domain.BudgetGrant, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		draws++
+		if draws <= 4 {
+			return domain.BudgetGrant{}, nil
+		}
+		return domain.BudgetGrant{Granted: draw.Want}, nil
+	})
+	l := newLimiter(t, config(store, clk))
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(context.Background()) }()
+	for _, wait := range []time.Duration{50, 100, 200, 400} {
+		if err := clk.WaitAdvance(wait*time.Millisecond, time.Second, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Report(); r["patience"] != 7 {
+		t.Errorf("patience after four short draws and a full one: %v, want 7 (8 less 1)", r["patience"])
+	}
+}
