@@ -27,6 +27,7 @@ type State interface {
 	LeadershipStore
 	SchemaStore
 	QuotaStore
+	BudgetStore
 	// Close releases the backend's connections.
 	Close()
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/juju/clock"
 
@@ -29,9 +30,23 @@ type Deps struct {
 	Slots domain.SlotStore
 	// Resources looks up resource rows (nil where no database is at hand, e.g. check-config).
 	Resources ResourceGetter
+	// Budgets holds the shared rate budgets every agent draws from (nil where no database
+	// is at hand: a provisioner whose spec sets a budget then refuses its first call).
+	Budgets domain.BudgetStore
+	// BudgetObserver records the budgets' waits, draws and tokens (the agent's metrics);
+	// nil records nothing.
+	BudgetObserver BudgetObserver
 	// Logger is already tagged with the provisioner's name.
 	Logger *slog.Logger
 	Clock  clock.Clock
+}
+
+// BudgetObserver records what a provisioner's shared rate budget does: the time its calls
+// waited for a token, its draws from the shared bucket, and the tokens it holds.
+type BudgetObserver interface {
+	ObserveBudgetWait(provisioner string, d time.Duration)
+	ObserveBudgetDraw(provisioner string)
+	ObserveBudgetTokens(provisioner string, held int)
 }
 
 // Initializer builds a broker named name from its JSON spec.

@@ -314,6 +314,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			ProvisionerSetName: ProvisionerSetName,
 			Default:            config.DefaultProvisioner,
 			Builder:            config.SetBuilder,
+			BudgetObserver:     config.Metrics,
 			Logger:             logger.With("worker", EnvironsName),
 			NewWorker:          environs.NewManifoldWorker,
 		}),

@@ -24,6 +24,12 @@
 // so a broken template is an error naming its template_paths key when the configuration is
 // loaded. New never contacts the cluster: the client is built on first use.
 //
+// The client limits its own rate (qps, burst). A spec's budget is a rate every agent's
+// instance of the provisioner shares: the client's transport makes every request wait for a
+// token of it (budget.go, environ/internal/budget), which agents draw from one bucket in
+// their database (environ.Deps.Budgets). It is the innermost wrapper of the transport:
+// any other (a breaker, say) sits around it, so a request that one refuses spends no token.
+//
 // A resource's provision id is its id without dashes; its objects are named rt-<provision id>
 // (runtimes) or ch-<provision id> (ClickHouse), with suffixes the templates choose, and its
 // host is the spec's host with '*' replaced by the provision id.

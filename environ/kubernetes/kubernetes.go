@@ -25,6 +25,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/internal/budget"
 )
 
 // Type is the provisioner type of the kubernetes environ in a provisioner set.
@@ -142,6 +143,9 @@ func newEnviron(name string, raw json.RawMessage, deps environ.Deps, cs kubernet
 	if err := e.checkTemplates(); err != nil {
 		return nil, err
 	}
+	if e.budget, err = newBudget(name, spec, deps, clk, logger); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -170,6 +174,9 @@ type kubeEnviron struct {
 	// every agent counts the same slots.
 	slots  domain.SlotStore
 	random io.Reader
+	// budget is the provisioner's shared rate budget, every API request waits for a token
+	// of; nil without one (or without a store to share it through, see limitToBudget).
+	budget *budget.Limiter
 
 	mu     sync.Mutex
 	cs     kubernetes.Interface
@@ -448,6 +455,9 @@ func (e *kubeEnviron) client() (kubernetes.Interface, error) {
 	}
 	cfg, err := restConfig(e.spec)
 	if err != nil {
+		return nil, fmt.Errorf("provisioner %q: %w", e.name, err)
+	}
+	if err := e.limitToBudget(cfg); err != nil {
 		return nil, fmt.Errorf("provisioner %q: %w", e.name, err)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)

@@ -67,6 +67,11 @@ type Spec struct {
 	// SlotQuota, when above 0, caps the slots of all runtimes of the provisioner and makes
 	// capacity reports count slots instead of cluster CPU.
 	SlotQuota int `json:"slot_quota"`
+	// Budget, when set, is the API request rate every agent's instance of the provisioner
+	// shares (QPS and Burst are each agent's own); nil: no shared budget. No resource is
+	// built from it, so it is left out of the resources' fingerprint (ResourceSpec):
+	// changing it reconciles nothing.
+	Budget *BudgetSpec `json:"-"`
 }
 
 // ParseSpec decodes raw strictly and validates it. Errors are *domain.FieldError naming the
@@ -78,7 +83,7 @@ func ParseSpec(raw json.RawMessage) (*Spec, error) {
 		return nil, &domain.FieldError{Field: "spec", Msg: `is missing: give at least {"host": "https://*.runtime.example", "namespace": "NAMESPACE", "image": "IMAGE"}`}
 	}
 	var spec Spec
-	var templates json.RawMessage
+	var templates, budget json.RawMessage
 	if err := specjson.DecodeObject("spec", "", trimmed, []specjson.Field{
 		{Name: "timeout_seconds", Dst: &spec.TimeoutSeconds},
 		{Name: "data_dir", Dst: &spec.DataDir},
@@ -94,8 +99,16 @@ func ParseSpec(raw json.RawMessage) (*Spec, error) {
 		{Name: "burst", Dst: &spec.Burst},
 		{Name: "clickhouse_image", Dst: &spec.ClickhouseImage},
 		{Name: "slot_quota", Dst: &spec.SlotQuota},
+		{Name: "budget", Dst: &budget},
 	}); err != nil {
 		return nil, err
+	}
+	if budget != nil && !bytes.Equal(bytes.TrimSpace(budget), []byte("null")) {
+		b, err := parseBudget(budget)
+		if err != nil {
+			return nil, err
+		}
+		spec.Budget = b
 	}
 	if templates != nil && !bytes.Equal(bytes.TrimSpace(templates), []byte("null")) {
 		spec.TemplatePaths = make(map[string]string)

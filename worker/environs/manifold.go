@@ -21,8 +21,10 @@ type ManifoldConfig struct {
 	ProvisionerSetName string // a SetSource (the provisioner-set worker)
 	Default            string
 	Builder            SetBuilder
-	Logger             *slog.Logger
-	NewWorker          func(Config) (worker.Worker, error)
+	// BudgetObserver records the shared rate budgets' waits, draws and tokens (optional).
+	BudgetObserver environ.BudgetObserver
+	Logger         *slog.Logger
+	NewWorker      func(Config) (worker.Worker, error)
 }
 
 // Validate reports the first missing field.
@@ -65,14 +67,16 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				return nil, err
 			}
 			return config.NewWorker(Config{
-				Source:    source,
-				Default:   config.Default,
-				Builder:   config.Builder,
-				Slots:     state,
-				Specs:     state,
-				Resources: state,
-				Clock:     clk,
-				Logger:    config.Logger,
+				Source:         source,
+				Default:        config.Default,
+				Builder:        config.Builder,
+				Slots:          state,
+				Specs:          state,
+				Resources:      state,
+				Budgets:        state,
+				BudgetObserver: config.BudgetObserver,
+				Clock:          clk,
+				Logger:         config.Logger,
 			})
 		},
 		Output: output,

@@ -35,8 +35,12 @@ type Config struct {
 	Specs domain.ProvisionerSpecStore
 	// Resources looks up resource rows for the environs' orphan sweeps.
 	Resources environ.ResourceGetter
-	Clock     clock.Clock
-	Logger    *slog.Logger
+	// Budgets holds the provisioners' shared rate budgets; BudgetObserver (optional)
+	// records their waits, draws and tokens.
+	Budgets        domain.BudgetStore
+	BudgetObserver environ.BudgetObserver
+	Clock          clock.Clock
+	Logger         *slog.Logger
 }
 
 // Validate reports the first missing field.
@@ -50,6 +54,8 @@ func (c Config) Validate() error {
 		return errors.NotValidf("environs: nil Slots")
 	case c.Specs == nil:
 		return errors.NotValidf("environs: nil Specs")
+	case c.Budgets == nil:
+		return errors.NotValidf("environs: nil Budgets")
 	case c.Clock == nil:
 		return errors.NotValidf("environs: nil Clock")
 	case c.Logger == nil:
@@ -74,10 +80,12 @@ func NewWorker(config Config) (*Worker, error) {
 	}
 	setJSON, replaced := config.Source.Current()
 	set, err := config.Builder.NewSet(setJSON, config.Default, environ.Deps{
-		Slots:     config.Slots,
-		Resources: config.Resources,
-		Logger:    config.Logger,
-		Clock:     config.Clock,
+		Slots:          config.Slots,
+		Resources:      config.Resources,
+		Budgets:        config.Budgets,
+		BudgetObserver: config.BudgetObserver,
+		Logger:         config.Logger,
+		Clock:          config.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build provisioner set: %w", err)
@@ -106,11 +114,23 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker to stop.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
-// Report lists the provisioners, their types and spec fingerprints in the engine report.
+// budgetReporter is an environ with a shared rate budget to show (nil: none).
+type budgetReporter interface {
+	BudgetReport() map[string]any
+}
+
+// Report lists the provisioners, their types and spec fingerprints in the engine report,
+// and the shared rate budget of those that have one.
 func (w *Worker) Report() map[string]any {
 	provisioners := make(map[string]any, len(w.set.Environs))
 	for name, env := range w.set.Environs {
-		provisioners[name] = map[string]any{"type": env.Type(), "fingerprint": w.fingerprints[name]}
+		p := map[string]any{"type": env.Type(), "fingerprint": w.fingerprints[name]}
+		if b, ok := env.(budgetReporter); ok {
+			if report := b.BudgetReport(); report != nil {
+				p["budget"] = report
+			}
+		}
+		provisioners[name] = p
 	}
 	return map[string]any{"default": w.set.Default, "provisioners": provisioners}
 }

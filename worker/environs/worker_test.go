@@ -58,6 +58,7 @@ func (s *workerSuite) config() environs.Config {
 		Builder: s.builder,
 		Slots:   s.slots,
 		Specs:   s.specs,
+		Budgets: fakeBudgets{},
 		Clock:   testclock.NewClock(time.Now()),
 		Logger:  s.logs.logger(),
 	}
@@ -74,6 +75,7 @@ func (s *workerSuite) TestBuildsTheSetAndClosesItOnKill(c *gc.C) {
 	c.Check(s.builder.gotJSON, gc.Equals, twoPools)
 	c.Check(s.builder.gotDefault, gc.Equals, "pool")
 	c.Check(s.builder.gotDeps.Slots, gc.Equals, s.slots)
+	c.Check(s.builder.gotDeps.Budgets, gc.Equals, fakeBudgets{})
 	c.Check(w.Report()["default"], gc.Equals, "pool")
 	workertest.CleanKill(c, w)
 	c.Check(s.builder.closed(), gc.Equals, 2)
@@ -182,6 +184,17 @@ func (s *workerSuite) TestInvalidSetIsAnError(c *gc.C) {
 	c.Assert(err, gc.ErrorMatches, `build provisioner set: provisioner "pool" \(static\): runtimes\[0\].slots: must be at least 1`)
 }
 
+func (s *workerSuite) TestReportShowsTheBudgets(c *gc.C) {
+	s.source = newFakeSource(`{"pool": {"type": "budgeted", "spec": {}}, "other": {"type": "fake", "spec": {}}}`)
+	w, err := environs.NewWorker(s.config())
+	c.Assert(err, gc.IsNil)
+	defer workertest.CleanKill(c, w)
+	report := w.Report()["provisioners"].(map[string]any)
+	c.Check(report["pool"].(map[string]any)["budget"], gc.DeepEquals, map[string]any{"requests-per-second": 20.0, "waits": int64(3)})
+	_, shown := report["other"].(map[string]any)["budget"]
+	c.Check(shown, gc.Equals, false)
+}
+
 func (s *workerSuite) TestValidate(c *gc.C) {
 	for _, t := range []struct {
 		breakIt func(*environs.Config)
@@ -191,6 +204,7 @@ func (s *workerSuite) TestValidate(c *gc.C) {
 		{func(cfg *environs.Config) { cfg.Builder = nil }, "Builder"},
 		{func(cfg *environs.Config) { cfg.Slots = nil }, "Slots"},
 		{func(cfg *environs.Config) { cfg.Specs = nil }, "Specs"},
+		{func(cfg *environs.Config) { cfg.Budgets = nil }, "Budgets"},
 		{func(cfg *environs.Config) { cfg.Clock = nil }, "Clock"},
 		{func(cfg *environs.Config) { cfg.Logger = nil }, "Logger"},
 	} {
@@ -230,7 +244,17 @@ func newFakeBuilder() *fakeBuilder {
 			return nil
 		}}, nil
 	})
+	b.registry.Register("budgeted", func(string, json.RawMessage, environ.Deps) (environ.Environ, error) {
+		return budgetedEnviron{&environtest.Environ{}}, nil
+	})
 	return b
+}
+
+// budgetedEnviron is an environ with a shared rate budget to report.
+type budgetedEnviron struct{ *environtest.Environ }
+
+func (budgetedEnviron) BudgetReport() map[string]any {
+	return map[string]any{"requests-per-second": 20.0, "waits": int64(3)}
 }
 
 func (b *fakeBuilder) NewSet(setJSON []byte, defaultName string, deps environ.Deps) (*environ.Set, error) {
@@ -330,6 +354,8 @@ func (f *fakeSpecs) wait(c *gc.C, n int) []applied {
 }
 
 type fakeSlots struct{ domain.SlotStore }
+
+type fakeBudgets struct{ domain.BudgetStore }
 
 type fakeState struct{ domain.State }
 
