@@ -26,6 +26,7 @@ type State interface {
 	AgentStore
 	LeadershipStore
 	SchemaStore
+	BreakerStore
 	// Close releases the backend's connections.
 	Close()
 }

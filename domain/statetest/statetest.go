@@ -152,6 +152,9 @@ var tests = []struct {
 	{"ForgetWaitsForALiveLease", testForgetWaitsForALiveLease},
 	{"SetProvisionerMakesAFailedResourceRetryable", testSetProvisionerMakesAFailedResourceRetryable},
 	{"AgentsReportTheirProvisioners", testAgentsReportTheirProvisioners},
+	{"BreakerOpensForEveryAgent", testBreakerOpensForEveryAgent},
+	{"BreakerGivesOneProbeAtATime", testBreakerGivesOneProbeAtATime},
+	{"BreakerInputsAreChecked", testBreakerInputsAreChecked},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.
