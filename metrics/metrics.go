@@ -59,6 +59,7 @@ type Metrics struct {
 
 	capacity  *capacityCollector
 	resources *resourcesCollector
+	breakers  *breakerMetrics
 	types     []domain.ResourceType // labelled by name; others are Unknown
 }
 
@@ -129,6 +130,7 @@ func New(types ...domain.ResourceType) *Metrics {
 		m.capacityWarning, m.healthChecks, m.environFailures, m.workerStarts, m.agentsLive, m.agentLeader, m.leaseTakeovers,
 		m.capacity, m.resources,
 	)
+	m.breakers = newBreakerMetrics(m.registry)
 	return m
 }
 

@@ -35,6 +35,9 @@ const (
 	// failedNeverFits is a request larger than anything the provisioner has
 	// (*domain.NeverFitsError): no room that frees can hold it.
 	failedNeverFits
+	// failedBrokerUnavailable is an attempt that did not call its broker, or whose broker
+	// failed, while the provisioner's breaker is open (*brokerWait).
+	failedBrokerUnavailable
 )
 
 // failure is the outcome of a failed attempt, with what the retry policy needs of the row.
@@ -49,14 +52,20 @@ type failure struct {
 	message string
 	// generation and observed are the row's generation and observed generation.
 	generation, observed int64
+	// wait is the breaker's wait of a failedBrokerUnavailable.
+	wait *brokerWait
+	// hibernating says the attempt was hibernating the resource.
+	hibernating bool
 }
 
 // classify is the failure of attempt a with err. Freeing and hibernating a resource are
 // retried whatever the error, so what the attempt was doing comes first.
 func (a *attempt) classify(err error) failure {
 	f := failure{err: err, attempts: a.r.Attempts, status: a.r.Status, reason: a.r.Reason, message: a.r.StatusMessage,
-		generation: a.r.Generation, observed: a.r.ObservedGeneration}
+		generation: a.r.Generation, observed: a.r.ObservedGeneration, hibernating: a.hibernating}
 	switch {
+	case errors.As(err, &f.wait):
+		f.kind = failedBrokerUnavailable
 	case a.r.Status == domain.StatusDeleting:
 		f.kind = failedDeprovision
 	case a.hibernating:
@@ -110,6 +119,8 @@ type retryDecision struct {
 //	resize, no    ready/ResizeWaitingFor-     min(backoff, cap)  capacity
 //	capacity      Capacity
 //	transient     provisioning/Backoff        backoff            retry
+//	breaker open  (status kept)/Broker-       next probe         broker-unavailable
+//	              Unavailable
 //
 // Deprovisioning is retried whatever the error: giving up would leak what the resource
 // holds. Hibernating keeps the resource's data: it is retried whatever the error, the
@@ -160,6 +171,8 @@ func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 		d.retryIn = min(p.backoff(d.attempts), p.capacityRetry)
 		d.message = fmt.Sprintf("serving generation %d while generation %d waits for capacity: %v", f.observed, f.generation, f.err)
 		d.stillWaiting = f.status == domain.StatusReady && f.reason == domain.ReasonResizeWaitingForCapacity && f.message == d.message
+	case failedBrokerUnavailable:
+		d = brokerUnavailable(f)
 	default:
 		d.status, d.reason = domain.StatusProvisioning, domain.ReasonBackoff
 		d.message = fmt.Sprintf("attempt %d failed: %v; retrying at %s", d.attempts, f.err, retryAt(p.backoff(d.attempts)))
