@@ -369,3 +369,11 @@ func (a *attempt) brokerAnswered(provisioner string, err error) error {
 	}
 	return err
 }
+
+// stillWaiting is the log message of a wait that goes on for reason.
+func stillWaiting(reason domain.Reason) string {
+	if reason == domain.ReasonBrokerUnavailable {
+		return "still waiting for the broker"
+	}
+	return "still waiting for capacity"
+}

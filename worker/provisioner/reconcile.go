@@ -468,7 +468,7 @@ func (a *attempt) fail(err error) outcome {
 		o.waitingFor = a.provisioner
 	}
 	if d.stillWaiting {
-		a.log.Debug("still waiting for capacity", "waiting-since", a.r.WaitingSince, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)
+		a.log.Debug(stillWaiting(d.reason), "waiting-since", a.r.WaitingSince, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)
 	} else {
 		a.log.Warn("reconcile failed", "status", d.status, "reason", d.reason, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)
 	}
