@@ -64,6 +64,13 @@
 // is the whole policy: which status, reason, message, retry delay and metric outcome each
 // kind of failure records.
 //
+// A provisioner whose broker keeps failing (errors the environ marks environ.Unavailable)
+// opens its circuit breaker, shared by every agent through the store: before calling the
+// broker an attempt asks the breaker, and while it is open the resource keeps its status
+// with the reason BrokerUnavailable and is retried at the breaker's next probe, attempts
+// and backoff untouched; one attempt across the agents probes the broker, and its success
+// wakes what waits here as freed room does. breaker.go has the whole of it.
+//
 // One reconcile of a claimed row, in order:
 //
 //   - paused: nothing at all (logged at debug), whatever the row asks for, a delete
