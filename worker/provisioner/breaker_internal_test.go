@@ -258,3 +258,12 @@ func TestBrokerUnavailableKeepsTheStatusAndTheAttempts(t *testing.T) {
 		})
 	}
 }
+
+// NewFakeBreakerStore is a BreakerStore on clk that keeps the stores' rules, for the
+// worker's tests.
+func NewFakeBreakerStore(clk clock.Clock) BreakerStore { return newFakeBreakerStore(clk) }
+
+// NewFakeBreakerMetrics is a BreakerMetrics that keeps nothing, for the worker's tests.
+func NewFakeBreakerMetrics() BreakerMetrics {
+	return &fakeBreakerMetrics{state: map[string]domain.BreakerState{}, failures: map[string]int{}}
+}
