@@ -2,6 +2,7 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -9,7 +10,7 @@ import (
 	"time"
 
 	"github.com/juju/clock"
-	"github.com/juju/errors"
+	jujuerrors "github.com/juju/errors"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -69,11 +70,11 @@ func (c BreakerConfig) Validate() error {
 	case c.Store == nil && c.Settings == nil && c.Metrics == nil:
 		return nil
 	case c.Store == nil:
-		return errors.NotValidf("provisioner: Breakers without a Store")
+		return jujuerrors.NotValidf("provisioner: Breakers without a Store")
 	case c.Settings == nil:
-		return errors.NotValidf("provisioner: Breakers without Settings")
+		return jujuerrors.NotValidf("provisioner: Breakers without Settings")
 	case c.Metrics == nil:
-		return errors.NotValidf("provisioner: Breakers without Metrics")
+		return jujuerrors.NotValidf("provisioner: Breakers without Metrics")
 	}
 	return nil
 }
@@ -182,7 +183,9 @@ func (b *breakers) admit(ctx context.Context, provisioner, id string) *brokerWai
 // answered counts the answer err of provisioner's broker to the attempt of resource id: a
 // failure the environ marks unavailable counts towards the breaker, and is returned as a
 // *brokerWait when the breaker is open after it; any other answer, nil included, is a
-// success, which closes a half-open breaker. closed says this answer closed it.
+// success, which closes a half-open breaker. closed says this answer closed it. A call cut
+// short by the attempt's own end (its timeout, the worker stopping) got no answer: it
+// counts for nothing, and a probe it was is left to end with its hold.
 func (b *breakers) answered(ctx context.Context, provisioner, id string, err error) (_ error, closed bool) {
 	settings, on := b.settings(provisioner)
 	if !on {
@@ -193,6 +196,9 @@ func (b *breakers) answered(ctx context.Context, provisioner, id string, err err
 	probing := b.probes[provisioner].id == id
 	if probing {
 		delete(b.probes, provisioner)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err, false
 	}
 	before := b.views[provisioner].State
 	u, unavailable := environ.IsUnavailable(err)

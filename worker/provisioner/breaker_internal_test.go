@@ -3,6 +3,7 @@ package provisioner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/juju/clock"
 	"github.com/juju/clock/testclock"
+	jujuerrors "github.com/juju/errors"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -266,4 +268,51 @@ func NewFakeBreakerStore(clk clock.Clock) BreakerStore { return newFakeBreakerSt
 // NewFakeBreakerMetrics is a BreakerMetrics that keeps nothing, for the worker's tests.
 func NewFakeBreakerMetrics() BreakerMetrics {
 	return &fakeBreakerMetrics{state: map[string]domain.BreakerState{}, failures: map[string]int{}}
+}
+
+// A call the attempt's own end cut short got no answer: it neither closes the breaker nor
+// counts as a failure, and the probe it was ends with its hold.
+func TestBreakersIgnoreACallCutShort(t *testing.T) {
+	ctx := context.Background()
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	store := newFakeBreakerStore(clk)
+	b, _ := newTestBreakers(store, clk, "agent-a")
+	for range 3 {
+		b.answered(ctx, "kube", "r1", unavailable503())
+	}
+	clk.Advance(10 * time.Second)
+	if w := b.admit(ctx, "kube", "r1"); w != nil {
+		t.Fatalf("r1 at the next probe: %v", w)
+	}
+	cut := fmt.Errorf("apply deployment: %w", context.DeadlineExceeded)
+	if err, closed := b.answered(ctx, "kube", "r1", cut); closed || err != cut {
+		t.Fatalf("a call cut short: %v, closed %v; want it as it was, the breaker not closed", err, closed)
+	}
+	if got := store.rows["kube"]; got.State != domain.BreakerHalfOpen || got.Failures != 3 {
+		t.Errorf("breaker after a call cut short: %+v; want half-open with 3 failures", got)
+	}
+}
+
+func TestBreakerConfigIsWholeOrNone(t *testing.T) {
+	clk := testclock.NewClock(time.Now())
+	_, m := newTestBreakers(newFakeBreakerStore(clk), clk, "a")
+	settings := func(string) (domain.BreakerSettings, bool) { return testBreakerSettings, true }
+	for _, tc := range []struct {
+		config BreakerConfig
+		want   string // "" for valid
+	}{
+		{BreakerConfig{}, ""},
+		{BreakerConfig{Store: newFakeBreakerStore(clk), Settings: settings, Metrics: m}, ""},
+		{BreakerConfig{Settings: settings, Metrics: m}, "Breakers without a Store"},
+		{BreakerConfig{Store: newFakeBreakerStore(clk), Metrics: m}, "Breakers without Settings"},
+		{BreakerConfig{Store: newFakeBreakerStore(clk), Settings: settings}, "Breakers without Metrics"},
+	} {
+		err := tc.config.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.config, err)
+		case tc.want != "" && (!jujuerrors.Is(err, jujuerrors.NotValid) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("want NotValid %q, got %v", tc.want, err)
+		}
+	}
 }
