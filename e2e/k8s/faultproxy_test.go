@@ -4,6 +4,8 @@ package k8s_test
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -57,6 +59,8 @@ func startFaultProxy(t testing.TB) *faultProxy {
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport:     transport,
 		FlushInterval: -1, // watches stream
+		// A watch the agent ends is a cancelled request, which the proxy would log.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.requests.Add(1)
