@@ -204,8 +204,8 @@
 // before the row is read, about its lease, can name only the id.)
 //
 // Every attempt that does something is reported to Metrics with its outcome (ready, retry,
-// capacity, permanent, deleted, hibernated, stale) and its duration on the worker's clock; the queue's
-// depth and the reconciles in flight are reported whenever they may have changed; and a
+// capacity, permanent, deleted, hibernated, stale, broker-unavailable) and its duration on
+// the worker's clock; the queue's depth and the reconciles in flight are reported whenever they may have changed; and a
 // resource's first ready reports its time from creation, from the row's own timestamps.
 //
 // Every attempt, whatever it does, is one span (SpanReconcile) from Config.TracerProvider,
