@@ -28,6 +28,7 @@ type State interface {
 	SchemaStore
 	QuotaStore
 	BudgetStore
+	BreakerStore
 	// Close releases the backend's connections.
 	Close()
 }

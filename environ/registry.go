@@ -96,10 +96,12 @@ func (r *Registry) Types() []string {
 	return types
 }
 
-// Spec is one entry of a provisioner set: {"type": ..., "spec": {...}}.
+// Spec is one entry of a provisioner set: {"type": ..., "spec": {...}}, and optionally the
+// settings of the provisioner's circuit breaker ({"breaker": {...}}, see BreakerSpec).
 type Spec struct {
-	Type string          `json:"type"`
-	Spec json.RawMessage `json:"spec"`
+	Type    string          `json:"type"`
+	Spec    json.RawMessage `json:"spec"`
+	Breaker *BreakerSpec    `json:"breaker,omitempty"`
 }
 
 // Set is a named set of brokers and the name of the default one.
@@ -208,6 +210,10 @@ func (r *Registry) NewSet(setJSON []byte, defaultName string, deps Deps) (*Set, 
 		if !ok {
 			set.Close()
 			return nil, fmt.Errorf("provisioner %q, %s: type %q is unknown: use one of %s", name, src.at(name, "type"), spec.Type, strings.Join(r.Types(), ", "))
+		}
+		if _, _, err := spec.Breaker.Settings(); err != nil {
+			set.Close()
+			return nil, fmt.Errorf("provisioner %q, %s: %w", name, src.at(breakerField(name, err)...), err)
 		}
 		d := deps
 		if d.Logger == nil {
@@ -319,7 +325,11 @@ func (s *Set) Digest() (string, error) {
 			return "", err
 		}
 		spec := s.Specs[name]
-		provisioners[name] = map[string]any{"type": spec.Type, "spec": spec.Spec, "fingerprint": fp}
+		p := map[string]any{"type": spec.Type, "spec": spec.Spec, "fingerprint": fp}
+		if spec.Breaker != nil {
+			p["breaker"] = spec.Breaker
+		}
+		provisioners[name] = p
 	}
 	return digest(map[string]any{"default": s.Default, "provisioners": provisioners})
 }

@@ -337,6 +337,7 @@ func Manifolds(config Config) dependency.Manifolds {
 			Metrics:        config.Metrics,
 			Locks:          locks,
 			TracerProvider: config.TracerProvider,
+			BreakerMetrics: config.Metrics,
 			NewWorker:      provisioner.NewWorker,
 			NewWatcher:     newResourcesWatcher(config.Watcher),
 		})),

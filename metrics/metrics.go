@@ -60,6 +60,7 @@ type Metrics struct {
 	capacity  *capacityCollector
 	resources *resourcesCollector
 	budgets   *budgetMetrics
+	breakers  *breakerMetrics
 	types     []domain.ResourceType // labelled by name; others are Unknown
 }
 
@@ -72,7 +73,7 @@ func New(types ...domain.ResourceType) *Metrics {
 		registry: prometheus.NewRegistry(),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_reconcile_total",
-			Help: "Reconcile attempts by provisioner, resource type and outcome (ready, retry, capacity, permanent, deleted, hibernated, stale).",
+			Help: "Reconcile attempts by provisioner, resource type and outcome (ready, retry, capacity, permanent, deleted, hibernated, stale, broker-unavailable).",
 		}, []string{"provisioner", "type", "outcome"}),
 		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "berth_reconcile_duration_seconds",
@@ -131,6 +132,7 @@ func New(types ...domain.ResourceType) *Metrics {
 		m.capacity, m.resources,
 	)
 	m.budgets = newBudgetMetrics(m.registry)
+	m.breakers = newBreakerMetrics(m.registry)
 	return m
 }
 
@@ -140,7 +142,8 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 }
 
 // ObserveReconcile counts one reconcile attempt and how long it took. The provisioner
-// worker names the outcomes: ready, retry, capacity, permanent, deleted, hibernated or stale.
+// worker names the outcomes: ready, retry, capacity, permanent, deleted, hibernated, stale or
+// broker-unavailable.
 func (m *Metrics) ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration) {
 	m.reconciles.WithLabelValues(provisioner, m.typeLabel(t), outcome).Inc()
 	m.reconcileDuration.WithLabelValues(provisioner, m.typeLabel(t)).Observe(d.Seconds())

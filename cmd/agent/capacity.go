@@ -26,6 +26,19 @@ type capacityJSON struct {
 	// Hibernated counts the hibernated resources of each provisioner: they hold no capacity,
 	// so none of the figures above includes them.
 	Hibernated []hibernatedJSON `json:"hibernated"`
+	// Breakers are the provisioners' circuit breakers that ever counted a failure.
+	Breakers []breakerJSON `json:"breakers"`
+}
+
+// breakerJSON is one provisioner's circuit breaker (domain.Breaker).
+type breakerJSON struct {
+	Provisioner string     `json:"provisioner"`
+	State       string     `json:"state"`
+	Failures    int        `json:"failures"`
+	OpenedAt    *time.Time `json:"opened_at"`
+	NextProbeAt *time.Time `json:"next_probe_at"` // while open
+	ProbeHolder string     `json:"probe_holder"`  // while half-open
+	LastError   string     `json:"last_error"`
 }
 
 type hibernatedJSON struct {
@@ -99,8 +112,10 @@ func newCapacityCommand(opts *globalOptions) *cobra.Command {
 host: unit, total, used, free, percent used, whether the host is down), the capacity
 warnings in force, how the used capacity moved over --since (lowest and highest, and the
 oldest and newest sample of the window), the resources waiting for capacity with how
-long each has waited (since it began waiting), and how many resources of each provisioner are
-hibernated: they hold no capacity, so the figures leave them out, but waking them needs room.
+long each has waited (since it began waiting), how many resources of each provisioner are
+hibernated: they hold no capacity, so the figures leave them out, but waking them needs room,
+and each provisioner's circuit breaker (closed, open: no agent calls its broker until the
+next probe, or half-open: one probe under way), with the failures it counted and the last.
 SAMPLED is the age of each sample (kubectl's short form: 5s, 3m); -o jsonpath=TEMPLATE
 applies a Kubernetes JSONPath template to what -o json prints.
 
@@ -153,8 +168,13 @@ runs, so a runtime just created or deleted shows at once.`,
 			if err != nil {
 				return needsSchema(err)
 			}
+			breakers, err := st.ListBreakers(ctx)
+			if err != nil {
+				return needsSchema(err)
+			}
 			report := buildCapacityReport(now, from, latest, trends, warnings, waiting)
 			report.Hibernated = countByProvisioner(hibernated)
+			report.Breakers = breakerReport(breakers)
 			if p.format != outputTable {
 				return p.data(cmd.OutOrStdout(), report)
 			}
@@ -295,7 +315,46 @@ func writeCapacity(w io.Writer, report capacityJSON, since time.Duration, now ti
 	for _, h := range report.Hibernated {
 		fmt.Fprintf(tw, "%s\thibernated: %d\n", tableText(dashIfEmpty(h.Provisioner)), h.Resources)
 	}
+	writeBreakers(tw, report.Breakers, now)
 	return tw.Flush()
+}
+
+// breakerReport is the breakers as -o json prints them.
+func breakerReport(breakers []domain.Breaker) []breakerJSON {
+	out := []breakerJSON{}
+	for _, b := range breakers {
+		j := breakerJSON{Provisioner: b.Provisioner, State: string(b.State), Failures: b.Failures, ProbeHolder: b.ProbeHolder, LastError: b.LastError}
+		if !b.OpenedAt.IsZero() {
+			at := b.OpenedAt.UTC()
+			j.OpenedAt = &at
+		}
+		if b.State == domain.BreakerOpen {
+			at := b.NextProbeAt.UTC()
+			j.NextProbeAt = &at
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// writeBreakers is the table of the breakers: NEXT PROBE is how soon (or "due"), while open.
+func writeBreakers(w io.Writer, breakers []breakerJSON, now time.Time) {
+	fmt.Fprintln(w, "\nBREAKERS\nPROVISIONER\tSTATE\tFAILURES\tNEXT PROBE\tLAST ERROR")
+	if len(breakers) == 0 {
+		fmt.Fprintln(w, "none: no broker has failed")
+	}
+	for _, b := range breakers {
+		next := "-"
+		switch {
+		case b.NextProbeAt != nil && b.NextProbeAt.After(now):
+			next = "in " + ageCell(now, *b.NextProbeAt)
+		case b.NextProbeAt != nil:
+			next = "due"
+		case b.ProbeHolder != "":
+			next = "under way (" + b.ProbeHolder + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", tableText(b.Provisioner), b.State, b.Failures, tableText(next), tableText(dashIfEmpty(b.LastError)))
+	}
 }
 
 func figureCells(f capacityFigures, down bool, warnings string, now time.Time) string {

@@ -160,3 +160,40 @@ func TestCapacityUsedSlotsAreLive(t *testing.T) {
 		t.Errorf("after the release dev = %+v, hosts %+v: want nothing used", p.capacityFigures, p.Hosts)
 	}
 }
+
+// Each provisioner's breaker shows with its state, failures, next probe and last error.
+func TestCapacityShowsBreakers(t *testing.T) {
+	c := newCLI(t)
+	ctx := context.Background()
+	if table := c.mustRun("capacity"); !strings.Contains(table, "BREAKERS") || !strings.Contains(table, "none: no broker has failed") {
+		t.Errorf("capacity table without breakers:\n%s", table)
+	}
+	f := domain.BrokerFailure{Settings: domain.BreakerSettings{Failures: 2, Window: time.Minute, OpenFor: time.Hour, MaxOpenFor: time.Hour},
+		Error: "503 Service Unavailable from the API server"}
+	for range 2 {
+		if _, err := c.st.RecordBrokerFailure(ctx, "k8s", f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.st.RecordBrokerFailure(ctx, "other", f); err != nil {
+		t.Fatal(err)
+	}
+	var got capacityJSON
+	decodeOne(t, c.mustRun("capacity", "-o", "json"), &got)
+	if len(got.Breakers) != 2 {
+		t.Fatalf("breakers = %+v, want k8s and other", got.Breakers)
+	}
+	k := got.Breakers[0]
+	if k.Provisioner != "k8s" || k.State != "open" || k.Failures != 2 || k.NextProbeAt == nil || k.OpenedAt == nil || k.LastError != f.Error {
+		t.Errorf("k8s breaker = %+v", k)
+	}
+	if o := got.Breakers[1]; o.State != "closed" || o.NextProbeAt != nil || o.Failures != 1 {
+		t.Errorf("other breaker = %+v", o)
+	}
+	table := c.mustRun("capacity")
+	for _, want := range []string{"BREAKERS", "k8s", "open", "in ", "503 Service Unavailable from the API server", "other"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("capacity table lacks %q:\n%s", want, table)
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 // clientReadableTables are Berth's tables, every one of which a client role may read. A
 // migration that adds a table adds it here (a test checks the list against the schema).
 var clientReadableTables = []string{
-	"agents", "berth_owner_grants", "broker_budgets", "capacity_samples", "capacity_warnings", "change_log",
+	"agents", "berth_owner_grants", "broker_breakers", "broker_budgets", "capacity_samples", "capacity_warnings", "change_log",
 	"leadership", "owner_quotas", "provisioner_specs", "resource_events", "resources", "schema_migrations",
 	"slot_host_usage", "slot_owner_usage", "slot_reservations",
 }

@@ -155,6 +155,9 @@ var tests = []struct {
 	{"BudgetRefillsByTheDatabaseClock", testBudgetRefillsByTheDatabaseClock},
 	{"BudgetDrawsAreChecked", testBudgetDrawsAreChecked},
 	{"BudgetNeverGrantsMoreThanBurstPlusRate", testBudgetNeverGrantsMoreThanBurstPlusRate},
+	{"BreakerOpensForEveryAgent", testBreakerOpensForEveryAgent},
+	{"BreakerGivesOneProbeAtATime", testBreakerGivesOneProbeAtATime},
+	{"BreakerInputsAreChecked", testBreakerInputsAreChecked},
 }
 
 // testTimeout bounds every test's database work, so a hang fails instead of stalling.

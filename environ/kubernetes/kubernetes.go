@@ -203,7 +203,7 @@ func (e *kubeEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *
 		return nil, err
 	}
 	res, _, err := e.converge(ctx, r, t, opts, false, false)
-	return res, err
+	return res, markUnavailable(err)
 }
 
 var _ environ.Hibernator = (*kubeEnviron)(nil)
@@ -216,7 +216,8 @@ var _ environ.Hibernator = (*kubeEnviron)(nil)
 // replicas back. The returned state is marked hibernated, which keeps health checks from
 // scaling it up again. A resource without a workload (never provisioned, or its workload
 // deleted) runs nothing: nothing is applied, and its state is only marked hibernated.
-func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (_ *environ.Resource, err error) {
+	defer func() { err = markUnavailable(err) }()
 	t, err := e.typeOf(r)
 	if err != nil {
 		return nil, err
@@ -335,7 +336,8 @@ func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, op
 // object as listed, and refused (StaleWriteError) when the object carries a newer lease
 // than r.Lease. The objects of a type the environ does not serve go too: they are found by
 // their labels, and such a type holds no slots.
-func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) error {
+func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) (err error) {
+	defer func() { err = markUnavailable(err) }()
 	t, _ := lookupType(r.Type)
 	cs, err := e.client()
 	if err != nil {

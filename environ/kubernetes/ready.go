@@ -30,7 +30,8 @@ var errTimeout = errors.New("timed out")
 // Deployment, a ClickHouse StatefulSet) until its rollout is complete, for at most
 // timeout_seconds. When it is not, the error says why, from the workload's conditions and its
 // pods' scheduling and container states.
-func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error {
+func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) (err error) {
+	defer func() { err = markUnavailable(err) }()
 	t, err := e.typeOf(r)
 	if err != nil {
 		return err

@@ -76,6 +76,13 @@
 // retries due and logs a change of each). A retry that still finds the quota full keeps the
 // row's message, so the whole wait is one history event; last_error says the usage now.
 //
+// A provisioner whose broker keeps failing (errors the environ marks environ.Unavailable)
+// opens its circuit breaker, shared by every agent through the store: before calling the
+// broker an attempt asks the breaker, and while it is open the resource keeps its status
+// with the reason BrokerUnavailable and is retried at the breaker's next probe, attempts
+// and backoff untouched; one attempt across the agents probes the broker, and its success
+// wakes what waits here as freed room does. breaker.go has the whole of it.
+//
 // One reconcile of a claimed row, in order:
 //
 //   - paused: nothing at all (logged at debug), whatever the row asks for, a delete
@@ -210,8 +217,8 @@
 // before the row is read, about its lease, can name only the id.)
 //
 // Every attempt that does something is reported to Metrics with its outcome (ready, retry,
-// capacity, permanent, deleted, hibernated, stale) and its duration on the worker's clock; the queue's
-// depth and the reconciles in flight are reported whenever they may have changed; and a
+// capacity, permanent, deleted, hibernated, stale, broker-unavailable) and its duration on
+// the worker's clock; the queue's depth and the reconciles in flight are reported whenever they may have changed; and a
 // resource's first ready reports its time from creation, from the row's own timestamps.
 //
 // Every attempt, whatever it does, is one span (SpanReconcile) from Config.TracerProvider,

@@ -31,6 +31,10 @@ type ManifoldConfig struct {
 	// TracerProvider gets the reconciles' spans; nil is the no-op provider (no traces).
 	TracerProvider trace.TracerProvider
 
+	// BreakerMetrics records the provisioners' circuit breakers, which are kept in the
+	// database and set per provisioner in the provisioner set; nil turns them off.
+	BreakerMetrics BreakerMetrics
+
 	// Settings are handed to the worker's Config whole.
 	Settings
 }
@@ -80,6 +84,10 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 			if err != nil {
 				return nil, err
 			}
+			var breakers BreakerConfig
+			if config.BreakerMetrics != nil {
+				breakers = BreakerConfig{Store: in.State, Settings: in.Environs.Breaker, Metrics: config.BreakerMetrics}
+			}
 			return config.NewWorker(Config{
 				State:    in.State,
 				Environs: in.Environs,
@@ -93,6 +101,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Locks:          config.Locks,
 				TracerProvider: config.TracerProvider,
 				Agents:         in.State,
+				Breakers:       breakers,
 				Settings:       config.Settings,
 			})
 		},

@@ -168,6 +168,7 @@ func (s *manifoldSuite) TestStart(c *gc.C) {
 	c.Check(got.Locks, gc.Equals, provisioner.Locks(s.locks))
 	c.Check(got.Agents, gc.Equals, s.state)
 	c.Check(got.Settings, gc.Equals, cfg.Settings)
+	c.Check(got.Breakers.Store, gc.IsNil) // no BreakerMetrics: no breakers
 	c.Check(got.Validate(), gc.IsNil)
 
 	// The watcher is started by the worker, on the manifold's inputs.
@@ -190,4 +191,26 @@ func (s *manifoldSuite) TestStartsWorker(c *gc.C) {
 	workertest.CheckAlive(c, w)
 	workertest.CleanKill(c, w)
 	workertest.CheckKilled(c, watcher)
+}
+
+// With BreakerMetrics the worker keeps the provisioners' breakers in the database, with
+// the settings the provisioner set gives each.
+func (s *manifoldSuite) TestStartWithBreakers(c *gc.C) {
+	cfg := s.config()
+	cfg.BreakerMetrics = provisioner.NewFakeBreakerMetrics()
+	var got provisioner.Config
+	cfg.NewWorker = func(config provisioner.Config) (worker.Worker, error) {
+		got = config
+		return workertest.NewErrorWorker(nil), nil
+	}
+	w, err := provisioner.Manifold(cfg).Start(context.Background(), s.getter(nil))
+	c.Assert(err, gc.IsNil)
+	workertest.CleanKill(c, w)
+
+	c.Check(got.Breakers.Store, gc.Equals, provisioner.BreakerStore(s.state))
+	c.Check(got.Breakers.Metrics, gc.Equals, cfg.BreakerMetrics)
+	settings, on := got.Breakers.Settings("pool")
+	c.Check(on, gc.Equals, true)
+	c.Check(settings, gc.Equals, domain.DefaultBreakerSettings())
+	c.Check(got.Validate(), gc.IsNil)
 }

@@ -53,6 +53,10 @@ func (w *Worker) reconcile(ctx context.Context, id string, woken bool, awaiting 
 	a.r.ID = id
 	o := a.run(woken)
 	o.id = id
+	if a.closedBreaker != "" && o.freed == "" {
+		// The attempt's probe closed its broker's breaker: what waits for it goes on.
+		o.freed = a.closedBreaker
+	}
 	cancel()
 	if o.result != "" {
 		w.config.Metrics.ObserveReconcile(a.metricsProvisioner(), a.r.Type, o.result, w.config.Clock.Now().Sub(started))
@@ -91,6 +95,8 @@ type attempt struct {
 	awaiting func()
 	// failure is why the attempt failed, for its span's status; nil when it did not.
 	failure error
+	// closedBreaker is the provisioner whose breaker the attempt's probe closed.
+	closedBreaker string
 }
 
 func (a *attempt) run(woken bool) outcome {
@@ -135,11 +141,11 @@ func (a *attempt) run(woken bool) outcome {
 		a.log.Debug("resource is paused; leaving it until it is resumed", "status", r.Status)
 		return outcome{}
 	}
-	wokenForCapacity := woken && (r.Status == domain.StatusPending || resizeWaiting(r))
+	wokenForCapacity := woken && (r.Status == domain.StatusPending || resizeWaiting(r) || r.Reason == domain.ReasonBrokerUnavailable)
 	if wait := a.untilDue(r); wait > 0 && !wokenForCapacity {
 		a.log.Debug("retry not due yet", "status", r.Status, "next-attempt-at", *r.NextAttemptAt, "retry-in", wait)
 		o := outcome{retryAt: a.w.now().Add(wait)}
-		if (r.Status == domain.StatusPending || resizeWaiting(r)) && r.Provisioner != "" {
+		if (r.Status == domain.StatusPending || resizeWaiting(r) || r.Reason == domain.ReasonBrokerUnavailable) && r.Provisioner != "" {
 			o.waitingFor = r.Provisioner
 		}
 		return o
@@ -217,6 +223,9 @@ func (a *attempt) provision() outcome {
 		u.Provisioner = name
 	}
 	a.serving = !waking && a.r.ObservedGeneration > 0 && a.r.Status == domain.StatusReady
+	if err := a.brokerAdmits(name); err != nil {
+		return a.fail(err)
+	}
 	if a.started {
 		// The claim recorded u already.
 		a.log.Info("provisioning")
@@ -239,7 +248,7 @@ func (a *attempt) provision() outcome {
 	ctx, end := a.environSpan(SpanEnvironReconcile, env)
 	res, err := env.Reconcile(ctx, a.environResource(), a.options())
 	end(err)
-	if err != nil {
+	if err = a.brokerAnswered(name, err); err != nil {
 		return a.fail(fmt.Errorf("reconcile: %w", err))
 	}
 	if admitted > units {
@@ -268,7 +277,7 @@ func (a *attempt) provision() outcome {
 	ctx, end = a.environSpan(SpanEnvironAwaitReady, env)
 	err = env.AwaitReady(ctx, res)
 	end(err)
-	if err != nil {
+	if err = a.brokerAnswered(name, err); err != nil {
 		return a.fail(fmt.Errorf("await ready: %w", err))
 	}
 	message := fmt.Sprintf("ready at generation %d", gen)
@@ -324,6 +333,9 @@ func (a *attempt) hibernate() outcome {
 		return a.fail(environ.Permanent(cannotHibernate(name, env.Type(), a.r.ID)))
 	}
 	a.hibernating = true
+	if err := a.brokerAdmits(name); err != nil {
+		return a.fail(err)
+	}
 	if a.r.Status != domain.StatusHibernating || a.r.Reason != domain.ReasonHibernating {
 		a.log.Info("hibernating")
 		err := a.record(a.attemptCtx, domain.ProgressUpdate{
@@ -341,7 +353,7 @@ func (a *attempt) hibernate() outcome {
 	ctx, end := a.environSpan(SpanEnvironHibernate, env)
 	res, err := hibernator.Hibernate(ctx, a.environResource(), a.options())
 	end(err)
-	if err != nil {
+	if err = a.brokerAnswered(name, err); err != nil {
 		return a.fail(fmt.Errorf("hibernate: %w", err))
 	}
 	done.State = orEmpty(res.State)
@@ -424,11 +436,14 @@ func (a *attempt) deprovision() outcome {
 		return a.fail(err)
 	}
 	a.resolved(name)
+	if err := a.brokerAdmits(name); err != nil {
+		return a.fail(err)
+	}
 	a.log.Info("deprovisioning")
 	ctx, end := a.environSpan(SpanEnvironDeprovision, env)
 	err = env.Deprovision(ctx, &environ.Resource{ID: a.r.ID, Type: a.r.Type, State: a.r.State, Config: a.r.Config, Lease: &a.lease})
 	end(err)
-	if err != nil {
+	if err = a.brokerAnswered(name, err); err != nil {
 		return a.fail(fmt.Errorf("deprovision: %w", err))
 	}
 	return a.finalize(name)
@@ -487,11 +502,11 @@ func (a *attempt) fail(err error) outcome {
 	if d.retryIn > 0 {
 		o.retryAt = now.Add(d.retryIn)
 	}
-	if d.reason == domain.ReasonWaitingForCapacity || d.reason == domain.ReasonResizeWaitingForCapacity || d.reason == domain.ReasonQuotaExceeded {
+	if d.reason.Waits() {
 		o.waitingFor = a.provisioner
 	}
 	if d.stillWaiting {
-		a.log.Debug("still waiting for capacity", "waiting-since", a.r.WaitingSince, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)
+		a.log.Debug(stillWaiting(d.reason), "waiting-since", a.r.WaitingSince, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)
 	} else {
 		a.log.Warn("reconcile failed", "status", d.status, "reason", d.reason, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)
 	}

@@ -41,6 +41,9 @@ const (
 	// failedResizeOverQuota is failedOverQuota for the new size of a resource that serves
 	// at its observed generation: it keeps serving while it waits.
 	failedResizeOverQuota
+	// failedBrokerUnavailable is an attempt that did not call its broker, or whose broker
+	// failed, while the provisioner's breaker is open (*brokerWait).
+	failedBrokerUnavailable
 )
 
 // failure is the outcome of a failed attempt, with what the retry policy needs of the row.
@@ -55,14 +58,20 @@ type failure struct {
 	message string
 	// generation and observed are the row's generation and observed generation.
 	generation, observed int64
+	// wait is the breaker's wait of a failedBrokerUnavailable.
+	wait *brokerWait
+	// hibernating says the attempt was hibernating the resource.
+	hibernating bool
 }
 
 // classify is the failure of attempt a with err. Freeing and hibernating a resource are
 // retried whatever the error, so what the attempt was doing comes first.
 func (a *attempt) classify(err error) failure {
 	f := failure{err: err, attempts: a.r.Attempts, status: a.r.Status, reason: a.r.Reason, message: a.r.StatusMessage,
-		generation: a.r.Generation, observed: a.r.ObservedGeneration}
+		generation: a.r.Generation, observed: a.r.ObservedGeneration, hibernating: a.hibernating}
 	switch {
+	case errors.As(err, &f.wait):
+		f.kind = failedBrokerUnavailable
 	case a.r.Status == domain.StatusDeleting:
 		f.kind = failedDeprovision
 	case a.hibernating:
@@ -123,6 +132,8 @@ type retryDecision struct {
 //	resize, over  ready/QuotaExceeded         min(backoff, cap)  capacity
 //	quota
 //	transient     provisioning/Backoff        backoff            retry
+//	breaker open  (status kept)/Broker-       next probe         broker-unavailable
+//	              Unavailable
 //
 // Deprovisioning is retried whatever the error: giving up would leak what the resource
 // holds. Hibernating keeps the resource's data: it is retried whatever the error, the
@@ -193,6 +204,8 @@ func (p retryPolicy) decide(f failure, now time.Time) retryDecision {
 		if d.stillWaiting = f.status == d.status && f.reason == d.reason; d.stillWaiting {
 			d.message = f.message
 		}
+	case failedBrokerUnavailable:
+		d = brokerUnavailable(f)
 	default:
 		d.status, d.reason = domain.StatusProvisioning, domain.ReasonBackoff
 		d.message = fmt.Sprintf("attempt %d failed: %v; retrying at %s", d.attempts, f.err, retryAt(p.backoff(d.attempts)))

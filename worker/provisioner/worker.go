@@ -80,6 +80,9 @@ const (
 	// OutcomeHibernated is a resource stopped with its data kept (Resource.Hibernate).
 	OutcomeHibernated = "hibernated"
 	OutcomeStale      = "stale" // the row moved on under the attempt; reconciled again
+	// OutcomeBrokerUnavailable is a resource whose broker's breaker is open: it waits for
+	// the next probe.
+	OutcomeBrokerUnavailable = "broker-unavailable"
 )
 
 // Config holds what the worker needs: its dependencies, and its Settings.
@@ -102,6 +105,10 @@ type Config struct {
 	// holds it. Without Agents the worker is alone and reconciles every changed resource at
 	// once.
 	Agents AgentLister
+
+	// Breakers are the provisioners' circuit breakers (breaker.go); the zero value turns
+	// them off.
+	Breakers BreakerConfig
 
 	Settings
 }
@@ -126,6 +133,9 @@ func (c Config) Validate() error {
 	case c.Locks == nil:
 		return errors.NotValidf("provisioner: nil Locks (pass the lock set the health checker shares)")
 	}
+	if err := c.Breakers.Validate(); err != nil {
+		return err
+	}
 	if err := c.Settings.Validate(); err != nil {
 		return fmt.Errorf("provisioner: %w", err)
 	}
@@ -146,6 +156,7 @@ type Worker struct {
 	catacomb catacomb.Catacomb
 	config   Config
 	tracer   trace.Tracer
+	breakers *breakers
 
 	mu     sync.Mutex
 	report map[string]any
@@ -160,7 +171,8 @@ func NewWorker(config Config) (worker.Worker, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	w := &Worker{config: config, tracer: tp.Tracer(TracerName), report: map[string]any{}}
+	w := &Worker{config: config, tracer: tp.Tracer(TracerName), report: map[string]any{},
+		breakers: newBreakers(config.Breakers, config.Clock, config.Agent.ID, config.Logger)}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
 		return nil, err
 	}
@@ -180,6 +192,9 @@ func (w *Worker) Report() map[string]any {
 	out := make(map[string]any, len(w.report))
 	for k, v := range w.report {
 		out[k] = v
+	}
+	if b := w.breakers.report(); len(b) > 0 {
+		out["breakers"] = b
 	}
 	return out
 }

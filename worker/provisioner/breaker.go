@@ -1,0 +1,385 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/juju/clock"
+	jujuerrors "github.com/juju/errors"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/internal/clocktimeout"
+)
+
+// Circuit breakers: a provisioner whose broker fails repeatedly (429, 5xx, timeouts,
+// refused connections: errors the environ marks environ.Unavailable) is not called by any
+// agent until one agent's probe finds it answering again. The breakers live in the store
+// (domain.Breaker), shared by every agent; each worker reads them at most once every
+// breakerRefresh and asks the store only to count a failure, take the probe, or record
+// the probe's success.
+//
+// Before an attempt calls its broker the worker asks the breaker (admit). While it is
+// open, or half-open with another attempt's probe, the resource waits: its status stays
+// (pending, provisioning, deleting or hibernating) with the reason BrokerUnavailable and
+// the message "broker unavailable: what failed, n failures in the window; next probe at
+// T", and it is retried at T without counting an attempt or growing its backoff. A wait
+// that goes on keeps its message, so the whole wait is one event in the resource's
+// history. Once the breaker's next probe is due, the first attempt to ask takes the probe
+// (one across all agents); its broker's answer closes the breaker and wakes this agent's
+// resources that wait for it, as a freed slot wakes those that wait for capacity, or opens
+// it again for twice as long. A broker failure of an attempt counts towards the breaker
+// (answered); when it opens the breaker the resource waits as above, otherwise it is
+// retried with backoff as any transient failure.
+
+// BreakerStore is the store's side of the breakers (domain.BreakerStore is one).
+type BreakerStore interface {
+	RecordBrokerFailure(ctx context.Context, provisioner string, f domain.BrokerFailure) (domain.Breaker, error)
+	RecordBrokerSuccess(ctx context.Context, provisioner string) (domain.Breaker, error)
+	TakeBrokerProbe(ctx context.Context, provisioner, holder string, lease time.Duration) (domain.Breaker, bool, error)
+	ListBreakers(ctx context.Context) ([]domain.Breaker, error)
+}
+
+// BreakerMetrics records the breakers (*metrics.Metrics is one).
+type BreakerMetrics interface {
+	// ObserveBreakerState records provisioner's breaker state.
+	ObserveBreakerState(provisioner string, state domain.BreakerState)
+	// ObserveBreakerOpened counts a breaker this agent opened.
+	ObserveBreakerOpened(provisioner string)
+	// ObserveBrokerFailure counts a broker failure of class (environ.UnavailableClass).
+	ObserveBrokerFailure(provisioner, class string)
+}
+
+// BreakerConfig is what the worker's breakers need; its zero value turns them off.
+type BreakerConfig struct {
+	Store BreakerStore
+	// Settings gives a provisioner's breaker settings and whether its breaker is on
+	// ((*environ.Set).Breaker is one).
+	Settings func(provisioner string) (domain.BreakerSettings, bool)
+	Metrics  BreakerMetrics
+}
+
+// Validate reports a BreakerConfig with a store but not the rest (NotValid).
+func (c BreakerConfig) Validate() error {
+	switch {
+	case c.Store == nil && c.Settings == nil && c.Metrics == nil:
+		return nil
+	case c.Store == nil:
+		return jujuerrors.NotValidf("provisioner: Breakers without a Store")
+	case c.Settings == nil:
+		return jujuerrors.NotValidf("provisioner: Breakers without Settings")
+	case c.Metrics == nil:
+		return jujuerrors.NotValidf("provisioner: Breakers without Metrics")
+	}
+	return nil
+}
+
+// breakerRefresh is how old the worker's copy of the breakers may get.
+const breakerRefresh = time.Second
+
+// breakerProbeLease is how long a probe holds the breaker half-open: should its agent go
+// before its broker answers, another agent takes the probe then.
+const breakerProbeLease = 30 * time.Second
+
+// breakers is the worker's view of the store's breakers. Its methods are safe for the
+// attempts' goroutines.
+type breakers struct {
+	config BreakerConfig
+	clock  clock.Clock
+	holder string // the agent's id, on the probes it takes
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	views  map[string]breakerView
+	readAt time.Time // on the worker's clock; zero: never read
+	probes map[string]probe
+}
+
+// breakerView is a breaker as last read or written, and when on the worker's clock.
+type breakerView struct {
+	domain.Breaker
+	at time.Time
+}
+
+// now is the database's time now, as the view's reading of it and the worker's clock
+// since say.
+func (v breakerView) now(clk clock.Clock) time.Time {
+	return v.Now.Add(clk.Now().Sub(v.at))
+}
+
+// probe is this agent's probe of a breaker: the attempt of resource id calls the broker,
+// until the probe's hold ends (on the worker's clock).
+type probe struct {
+	id    string
+	until time.Time
+}
+
+func newBreakers(config BreakerConfig, clk clock.Clock, holder string, logger *slog.Logger) *breakers {
+	return &breakers{config: config, clock: clk, holder: holder, logger: logger,
+		views: make(map[string]breakerView), probes: make(map[string]probe)}
+}
+
+// brokerWait is an attempt that does not call its broker because the provisioner's breaker
+// is open: the resource waits until the next probe. It wraps the broker's failure that
+// opened (or kept open) the breaker, if the attempt made one.
+type brokerWait struct {
+	message string
+	retryIn time.Duration
+	err     error
+}
+
+func (e *brokerWait) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return e.message
+}
+
+func (e *brokerWait) Unwrap() error { return e.err }
+
+// admit says whether the attempt of resource id may call provisioner's broker: nil when
+// it may (the breaker is closed, or this attempt holds its probe), or the wait.
+func (b *breakers) admit(ctx context.Context, provisioner, id string) *brokerWait {
+	settings, on := b.settings(provisioner)
+	if !on {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refresh(ctx)
+	v, ok := b.views[provisioner]
+	if !ok || v.State == domain.BreakerClosed {
+		return nil
+	}
+	if p, ok := b.probes[provisioner]; ok && b.clock.Now().Before(p.until) {
+		if p.id == id {
+			return nil
+		}
+		return b.wait(v, settings)
+	}
+	delete(b.probes, provisioner)
+	if due(v, b.clock) {
+		taken, ok, err := b.config.Store.TakeBrokerProbe(ctx, provisioner, b.holder, breakerProbeLease)
+		if err != nil {
+			// The attempt's own writes will tell whether the store is there.
+			b.logger.Warn("cannot take the broker's probe; trying the broker", "provisioner", provisioner, "error", err)
+			return nil
+		}
+		v = b.keep(taken)
+		if ok {
+			b.probes[provisioner] = probe{id: id, until: b.clock.Now().Add(taken.ProbeUntil.Sub(taken.Now))}
+			b.logger.Info("probing the broker", "provisioner", provisioner, "id", id, "failures", taken.Failures, "last-error", taken.LastError)
+			return nil
+		}
+	}
+	return b.wait(v, settings)
+}
+
+// answered counts the answer err of provisioner's broker to the attempt of resource id: a
+// failure the environ marks unavailable counts towards the breaker, and is returned as a
+// *brokerWait when the breaker is open after it; any other answer, nil included, is a
+// success, which closes a half-open breaker. closed says this answer closed it. A call cut
+// short by the attempt's own end (its timeout, the worker stopping) got no answer: it
+// counts for nothing, and a probe it was is left to end with its hold.
+func (b *breakers) answered(ctx context.Context, provisioner, id string, err error) (_ error, closed bool) {
+	settings, on := b.settings(provisioner)
+	if !on {
+		return err, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	probing := b.probes[provisioner].id == id
+	if probing {
+		delete(b.probes, provisioner)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err, false
+	}
+	before := b.views[provisioner].State
+	u, unavailable := environ.IsUnavailable(err)
+	if !unavailable {
+		if !probing && before != domain.BreakerHalfOpen {
+			return err, false
+		}
+		after, serr := b.config.Store.RecordBrokerSuccess(ctx, provisioner)
+		if serr != nil {
+			b.logger.Warn("cannot record the broker's answer to its probe", "provisioner", provisioner, "error", serr)
+			return err, false
+		}
+		b.keep(after)
+		closed = after.State == domain.BreakerClosed && before != domain.BreakerClosed
+		if closed {
+			b.logger.Info("the broker answers again: breaker closed", "provisioner", provisioner)
+		}
+		return err, closed
+	}
+	b.config.Metrics.ObserveBrokerFailure(provisioner, string(u.Class))
+	after, serr := b.config.Store.RecordBrokerFailure(ctx, provisioner,
+		domain.BrokerFailure{Settings: settings, RetryAfter: u.RetryAfter, Error: u.Summary})
+	if serr != nil {
+		b.logger.Warn("cannot count the broker's failure", "provisioner", provisioner, "error", serr)
+		return err, false
+	}
+	v := b.keep(after)
+	if after.State == domain.BreakerClosed {
+		return err, false
+	}
+	if after.OpenedAt.Equal(after.Now) {
+		b.config.Metrics.ObserveBreakerOpened(provisioner)
+		b.logger.Warn("the broker fails: breaker opened", "provisioner", provisioner, "failures", after.Failures,
+			"last-error", after.LastError, "next-probe-at", after.NextProbeAt)
+	}
+	w := b.wait(v, settings)
+	w.err = err
+	return w, false
+}
+
+// report is the breakers as the worker last saw them, for its engine report.
+func (b *breakers) report() map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]any, len(b.views))
+	for name, v := range b.views {
+		r := map[string]any{"state": string(v.State), "failures": v.Failures}
+		if v.LastError != "" {
+			r["last-error"] = v.LastError
+		}
+		if v.State == domain.BreakerOpen {
+			r["next-probe-at"] = v.NextProbeAt.UTC().Format(time.RFC3339)
+		}
+		if p, ok := b.probes[name]; ok {
+			r["probing"] = p.id
+		}
+		out[name] = r
+	}
+	return out
+}
+
+// settings are provisioner's breaker settings, and whether the worker has breakers and
+// this one is on.
+func (b *breakers) settings(provisioner string) (domain.BreakerSettings, bool) {
+	if b == nil || b.config.Store == nil || provisioner == "" {
+		return domain.BreakerSettings{}, false
+	}
+	return b.config.Settings(provisioner)
+}
+
+// refresh reads every breaker when the last read is breakerRefresh old. A store that
+// cannot be read leaves the views as they were until the next refresh.
+func (b *breakers) refresh(ctx context.Context) {
+	now := b.clock.Now()
+	if !b.readAt.IsZero() && now.Sub(b.readAt) < breakerRefresh {
+		return
+	}
+	b.readAt = now
+	list, err := b.config.Store.ListBreakers(ctx)
+	if err != nil {
+		b.logger.Warn("cannot read the brokers' breakers", "error", err)
+		return
+	}
+	seen := make(map[string]bool, len(list))
+	for _, br := range list {
+		b.keep(br)
+		seen[br.Provisioner] = true
+	}
+	for name := range maps.Clone(b.views) {
+		if !seen[name] {
+			delete(b.views, name)
+		}
+	}
+}
+
+// keep remembers br as read now, and returns its view.
+func (b *breakers) keep(br domain.Breaker) breakerView {
+	v := breakerView{Breaker: br, at: b.clock.Now()}
+	b.views[br.Provisioner] = v
+	b.config.Metrics.ObserveBreakerState(br.Provisioner, br.State)
+	return v
+}
+
+// wait is the wait of a resource whose broker's breaker v is open or half-open with
+// another attempt's probe: until the next probe, or until the probe's hold ends (at most
+// OpenFor: its success wakes the resource sooner on this agent).
+func (b *breakers) wait(v breakerView, settings domain.BreakerSettings) *brokerWait {
+	now := v.now(b.clock)
+	until := v.NextProbeAt
+	if v.State == domain.BreakerHalfOpen {
+		until = v.ProbeUntil
+		if until.Sub(now) > settings.OpenFor {
+			until = now.Add(settings.OpenFor)
+		}
+	}
+	retryIn := max(until.Sub(now), breakerRefresh)
+	return &brokerWait{
+		retryIn: retryIn,
+		message: fmt.Sprintf("broker unavailable: %s, %d failures in %s; next probe at %s",
+			v.LastError, v.Failures, settings.Window, b.clock.Now().Add(retryIn).UTC().Format(time.RFC3339)),
+	}
+}
+
+// due says the breaker's probe may be taken now: it is open and its next probe has come,
+// or half-open with a probe whose hold has ended.
+func due(v breakerView, clk clock.Clock) bool {
+	now := v.now(clk)
+	switch v.State {
+	case domain.BreakerOpen:
+		return !now.Before(v.NextProbeAt)
+	case domain.BreakerHalfOpen:
+		return !now.Before(v.ProbeUntil)
+	}
+	return false
+}
+
+// brokerUnavailable is the retry decision of a resource whose breaker is open (failure
+// f): its status stays where BrokerUnavailable is one of its reasons (hibernating for a
+// hibernate, provisioning otherwise), no attempt is counted, it is retried at the next
+// probe, and a wait that goes on keeps its message, so that the wait is one event in the
+// resource's history.
+func brokerUnavailable(f failure) retryDecision {
+	d := retryDecision{attempts: f.attempts, reason: domain.ReasonBrokerUnavailable, outcome: OutcomeBrokerUnavailable,
+		status: f.status, message: f.wait.message, retryIn: f.wait.retryIn}
+	if !d.reason.ValidFor(d.status) {
+		d.status = domain.StatusProvisioning
+		if f.hibernating {
+			d.status = domain.StatusHibernating
+		}
+	}
+	if f.reason == domain.ReasonBrokerUnavailable && f.status == d.status {
+		d.message, d.stillWaiting = f.message, true
+	}
+	return d
+}
+
+// brokerAdmits is nil when the attempt may call provisioner's broker, or the *brokerWait
+// of its breaker, for fail.
+func (a *attempt) brokerAdmits(provisioner string) error {
+	if w := a.w.breakers.admit(a.attemptCtx, provisioner, a.r.ID); w != nil {
+		return w
+	}
+	return nil
+}
+
+// brokerAnswered counts the answer err of provisioner's broker to the attempt (see
+// breakers.answered) and returns err, or the wait its failure leaves the resource in.
+func (a *attempt) brokerAnswered(provisioner string, err error) error {
+	ctx, cancel := clocktimeout.WithTimeout(a.ctx, a.w.config.Clock, bookkeepingTimeout)
+	defer cancel()
+	err, closed := a.w.breakers.answered(ctx, provisioner, a.r.ID, err)
+	if closed {
+		a.closedBreaker = provisioner
+	}
+	return err
+}
+
+// stillWaiting is the log message of a wait that goes on for reason.
+func stillWaiting(reason domain.Reason) string {
+	if reason == domain.ReasonBrokerUnavailable {
+		return "still waiting for the broker"
+	}
+	return "still waiting for capacity"
+}
