@@ -26,6 +26,7 @@ type State interface {
 	AgentStore
 	LeadershipStore
 	SchemaStore
+	OwnerStore
 	// Close releases the backend's connections.
 	Close()
 }

@@ -19,8 +19,8 @@ import (
 // migration that adds a table adds it here (a test checks the list against the schema).
 var clientReadableTables = []string{
 	"agents", "berth_owner_grants", "capacity_samples", "capacity_warnings", "change_log",
-	"leadership", "provisioner_specs", "resource_events", "resources", "schema_migrations",
-	"slot_host_usage", "slot_owner_usage", "slot_reservations",
+	"leadership", "owner_policies", "provisioner_specs", "resource_events", "resources",
+	"schema_migrations", "slot_host_usage", "slot_owner_usage", "slot_reservations",
 }
 
 // isolatedTables are the tables whose row security owner isolation turns on.
