@@ -93,6 +93,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				Locks:          config.Locks,
 				TracerProvider: config.TracerProvider,
 				Agents:         in.State,
+				Owners:         in.State,
 				Settings:       config.Settings,
 			})
 		},
