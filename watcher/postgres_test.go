@@ -55,6 +55,7 @@ func (s *postgresSuite) start(c *gc.C) watcher.OwnedWatcher {
 			OverdueAfter: 15 * time.Second,
 			GapTimeout:   time.Minute,
 			BatchSize:    100,
+			EventSize:    100,
 			ReadAhead:    1000,
 
 			OwnerPoliciesInterval: time.Minute,

@@ -85,7 +85,7 @@ type resourcesWatcher struct {
 	isPending map[string]bool
 	listening bool
 
-	// offer is the batch offered to the consumer, the next BatchSize ids of pending in
+	// offer is the batch offered to the consumer, the next EventSize ids of pending in
 	// turn; nil when it is to be made again (pending or the weights changed).
 	offer []Owned
 
@@ -469,7 +469,7 @@ func (w *resourcesWatcher) addPendingLocked(ids []string, owners map[string]stri
 	}
 }
 
-// nextBatch returns the batch to offer: the next BatchSize pending ids, owners in turn; an
+// nextBatch returns the batch to offer: the next EventSize pending ids, owners in turn; an
 // empty batch is a non-nil empty slice. It is made again only once pending changed, so an
 // id that arrives while a batch is offered joins the batch it would have joined had it
 // been there when the batch was made.
@@ -477,7 +477,7 @@ func (w *resourcesWatcher) nextBatch() []Owned {
 	if w.offer != nil {
 		return w.offer
 	}
-	items := w.pending.Peek(w.config.BatchSize)
+	items := w.pending.Peek(w.config.EventSize)
 	w.offer = make([]Owned, len(items))
 	for i, it := range items {
 		w.offer[i] = Owned{ID: it.ID, Owner: it.Owner}

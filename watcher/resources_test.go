@@ -41,6 +41,7 @@ func (s *resourcesSuite) SetUpTest(c *gc.C) {
 			OverdueAfter: 15 * time.Second,
 			GapTimeout:   30 * time.Second,
 			BatchSize:    3,
+			EventSize:    3,
 			ReadAhead:    100,
 
 			OwnerPoliciesInterval: time.Minute,
@@ -60,6 +61,7 @@ func (s *resourcesSuite) TestValidate(c *gc.C) {
 		{func(cfg *watcher.ResourcesConfig) { cfg.OverdueAfter = 0 }, "OverdueAfter 0s .*--agent-ttl"},
 		{func(cfg *watcher.ResourcesConfig) { cfg.GapTimeout = -time.Second }, "GapTimeout -1s .*positive"},
 		{func(cfg *watcher.ResourcesConfig) { cfg.BatchSize = 0 }, "BatchSize 0 .*at least 1"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.EventSize = 0 }, "EventSize 0 .*at least 1"},
 		{func(cfg *watcher.ResourcesConfig) { cfg.ReadAhead = 2 }, "ReadAhead 2 .*at least BatchSize"},
 		{func(cfg *watcher.ResourcesConfig) { cfg.OwnerPoliciesInterval = 0 }, "OwnerPoliciesInterval 0s .*positive"},
 	} {
@@ -101,7 +103,7 @@ func (s *resourcesSuite) TestChangesDelivered(c *gc.C) {
 	s.source.notify()
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a", "b"})
 
-	// A batch holds at most BatchSize ids.
+	// An event holds at most EventSize ids.
 	s.source.commit("c", "d", "e", "f", "g", "h", "i")
 	s.source.notify()
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"c", "d", "e"})
@@ -322,7 +324,8 @@ func (s *resourcesSuite) TestResourcesNeedingAttentionAreReadAheadInPages(c *gc.
 	defer workertest.CleanKill(c, w)
 
 	// The first event is the first page; the watcher reads on while it holds fewer than
-	// ReadAhead (4) ids, a page of BatchSize (3) at a time, and delivers at most BatchSize.
+	// ReadAhead (4) ids, a page of BatchSize (3) at a time, and delivers at most EventSize
+	// (3) at once.
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a1", "a2", "a3"})
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a4", "a5", "a6"})
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a7"})
@@ -381,7 +384,7 @@ func (s *resourcesSuite) TestALateOwnersChangeIsDeliveredInTheNextBatch(c *gc.C)
 
 // The batches serve the owners in proportion to their weights, read at start.
 func (s *resourcesSuite) TestBatchesFollowTheOwnersWeights(c *gc.C) {
-	s.config.BatchSize = 4
+	s.config.BatchSize, s.config.EventSize = 4, 4
 	ids := []string{"a1", "a2", "a3", "a4", "a5", "a6", "b1", "b2", "b3"}
 	s.source.setAttention(ids...)
 	s.source.setOwner("alice", ids[:6]...)

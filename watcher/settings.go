@@ -16,6 +16,10 @@ const (
 	DefaultGapTimeout = time.Minute
 	// DefaultBatchSize is the most change-log entries one query reads.
 	DefaultBatchSize = 1000
+	// DefaultEventSize is the most ids one event delivers: small, so that the consumer
+	// takes events often and an owner's change that arrives behind another owner's backlog
+	// reaches it within a few dozen reconciles.
+	DefaultEventSize = 32
 	// DefaultReadAhead is how many ids the watcher holds for its consumer: enough to see
 	// every owner of a burst of tens of thousands, a few megabytes at most.
 	DefaultReadAhead = 100_000
@@ -36,9 +40,11 @@ type ResourcesSettings struct {
 	// GapTimeout is how long a skipped sequence number is looked up again before it is taken
 	// as rolled back (see the package doc).
 	GapTimeout time.Duration
-	// BatchSize is the most change-log entries one query reads, the size of a page of the
-	// resources needing attention, and the most ids one batch delivers.
+	// BatchSize is the most change-log entries one query reads, and the size of a page of
+	// the resources needing attention.
 	BatchSize int
+	// EventSize is the most ids one event delivers.
+	EventSize int
 	// ReadAhead is how many ids the watcher reads ahead of its consumer, so that the owners
 	// of what waits can take turns (see the package doc); beyond it, what is read next
 	// follows change order. At least BatchSize.
@@ -54,6 +60,7 @@ func DefaultResourcesSettings() ResourcesSettings {
 		PollInterval: DefaultPollInterval,
 		GapTimeout:   DefaultGapTimeout,
 		BatchSize:    DefaultBatchSize,
+		EventSize:    DefaultEventSize,
 		ReadAhead:    DefaultReadAhead,
 
 		OwnerPoliciesInterval: DefaultOwnerPoliciesInterval,
@@ -72,6 +79,8 @@ func (s ResourcesSettings) Validate() error {
 		return setting.Invalid("GapTimeout", s.GapTimeout, "must be positive")
 	case s.BatchSize < 1:
 		return setting.Invalid("BatchSize", s.BatchSize, "must be at least 1")
+	case s.EventSize < 1:
+		return setting.Invalid("EventSize", s.EventSize, "must be at least 1")
 	case s.ReadAhead < s.BatchSize:
 		return setting.Invalid("ReadAhead", s.ReadAhead, "must be at least %s", setting.Ref{Name: "BatchSize", Value: s.BatchSize})
 	case s.OwnerPoliciesInterval <= 0:

@@ -145,10 +145,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// queueHighWater is how many queued resources (and resources left to other agents) make
-// the loop stop taking events from the watcher until they drain below it. The watcher coalesces what arrives meanwhile and
-// reads no further page of its backlog, so a backlog of any size is held in neither.
-const queueHighWater = 1000
+// queueHighWater is how many queued resources make the loop stop taking events from the
+// watcher until they drain below it. The watcher holds the backlog, reads ahead of the loop
+// and interleaves the owners; what the loop holds is served before another owner's newer
+// work reaches it, so it is kept to a few events' worth, enough that no slot waits.
+const queueHighWater = 256
+
+// leftHighWater is how many resources left to other agents make the loop stop taking
+// events until they are due and taken up (ShareGrace): with several agents, most of each
+// event is left to the others, so the bound is far above queueHighWater, while keeping a
+// backlog from being held here rather than in the watcher.
+const leftHighWater = 20000
 
 // reportedOwners is how many owners, those with the most queued, the engine report lists
 // with their queue depths.
@@ -265,7 +272,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		w.publish(s, sh, owners)
 
 		changes := watcher.Changes()
-		if s.queueDepth()+len(sh.left) >= queueHighWater {
+		if s.queueDepth() >= queueHighWater || len(sh.left) >= leftHighWater {
 			changes = nil
 		}
 		select {
