@@ -21,7 +21,7 @@ const (
 	// reaches it within a few dozen reconciles.
 	DefaultEventSize = 32
 	// DefaultReadAhead is how many ids the watcher holds for its consumer: enough to see
-	// every owner of a burst of tens of thousands, a few megabytes at most.
+	// every owner of a burst of tens of thousands, some 15 MB at most.
 	DefaultReadAhead = 100_000
 	// DefaultOwnerPoliciesInterval is how often the owners' weights are read again.
 	DefaultOwnerPoliciesInterval = 10 * time.Second
