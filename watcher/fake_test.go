@@ -140,7 +140,7 @@ func (s *fakeSource) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Chan
 	var out []domain.Change
 	for _, seq := range seqs {
 		if id, ok := s.committed[seq]; ok {
-			out = append(out, domain.Change{Seq: seq, ResourceID: id})
+			out = append(out, domain.Change{Seq: seq, ResourceID: id, Owner: s.owners[id]})
 		}
 	}
 	return out, nil
@@ -255,7 +255,7 @@ func (s *fakeSource) ListenChanges(ctx context.Context) (domain.ChangeListener, 
 func (s *fakeSource) sortedLocked() []domain.Change {
 	out := make([]domain.Change, 0, len(s.committed))
 	for seq, id := range s.committed {
-		out = append(out, domain.Change{Seq: seq, ResourceID: id})
+		out = append(out, domain.Change{Seq: seq, ResourceID: id, Owner: s.owners[id]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out

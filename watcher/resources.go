@@ -36,7 +36,9 @@ type ResourcesSource interface {
 	// overdueFor past: the agent that scheduled the retry let go of them and did not come
 	// back (see domain.AgentStore).
 	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
-	// ResourceOwners returns the owner of each of ids that exists.
+	// ResourceOwners returns the owner of each of ids that exists: the owners of the
+	// resources needing attention, of dead agents and overdue (the change log's reads give
+	// theirs).
 	ResourceOwners(ctx context.Context, ids []string) (map[string]string, error)
 	// ListOwnerPolicies lists the owners' policies, whose weights order the batches.
 	ListOwnerPolicies(ctx context.Context) ([]domain.OwnerPolicy, error)
@@ -304,14 +306,7 @@ func (w *resourcesWatcher) readLog(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the change log after entry %d: %w", cursor, err)
 	}
-	ids := make([]string, len(changes))
-	for i, change := range changes {
-		ids[i] = change.ResourceID
-	}
-	owners, err := w.ownersOf(ctx, ids)
-	if err != nil {
-		return err
-	}
+	ids, owners := changedIDs(changes)
 	w.mu.Lock()
 	for _, change := range changes {
 		w.noteGapsLocked(w.cursor+1, change.Seq, now)
@@ -400,6 +395,17 @@ func (w *resourcesWatcher) ownersOf(ctx context.Context, ids []string) (map[stri
 	return owners, nil
 }
 
+// changedIDs returns the ids of changes and their owners, which the log read gives.
+func changedIDs(changes []domain.Change) ([]string, map[string]string) {
+	ids := make([]string, len(changes))
+	owners := make(map[string]string, len(changes))
+	for i, change := range changes {
+		ids[i] = change.ResourceID
+		owners[change.ResourceID] = change.Owner
+	}
+	return ids, owners
+}
+
 // recheckGaps reports the gaps that have been filled and forgets those older than GapTimeout.
 func (w *resourcesWatcher) recheckGaps(ctx context.Context, now time.Time) error {
 	w.mu.Lock()
@@ -416,14 +422,7 @@ func (w *resourcesWatcher) recheckGaps(ctx context.Context, now time.Time) error
 	if err != nil {
 		return fmt.Errorf("look up %d skipped change-log entries: %w", len(seqs), err)
 	}
-	ids := make([]string, len(filled))
-	for i, change := range filled {
-		ids[i] = change.ResourceID
-	}
-	owners, err := w.ownersOf(ctx, ids)
-	if err != nil {
-		return err
-	}
+	ids, owners := changedIDs(filled)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, change := range filled {

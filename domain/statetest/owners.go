@@ -29,6 +29,10 @@ func init() {
 			name string
 			run  func(t *testing.T, b *Backend)
 		}{"ResourceOwners", testResourceOwners},
+		struct {
+			name string
+			run  func(t *testing.T, b *Backend)
+		}{"ChangesCarryOwners", testChangesCarryOwners},
 	)
 }
 
@@ -177,5 +181,37 @@ func testResourceOwners(t *testing.T, b *Backend) {
 	}
 	if got, err := b.ResourceOwners(ctx, nil); err != nil || len(got) != 0 {
 		t.Fatalf("owners of none: %v, %v", got, err)
+	}
+}
+
+func testChangesCarryOwners(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	from, err := b.LatestChangeSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "a", Owner: "alice"})
+	d := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "d"})
+	changes, err := b.ChangesAfter(ctx, from, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]string{}
+	var seqs []int64
+	for _, c := range changes {
+		owners[c.ResourceID] = c.Owner
+		seqs = append(seqs, c.Seq)
+	}
+	if len(owners) != 2 || owners[a.ID] != "alice" || owners[d.ID] != "" {
+		t.Fatalf("changes %+v: want %s of alice and %s of the default owner", changes, a.ID, d.ID)
+	}
+	in, err := b.ChangesIn(ctx, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range in {
+		if c.Owner != owners[c.ResourceID] {
+			t.Errorf("ChangesIn: %+v, want owner %q", c, owners[c.ResourceID])
+		}
 	}
 }
