@@ -33,6 +33,7 @@ type fairnessResult struct {
 	idle        time.Duration    // B's insert-to-ready on the idle agents: the median of fairIdleSamples
 	late        time.Duration    // B's insert-to-ready behind A's burst
 	aheadOfB    int              // of A's burst, those ready before B's runtime
+	burstInsert time.Duration    // how long the burst's INSERT took (B's waits for it when longer than fairLateBy)
 	burst       throughputResult // A's burst, from its insert to its last ready
 }
 
@@ -88,6 +89,7 @@ func fairness(ctx context.Context, cfg config, k int) (res fairnessResult, err e
 	if err := r.insertOwned(ctx, "fair-a", fairOwnerA, cfg.fairN); err != nil {
 		return res, err
 	}
+	res.burstInsert = time.Since(began)
 	select {
 	case <-ctx.Done():
 		return res, ctx.Err()
@@ -122,7 +124,7 @@ func fairness(ctx context.Context, cfg config, k int) (res fairnessResult, err e
 		return res, err
 	}
 	slog.Info("berth fairness", "agents", k, "burst", res.n, "idle", res.idle.Round(time.Millisecond),
-		"late", res.late.Round(time.Millisecond), "ahead-of-b", res.aheadOfB, "burst-elapsed", res.burst.elapsed.Round(time.Millisecond))
+		"late", res.late.Round(time.Millisecond), "ahead-of-b", res.aheadOfB, "burst-insert", res.burstInsert.Round(time.Millisecond), "burst-elapsed", res.burst.elapsed.Round(time.Millisecond))
 	return res, nil
 }
 

@@ -724,6 +724,7 @@ type fakeMetrics struct {
 	takeovers     []string      // the provisioner of each ObserveLeaseTakeover
 	reconciles    []reconcileObservation
 	queues        []queueObservation
+	lastByClass   map[string]int // the depth by class of the last ObserveQueue
 	createToReady []reconcileObservation // without an outcome
 }
 
@@ -765,6 +766,7 @@ func (m *fakeMetrics) ObserveQueue(depthByClass map[string]int, inFlight int) {
 		depth += n
 	}
 	m.queues = append(m.queues, queueObservation{depth, inFlight})
+	m.lastByClass = depthByClass
 }
 
 func (m *fakeMetrics) ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration) {
