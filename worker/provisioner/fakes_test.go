@@ -724,7 +724,7 @@ type fakeMetrics struct {
 	takeovers     []string      // the provisioner of each ObserveLeaseTakeover
 	reconciles    []reconcileObservation
 	queues        []queueObservation
-	lastByClass   map[string]int // the depth by class of the last ObserveQueue
+	lastByClass   map[string]int         // the depth by class of the last ObserveQueue
 	createToReady []reconcileObservation // without an outcome
 }
 
