@@ -371,7 +371,7 @@ func (s *resourcesSuite) TestALateOwnersChangeIsDeliveredInTheNextBatch(c *gc.C)
 	s.source.commit(burst...)
 	s.source.notify()
 	first := nextOwnedEvent(c, w)
-	c.Check(watcher.IDs(first), gc.DeepEquals, []string{"a1", "a2", "a3"})
+	c.Check(ids(first), gc.DeepEquals, []string{"a1", "a2", "a3"})
 	c.Check(first[0].Owner, gc.Equals, "alice")
 	s.waitPending(c, w, 7)
 
@@ -385,10 +385,10 @@ func (s *resourcesSuite) TestALateOwnersChangeIsDeliveredInTheNextBatch(c *gc.C)
 // The batches serve the owners in proportion to their weights, read at start.
 func (s *resourcesSuite) TestBatchesFollowTheOwnersWeights(c *gc.C) {
 	s.config.BatchSize, s.config.EventSize = 4, 4
-	ids := []string{"a1", "a2", "a3", "a4", "a5", "a6", "b1", "b2", "b3"}
-	s.source.setAttention(ids...)
-	s.source.setOwner("alice", ids[:6]...)
-	s.source.setOwner("bob", ids[6:]...)
+	attention := []string{"a1", "a2", "a3", "a4", "a5", "a6", "b1", "b2", "b3"}
+	s.source.setAttention(attention...)
+	s.source.setOwner("alice", attention[:6]...)
+	s.source.setOwner("bob", attention[6:]...)
 	s.source.setPolicies(domain.OwnerPolicy{Owner: "alice", Weight: 3})
 	s.source.listenHangs = true
 	w := s.start(c)
@@ -476,7 +476,7 @@ func (s *resourcesSuite) sync(c *gc.C) {
 }
 
 func nextEvent(c *gc.C, w watcher.OwnedWatcher) []string {
-	return watcher.IDs(nextOwnedEvent(c, w))
+	return ids(nextOwnedEvent(c, w))
 }
 
 func nextOwnedEvent(c *gc.C, w watcher.OwnedWatcher) []watcher.Owned {
@@ -491,12 +491,21 @@ func nextOwnedEvent(c *gc.C, w watcher.OwnedWatcher) []watcher.Owned {
 
 func assertNoEvent(c *gc.C, w watcher.OwnedWatcher) {
 	select {
-	case ids := <-w.Changes():
-		c.Fatalf("unexpected event %v", ids)
+	case batch := <-w.Changes():
+		c.Fatalf("unexpected event %v", batch)
 	case <-time.After(shortWait):
 	}
 }
 
 func report(w watcher.OwnedWatcher) map[string]any {
 	return w.(worker.Reporter).Report()
+}
+
+// ids returns the ids of batch, in order.
+func ids(batch []watcher.Owned) []string {
+	out := make([]string, len(batch))
+	for i, o := range batch {
+		out[i] = o.ID
+	}
+	return out
 }

@@ -15,12 +15,3 @@ type OwnedWatcher interface {
 	worker.Worker
 	Changes() <-chan []Owned
 }
-
-// IDs returns the ids of batch, in order.
-func IDs(batch []Owned) []string {
-	out := make([]string, len(batch))
-	for i, o := range batch {
-		out[i] = o.ID
-	}
-	return out
-}
