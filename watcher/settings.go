@@ -18,8 +18,8 @@ const (
 	DefaultBatchSize = 1000
 	// DefaultEventSize is the most ids one event delivers: small, so that the consumer
 	// takes events often and an owner's change that arrives behind another owner's backlog
-	// reaches it within a few dozen reconciles.
-	DefaultEventSize = 32
+	// reaches it after a handful of reconciles (an event costs microseconds).
+	DefaultEventSize = 8
 	// DefaultReadAhead is how many ids the watcher holds for its consumer: enough to see
 	// every owner of a burst of tens of thousands, some 15 MB at most.
 	DefaultReadAhead = 100_000
