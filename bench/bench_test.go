@@ -145,7 +145,7 @@ func TestHealthFlags(t *testing.T) {
 	}{
 		{[]string{"-health-n", "-1"}, "-health-n must be at least 0"},
 		{[]string{"-health-concurrency", "0"}, "-health-concurrency must be at least 1"},
-		{[]string{"-compare=false", "-health-n", "0"}, "nothing to measure"},
+		{[]string{"-compare=false", "-health-n", "0", "-fair-n", "0"}, "nothing to measure"},
 	} {
 		_, err := parseConfig(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.err) {

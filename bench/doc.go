@@ -102,6 +102,16 @@
 //     rows written, buffer hits and reads), read from the maintenance database once the
 //     sweep's sessions have closed (a session hands over its counters when it ends). The
 //     sweep fails when a check wrote a row: the figures would then not be a steady state.
+//   - Fairness between owners (-fair-n, default 8,000; 0 skips it; runs first, see
+//     fairness.go): for each count of -fair-agents (default 1,3) a fresh PostgreSQL database
+//     with that many agents (--concurrency -agents-concurrency) and a static pool with room
+//     for everything; owner B's insert-to-ready on the idle agents (the median of five, one
+//     at a time), then owner A's burst of -fair-n runtimes in one statement and B's one
+//     runtime 0.3 s after the burst's insert began (or once it returns, when it takes
+//     longer). Reported: B's insert-to-ready behind the burst against idle, how many of A's
+//     were ready before B's, and A's burst throughput as above. Targets: B at most 5x its
+//     idle time and under 1 s; A's throughput within 10% of the build before fairness (run
+//     the bench with BERTH_BINARY set to that build for the comparison).
 //
 // The fastest PostgreSQL throughput run also prints where its database time went, statement
 // by statement, from pg_stat_statements (scripts/pg-local.sh preloads it, with track = all so

@@ -52,6 +52,9 @@ type config struct {
 
 	scaleN           int // runtimes in the scale run's burst and in its restart's backlog; 0 skips it
 	scaleConcurrency int // the scale run's agent --concurrency; 0: the fastest PostgreSQL throughput run's
+
+	fairN      int   // runtimes in owner A's burst of the fairness runs; 0 skips them
+	fairAgents []int // agents of each fairness run
 }
 
 func main() {
@@ -115,6 +118,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.failoverHeartbeat, "failover-heartbeat-interval", 2*time.Second, "the failover run's agents' --heartbeat-interval (the agent's default)")
 	fs.IntVar(&cfg.scaleN, "scale-n", 100000, "runtimes of the scale run on PostgreSQL: a burst inserted at once, then as many waiting for a restarted agent (each drain takes 3 to 5 minutes at 100,000 on 2 cores); 0 skips it")
 	fs.IntVar(&cfg.scaleConcurrency, "scale-concurrency", 0, "the scale run's agent --concurrency; 0 takes the fastest -berth-concurrency run's")
+	fs.IntVar(&cfg.fairN, "fair-n", 8000, "runtimes of owner A's burst in the fairness runs (owner B inserts one 0.3 s later); 0 skips them")
+	fairAgents := fs.String("fair-agents", "1,3", "comma-separated agent counts, one fairness run each")
 	fs.IntVar(&cfg.healthN, "health-n", 100000, "ready resources in the health sweep; 0 skips it")
 	fs.IntVar(&cfg.healthConcurrency, "health-concurrency", 8, "resource checks in flight at once in the health sweep (the agent's --health-concurrency)")
 	if err := fs.Parse(args); err != nil {
@@ -134,6 +139,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, err
 	}
 	if cfg.agentCounts, err = agentCounts(*agents); err != nil {
+		return cfg, err
+	}
+	if cfg.fairAgents, err = positiveInts("-fair-agents", *fairAgents); err != nil {
 		return cfg, err
 	}
 	if strings.TrimSpace(*rillWorkers) != "" {
@@ -160,8 +168,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-health-n must be at least 0 (0 skips the health sweep), got %d", cfg.healthN)
 	case cfg.healthConcurrency < 1:
 		return cfg, fmt.Errorf("-health-concurrency must be at least 1, got %d", cfg.healthConcurrency)
-	case !cfg.compare && cfg.healthN == 0:
-		return cfg, errors.New("nothing to measure: -compare=false and -health-n 0")
+	case cfg.fairN < 0:
+		return cfg, fmt.Errorf("-fair-n must be at least 0 (0 skips the fairness runs), got %d", cfg.fairN)
+	case !cfg.compare && cfg.healthN == 0 && cfg.fairN == 0:
+		return cfg, errors.New("nothing to measure: -compare=false, -health-n 0 and -fair-n 0")
 	case cfg.agentsN < 1:
 		return cfg, fmt.Errorf("-agents-n must be at least 1, got %d", cfg.agentsN)
 	case cfg.agentsRounds < 1:
@@ -212,6 +222,11 @@ func storeList(list string) ([]string, error) {
 
 // measure runs every measurement in turn, filling rep as results arrive.
 func measure(ctx context.Context, cfg config, rep *report) error {
+	if cfg.fairN > 0 {
+		if err := fairnessRuns(ctx, cfg, rep); err != nil {
+			return err
+		}
+	}
 	if cfg.compare {
 		if err := compare(ctx, cfg, rep); err != nil {
 			return err

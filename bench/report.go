@@ -20,6 +20,7 @@ type report struct {
 	failover     *failoverResult
 	backlog      *backlogResult
 	health       *healthResult
+	fairness     []fairnessResult // in the order of cfg.fairAgents
 }
 
 // berthResults are Berth's figures on one store.
@@ -51,6 +52,7 @@ func (r *report) berthResults(kind string) *berthResults {
 
 // print writes what was measured.
 func (r *report) print(w io.Writer) {
+	printFairness(w, r.fairness)
 	if r.cfg.compare {
 		r.printComparison(w)
 		r.printScaling(w)

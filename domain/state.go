@@ -29,6 +29,7 @@ type State interface {
 	QuotaStore
 	BudgetStore
 	BreakerStore
+	OwnerStore
 	// Close releases the backend's connections.
 	Close()
 }
@@ -301,6 +302,9 @@ func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 type Change struct {
 	Seq        int64
 	ResourceID string
+	// Owner is the resource's owner as the entry is read ("" once the row is removed),
+	// for the fair queues.
+	Owner string
 }
 
 // ChangeLog is the durable record watchers tail. Entries are written by the backend itself

@@ -261,6 +261,8 @@ func (c Config) shared() Config {
 	// A retry more than the agent TTL overdue is one its agent did not come back for: then
 	// any agent takes it.
 	c.Watcher.OverdueAfter = agent.TTL
+	// The watcher's batches and the provisioner's queue take the owners' turns alike.
+	c.Watcher.OwnerPoliciesInterval = c.Provisioner.OwnerPoliciesInterval
 	c.Health.Agent = agent
 	c.EnvironCheck.Interval = c.Health.Interval
 	c.Leadership.Agent = agent

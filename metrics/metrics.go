@@ -46,7 +46,9 @@ type Metrics struct {
 
 	reconciles        *prometheus.CounterVec
 	reconcileDuration *prometheus.HistogramVec
-	queueDepth        prometheus.Gauge
+	queueDepth        *prometheus.GaugeVec // by owner class; see fairness.go
+	queueMu           sync.Mutex           // guards queueClasses
+	queueClasses      map[string]bool      // the class labels queueDepth reports
 	inFlight          prometheus.Gauge
 	createToReady     *prometheus.HistogramVec
 	capacityWarning   *prometheus.GaugeVec
@@ -80,10 +82,7 @@ func New(types ...domain.ResourceType) *Metrics {
 			Help:    "How long reconcile attempts take, by provisioner and resource type.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600},
 		}, []string{"provisioner", "type"}),
-		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "berth_provisioner_queue_depth",
-			Help: "Resources queued for a reconcile that has not started yet.",
-		}),
+		queueDepth: newQueueDepth(),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "berth_provisioner_in_flight",
 			Help: "Reconciles running now.",
@@ -147,12 +146,6 @@ func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
 func (m *Metrics) ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration) {
 	m.reconciles.WithLabelValues(provisioner, m.typeLabel(t), outcome).Inc()
 	m.reconcileDuration.WithLabelValues(provisioner, m.typeLabel(t)).Observe(d.Seconds())
-}
-
-// ObserveQueue records the provisioner's queue depth and reconciles in flight.
-func (m *Metrics) ObserveQueue(depth, inFlight int) {
-	m.queueDepth.Set(float64(depth))
-	m.inFlight.Set(float64(inFlight))
 }
 
 // ObserveCreateToReady records how long a resource took from creation to its first ready.

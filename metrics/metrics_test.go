@@ -151,7 +151,7 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 	for _, o := range []string{"permanent", "deleted", "stale"} {
 		m.ObserveReconcile("pool", rt, o, time.Millisecond)
 	}
-	m.ObserveQueue(7, 3)
+	m.ObserveQueue(map[string]int{"": 7}, 3)
 	m.ObserveCreateToReady("pool", rt, 90*time.Second)
 	m.ObserveCapacity("pool", environ.Capacity{Unit: "slots", Total: 12, Used: 5, Hosts: []environ.HostCapacity{
 		{Host: "http://a:8080", Total: 8, Used: 5},
@@ -198,7 +198,7 @@ func TestEveryMetricThroughTheHandler(t *testing.T) {
 	if got, want := h.GetSampleSum(), 7.003; got < want-1e-9 || got > want+1e-9 {
 		t.Errorf("reconcile duration sum = %v, want %v", got, want)
 	}
-	checkSeries(t, families, "berth_provisioner_queue_depth", map[string]float64{"": 7})
+	checkSeries(t, families, "berth_provisioner_queue_depth", map[string]float64{"class=default": 7})
 	checkSeries(t, families, "berth_provisioner_in_flight", map[string]float64{"": 3})
 	checkSeries(t, families, "berth_create_to_ready_seconds", map[string]float64{"provisioner=pool,type=runtime": 1})
 	if sum := histogram(t, families, "berth_create_to_ready_seconds", "provisioner=pool,type=runtime").GetSampleSum(); sum != 90 {
@@ -311,7 +311,7 @@ func TestLaterTrackerWinsOverAnEarlierOneStopping(t *testing.T) {
 
 func TestResourcesCountFailureKeepsTheOtherMetrics(t *testing.T) {
 	m := metrics.New(domain.ResourceTypeRuntime, domain.ResourceTypeClickHouse)
-	m.ObserveQueue(1, 0)
+	m.ObserveQueue(map[string]int{"": 1}, 0)
 	untrack := m.TrackResources(&fakeCounter{err: errors.New("connection refused")})
 	defer untrack()
 
@@ -319,7 +319,7 @@ func TestResourcesCountFailureKeepsTheOtherMetrics(t *testing.T) {
 	if _, ok := families["berth_resources"]; ok {
 		t.Error("berth_resources exposed although counting failed")
 	}
-	checkSeries(t, families, "berth_provisioner_queue_depth", map[string]float64{"": 1})
+	checkSeries(t, families, "berth_provisioner_queue_depth", map[string]float64{"class=default": 1})
 }
 
 func TestGatherReportsACountFailure(t *testing.T) {

@@ -2,10 +2,25 @@
 //
 // The resources watcher starts by noting the newest change-log sequence number and sending,
 // in its first events, every resource that needs attention (so nothing that changed while no
-// agent ran is lost): a page of BatchSize ids at a time, the next page read only once the
-// consumer took the one before, so the first reconciles start after one page whatever the
-// backlog, and the watcher never holds the whole of it. From then on it tails the change log from that cursor and sends the ids
-// of every resource whose desired state changed.
+// agent ran is lost), read in pages of BatchSize ids: the first event is sent once the first
+// page is read, so the first reconciles start after one page whatever the backlog. From then
+// on it tails the change log from that cursor and sends the ids of every resource whose
+// desired state changed. Every id is sent with its owner (Owned), looked up by id in the
+// same read (one query per page); a resource whose row is gone has the owner "".
+//
+// # Owners take turns
+//
+// A burst of one owner must not delay another owner's change behind it. So the watcher
+// reads ahead of its consumer, the pages of the resources needing attention and of the
+// change log alike, up to ReadAhead ids held (default 100,000): a later owner's change is
+// read while an earlier owner's backlog still waits. What it holds is one first-in
+// first-out queue per owner, and each event (at most EventSize ids) takes the owners in
+// weighted turns (internal/fairqueue; the weights are the owners' policies, read every
+// OwnerPoliciesInterval): a late owner's change is in the next event. Beyond ReadAhead the
+// watcher reads nothing more until the consumer takes some: what it reads next follows
+// change order, and a change past the bound waits for the bound's worth of earlier work
+// (raise ReadAhead for larger bursts; each id held costs some 150 bytes). Ids of
+// dead agents' resources, overdue retries and filled gaps are held whatever the bound.
 //
 // # NOTIFY is only a hint
 //
@@ -53,7 +68,9 @@
 //
 // # Delivery
 //
-// Changed ids collect in a pending set that is offered on Changes in the same select as
-// everything else: a slow consumer gets one coalesced batch (ids in order of first
-// appearance, without repeats), and a dying watcher never blocks on a send.
+// Changed ids collect in the pending queues, and the next event is offered on Changes in
+// the same select as everything else: a slow consumer gets coalesced events (each of at most
+// EventSize ids, no id twice: a change to an id already held joins it where it waits), and
+// a dying watcher never blocks on a send. The reads ahead take turns with the sends in
+// that select.
 package watcher

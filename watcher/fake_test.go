@@ -23,6 +23,10 @@ type fakeSource struct {
 	// overdue are the resources OverdueResources lists; overdueFor is what it was last given.
 	overdue    []string
 	overdueFor time.Duration
+	// owners are the resources' owners (an id it does not name is the default owner's);
+	// policies are what ListOwnerPolicies lists.
+	owners   map[string]string
+	policies []domain.OwnerPolicy
 
 	// readErr, when set, fails every read of the log.
 	readErr error
@@ -42,6 +46,7 @@ func newFakeSource() *fakeSource {
 	return &fakeSource{
 		nextSeq:   1,
 		committed: make(map[int64]string),
+		owners:    make(map[string]string),
 		listens:   make(chan *fakeListener, 100),
 		reads:     make(chan []domain.Change, 1000),
 	}
@@ -135,7 +140,7 @@ func (s *fakeSource) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Chan
 	var out []domain.Change
 	for _, seq := range seqs {
 		if id, ok := s.committed[seq]; ok {
-			out = append(out, domain.Change{Seq: seq, ResourceID: id})
+			out = append(out, domain.Change{Seq: seq, ResourceID: id, Owner: s.owners[id]})
 		}
 	}
 	return out, nil
@@ -159,6 +164,37 @@ func (s *fakeSource) ResourcesNeedingAttention(ctx context.Context, afterID stri
 		}
 	}
 	return out, nil
+}
+
+// setOwner makes owner the owner of ids.
+func (s *fakeSource) setOwner(owner string, ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		s.owners[id] = owner
+	}
+}
+
+func (s *fakeSource) setPolicies(policies ...domain.OwnerPolicy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.policies = policies
+}
+
+func (s *fakeSource) ResourceOwners(ctx context.Context, ids []string) (map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(ids))
+	for _, id := range ids {
+		out[id] = s.owners[id]
+	}
+	return out, nil
+}
+
+func (s *fakeSource) ListOwnerPolicies(ctx context.Context) ([]domain.OwnerPolicy, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]domain.OwnerPolicy(nil), s.policies...), nil
 }
 
 func (s *fakeSource) setDeadLeased(ids ...string) {
@@ -219,7 +255,7 @@ func (s *fakeSource) ListenChanges(ctx context.Context) (domain.ChangeListener, 
 func (s *fakeSource) sortedLocked() []domain.Change {
 	out := make([]domain.Change, 0, len(s.committed))
 	for seq, id := range s.committed {
-		out = append(out, domain.Change{Seq: seq, ResourceID: id})
+		out = append(out, domain.Change{Seq: seq, ResourceID: id, Owner: s.owners[id]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out

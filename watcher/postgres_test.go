@@ -45,7 +45,7 @@ func (s *postgresSuite) TearDownTest(c *gc.C) {
 
 // start starts a watcher whose poll is too slow to matter: what it sees within
 // testkit.LongWait comes from wake-ups and the reads that follow listening.
-func (s *postgresSuite) start(c *gc.C) watcher.StringsWatcher {
+func (s *postgresSuite) start(c *gc.C) watcher.OwnedWatcher {
 	w, err := watcher.NewResourcesWatcher(watcher.ResourcesConfig{
 		Source: s.state,
 		Clock:  clock.WallClock,
@@ -55,6 +55,10 @@ func (s *postgresSuite) start(c *gc.C) watcher.StringsWatcher {
 			OverdueAfter: 15 * time.Second,
 			GapTimeout:   time.Minute,
 			BatchSize:    100,
+			EventSize:    100,
+			ReadAhead:    1000,
+
+			OwnerPoliciesInterval: time.Minute,
 		},
 	})
 	c.Assert(err, gc.IsNil)

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/tomb.v2"
 
 	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/internal/fairqueue"
 )
 
 // Listener backoff: how long the watcher waits before listening again after a failure. It
@@ -35,6 +36,12 @@ type ResourcesSource interface {
 	// overdueFor past: the agent that scheduled the retry let go of them and did not come
 	// back (see domain.AgentStore).
 	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
+	// ResourceOwners returns the owner of each of ids that exists: the owners of the
+	// resources needing attention, of dead agents and overdue (the change log's reads give
+	// theirs).
+	ResourceOwners(ctx context.Context, ids []string) (map[string]string, error)
+	// ListOwnerPolicies lists the owners' policies, whose weights order the batches.
+	ListOwnerPolicies(ctx context.Context) ([]domain.OwnerPolicy, error)
 }
 
 // ResourcesConfig holds what the resources watcher needs: its dependencies, and its
@@ -68,7 +75,7 @@ func (c ResourcesConfig) Validate() error {
 type resourcesWatcher struct {
 	tomb   tomb.Tomb
 	config ResourcesConfig
-	out    chan []string
+	out    chan []Owned
 	hints  chan struct{}
 
 	// mu guards what Report reads; only the loop goroutine writes the fields below except
@@ -76,26 +83,36 @@ type resourcesWatcher struct {
 	mu        sync.Mutex
 	cursor    int64
 	gaps      map[int64]time.Time // skipped sequence number -> when it was first seen
-	pending   []string
+	pending   *fairqueue.Queue    // the ids read and not yet delivered, by owner
 	isPending map[string]bool
 	listening bool
 
+	// offer is the batch offered to the consumer, the next EventSize ids of pending in
+	// turn; nil when it is to be made again (pending or the weights changed).
+	offer []Owned
+
+	// logBehind says the change log has entries past the cursor that were not read for
+	// want of room (ReadAhead) or because the last read filled a page.
+	logBehind bool
 	// attentionAfter is the last id of the page of resources needing attention read last;
 	// attentionRead says every page has been read.
 	attentionAfter string
 	attentionRead  bool
+	// policiesReadAt is when the owners' weights were last read.
+	policiesReadAt time.Time
 }
 
 // NewResourcesWatcher starts a resources watcher.
-func NewResourcesWatcher(config ResourcesConfig) (StringsWatcher, error) {
+func NewResourcesWatcher(config ResourcesConfig) (OwnedWatcher, error) {
 	if err := config.Validate(); err != nil {
 		return nil, err
 	}
 	w := &resourcesWatcher{
 		config:    config,
-		out:       make(chan []string),
+		out:       make(chan []Owned),
 		hints:     make(chan struct{}, 1),
 		gaps:      make(map[int64]time.Time),
+		pending:   fairqueue.New(),
 		isPending: make(map[string]bool),
 	}
 	w.tomb.Go(w.loop)
@@ -103,7 +120,7 @@ func NewResourcesWatcher(config ResourcesConfig) (StringsWatcher, error) {
 }
 
 // Changes returns the channel the batches of ids are sent on.
-func (w *resourcesWatcher) Changes() <-chan []string { return w.out }
+func (w *resourcesWatcher) Changes() <-chan []Owned { return w.out }
 
 // Kill asks the watcher to stop.
 func (w *resourcesWatcher) Kill() { w.tomb.Kill(nil) }
@@ -111,18 +128,26 @@ func (w *resourcesWatcher) Kill() { w.tomb.Kill(nil) }
 // Wait waits for the watcher to stop and returns the error that stopped it.
 func (w *resourcesWatcher) Wait() error { return w.tomb.Wait() }
 
-// Report shows the cursor, the gaps being watched, how many ids wait for the consumer and
-// whether a wake-up listener is open.
+// Report shows the cursor, the gaps being watched, how many ids of how many owners wait for
+// the consumer and whether a wake-up listener is open.
 func (w *resourcesWatcher) Report() map[string]any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return map[string]any{
-		"cursor":    w.cursor,
-		"gaps":      len(w.gaps),
-		"pending":   len(w.pending),
-		"listening": w.listening,
+		"cursor":         w.cursor,
+		"gaps":           len(w.gaps),
+		"pending":        w.pending.Len(),
+		"pending-owners": w.pending.Owners(),
+		"listening":      w.listening,
 	}
 }
+
+// readyNow is a channel a receive from never waits on: the loop's case for reading ahead.
+var readyNow = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 func (w *resourcesWatcher) loop() error {
 	ctx := w.tomb.Context(context.Background())
@@ -135,17 +160,23 @@ func (w *resourcesWatcher) loop() error {
 	defer poll.Stop()
 	sentFirst := false
 	for {
-		var out chan []string
-		if !sentFirst || len(w.pending) > 0 {
-			out = w.out
+		var out chan []Owned
+		var batch []Owned
+		if !sentFirst || w.pending.Len() > 0 {
+			out, batch = w.out, w.nextBatch()
+		}
+		var more <-chan struct{}
+		if w.canReadAhead() {
+			more = readyNow
 		}
 		select {
 		case <-w.tomb.Dying():
 			return tomb.ErrDying
-		case out <- w.pendingBatch():
+		case out <- batch:
 			sentFirst = true
-			w.clearPending()
-			if err := w.readAttention(ctx); err != nil {
+			w.delivered(len(batch))
+		case <-more:
+			if err := w.readAhead(ctx); err != nil {
 				return w.deathReason(err)
 			}
 		case <-w.hints:
@@ -162,13 +193,15 @@ func (w *resourcesWatcher) loop() error {
 			if err := w.readOverdue(ctx); err != nil {
 				return w.deathReason(err)
 			}
+			w.readPolicies(ctx, false)
 			poll.Reset(w.config.PollInterval)
 		}
 	}
 }
 
-// start sets the cursor, notes the missing sequence numbers just below it as gaps and queues
-// the first page of the resources that need attention as the first event.
+// start sets the cursor, notes the missing sequence numbers just below it as gaps, reads the
+// owners' weights and queues the first page of the resources that need attention as the
+// first event.
 func (w *resourcesWatcher) start(ctx context.Context) error {
 	cursor, err := w.config.Source.LatestChangeSeq(ctx)
 	if err != nil {
@@ -193,12 +226,35 @@ func (w *resourcesWatcher) start(ctx context.Context) error {
 	w.mu.Lock()
 	w.cursor = cursor
 	w.mu.Unlock()
+	w.readPolicies(ctx, true)
 	return w.readAttention(ctx)
 }
 
+// room is how many more ids may be read ahead of the consumer.
+func (w *resourcesWatcher) room() int {
+	return w.config.ReadAhead - w.pending.Len()
+}
+
+// canReadAhead says whether there is more to read, and room for it.
+func (w *resourcesWatcher) canReadAhead() bool {
+	return w.room() > 0 && (w.logBehind || !w.attentionRead)
+}
+
+// readAhead reads the next page of the resources needing attention and of the change log,
+// of those not read to their end.
+func (w *resourcesWatcher) readAhead(ctx context.Context) error {
+	if err := w.readAttention(ctx); err != nil {
+		return err
+	}
+	if !w.logBehind || w.room() <= 0 {
+		return nil
+	}
+	return w.readLog(ctx)
+}
+
 // readAttention queues the next page of the resources needing attention, until every page
-// has been read. Pages are read one delivery at a time, so a consumer slower than the
-// store holds back the reading instead of the watcher holding every id.
+// has been read. The loop reads the pages ahead of the consumer, up to ReadAhead ids, one
+// page per turn, so the first reconciles start after one page whatever the backlog.
 func (w *resourcesWatcher) readAttention(ctx context.Context) error {
 	if w.attentionRead {
 		return nil
@@ -207,11 +263,17 @@ func (w *resourcesWatcher) readAttention(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list resources needing attention: %w", err)
 	}
+	ids := make([]string, len(page))
+	for i, a := range page {
+		ids[i] = a.ID
+	}
+	owners, err := w.ownersOf(ctx, ids)
+	if err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, a := range page {
-		w.addPendingLocked(a.ID)
-	}
+	w.addPendingLocked(ids, owners)
 	if len(page) < w.config.BatchSize {
 		w.attentionRead = true
 	} else {
@@ -220,31 +282,40 @@ func (w *resourcesWatcher) readAttention(ctx context.Context) error {
 	return nil
 }
 
-// read looks up the gaps again, then reads the log from the cursor until it is exhausted.
+// read looks up the gaps again, then reads a page of the log from the cursor; the loop
+// reads the pages after it ahead of the consumer.
 func (w *resourcesWatcher) read(ctx context.Context) error {
 	now := w.config.Clock.Now()
 	if err := w.recheckGaps(ctx, now); err != nil {
 		return err
 	}
-	for {
-		w.mu.Lock()
-		cursor := w.cursor
-		w.mu.Unlock()
-		changes, err := w.config.Source.ChangesAfter(ctx, cursor, w.config.BatchSize)
-		if err != nil {
-			return fmt.Errorf("read the change log after entry %d: %w", cursor, err)
-		}
-		w.mu.Lock()
-		for _, change := range changes {
-			w.noteGapsLocked(w.cursor+1, change.Seq, now)
-			w.cursor = change.Seq
-			w.addPendingLocked(change.ResourceID)
-		}
-		w.mu.Unlock()
-		if len(changes) < w.config.BatchSize {
-			return nil
-		}
+	if w.room() <= 0 {
+		w.logBehind = true
+		return nil
 	}
+	return w.readLog(ctx)
+}
+
+// readLog reads one page of the log from the cursor and notes whether there may be more.
+func (w *resourcesWatcher) readLog(ctx context.Context) error {
+	now := w.config.Clock.Now()
+	w.mu.Lock()
+	cursor := w.cursor
+	w.mu.Unlock()
+	changes, err := w.config.Source.ChangesAfter(ctx, cursor, w.config.BatchSize)
+	if err != nil {
+		return fmt.Errorf("read the change log after entry %d: %w", cursor, err)
+	}
+	ids, owners := changedIDs(changes)
+	w.mu.Lock()
+	for _, change := range changes {
+		w.noteGapsLocked(w.cursor+1, change.Seq, now)
+		w.cursor = change.Seq
+	}
+	w.addPendingLocked(ids, owners)
+	w.mu.Unlock()
+	w.logBehind = len(changes) == w.config.BatchSize
+	return nil
 }
 
 // readDeadAgents queues the resources leased by agents that are not live, as if they had
@@ -254,8 +325,7 @@ func (w *resourcesWatcher) readDeadAgents(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list resources of dead agents: %w", err)
 	}
-	w.addLeftBehind(ids, "resources leased by agents that are not live")
-	return nil
+	return w.addLeftBehind(ctx, ids, "resources leased by agents that are not live")
 }
 
 // readOverdue queues up to BatchSize unleased resources whose retry is overdue, as if they
@@ -265,21 +335,75 @@ func (w *resourcesWatcher) readOverdue(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list resources whose retry is overdue: %w", err)
 	}
-	w.addLeftBehind(ids, "resources whose retry is overdue")
-	return nil
+	return w.addLeftBehind(ctx, ids, "resources whose retry is overdue")
 }
 
 // addLeftBehind queues ids, which no change would report, logging what they are.
-func (w *resourcesWatcher) addLeftBehind(ids []string, what string) {
+func (w *resourcesWatcher) addLeftBehind(ctx context.Context, ids []string, what string) error {
 	if len(ids) == 0 {
-		return
+		return nil
 	}
 	w.config.Logger.Debug(what, "count", len(ids))
+	owners, err := w.ownersOf(ctx, ids)
+	if err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, id := range ids {
-		w.addPendingLocked(id)
+	w.addPendingLocked(ids, owners)
+	return nil
+}
+
+// readPolicies reads the owners' weights when they are OwnerPoliciesInterval old (always,
+// when force). A failure keeps the weights read before: they order the batches only, so
+// it is worth a warning, not the watcher.
+func (w *resourcesWatcher) readPolicies(ctx context.Context, force bool) {
+	now := w.config.Clock.Now()
+	if !force && now.Sub(w.policiesReadAt) < w.config.OwnerPoliciesInterval {
+		return
 	}
+	w.policiesReadAt = now
+	policies, err := w.config.Source.ListOwnerPolicies(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.config.Logger.Warn("cannot read the owners' weights; keeping those read before", "error", err)
+		}
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending.SetWeights(domain.OwnerWeights(policies))
+	w.offer = nil
+}
+
+// ownersOf looks up the owners of those of ids not pending already (an id's owner never
+// changes); an id whose row is gone has the owner "".
+func (w *resourcesWatcher) ownersOf(ctx context.Context, ids []string) (map[string]string, error) {
+	var unknown []string
+	for _, id := range ids {
+		if !w.isPending[id] {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil, nil
+	}
+	owners, err := w.config.Source.ResourceOwners(ctx, unknown)
+	if err != nil {
+		return nil, fmt.Errorf("look up the owners of %d resources: %w", len(unknown), err)
+	}
+	return owners, nil
+}
+
+// changedIDs returns the ids of changes and their owners, which the log read gives.
+func changedIDs(changes []domain.Change) ([]string, map[string]string) {
+	ids := make([]string, len(changes))
+	owners := make(map[string]string, len(changes))
+	for i, change := range changes {
+		ids[i] = change.ResourceID
+		owners[change.ResourceID] = change.Owner
+	}
+	return ids, owners
 }
 
 // recheckGaps reports the gaps that have been filled and forgets those older than GapTimeout.
@@ -298,12 +422,13 @@ func (w *resourcesWatcher) recheckGaps(ctx context.Context, now time.Time) error
 	if err != nil {
 		return fmt.Errorf("look up %d skipped change-log entries: %w", len(seqs), err)
 	}
+	ids, owners := changedIDs(filled)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, change := range filled {
 		delete(w.gaps, change.Seq)
-		w.addPendingLocked(change.ResourceID)
 	}
+	w.addPendingLocked(ids, owners)
 	for seq, seen := range w.gaps {
 		if now.Sub(seen) >= w.config.GapTimeout {
 			delete(w.gaps, seq)
@@ -331,30 +456,40 @@ func (w *resourcesWatcher) noteGapsLocked(from, to int64, now time.Time) {
 	}
 }
 
-func (w *resourcesWatcher) addPendingLocked(id string) {
-	if w.isPending[id] {
-		return
+// addPendingLocked queues those of ids not pending already, each under its owner in owners.
+func (w *resourcesWatcher) addPendingLocked(ids []string, owners map[string]string) {
+	for _, id := range ids {
+		if w.isPending[id] {
+			continue
+		}
+		w.isPending[id] = true
+		w.pending.Push(owners[id], id)
+		w.offer = nil
 	}
-	w.isPending[id] = true
-	w.pending = append(w.pending, id)
 }
 
-// pendingBatch returns the pending ids for a send; an empty batch is a non-nil empty slice.
-func (w *resourcesWatcher) pendingBatch() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.pending == nil {
-		return []string{}
+// nextBatch returns the batch to offer: the next EventSize pending ids, owners in turn; an
+// empty batch is a non-nil empty slice. It is made again only once pending changed, so an
+// id that arrives while a batch is offered joins the batch it would have joined had it
+// been there when the batch was made.
+func (w *resourcesWatcher) nextBatch() []Owned {
+	if w.offer != nil {
+		return w.offer
 	}
-	return w.pending
+	items := w.pending.Peek(w.config.EventSize)
+	w.offer = make([]Owned, len(items))
+	for i, it := range items {
+		w.offer[i] = Owned{ID: it.ID, Owner: it.Owner}
+	}
+	return w.offer
 }
 
-// clearPending forgets the ids just sent; the consumer owns the sent slice from now on.
-func (w *resourcesWatcher) clearPending() {
+// delivered forgets the n ids just sent; the consumer owns the sent slice from now on.
+func (w *resourcesWatcher) delivered(n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pending = nil
-	clear(w.isPending)
+	w.pending.Take(n, func(it fairqueue.Item) { delete(w.isPending, it.ID) })
+	w.offer = nil
 }
 
 // listen keeps a wake-up listener open while the watcher lives. Its failures are logged and

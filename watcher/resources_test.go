@@ -11,6 +11,7 @@ import (
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/watcher"
 )
@@ -40,6 +41,10 @@ func (s *resourcesSuite) SetUpTest(c *gc.C) {
 			OverdueAfter: 15 * time.Second,
 			GapTimeout:   30 * time.Second,
 			BatchSize:    3,
+			EventSize:    3,
+			ReadAhead:    100,
+
+			OwnerPoliciesInterval: time.Minute,
 		},
 	}
 }
@@ -56,6 +61,9 @@ func (s *resourcesSuite) TestValidate(c *gc.C) {
 		{func(cfg *watcher.ResourcesConfig) { cfg.OverdueAfter = 0 }, "OverdueAfter 0s .*--agent-ttl"},
 		{func(cfg *watcher.ResourcesConfig) { cfg.GapTimeout = -time.Second }, "GapTimeout -1s .*positive"},
 		{func(cfg *watcher.ResourcesConfig) { cfg.BatchSize = 0 }, "BatchSize 0 .*at least 1"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.EventSize = 0 }, "EventSize 0 .*at least 1"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.ReadAhead = 2 }, "ReadAhead 2 .*at least BatchSize"},
+		{func(cfg *watcher.ResourcesConfig) { cfg.OwnerPoliciesInterval = 0 }, "OwnerPoliciesInterval 0s .*positive"},
 	} {
 		config := s.config
 		t.mutate(&config)
@@ -95,9 +103,12 @@ func (s *resourcesSuite) TestChangesDelivered(c *gc.C) {
 	s.source.notify()
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a", "b"})
 
+	// An event holds at most EventSize ids.
 	s.source.commit("c", "d", "e", "f", "g", "h", "i")
 	s.source.notify()
-	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"c", "d", "e", "f", "g", "h", "i"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"c", "d", "e"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"f", "g", "h"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"i"})
 	assertNoEvent(c, w)
 }
 
@@ -273,10 +284,11 @@ func (s *resourcesSuite) TestReport(c *gc.C) {
 	s.waitRead(c, seq)
 	s.sync(c)
 	c.Check(report(w), gc.DeepEquals, map[string]any{
-		"cursor":    int64(5),
-		"gaps":      1,
-		"pending":   2,
-		"listening": true,
+		"cursor":         int64(5),
+		"gaps":           1,
+		"pending":        2,
+		"pending-owners": 1,
+		"listening":      true,
 	})
 }
 
@@ -304,13 +316,16 @@ func (s *resourcesSuite) TestPollsReportTheResourcesOfDeadAgents(c *gc.C) {
 	assertNoEvent(c, w)
 }
 
-func (s *resourcesSuite) TestResourcesNeedingAttentionArePagedOneDeliveryAtATime(c *gc.C) {
+func (s *resourcesSuite) TestResourcesNeedingAttentionAreReadAheadInPages(c *gc.C) {
 	s.source.setAttention("a1", "a2", "a3", "a4", "a5", "a6", "a7")
 	s.source.listenHangs = true
+	s.config.ReadAhead = 4
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
-	// A page of BatchSize (3) per event: the next page is read once the one before was taken.
+	// The first event is the first page; the watcher reads on while it holds fewer than
+	// ReadAhead (4) ids, a page of BatchSize (3) at a time, and delivers at most EventSize
+	// (3) at once.
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a1", "a2", "a3"})
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a4", "a5", "a6"})
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a7"})
@@ -344,7 +359,61 @@ func (s *resourcesSuite) TestPollsReportOverdueRetries(c *gc.C) {
 	assertNoEvent(c, w)
 }
 
-func (s *resourcesSuite) start(c *gc.C) watcher.StringsWatcher {
+// A late owner's change is delivered in the next batch while another owner's backlog,
+// read ahead, waits: the owners take turns.
+func (s *resourcesSuite) TestALateOwnersChangeIsDeliveredInTheNextBatch(c *gc.C) {
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	burst := []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10"}
+	s.source.setOwner("alice", burst...)
+	s.source.setOwner("bob", "b1")
+	s.source.commit(burst...)
+	s.source.notify()
+	first := nextOwnedEvent(c, w)
+	c.Check(ids(first), gc.DeepEquals, []string{"a1", "a2", "a3"})
+	c.Check(first[0].Owner, gc.Equals, "alice")
+	s.waitPending(c, w, 7)
+
+	seq := s.source.commit("b1")
+	s.source.notify()
+	s.waitRead(c, seq)
+	c.Check(nextOwnedEvent(c, w), gc.DeepEquals, []watcher.Owned{{"a4", "alice"}, {"b1", "bob"}, {"a5", "alice"}})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a6", "a7", "a8"})
+}
+
+// The batches serve the owners in proportion to their weights, read at start.
+func (s *resourcesSuite) TestBatchesFollowTheOwnersWeights(c *gc.C) {
+	s.config.BatchSize, s.config.EventSize = 4, 4
+	attention := []string{"a1", "a2", "a3", "a4", "a5", "a6", "b1", "b2", "b3"}
+	s.source.setAttention(attention...)
+	s.source.setOwner("alice", attention[:6]...)
+	s.source.setOwner("bob", attention[6:]...)
+	s.source.setPolicies(domain.OwnerPolicy{Owner: "alice", Weight: 3})
+	s.source.listenHangs = true
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	// Every page is read ahead before the first batch is taken: alice gives three ids a
+	// turn, bob one.
+	s.waitPending(c, w, 9)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a1", "a2", "a3", "b1"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a4", "a5", "a6", "b2"})
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"b3"})
+}
+
+// waitPending waits until the watcher holds n ids.
+func (s *resourcesSuite) waitPending(c *gc.C, w watcher.OwnedWatcher, n int) {
+	deadline := time.Now().Add(testkit.LongWait)
+	for report(w)["pending"] != n {
+		if time.Now().After(deadline) {
+			c.Fatalf("pending %v, want %d", report(w)["pending"], n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (s *resourcesSuite) start(c *gc.C) watcher.OwnedWatcher {
 	w, err := watcher.NewResourcesWatcher(s.config)
 	c.Assert(err, gc.IsNil)
 	return w
@@ -352,7 +421,7 @@ func (s *resourcesSuite) start(c *gc.C) watcher.StringsWatcher {
 
 // startListening starts a watcher, takes its first event, and returns once its listener is
 // open and the read that follows listening is done, so later reads are the test's own.
-func (s *resourcesSuite) startListening(c *gc.C) watcher.StringsWatcher {
+func (s *resourcesSuite) startListening(c *gc.C) watcher.OwnedWatcher {
 	w := s.start(c)
 	nextEvent(c, w)
 	s.waitListener(c)
@@ -406,24 +475,37 @@ func (s *resourcesSuite) sync(c *gc.C) {
 	s.nextRead(c)
 }
 
-func nextEvent(c *gc.C, w watcher.StringsWatcher) []string {
+func nextEvent(c *gc.C, w watcher.OwnedWatcher) []string {
+	return ids(nextOwnedEvent(c, w))
+}
+
+func nextOwnedEvent(c *gc.C, w watcher.OwnedWatcher) []watcher.Owned {
 	select {
-	case ids := <-w.Changes():
-		return ids
+	case batch := <-w.Changes():
+		return batch
 	case <-time.After(testkit.LongWait):
 		c.Fatalf("no event from the watcher")
 		return nil
 	}
 }
 
-func assertNoEvent(c *gc.C, w watcher.StringsWatcher) {
+func assertNoEvent(c *gc.C, w watcher.OwnedWatcher) {
 	select {
-	case ids := <-w.Changes():
-		c.Fatalf("unexpected event %v", ids)
+	case batch := <-w.Changes():
+		c.Fatalf("unexpected event %v", batch)
 	case <-time.After(shortWait):
 	}
 }
 
-func report(w watcher.StringsWatcher) map[string]any {
+func report(w watcher.OwnedWatcher) map[string]any {
 	return w.(worker.Reporter).Report()
+}
+
+// ids returns the ids of batch, in order.
+func ids(batch []watcher.Owned) []string {
+	out := make([]string, len(batch))
+	for i, o := range batch {
+		out[i] = o.ID
+	}
+	return out
 }

@@ -16,6 +16,15 @@ const (
 	DefaultGapTimeout = time.Minute
 	// DefaultBatchSize is the most change-log entries one query reads.
 	DefaultBatchSize = 1000
+	// DefaultEventSize is the most ids one event delivers: small, so that the consumer
+	// takes events often and an owner's change that arrives behind another owner's backlog
+	// reaches it after a handful of reconciles (an event costs microseconds).
+	DefaultEventSize = 8
+	// DefaultReadAhead is how many ids the watcher holds for its consumer: enough to see
+	// every owner of a burst of tens of thousands, some 15 MB at most.
+	DefaultReadAhead = 100_000
+	// DefaultOwnerPoliciesInterval is how often the owners' weights are read again.
+	DefaultOwnerPoliciesInterval = 10 * time.Second
 )
 
 // ResourcesSettings tune the resources watcher. ResourcesConfig embeds them, so that
@@ -34,6 +43,14 @@ type ResourcesSettings struct {
 	// BatchSize is the most change-log entries one query reads, and the size of a page of
 	// the resources needing attention.
 	BatchSize int
+	// EventSize is the most ids one event delivers.
+	EventSize int
+	// ReadAhead is how many ids the watcher reads ahead of its consumer, so that the owners
+	// of what waits can take turns (see the package doc); beyond it, what is read next
+	// follows change order. At least BatchSize.
+	ReadAhead int
+	// OwnerPoliciesInterval is how often the owners' weights are read again.
+	OwnerPoliciesInterval time.Duration
 }
 
 // DefaultResourcesSettings are the settings' defaults; OverdueAfter has none: it is the
@@ -43,6 +60,10 @@ func DefaultResourcesSettings() ResourcesSettings {
 		PollInterval: DefaultPollInterval,
 		GapTimeout:   DefaultGapTimeout,
 		BatchSize:    DefaultBatchSize,
+		EventSize:    DefaultEventSize,
+		ReadAhead:    DefaultReadAhead,
+
+		OwnerPoliciesInterval: DefaultOwnerPoliciesInterval,
 	}
 }
 
@@ -58,6 +79,12 @@ func (s ResourcesSettings) Validate() error {
 		return setting.Invalid("GapTimeout", s.GapTimeout, "must be positive")
 	case s.BatchSize < 1:
 		return setting.Invalid("BatchSize", s.BatchSize, "must be at least 1")
+	case s.EventSize < 1:
+		return setting.Invalid("EventSize", s.EventSize, "must be at least 1")
+	case s.ReadAhead < s.BatchSize:
+		return setting.Invalid("ReadAhead", s.ReadAhead, "must be at least %s", setting.Ref{Name: "BatchSize", Value: s.BatchSize})
+	case s.OwnerPoliciesInterval <= 0:
+		return setting.Invalid("OwnerPoliciesInterval", s.OwnerPoliciesInterval, "must be positive")
 	}
 	return nil
 }

@@ -133,6 +133,7 @@ Global flags have environment variables; a flag beats its variable:
 		newVersionCommand(opts),
 		newStatusCommand(opts),
 		newAgentsCommand(opts),
+		newOwnersCommand(opts),
 		newDoctorCommand(opts),
 		newAccessCommand(opts),
 		newDevHostsCommand(opts),

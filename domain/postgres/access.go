@@ -19,7 +19,7 @@ import (
 // migration that adds a table adds it here (a test checks the list against the schema).
 var clientReadableTables = []string{
 	"agents", "berth_owner_grants", "broker_breakers", "broker_budgets", "capacity_samples", "capacity_warnings", "change_log",
-	"leadership", "owner_quotas", "provisioner_specs", "resource_events", "resources", "schema_migrations",
+	"leadership", "owner_policies", "owner_quotas", "provisioner_specs", "resource_events", "resources", "schema_migrations",
 	"slot_host_usage", "slot_owner_usage", "slot_reservations",
 }
 

@@ -25,14 +25,16 @@ func (s *State) LatestChangeSeq(ctx context.Context) (int64, error) {
 	return seq, nil
 }
 
-// ChangesAfter returns up to limit entries with Seq > after, in Seq order (limit <= 0: all).
+// ChangesAfter returns up to limit entries with Seq > after, in Seq order (limit <= 0: all),
+// each with its resource's owner (the join reads the resource by primary key).
 func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error) {
 	var limitArg *int
 	if limit > 0 {
 		limitArg = &limit
 	}
 	return s.changes(ctx, "read changes after "+fmt.Sprint(after),
-		`SELECT seq, resource_id::text FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limitArg)
+		`SELECT c.seq, c.resource_id::text, coalesce(r.owner, '') FROM change_log c LEFT JOIN resources r ON r.id = c.resource_id
+		  WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limitArg)
 }
 
 // ChangesIn returns the entries among seqs that are committed now, in Seq order.
@@ -41,7 +43,8 @@ func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, e
 		return nil, nil
 	}
 	return s.changes(ctx, "read changes by sequence",
-		`SELECT seq, resource_id::text FROM change_log WHERE seq = ANY($1) ORDER BY seq`, seqs)
+		`SELECT c.seq, c.resource_id::text, coalesce(r.owner, '') FROM change_log c LEFT JOIN resources r ON r.id = c.resource_id
+		  WHERE c.seq = ANY($1) ORDER BY c.seq`, seqs)
 }
 
 func (s *State) changes(ctx context.Context, what, query string, args ...any) ([]domain.Change, error) {
@@ -51,7 +54,7 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Change, error) {
 		var c domain.Change
-		err := row.Scan(&c.Seq, &c.ResourceID)
+		err := row.Scan(&c.Seq, &c.ResourceID, &c.Owner)
 		return c, err
 	})
 	if err != nil {

@@ -26,13 +26,15 @@ func (s *State) LatestChangeSeq(ctx context.Context) (int64, error) {
 	return seq, nil
 }
 
-// ChangesAfter returns up to limit entries with Seq > after, in Seq order (limit <= 0: all).
+// ChangesAfter returns up to limit entries with Seq > after, in Seq order (limit <= 0: all),
+// each with its resource's owner.
 func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error) {
 	if limit <= 0 {
 		limit = -1 // no limit
 	}
 	return s.changes(ctx, "read changes after "+strconv.FormatInt(after, 10),
-		`SELECT seq, resource_id FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limit)
+		`SELECT c.seq, c.resource_id, coalesce(r.owner, '') FROM change_log c LEFT JOIN resources r ON r.id = c.resource_id
+		  WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limit)
 }
 
 // ChangesIn returns the entries among seqs that are committed now, in Seq order.
@@ -47,7 +49,8 @@ func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, e
 		args[i] = seq
 	}
 	return s.changes(ctx, "read changes by sequence",
-		`SELECT seq, resource_id FROM change_log WHERE seq IN (`+strings.Join(placeholders, ", ")+`) ORDER BY seq`, args...)
+		`SELECT c.seq, c.resource_id, coalesce(r.owner, '') FROM change_log c LEFT JOIN resources r ON r.id = c.resource_id
+		  WHERE c.seq IN (`+strings.Join(placeholders, ", ")+`) ORDER BY c.seq`, args...)
 }
 
 func (s *State) changes(ctx context.Context, what, query string, args ...any) ([]domain.Change, error) {
@@ -56,7 +59,7 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out, err := collectRows(rows, func(row rowScanner) (c domain.Change, err error) {
-		err = row.Scan(&c.Seq, &c.ResourceID)
+		err = row.Scan(&c.Seq, &c.ResourceID, &c.Owner)
 		return c, err
 	})
 	if err != nil {

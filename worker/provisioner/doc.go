@@ -169,16 +169,27 @@
 //
 // # Queue and concurrency
 //
-// The loop owns a de-duplicated FIFO queue of ids, the set of ids in flight and a min-heap
-// of (time, id) retries, with a single clock timer for the earliest retry. Watcher events
+// The loop owns a de-duplicated queue of ids, the set of ids in flight and a min-heap of
+// (time, id) retries, with a single clock timer for the earliest retry. Watcher events
 // and due retries enqueue ids; at most Concurrency reconciles run at once, each in a
 // goroutine the loop waits for before it returns, with a context that ends when the worker
 // is killed or after ReconcileTimeout. An id that changes while its reconcile is in flight
 // is marked dirty and queued again when that reconcile ends: one resource is never
 // reconciled twice at once. Enqueueing an id drops its scheduled retry; the reconcile
-// decides afresh. While queueHighWater ids are queued (or left to other agents, below) the
-// loop takes no watcher event, so a backlog waits in the watcher, which coalesces it and
-// reads no further page of it.
+// decides afresh. While queueHighWater ids are queued, or leftHighWater are left to other
+// agents (below), the loop takes no watcher event, so a backlog waits in the watcher.
+//
+// The queue is fair between owners (internal/fairqueue): each owner's ids wait first in,
+// first out, and the owners with ids queued take turns, each giving up to its weight of ids
+// a turn (deficit round robin, every id costing one). An owner alone is served exactly in
+// order; a newcomer is served within one round. The weights are the owners' policies
+// (Config.Owners, read every OwnerPoliciesInterval; an owner without one has weight 1).
+// The watcher takes the same turns in what it hands over, and reads ahead of the loop, so
+// the loop holds little (queueHighWater, a few events) and an owner whose work arrives
+// behind another owner's burst waits for that little, not for the burst. Retries, dirty
+// ids and ids woken by freed capacity are queued again under their owner. The report
+// lists the 20 owners with most queued (queue-depth-by-owner); the metrics count the depth
+// by owner class (MetricsOwnerLabels: by owner).
 //
 // # Sharing with other agents
 //
@@ -190,7 +201,9 @@
 // (UnclaimedResources) and queued only when they still need attention, are due and no live
 // agent holds them: the owner was busy, or went away. A claim that finds another live
 // agent's lease schedules nothing either: the resource is that agent's, and the watcher
-// reports it again should that agent die or leave its retry overdue.
+// reports it again should that agent die or leave its retry overdue. Rendezvous spreads
+// every owner's ids over the agents, so each agent's fair queue holds its share of every
+// owner's work and the turns hold across agents as on one.
 //
 // # Retries
 //

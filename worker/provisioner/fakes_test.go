@@ -17,6 +17,7 @@ import (
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/environtest"
 	"github.com/berth-dev/berth/internal/testkit"
+	"github.com/berth-dev/berth/watcher"
 )
 
 // shortWait is how long a test waits to see that no gated call comes.
@@ -670,11 +671,11 @@ func (e *fakeEnviron) concurrency() (overall, perID int) {
 // fakeWatcher delivers the ids tests send on changes.
 type fakeWatcher struct {
 	tomb    tomb.Tomb
-	changes chan []string
+	changes chan []watcher.Owned
 }
 
 func newFakeWatcher() *fakeWatcher {
-	w := &fakeWatcher{changes: make(chan []string)}
+	w := &fakeWatcher{changes: make(chan []watcher.Owned)}
 	w.tomb.Go(func() error {
 		<-w.tomb.Dying()
 		return tomb.ErrDying
@@ -682,17 +683,26 @@ func newFakeWatcher() *fakeWatcher {
 	return w
 }
 
-func (w *fakeWatcher) Changes() <-chan []string { return w.changes }
-func (w *fakeWatcher) Kill()                    { w.tomb.Kill(nil) }
-func (w *fakeWatcher) Wait() error              { return w.tomb.Wait() }
+func (w *fakeWatcher) Changes() <-chan []watcher.Owned { return w.changes }
+func (w *fakeWatcher) Kill()                           { w.tomb.Kill(nil) }
+func (w *fakeWatcher) Wait() error                     { return w.tomb.Wait() }
 
 func (w *fakeWatcher) fail(err error) { w.tomb.Kill(err) }
 
+// send sends ids, of the default owner.
 func (w *fakeWatcher) send(c *gc.C, ids ...string) {
+	batch := make([]watcher.Owned, len(ids))
+	for i, id := range ids {
+		batch[i] = watcher.Owned{ID: id}
+	}
+	w.sendOwned(c, batch...)
+}
+
+func (w *fakeWatcher) sendOwned(c *gc.C, batch ...watcher.Owned) {
 	select {
-	case w.changes <- ids:
+	case w.changes <- batch:
 	case <-time.After(testkit.LongWait):
-		c.Fatalf("timed out sending %v to the worker", ids)
+		c.Fatalf("timed out sending %v to the worker", batch)
 	}
 }
 
@@ -714,6 +724,7 @@ type fakeMetrics struct {
 	takeovers     []string      // the provisioner of each ObserveLeaseTakeover
 	reconciles    []reconcileObservation
 	queues        []queueObservation
+	lastByClass   map[string]int         // the depth by class of the last ObserveQueue
 	createToReady []reconcileObservation // without an outcome
 }
 
@@ -746,11 +757,16 @@ func (m *fakeMetrics) takeoverObservations() []string {
 	return append([]string(nil), m.takeovers...)
 }
 
-func (m *fakeMetrics) ObserveQueue(depth, inFlight int) {
+func (m *fakeMetrics) ObserveQueue(depthByClass map[string]int, inFlight int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	defer m.notify()
+	depth := 0
+	for _, n := range depthByClass {
+		depth += n
+	}
 	m.queues = append(m.queues, queueObservation{depth, inFlight})
+	m.lastByClass = depthByClass
 }
 
 func (m *fakeMetrics) ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration) {

@@ -70,6 +70,8 @@ func (f *fitStore) start(c *gc.C) {
 			BackoffMax:       backoffMax,
 			CapacityRetry:    capacityRetry,
 			ShareGrace:       2 * time.Second,
+
+			OwnerPoliciesInterval: 10 * time.Second,
 		},
 	})
 	c.Assert(err, gc.IsNil)

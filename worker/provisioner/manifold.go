@@ -102,6 +102,7 @@ func Manifold(config ManifoldConfig) dependency.Manifold {
 				TracerProvider: config.TracerProvider,
 				Agents:         in.State,
 				Breakers:       breakers,
+				Owners:         in.State,
 				Settings:       config.Settings,
 			})
 		},

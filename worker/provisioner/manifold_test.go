@@ -43,10 +43,12 @@ func (s *manifoldSuite) SetUpTest(c *gc.C) {
 }
 
 // stubState stands in for the database's output; the manifold only passes it on, and the
-// worker it starts lists the agents once: none but itself.
+// worker it starts lists the agents once (none but itself) and the owners' policies (none).
 type stubState struct{ domain.State }
 
 func (stubState) ListAgents(context.Context, time.Duration) ([]domain.Agent, error) { return nil, nil }
+
+func (stubState) ListOwnerPolicies(context.Context) ([]domain.OwnerPolicy, error) { return nil, nil }
 
 func (s *manifoldSuite) config() provisioner.ManifoldConfig {
 	return provisioner.ManifoldConfig{
@@ -63,6 +65,8 @@ func (s *manifoldSuite) config() provisioner.ManifoldConfig {
 			BackoffMax:       backoffMax,
 			CapacityRetry:    capacityRetry,
 			ShareGrace:       2 * time.Second,
+
+			OwnerPoliciesInterval: 10 * time.Second,
 		},
 		Logger:  s.logger,
 		Rand:    func() float64 { return 0.25 },

@@ -113,6 +113,8 @@ func (s *postgresSuite) startWorker(c *gc.C, metrics *fakeMetrics, watcher *fake
 			BackoffMax:       backoffMax,
 			CapacityRetry:    capacityRetry,
 			ShareGrace:       2 * time.Second,
+
+			OwnerPoliciesInterval: 10 * time.Second,
 		},
 	})
 	c.Assert(err, gc.IsNil)

@@ -3,18 +3,24 @@ package provisioner
 import (
 	"container/heap"
 	"time"
+
+	"github.com/berth-dev/berth/internal/fairqueue"
 )
 
 // schedule is the loop's bookkeeping of which resources to reconcile and when. Only the loop
 // goroutine touches it. Each resource it knows has one entry, whose placement says the one place
-// the resource is in: the FIFO queue (reconcile as soon as a slot is free), running (a
-// reconcile is in flight; a change marks it dirty), or the retry heap (reconcile at a time).
+// the resource is in: the queue (reconcile as soon as a slot is free), running (a reconcile
+// is in flight; a change marks it dirty), or the retry heap (reconcile at a time).
 // Resources waiting for capacity also remember the provisioner, so that a deprovision can
 // wake them before their retry is due.
+//
+// The queue is fair between owners: each owner's resources wait first in, first out, and
+// the owners take turns by weight (see fairqueue), so that one owner's burst does not keep
+// another's resource waiting behind it. An owner alone is served in order.
 type schedule struct {
 	entries map[string]*entry
-	queue   []string  // the ids of the queued entries, in order
-	retries retryHeap // the retries of the retrying entries, earliest first
+	queue   *fairqueue.Queue // the ids of the queued entries, by owner
+	retries retryHeap        // the retries of the retrying entries, earliest first
 
 	// counts is the sum of the entries' counts. The entries answer it, but the loop's limits
 	// and report read it on every turn, and counting would visit every entry, a backlog of
@@ -51,6 +57,7 @@ const (
 // schedule's counts hold.
 type entry struct {
 	placement
+	owner   string // the resource's owner, which never changes
 	counted counts // only sync writes it
 }
 
@@ -83,14 +90,19 @@ func btoi(b bool) int {
 }
 
 func newSchedule() *schedule {
-	return &schedule{entries: make(map[string]*entry)}
+	return &schedule{entries: make(map[string]*entry), queue: fairqueue.New()}
 }
 
-// entry returns id's entry, adding an idle one if the schedule has none.
-func (s *schedule) entry(id string) *entry {
+// setWeights sets the owners' weights in the queue (an owner not named has weight 1).
+func (s *schedule) setWeights(weights map[string]int) {
+	s.queue.SetWeights(weights)
+}
+
+// entry returns id's entry, adding an idle one of owner if the schedule has none.
+func (s *schedule) entry(id, owner string) *entry {
 	e, ok := s.entries[id]
 	if !ok {
-		e = &entry{}
+		e = &entry{owner: owner}
 		s.entries[id] = e
 	}
 	return e
@@ -118,11 +130,11 @@ func (s *schedule) pending(id string) bool {
 	return ok && (e.place == queued || e.place == running)
 }
 
-// enqueue asks for id to be reconciled now. A scheduled retry of id is dropped: the reconcile
-// decides afresh when (if ever) to retry. An id in flight is marked dirty instead, so that it
-// runs again once the current reconcile ends and never twice at once.
-func (s *schedule) enqueue(id string) {
-	e := s.entry(id)
+// enqueue asks for id, of owner, to be reconciled now. A scheduled retry of id is dropped:
+// the reconcile decides afresh when (if ever) to retry. An id in flight is marked dirty
+// instead, so that it runs again once the current reconcile ends and never twice at once.
+func (s *schedule) enqueue(id, owner string) {
+	e := s.entry(id, owner)
 	if e.place == retrying {
 		heap.Remove(&s.retries, e.retry.index)
 		e.place, e.retry = idle, nil
@@ -132,21 +144,20 @@ func (s *schedule) enqueue(id string) {
 		e.dirty = true
 	case idle:
 		e.place = queued
-		s.queue = append(s.queue, id)
+		s.queue.Push(e.owner, id)
 	}
 	s.sync(id)
 }
 
-// start takes the next queued id and marks it running, if fewer than limit are running
-// besides those awaiting their resource, and fewer than limit + awaitLimit in all. woken says
-// it was queued because capacity was freed for it.
+// start takes the next queued id, its owner's turn come, and marks it running, if fewer
+// than limit are running besides those awaiting their resource, and fewer than limit +
+// awaitLimit in all. woken says it was queued because capacity was freed for it.
 func (s *schedule) start(limit, awaitLimit int) (id string, woken, ok bool) {
-	if s.inFlight()-s.awaitingReady() >= limit || s.inFlight() >= limit+awaitLimit || len(s.queue) == 0 {
+	if s.inFlight()-s.awaitingReady() >= limit || s.inFlight() >= limit+awaitLimit || s.queue.Len() == 0 {
 		return "", false, false
 	}
-	id = s.queue[0]
-	s.queue[0] = ""
-	s.queue = s.queue[1:]
+	next, _ := s.queue.Pop()
+	id = next.ID
 	e := s.entries[id]
 	woken = e.woken
 	e.placement = placement{place: running}
@@ -165,8 +176,8 @@ func (s *schedule) await(id string) {
 
 // finish ends id's reconcile and applies its outcome.
 func (s *schedule) finish(o outcome) {
-	e := s.entry(o.id)
-	dirty := e.dirty
+	e := s.entry(o.id, "")
+	dirty, owner := e.dirty, e.owner
 	if e.place == running {
 		e.place, e.dirty, e.awaiting = idle, false, false
 	}
@@ -176,9 +187,9 @@ func (s *schedule) finish(o outcome) {
 	s.sync(o.id)
 	switch {
 	case dirty || o.requeue:
-		s.enqueue(o.id)
+		s.enqueue(o.id, owner)
 	case !o.retryAt.IsZero():
-		s.retryAt(o.id, o.retryAt)
+		s.retryAt(o.id, owner, o.retryAt)
 	}
 	if o.freed != "" {
 		s.wake(o.freed)
@@ -190,17 +201,17 @@ func (s *schedule) wake(provisioner string) {
 	for id, e := range s.entries {
 		if e.waitingFor == provisioner {
 			e.waitingFor = ""
-			s.enqueue(id)
+			s.enqueue(id, e.owner)
 			e.woken = e.place == queued
 		}
 	}
 }
 
-// retryAt schedules id to be reconciled at t, replacing an earlier schedule of id. An id
-// queued or in flight is left as it is: it is reconciled sooner, and that reconcile decides
-// afresh when to retry.
-func (s *schedule) retryAt(id string, t time.Time) {
-	e := s.entry(id)
+// retryAt schedules id, of owner, to be reconciled at t, replacing an earlier schedule of
+// id. An id queued or in flight is left as it is: it is reconciled sooner, and that
+// reconcile decides afresh when to retry.
+func (s *schedule) retryAt(id, owner string, t time.Time) {
+	e := s.entry(id, owner)
 	switch e.place {
 	case retrying:
 		e.retry.at = t
@@ -218,7 +229,7 @@ func (s *schedule) due(now time.Time) {
 		r := heap.Pop(&s.retries).(*retry)
 		e := s.entries[r.id]
 		e.place, e.retry = idle, nil
-		s.enqueue(r.id)
+		s.enqueue(r.id, e.owner)
 	}
 }
 
@@ -231,7 +242,10 @@ func (s *schedule) nextRetry() (time.Time, bool) {
 }
 
 // queueDepth is how many entries are queued.
-func (s *schedule) queueDepth() int { return len(s.queue) }
+func (s *schedule) queueDepth() int { return s.queue.Len() }
+
+// queueDepths is how many entries each owner with some queued has queued.
+func (s *schedule) queueDepths() map[string]int { return s.queue.Depths() }
 
 // inFlight is how many entries are running, those awaiting their resource included.
 func (s *schedule) inFlight() int { return s.counts.inFlight }

@@ -30,15 +30,15 @@ func drain(s *schedule) []string {
 func (*scheduleSuite) TestFIFOWithoutDuplicates(c *gc.C) {
 	s := newSchedule()
 	for _, id := range []string{"a", "b", "a", "c", "b"} {
-		s.enqueue(id)
+		s.enqueue(id, "")
 	}
 	c.Check(drain(s), gc.DeepEquals, []string{"a", "b", "c"})
 }
 
 func (*scheduleSuite) TestLimit(c *gc.C) {
 	s := newSchedule()
-	s.enqueue("a")
-	s.enqueue("b")
+	s.enqueue("a", "")
+	s.enqueue("b", "")
 	id, _, ok := s.start(1, 1)
 	c.Check(id, gc.Equals, "a")
 	c.Check(ok, gc.Equals, true)
@@ -51,9 +51,9 @@ func (*scheduleSuite) TestLimit(c *gc.C) {
 
 func (*scheduleSuite) TestDirtyWhileRunning(c *gc.C) {
 	s := newSchedule()
-	s.enqueue("a")
+	s.enqueue("a", "")
 	drain(s)
-	s.enqueue("a")
+	s.enqueue("a", "")
 	c.Check(drain(s), gc.HasLen, 0) // not twice at once
 	s.finish(outcome{id: "a", retryAt: t0})
 	c.Check(drain(s), gc.DeepEquals, []string{"a"}) // dirty wins over the retry
@@ -63,7 +63,7 @@ func (*scheduleSuite) TestDirtyWhileRunning(c *gc.C) {
 func (*scheduleSuite) TestRetriesEarliestFirst(c *gc.C) {
 	s := newSchedule()
 	for i, id := range []string{"a", "b", "c"} {
-		s.enqueue(id)
+		s.enqueue(id, "")
 		drain(s)
 		s.finish(outcome{id: id, retryAt: t0.Add(time.Duration(3-i) * time.Second)})
 	}
@@ -81,14 +81,14 @@ func (*scheduleSuite) TestRetriesEarliestFirst(c *gc.C) {
 
 func (*scheduleSuite) TestEnqueueDropsRetry(c *gc.C) {
 	s := newSchedule()
-	s.retryAt("a", t0.Add(time.Minute))
-	s.retryAt("b", t0.Add(time.Hour))
-	s.retryAt("b", t0.Add(time.Second)) // rescheduled, not duplicated
+	s.retryAt("a", "", t0.Add(time.Minute))
+	s.retryAt("b", "", t0.Add(time.Hour))
+	s.retryAt("b", "", t0.Add(time.Second)) // rescheduled, not duplicated
 	c.Check(s.retries, gc.HasLen, 2)
 	next, _ := s.nextRetry()
 	c.Check(next, gc.Equals, t0.Add(time.Second))
 
-	s.enqueue("b")
+	s.enqueue("b", "")
 	c.Check(s.retries, gc.HasLen, 1)
 	next, _ = s.nextRetry()
 	c.Check(next, gc.Equals, t0.Add(time.Minute))
@@ -102,11 +102,11 @@ func (*scheduleSuite) TestWakeCapacity(c *gc.C) {
 		{id: "b", retryAt: t0.Add(time.Minute), waitingFor: "other"},
 		{id: "c", retryAt: t0.Add(time.Minute), waitingFor: "pool"},
 	} {
-		s.enqueue(o.id)
+		s.enqueue(o.id, "")
 		drain(s)
 		s.finish(o)
 	}
-	s.enqueue("d")
+	s.enqueue("d", "")
 	drain(s)
 	s.finish(outcome{id: "d", freed: "pool"})
 
@@ -128,8 +128,9 @@ func (*scheduleSuite) TestWakeCapacity(c *gc.C) {
 // agree with the entries, and that no field outlives the place it has a meaning in.
 func checkPlaces(c *gc.C, s *schedule, step string) {
 	inQueue := map[string]int{}
-	for _, id := range s.queue {
-		inQueue[id]++
+	for _, it := range s.queue.Peek(s.queue.Len()) {
+		inQueue[it.ID]++
+		c.Check(s.entries[it.ID] != nil && s.entries[it.ID].owner == it.Owner, gc.Equals, true, gc.Commentf("%s: %s queued under %q", step, it.ID, it.Owner))
 	}
 	inRetries := map[string]int{}
 	for i, r := range s.retries {
@@ -169,7 +170,7 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 	}
 	c.Check(s.counts, gc.Equals, want, gc.Commentf(step))
 	c.Check([]int{s.inFlight(), s.awaitingReady(), s.waitingForCapacity(), s.queueDepth(), s.scheduledRetries()},
-		gc.DeepEquals, []int{want.inFlight, want.awaiting, want.waitingForCapacity, len(s.queue), len(s.retries)},
+		gc.DeepEquals, []int{want.inFlight, want.awaiting, want.waitingForCapacity, s.queue.Len(), len(s.retries)},
 		gc.Commentf("%s: in flight, awaiting, waiting for capacity, queued, retrying", step))
 }
 
@@ -178,6 +179,7 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 // one place and never runs twice at once.
 func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
 	ids := []string{"a", "b", "c", "d"}
+	ownerOf := map[string]string{"a": "x", "b": "x", "c": "y", "d": ""}
 	provisioners := []string{"", "pool", "other"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	s := newSchedule()
@@ -197,9 +199,9 @@ func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
 		switch rng.IntN(7) {
 		case 0, 1:
 			step = "enqueue " + id
-			s.enqueue(id)
+			s.enqueue(id, ownerOf[id])
 		case 2:
-			queuedBefore := len(s.queue)
+			queuedBefore := s.queue.Len()
 			started, _, ok := s.start(2, 1)
 			step = "start " + started
 			busy, waiting := len(inFlight), 0
@@ -231,7 +233,7 @@ func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
 			s.finish(o)
 		case 5:
 			step = "retryAt " + id
-			s.retryAt(id, now.Add(time.Duration(rng.IntN(10))*time.Second))
+			s.retryAt(id, ownerOf[id], now.Add(time.Duration(rng.IntN(10))*time.Second))
 		case 6:
 			now = now.Add(time.Duration(rng.IntN(5)) * time.Second)
 			step = "due"
@@ -263,7 +265,7 @@ func BenchmarkScheduleTurn(b *testing.B) {
 	s := newSchedule()
 	for i := range backlog {
 		id := fmt.Sprintf("waiting-%d", i)
-		s.enqueue(id)
+		s.enqueue(id, "")
 		s.start(backlog, 1)
 		s.finish(outcome{id: id, retryAt: t0.Add(time.Hour), waitingFor: "pool"})
 	}
@@ -275,7 +277,7 @@ func BenchmarkScheduleTurn(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		s.enqueue(ids[i%busy])
+		s.enqueue(ids[i%busy], "")
 		for {
 			id, _, ok := s.start(limit, limit)
 			if !ok {

@@ -29,6 +29,9 @@ const (
 	// DefaultCapacityRetry is the longest wait between retries of a resource waiting for
 	// capacity, which another resource's deletion may free at any time.
 	DefaultCapacityRetry = 30 * time.Second
+	// DefaultOwnerPoliciesInterval is how often the owners' weights and classes are read
+	// again: one query of a small table.
+	DefaultOwnerPoliciesInterval = 10 * time.Second
 )
 
 // Settings tune the worker. ManifoldConfig embeds them and hands them to Config whole, so
@@ -53,6 +56,12 @@ type Settings struct {
 	// ShareGrace is how long a changed resource is left to its rendezvous owner (the agents'
 	// --heartbeat-interval), and how old the list of live agents may get.
 	ShareGrace time.Duration
+	// OwnerPoliciesInterval is how often the owners' weights (the queue's turns) and
+	// classes (the queue-depth metric's labels) are read again; see Config.Owners.
+	OwnerPoliciesInterval time.Duration
+	// MetricsOwnerLabels labels the queue depth by owner instead of by owner class: only
+	// for a store with few owners, since every owner becomes a time series.
+	MetricsOwnerLabels bool
 }
 
 // DefaultSettings are the settings' defaults; Agent and ShareGrace have none: they are the
@@ -66,6 +75,8 @@ func DefaultSettings() Settings {
 		BackoffBase:      DefaultBackoffBase,
 		BackoffMax:       DefaultBackoffMax,
 		CapacityRetry:    DefaultCapacityRetry,
+
+		OwnerPoliciesInterval: DefaultOwnerPoliciesInterval,
 	}
 }
 
@@ -93,6 +104,8 @@ func (s Settings) Validate() error {
 		return setting.Invalid("CapacityRetry", s.CapacityRetry, "must be positive")
 	case s.ShareGrace <= 0:
 		return setting.Invalid("ShareGrace", s.ShareGrace, "must be positive: pass the agents' --heartbeat-interval")
+	case s.OwnerPoliciesInterval <= 0:
+		return setting.Invalid("OwnerPoliciesInterval", s.OwnerPoliciesInterval, "must be positive")
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/clocktimeout"
 	"github.com/berth-dev/berth/internal/rendezvous"
+	"github.com/berth-dev/berth/watcher"
 )
 
 // AgentLister lists the agents sharing the store (domain.State is one).
@@ -29,9 +30,9 @@ type sharing struct {
 	isLeft   map[string]bool
 }
 
-// leftResource is a resource left to its owner until at.
+// leftResource is a resource (and its owner, the tenant) left to its owner agent until at.
 type leftResource struct {
-	id string
+	watcher.Owned
 	at time.Time
 }
 
@@ -59,17 +60,19 @@ func (w *Worker) refreshAgents(ctx context.Context, sh *sharing, now time.Time) 
 
 // route queues the ids of a watcher event: at once those this agent owns (and those it has
 // in flight or queued already), the others once their owner had ShareGrace to take them.
-func (w *Worker) route(ctx context.Context, s *schedule, sh *sharing, ids []string) {
+// Rendezvous spreads every tenant's ids over the agents, so each agent's fair queue sees its
+// share of every tenant's work and the turns hold across agents.
+func (w *Worker) route(ctx context.Context, s *schedule, sh *sharing, batch []watcher.Owned) {
 	now := w.config.Clock.Now()
 	w.refreshAgents(ctx, sh, now)
-	for _, id := range ids {
-		if len(sh.agents) <= 1 || s.pending(id) || rendezvous.Owner(sh.agents, id) == w.config.Agent.ID {
-			s.enqueue(id)
+	for _, o := range batch {
+		if len(sh.agents) <= 1 || s.pending(o.ID) || rendezvous.Owner(sh.agents, o.ID) == w.config.Agent.ID {
+			s.enqueue(o.ID, o.Owner)
 			continue
 		}
-		if !sh.isLeft[id] {
-			sh.isLeft[id] = true
-			sh.left = append(sh.left, leftResource{id: id, at: now.Add(w.config.ShareGrace)})
+		if !sh.isLeft[o.ID] {
+			sh.isLeft[o.ID] = true
+			sh.left = append(sh.left, leftResource{Owned: o, at: now.Add(w.config.ShareGrace)})
 		}
 	}
 }
@@ -87,12 +90,14 @@ func (sh *sharing) nextLeft() (time.Time, bool) {
 func (w *Worker) takeUp(ctx context.Context, s *schedule, sh *sharing) {
 	now := w.config.Clock.Now()
 	var due []string
+	owners := make(map[string]string)
 	for len(sh.left) > 0 && !sh.left[0].at.After(now) && len(due) < maxUnclaimedCheck {
-		id := sh.left[0].id
+		left := sh.left[0]
 		sh.left[0] = leftResource{}
 		sh.left = sh.left[1:]
-		delete(sh.isLeft, id)
-		due = append(due, id)
+		delete(sh.isLeft, left.ID)
+		due = append(due, left.ID)
+		owners[left.ID] = left.Owner
 	}
 	if len(due) == 0 {
 		return
@@ -107,6 +112,6 @@ func (w *Worker) takeUp(ctx context.Context, s *schedule, sh *sharing) {
 		unclaimed = due
 	}
 	for _, id := range unclaimed {
-		s.enqueue(id)
+		s.enqueue(id, owners[id])
 	}
 }

@@ -167,6 +167,8 @@ func (s *typesSuite) checkWidgetLifecycle(c *gc.C, open func(c *gc.C, ctx contex
 			BackoffMax:       backoffMax,
 			CapacityRetry:    capacityRetry,
 			ShareGrace:       2 * time.Second,
+
+			OwnerPoliciesInterval: 10 * time.Second,
 		},
 	})
 	c.Assert(err, gc.IsNil)

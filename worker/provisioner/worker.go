@@ -17,6 +17,7 @@ import (
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/internal/inflight"
+	"github.com/berth-dev/berth/watcher"
 )
 
 // ResourceState is the part of domain.State the worker uses.
@@ -48,10 +49,16 @@ type Locks interface {
 	Lock(ctx context.Context, id string) (unlock func(), err error)
 }
 
-// Watcher reports the ids of resources that need attention; its first events list every one.
+// Watcher reports the ids of resources that need attention, with their owners; its first
+// events list every one.
 type Watcher interface {
 	worker.Worker
-	Changes() <-chan []string
+	Changes() <-chan []watcher.Owned
+}
+
+// OwnerPolicies lists the owners' policies (domain.State is one).
+type OwnerPolicies interface {
+	ListOwnerPolicies(ctx context.Context) ([]domain.OwnerPolicy, error)
 }
 
 // Metrics records how reconciles go (*metrics.Metrics is one). Durations are measured on
@@ -59,8 +66,9 @@ type Watcher interface {
 type Metrics interface {
 	// ObserveReconcile counts one attempt that did something, by its outcome (Outcome*).
 	ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration)
-	// ObserveQueue records the queue's depth and the reconciles in flight.
-	ObserveQueue(depth, inFlight int)
+	// ObserveQueue records the queue's depth by owner class ("" is the default class) and
+	// the reconciles in flight.
+	ObserveQueue(depthByClass map[string]int, inFlight int)
 	// ObserveCreateToReady records a resource's time from creation to its first ready, as
 	// the database's timestamps say.
 	ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration)
@@ -110,6 +118,11 @@ type Config struct {
 	// them off.
 	Breakers BreakerConfig
 
+	// Owners lists the owners' policies, read every OwnerPoliciesInterval: their weights
+	// set the owners' turns in the queue, their classes the queue-depth metric's labels.
+	// Without Owners every owner has weight 1 and the default class.
+	Owners OwnerPolicies
+
 	Settings
 }
 
@@ -142,10 +155,21 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// queueHighWater is how many queued resources (and resources left to other agents) make
-// the loop stop taking events from the watcher until they drain below it. The watcher coalesces what arrives meanwhile and
-// reads no further page of its backlog, so a backlog of any size is held in neither.
-const queueHighWater = 1000
+// queueHighWater is how many queued resources make the loop stop taking events from the
+// watcher until they drain below it. The watcher holds the backlog, reads ahead of the loop
+// and interleaves the owners; what the loop holds is served before another owner's newer
+// work reaches it, so it is kept to a few events' worth, enough that no slot waits.
+const queueHighWater = 256
+
+// leftHighWater is how many resources left to other agents make the loop stop taking
+// events until they are due and taken up (ShareGrace): with several agents, most of each
+// event is left to the others, so the bound is far above queueHighWater, while keeping a
+// backlog from being held here rather than in the watcher.
+const leftHighWater = 20000
+
+// reportedOwners is how many owners, those with the most queued, the engine report lists
+// with their queue depths.
+const reportedOwners = 20
 
 // bookkeepingTimeout bounds the database calls made after an attempt: recording its failure
 // and releasing its lease.
@@ -220,6 +244,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	s := newSchedule()
 	sh := &sharing{isLeft: make(map[string]bool)}
 	w.refreshAgents(ctx, sh, w.config.Clock.Now())
+	owners := &ownerPolicies{}
 	var timer clock.Timer
 	var timerAt time.Time
 	defer func() {
@@ -228,6 +253,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 		}
 	}()
 	for {
+		w.refreshOwners(ctx, s, owners, w.config.Clock.Now())
 		s.due(w.config.Clock.Now())
 		if at, ok := sh.nextLeft(); ok && !at.After(w.config.Clock.Now()) {
 			w.takeUp(ctx, s, sh)
@@ -258,20 +284,20 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			timer.Stop()
 			timer = nil
 		}
-		w.publish(s, sh)
+		w.publish(s, sh, owners)
 
 		changes := watcher.Changes()
-		if s.queueDepth()+len(sh.left) >= queueHighWater {
+		if s.queueDepth() >= queueHighWater || len(sh.left) >= leftHighWater {
 			changes = nil
 		}
 		select {
 		case <-w.catacomb.Dying():
 			return w.catacomb.ErrDying()
-		case ids, ok := <-changes:
+		case batch, ok := <-changes:
 			if !ok {
 				return errors.New("resources watcher stopped unexpectedly")
 			}
-			w.route(ctx, s, sh, ids)
+			w.route(ctx, s, sh, batch)
 		case o := <-done:
 			if o.awaiting {
 				s.await(o.id)
@@ -284,9 +310,12 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	}
 }
 
-func (w *Worker) publish(s *schedule, sh *sharing) {
+func (w *Worker) publish(s *schedule, sh *sharing, owners *ownerPolicies) {
+	depths := s.queueDepths()
 	report := map[string]any{
 		"queue-depth":          s.queueDepth(),
+		"queued-owners":        len(depths),
+		"queue-depth-by-owner": topOwners(depths, reportedOwners),
 		"in-flight":            s.inFlight(),
 		"awaiting-ready":       s.awaitingReady(),
 		"waiting-for-capacity": s.waitingForCapacity(),
@@ -300,7 +329,7 @@ func (w *Worker) publish(s *schedule, sh *sharing) {
 	w.mu.Lock()
 	w.report = report
 	w.mu.Unlock()
-	w.config.Metrics.ObserveQueue(s.queueDepth(), s.inFlight())
+	w.config.Metrics.ObserveQueue(w.depthByClass(depths, owners), s.inFlight())
 }
 
 // earliest returns the earlier of two optional times.

@@ -22,6 +22,7 @@ import (
 	"github.com/berth-dev/berth/internal/resourcelock"
 	"github.com/berth-dev/berth/internal/testkit"
 	"github.com/berth-dev/berth/metrics"
+	"github.com/berth-dev/berth/watcher"
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
@@ -96,6 +97,8 @@ func (s *workerSuite) config() provisioner.Config {
 			BackoffMax:       backoffMax,
 			CapacityRetry:    capacityRetry,
 			ShareGrace:       2 * time.Second,
+
+			OwnerPoliciesInterval: 10 * time.Second,
 		},
 	}
 }
@@ -633,7 +636,7 @@ func (s *workerSuite) TestFullQueueHoldsBackTheWatcher(c *gc.C) {
 	c.Check(s.env.entered.Next(c), gc.Equals, "reconcile:r0000")
 	waitReport(c, w, "queue-depth", provisioner.QueueHighWater)
 	select {
-	case s.watcher.changes <- []string{"more"}:
+	case s.watcher.changes <- []watcher.Owned{{ID: "more"}}:
 		c.Fatalf("the worker took an event with %d resources queued", provisioner.QueueHighWater)
 	case <-time.After(shortWait):
 	}
