@@ -144,7 +144,11 @@ func newOwnersUnsetCommand(opts *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "unset OWNER",
 		Short: "Remove an owner's policy: it has weight 1 and the default class again",
-		Args:  cobra.ExactArgs(1),
+		Long: `Remove OWNER's policy (berth owners set): the agents give the owner weight 1 and the
+default metrics class again once they next read the policies. An owner without a policy
+is not found (exit 4).`,
+		Example: `  berth owners unset acme`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			st, err := opts.openState(ctx)
