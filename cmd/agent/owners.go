@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,17 +16,19 @@ import (
 // quota, its usage) is a field here, a column of ownerListing and a key of ownerJSON.
 type ownerRow struct {
 	domain.OwnerSummary
+	Quotas []domain.QuotaUsage // its quotas with its usage under each, by provisioner
 }
 
 // ownerJSON is an owner as -o json prints it.
 type ownerJSON struct {
-	Owner     string     `json:"owner"`
-	Weight    int        `json:"weight"`
-	Class     string     `json:"class"`
-	Policy    bool       `json:"policy"` // whether the operator set one; else the defaults
-	Resources int        `json:"resources"`
-	Queued    int        `json:"queued"`
-	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	Owner     string      `json:"owner"`
+	Weight    int         `json:"weight"`
+	Class     string      `json:"class"`
+	Policy    bool        `json:"policy"` // whether the operator set one; else the defaults
+	Resources int         `json:"resources"`
+	Queued    int         `json:"queued"`
+	UpdatedAt *time.Time  `json:"updated_at,omitempty"`
+	Quotas    []quotaJSON `json:"quotas"`
 }
 
 const ownersHelp = `Berth's agents serve the owners' work in weighted turns: while several owners have
@@ -44,7 +48,9 @@ func newOwnersCommand(opts *globalOptions) *cobra.Command {
 		Long: `List every owner that has resources or a policy, by owner: its WEIGHT and CLASS (set with
 berth owners set; an owner without a policy shows the defaults, 1 and none), how many
 RESOURCES it has, and how many of them are QUEUED (need the agents' attention: being
-created, changed, deleted, retried or woken). The default owner ("") is listed as (none).
+created, changed, deleted, retried or woken), and its QUOTAS: for each provisioner it has a
+quota on (berth quota set), what it holds there against each cap. The default owner ("") is
+listed as (none).
 
 ` + ownersHelp + `
 
@@ -73,10 +79,11 @@ created, changed, deleted, retried or woken). The default owner ("") is listed a
 				_, err := fmt.Fprintln(cmd.OutOrStdout(), "No owners: no resource exists and no owner has a policy.")
 				return err
 			}
-			rows := make([]ownerRow, len(summaries))
-			for i, s := range summaries {
-				rows[i] = ownerRow{s}
+			quotas, err := st.ListQuotas(ctx, domain.QuotaFilter{})
+			if err != nil {
+				return needsSchema(err)
 			}
+			rows := ownerRows(summaries, quotas)
 			return ownerListing.print(cmd.OutOrStdout(), p, rows, opts.clock.Now())
 		},
 	}
@@ -173,6 +180,7 @@ var ownerListing = listing[ownerRow]{
 		{header: "CLASS", cell: func(o ownerRow, _ time.Time) string { return classText(o.Class) }},
 		{header: "RESOURCES", cell: func(o ownerRow, _ time.Time) string { return fmt.Sprint(o.Resources) }},
 		{header: "QUEUED", cell: func(o ownerRow, _ time.Time) string { return fmt.Sprint(o.Queued) }},
+		{header: "QUOTAS", cell: func(o ownerRow, _ time.Time) string { return quotasText(o.Quotas) }},
 		{header: "POLICY SET", wide: true, cell: func(o ownerRow, _ time.Time) string {
 			if !o.HasPolicy {
 				return "-"
@@ -181,7 +189,11 @@ var ownerListing = listing[ownerRow]{
 		}},
 	},
 	view: func(o ownerRow) any {
-		v := ownerJSON{Owner: o.Owner, Weight: o.Weight, Class: o.Class, Policy: o.HasPolicy, Resources: o.Resources, Queued: o.Queued}
+		v := ownerJSON{Owner: o.Owner, Weight: o.Weight, Class: o.Class, Policy: o.HasPolicy, Resources: o.Resources, Queued: o.Queued,
+			Quotas: make([]quotaJSON, len(o.Quotas))}
+		for i, q := range o.Quotas {
+			v.Quotas[i] = quotaListing.view(q).(quotaJSON)
+		}
 		if o.HasPolicy {
 			at := o.UpdatedAt.UTC()
 			v.UpdatedAt = &at
@@ -205,4 +217,40 @@ func classText(class string) string {
 		return "-"
 	}
 	return class
+}
+
+// ownerRows joins the owners with their quotas. An owner with a quota but no resource and no
+// policy is listed too, with the default policy.
+func ownerRows(summaries []domain.OwnerSummary, quotas []domain.QuotaUsage) []ownerRow {
+	rows := make([]ownerRow, 0, len(summaries))
+	at := make(map[string]int, len(summaries))
+	for _, s := range summaries {
+		at[s.Owner] = len(rows)
+		rows = append(rows, ownerRow{OwnerSummary: s})
+	}
+	for _, q := range quotas {
+		i, ok := at[q.Owner]
+		if !ok {
+			i = len(rows)
+			at[q.Owner] = i
+			rows = append(rows, ownerRow{OwnerSummary: domain.OwnerSummary{
+				OwnerPolicy: domain.OwnerPolicy{Owner: q.Owner, Weight: domain.DefaultOwnerWeight}}})
+		}
+		rows[i].Quotas = append(rows[i].Quotas, q)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Owner < rows[j].Owner })
+	return rows
+}
+
+// quotasText is an owner's usage under each of its quotas, "pool 3/5 resources 12/16 slots",
+// or "-" when it has none.
+func quotasText(quotas []domain.QuotaUsage) string {
+	if len(quotas) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(quotas))
+	for i, q := range quotas {
+		parts[i] = fmt.Sprintf("%s %s resources %s slots", q.Provisioner, usedOf(q.Resources, q.MaxResources), usedOf(q.Slots, q.MaxSlots))
+	}
+	return tableText(strings.Join(parts, "; "))
 }

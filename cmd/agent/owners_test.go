@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -67,6 +68,32 @@ func TestOwnersListsOwnersWithResourcesOrAPolicy(t *testing.T) {
 	c.mustRun("owners", "unset", "idle-team")
 	if out := c.mustRun("owners"); strings.Contains(out, "idle-team") {
 		t.Errorf("an owner without resources is listed after its policy was removed:\n%s", out)
+	}
+
+	c.mustRun("quota", "set", "acme", "--provisioner", "pool", "--resources", "5", "--slots", "16")
+	c.mustRun("quota", "set", "quota-only", "--provisioner", "pool", "--resources", "1")
+	out = c.mustRun("owners")
+	for _, w := range []string{"QUOTAS", "pool 0/5 resources 0/16 slots", "quota-only", "pool 0/1 resources 0/none slots"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("table with quotas lacks %q:\n%s", w, out)
+		}
+	}
+	var withQuotas []struct {
+		Owner  string `json:"owner"`
+		Quotas []struct {
+			Provisioner  string `json:"provisioner"`
+			MaxResources *int64 `json:"max_resources"`
+		} `json:"quotas"`
+	}
+	decodeOne(t, c.mustRun("owners", "-o", "json"), &withQuotas)
+	quotas := map[string]string{}
+	for _, o := range withQuotas {
+		for _, q := range o.Quotas {
+			quotas[o.Owner] = fmt.Sprintf("%s:%d", q.Provisioner, *q.MaxResources)
+		}
+	}
+	if quotas["acme"] != "pool:5" || quotas["quota-only"] != "pool:1" || len(quotas) != 2 {
+		t.Errorf("owners -o json gives the quotas %v; want acme pool:5 and quota-only pool:1", quotas)
 	}
 }
 
