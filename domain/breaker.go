@@ -157,9 +157,9 @@ func CheckBrokerFailure(f BrokerFailure) error {
 	case f.Settings.Window <= 0:
 		return &FieldError{Field: "breaker.window", Msg: fmt.Sprintf("is %s: must be positive", f.Settings.Window)}
 	case f.Settings.OpenFor <= 0:
-		return &FieldError{Field: "breaker.openFor", Msg: fmt.Sprintf("is %s: must be positive", f.Settings.OpenFor)}
+		return &FieldError{Field: "breaker.open_for", Msg: fmt.Sprintf("is %s: must be positive", f.Settings.OpenFor)}
 	case f.Settings.MaxOpenFor < f.Settings.OpenFor:
-		return &FieldError{Field: "breaker.maxOpenFor", Msg: fmt.Sprintf("is %s: must be at least openFor (%s)", f.Settings.MaxOpenFor, f.Settings.OpenFor)}
+		return &FieldError{Field: "breaker.max_open_for", Msg: fmt.Sprintf("is %s: must be at least open_for (%s)", f.Settings.MaxOpenFor, f.Settings.OpenFor)}
 	}
 	return nil
 }

@@ -79,8 +79,8 @@ func TestCheckBrokerFailureNamesTheField(t *testing.T) {
 	for field, change := range map[string]func(*domain.BreakerSettings){
 		"breaker.failures":   func(s *domain.BreakerSettings) { s.Failures = 0 },
 		"breaker.window":     func(s *domain.BreakerSettings) { s.Window = 0 },
-		"breaker.openFor":    func(s *domain.BreakerSettings) { s.OpenFor = -time.Second },
-		"breaker.maxOpenFor": func(s *domain.BreakerSettings) { s.MaxOpenFor = time.Second },
+		"breaker.open_for":    func(s *domain.BreakerSettings) { s.OpenFor = -time.Second },
+		"breaker.max_open_for": func(s *domain.BreakerSettings) { s.MaxOpenFor = time.Second },
 	} {
 		bad := ok
 		change(&bad.Settings)

@@ -15,13 +15,13 @@ import (
 // keeps its default (domain.DefaultBreakerSettings); "enabled": false turns the breaker
 // off, so that the provisioner's broker is called whatever it answers.
 //
-//	"breaker": {"failures": 5, "window": "30s", "openFor": "10s", "maxOpenFor": "5m"}
+//	"breaker": {"failures": 5, "window": "30s", "open_for": "10s", "max_open_for": "5m"}
 type BreakerSpec struct {
 	Enabled    *bool    `json:"enabled,omitempty"`
 	Failures   *int     `json:"failures,omitempty"`
 	Window     Duration `json:"window,omitempty"`
-	OpenFor    Duration `json:"openFor,omitempty"`
-	MaxOpenFor Duration `json:"maxOpenFor,omitempty"`
+	OpenFor    Duration `json:"open_for,omitempty"`
+	MaxOpenFor Duration `json:"max_open_for,omitempty"`
 }
 
 // Duration is a duration written as a Go duration string ("30s", "5m").
@@ -80,9 +80,9 @@ func (b *BreakerSpec) Settings() (domain.BreakerSettings, bool, error) {
 	case s.Window <= 0:
 		return s, enabled, &domain.FieldError{Field: "breaker.window", Msg: fmt.Sprintf("is %s: give a positive duration, e.g. \"30s\"", s.Window)}
 	case s.OpenFor <= 0:
-		return s, enabled, &domain.FieldError{Field: "breaker.openFor", Msg: fmt.Sprintf("is %s: give a positive duration, e.g. \"10s\"", s.OpenFor)}
+		return s, enabled, &domain.FieldError{Field: "breaker.open_for", Msg: fmt.Sprintf("is %s: give a positive duration, e.g. \"10s\"", s.OpenFor)}
 	case s.MaxOpenFor < s.OpenFor:
-		return s, enabled, &domain.FieldError{Field: "breaker.maxOpenFor", Msg: fmt.Sprintf("is %s: give at least openFor (%s)", s.MaxOpenFor, s.OpenFor)}
+		return s, enabled, &domain.FieldError{Field: "breaker.max_open_for", Msg: fmt.Sprintf("is %s: give at least open_for (%s)", s.MaxOpenFor, s.OpenFor)}
 	}
 	return s, enabled, nil
 }

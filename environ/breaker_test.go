@@ -11,7 +11,7 @@ import (
 func TestBreakerSettingsPerProvisioner(t *testing.T) {
 	set, err := newTestRegistry().NewSet([]byte(`{
 		"pool": {"type": "static", "spec": `+staticSpec+`},
-		"tuned": {"type": "static", "spec": `+staticSpec+`, "breaker": {"failures": 2, "window": "1m", "openFor": "20s"}},
+		"tuned": {"type": "static", "spec": `+staticSpec+`, "breaker": {"failures": 2, "window": "1m", "open_for": "20s"}},
 		"off": {"type": "static", "spec": `+staticSpec+`, "breaker": {"enabled": false}},
 	}`), "pool", deps())
 	if err != nil {
@@ -52,7 +52,7 @@ func TestBreakerSettingsErrorsNameTheFieldAndTheFix(t *testing.T) {
 	for _, tc := range []struct{ breaker, want string }{
 		{`{"failures": 0}`, `provisioner "pool", line 1, column 124: breaker.failures: is 0: give how many failures`},
 		{`{"window": "-1s"}`, `breaker.window: is -1s: give a positive duration`},
-		{`{"openFor": "1m", "maxOpenFor": "30s"}`, `breaker.maxOpenFor: is 30s: give at least openFor (1m0s)`},
+		{`{"open_for": "1m", "max_open_for": "30s"}`, `breaker.max_open_for: is 30s: give at least open_for (1m0s)`},
 		{`{"window": 30}`, `want a duration such as "30s", got 30`},
 		{`{"window": "soon"}`, `want a duration such as "30s", got "soon"`},
 		{`{"failure": 3}`, `unknown field "failure"`},

@@ -48,7 +48,7 @@ func TestBreakerKeepsOtherProvisionersGoingAndConverges(t *testing.T) {
 	// check of the set (which knows no default) ran on the kubernetes one alone.
 	set := fmt.Sprintf(`{
 		%q: {"type": "kubernetes", "spec": %s,
-		     "breaker": {"failures": 5, "window": "30s", "openFor": "5s", "maxOpenFor": "15s"}},
+		     "breaker": {"failures": 5, "window": "30s", "open_for": "5s", "max_open_for": "15s"}},
 		"pool": {"type": "static", "spec": {"runtimes": [{"host": %q, "slots": 100, "data_dir": "/mnt/data"}]}}
 	}`, provisioner, kube, host.URL)
 	if err := os.WriteFile(e.SetPath, []byte(set), 0o600); err != nil {
