@@ -144,7 +144,13 @@ func newOwnersUnsetCommand(opts *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "unset OWNER",
 		Short: "Remove an owner's policy: it has weight 1 and the default class again",
-		Args:  cobra.ExactArgs(1),
+		Long: `Remove OWNER's policy: the agents give it weight 1 and count its queued work under the
+default class once they read the policies again. It takes the agent's database role, and
+exits 4 when OWNER has no policy.
+
+` + ownersHelp,
+		Example: `  berth owners unset acme`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			st, err := opts.openState(ctx)
