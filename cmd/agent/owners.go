@@ -151,9 +151,11 @@ func newOwnersUnsetCommand(opts *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "unset OWNER",
 		Short: "Remove an owner's policy: it has weight 1 and the default class again",
-		Long: `Remove OWNER's policy (berth owners set): the agents give the owner weight 1 and the
-default metrics class again once they next read the policies. An owner without a policy
-is not found (exit 4).`,
+		Long: `Remove OWNER's policy: the agents give it weight 1 and count its queued work under the
+default class once they read the policies again. It takes the agent's database role, and
+exits 4 when OWNER has no policy.
+
+` + ownersHelp,
 		Example: `  berth owners unset acme`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

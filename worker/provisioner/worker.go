@@ -157,8 +157,9 @@ func (c Config) Validate() error {
 
 // queueHighWater is how many queued resources make the loop stop taking events from the
 // watcher until they drain below it. The watcher holds the backlog, reads ahead of the loop
-// and interleaves the owners; what the loop holds is served before another owner's newer
-// work reaches it, so it is kept to a few events' worth, enough that no slot waits.
+// and interleaves the owners; another owner's newer work reaches the loop's fair queue once
+// the queue drains below the mark (an event's worth of starts) and is served in the next
+// turn. The mark only has to keep every slot fed while the watcher reads.
 const queueHighWater = 256
 
 // leftHighWater is how many resources left to other agents make the loop stop taking
