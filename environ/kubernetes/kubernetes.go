@@ -298,7 +298,11 @@ const stateHibernated = "hibernated"
 //
 // A hibernated resource (its state says so) is checked as hibernated: drift is repaired
 // towards zero replicas, never scaled back up, and its workload is not asked to be available.
-func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+//
+// An API server that throttles, fails or cannot be reached says nothing of the resource: its
+// errors are marked environ.Unavailable, and the health checker records nothing for them.
+func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (_ *environ.Resource, err error) {
+	defer func() { err = markUnavailable(err) }()
 	t, err := e.typeOf(r)
 	if err != nil {
 		return nil, err

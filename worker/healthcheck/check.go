@@ -94,6 +94,12 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 		return checkDone{skipped: true}
 	}
 
+	if unavailable, ok := environ.IsUnavailable(checkErr); ok {
+		// The broker itself failed (throttled, a server error, unreachable): that says
+		// nothing of the resource, so its status stays as it is until a check can tell.
+		log.Debug("broker unavailable; the resource's health is unknown this round", "error", unavailable)
+		return checkDone{result: ResultError}
+	}
 	u := w.outcome(r, res, checkErr)
 	found := checkDone{failed: checkErr != nil, result: ResultHealthy}
 	switch {

@@ -81,6 +81,11 @@
 // for a row recorded as error, not checked, because a column of it cannot be read
 // (domain.Resource.Unreadable): the provisioner looks at it again until it is fixed.
 //
+// A check that fails because the broker itself is unavailable (an error marked
+// environ.Unavailable: the Kubernetes API server throttles, fails or cannot be reached)
+// says nothing of the resource: nothing is recorded and it is counted as an error, so an
+// API server under a fault turns no ready resource unhealthy.
+//
 // A failing check never deprovisions anything. The state and config CheckResource returns
 // (also along with an error) are saved, and the repairs it reports are recorded as the
 // resource's repair events. Nothing is written when nothing changed. Every write is

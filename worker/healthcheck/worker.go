@@ -53,7 +53,7 @@ type Metrics interface {
 // counted once, by the first of these that applies: error, unhealthy, repaired, healthy. A
 // check whose row moved on meanwhile is still counted by what it found.
 const (
-	ResultError     = "error"     // the check could not be made (provisioner unknown) or recorded
+	ResultError     = "error"     // the check could not be made (provisioner unknown, broker unavailable) or recorded
 	ResultUnhealthy = "unhealthy" // CheckResource failed
 	ResultRepaired  = "repaired"  // CheckResource passed after repairing the resource
 	ResultHealthy   = "healthy"   // CheckResource passed

@@ -201,6 +201,29 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	c.Check(s.store.row("r1").Reason, gc.Equals, domain.ReasonRecovered) // until the next reconcile
 }
 
+// A check whose broker is unavailable (the API server throttles or fails) says nothing of the
+// resource: nothing is recorded, and the row stays ready until a check can tell.
+func (s *workerSuite) TestUnavailableBrokerRecordsNothing(c *gc.C) {
+	s.store.add("r1")
+	s.config.Concurrency = 1
+	s.env.errs["r1"] = environ.Unavailable(errors.New("the server is currently unable to handle the request"),
+		environ.UnavailableServer, "503 Service Unavailable from the API server", 0)
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	s.env.calls.Next(c)
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+	s.env.calls.Next(c) // the first round's check has ended: the second's has begun
+	c.Check(s.store.records, gc.HasLen, 0)
+	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusReady)
+
+	s.env.set(func(e *fakeEnviron) { e.errs["r1"] = errors.New("host a is down") })
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+	s.env.calls.Next(c)
+	s.store.waitFor(c, "a real failure recorded", func() bool { return len(s.store.records) == 1 })
+	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusUnhealthy)
+}
+
 // A ready row that names no reason of ready (written before reasons were kept) is recorded
 // Available by its first passing check, and then left alone.
 func (s *workerSuite) TestReadyRowWithoutAReasonIsRecordedAvailable(c *gc.C) {
