@@ -26,9 +26,13 @@ func newMigrateStoreCommand(opts *globalOptions) *cobra.Command {
 		Use:   "migrate-store --to URL [--from URL]",
 		Short: "Copy everything from one database to another, e.g. from SQLite to PostgreSQL",
 		Long: `Copy all of Berth's data from one database (--from) into another (--to), of either kind:
-every resource with all its columns and ids, slot reservations, resource events, the change
-log, capacity samples and warnings, and provisioner spec fingerprints. Use it to move from the
-embedded SQLite file to PostgreSQL (for several agents, or the database's own backups), or back.
+every resource with all its columns and ids (its admission against its owner's quota
+included), slot reservations, resource events, the change log, capacity samples and warnings,
+provisioner spec fingerprints, owner policies (weights and classes) and owner quotas, so each
+owner's quota usage is the same on the target. Not copied: the registered agents (each agent
+registers where it runs), the brokers' rate budgets (they start full again) and circuit
+breakers (they start closed). Use it to move from the embedded SQLite file to PostgreSQL (for
+several agents, or the database's own backups), or back.
 
 --from defaults to the database the other commands use (--database-url, BERTH_DATABASE_URL,
 or the default SQLite file). The target's schema is created (as berth migrate does) and the

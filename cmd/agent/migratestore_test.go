@@ -154,7 +154,8 @@ func look(t *testing.T, st domain.State, id string) seen {
 
 // An install moved from SQLite to PostgreSQL carries on there: the agent provisions what was
 // pending, leaves the ready resources as they were (no provisioning again, no new events)
-// and places the new one around the reservations it found.
+// and places the new one around the reservations it found, keeps the owner's policy, and
+// admits it against the owner's quota with the usage the agent on SQLite admitted.
 func TestMigrateStoreThenTheAgentCarriesOnFromTheCopy(t *testing.T) {
 	clearEnv(t)
 	ctx := context.Background()
@@ -171,6 +172,26 @@ func TestMigrateStoreThenTheAgentCarriesOnFromTheCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		return r.ID
+	}
+	policy := domain.OwnerPolicy{Owner: "acme", Weight: 2, Class: "gold"}
+	if _, err := lite.SetOwnerPolicy(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	maxResources, maxSlots := int64(4), int64(7)
+	if _, err := lite.SetQuota(ctx, domain.QuotaChange{Owner: "acme", Provisioner: "pool",
+		Resources: domain.QuotaLimit{Set: true, Max: &maxResources}, Slots: domain.QuotaLimit{Set: true, Max: &maxSlots}}); err != nil {
+		t.Fatal(err)
+	}
+	usage := func(st store.DB) (resources, slots int64) {
+		t.Helper()
+		q, err := st.ListQuotas(ctx, domain.QuotaFilter{Owner: "acme", Provisioner: "pool"})
+		if err != nil || len(q) != 1 {
+			t.Fatalf("acme's quota on pool: %+v, %v; want it", q, err)
+		}
+		if *q[0].MaxResources != maxResources || *q[0].MaxSlots != maxSlots {
+			t.Errorf("acme's quota on pool: %d resources, %d slots; want %d, %d", *q[0].MaxResources, *q[0].MaxSlots, maxResources, maxSlots)
+		}
+		return q[0].Resources, q[0].Slots
 	}
 	agent := startAgentInProcess(t, liteURL)
 	ready := []string{create("web-1", 2), create("web-2", 2), create("db-1", 1)}
@@ -206,14 +227,21 @@ func TestMigrateStoreThenTheAgentCarriesOnFromTheCopy(t *testing.T) {
 	for _, tr := range summary.Tables {
 		rows[tr.Table] = tr.Rows
 	}
-	if !summary.Verified || rows["resources"] != 4 || rows["slot_reservations"] != 3 || rows["provisioner_specs"] != 1 || rows["resource_events"] == 0 {
-		t.Errorf("summary %s; want 4 resources, 3 reservations, 1 spec and the events, verified", out)
+	if !summary.Verified || rows["resources"] != 4 || rows["slot_reservations"] != 3 || rows["provisioner_specs"] != 1 || rows["resource_events"] == 0 ||
+		rows["owner_policies"] != 1 || rows["owner_quotas"] != 1 {
+		t.Errorf("summary %s; want 4 resources, 3 reservations, 1 spec, the events, 1 owner policy and 1 quota, verified", out)
 	}
 	if !strings.Contains(stderr, "resources") || !strings.Contains(stderr, "4/4") {
 		t.Errorf("progress %q; want each table's count", stderr)
 	}
 
 	pg := openTestStore(t, pgURL)
+	if resources, slots := usage(pg); resources != 3 || slots != 5 {
+		t.Errorf("acme's usage on pool after the copy: %d resources, %d slots; want the 3 and 5 admitted on SQLite", resources, slots)
+	}
+	if got, err := pg.OwnerPolicy(ctx, "acme"); err != nil || got.Weight != policy.Weight || got.Class != policy.Class {
+		t.Errorf("acme's policy after the copy: %+v, %v; want %+v", got, err, policy)
+	}
 	for id, want := range before {
 		if got := look(t, pg, id); !reflect.DeepEqual(got, want) {
 			t.Errorf("resource %s on PostgreSQL:\n%+v\nwant, as on SQLite:\n%+v", id, got, want)
@@ -248,6 +276,9 @@ func TestMigrateStoreThenTheAgentCarriesOnFromTheCopy(t *testing.T) {
 		if slots > hostSlots {
 			t.Errorf("host %s holds %d slots of %d: the copied reservations were not respected", host, slots, hostSlots)
 		}
+	}
+	if resources, slots := usage(pg); resources != 4 || slots != 7 {
+		t.Errorf("acme's usage on pool once the late resource is ready: %d resources, %d slots; want 4, 7", resources, slots)
 	}
 	if got := look(t, lite, late); !reflect.DeepEqual(got, before[late]) {
 		t.Errorf("the source changed: %+v; want it as it was", got)

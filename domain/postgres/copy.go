@@ -175,7 +175,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
 				&r.NextAttemptAt, &r.LastError, &r.LeaseHolder, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt,
 				&r.ReadyAt, &r.UnhealthySince, &r.Labels, &r.Paused, &r.Hibernate, &r.RetryRequestedAt, &r.StatusChangedAt,
-				&r.Reason, &r.WaitingSince, &r.LastAttemptAt)
+				&r.Reason, &r.WaitingSince, &r.LastAttemptAt, &r.AdmittedProvisioner, &r.AdmittedUnits)
 			return r, err
 		},
 		func(rows []storecopy.Resource) storecopy.Batch { return storecopy.Batch{Resources: rows} },
@@ -227,12 +227,30 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	return readTable(ctx, v.tx, emit, storecopy.ProvisionerSpecs.ReadQuery(readColumn),
+	if err := readTable(ctx, v.tx, emit, storecopy.ProvisionerSpecs.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.ProvisionerSpec, err error) {
 			err = rows.Scan(&r.Provisioner, &r.Fingerprint, &r.AppliedAt)
 			return r, err
 		},
 		func(rows []storecopy.ProvisionerSpec) storecopy.Batch { return storecopy.Batch{ProvisionerSpecs: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, storecopy.OwnerPolicies.ReadQuery(readColumn),
+		func(rows pgx.Rows) (r storecopy.OwnerPolicy, err error) {
+			err = rows.Scan(&r.Owner, &r.Weight, &r.Class, &r.UpdatedAt)
+			return r, err
+		},
+		func(rows []storecopy.OwnerPolicy) storecopy.Batch { return storecopy.Batch{OwnerPolicies: rows} },
+	); err != nil {
+		return err
+	}
+	return readTable(ctx, v.tx, emit, storecopy.OwnerQuotas.ReadQuery(readColumn),
+		func(rows pgx.Rows) (r storecopy.OwnerQuota, err error) {
+			err = rows.Scan(&r.Owner, &r.Provisioner, &r.MaxResources, &r.MaxSlots, &r.UpdatedAt)
+			return r, err
+		},
+		func(rows []storecopy.OwnerQuota) storecopy.Batch { return storecopy.Batch{OwnerQuotas: rows} },
 	)
 }
 

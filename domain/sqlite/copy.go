@@ -149,16 +149,23 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 				next, leaseExpires, ready, unhealthy, retry sql.NullString
 				waitingSince, lastAttempt                   sql.NullString
 				created, updated, statusChanged             string
+				admittedProvisioner                         sql.NullString
+				admittedUnits                               sql.NullInt64
 			)
 			if err = rows.Scan(&r.ID, &r.Type, &r.Name, &r.Owner, &r.Provisioner, &r.Args, &r.Generation,
 				&r.ObservedGeneration, &r.Status, &r.StatusMessage, &r.State, &r.Config, &r.Attempts,
 				&next, &r.LastError, &lease, &leaseExpires, &r.LeaseToken, &created, &updated, &ready, &unhealthy,
-				&r.Labels, &r.Paused, &r.Hibernate, &retry, &statusChanged, &r.Reason, &waitingSince, &lastAttempt); err != nil {
+				&r.Labels, &r.Paused, &r.Hibernate, &retry, &statusChanged, &r.Reason, &waitingSince, &lastAttempt,
+				&admittedProvisioner, &admittedUnits); err != nil {
 				return r, err
 			}
 			if lease.Valid {
 				r.LeaseHolder = &lease.String
 			}
+			if admittedProvisioner.Valid {
+				r.AdmittedProvisioner = &admittedProvisioner.String
+			}
+			r.AdmittedUnits = optionalInt(admittedUnits)
 			t := timeReader{}
 			r.NextAttemptAt = t.optional("next_attempt_at", next)
 			r.LeaseExpiresAt = t.optional("lease_expires_at", leaseExpires)
@@ -248,7 +255,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	); err != nil {
 		return err
 	}
-	return readTable(ctx, v.tx, emit, storecopy.ProvisionerSpecs.ReadQuery(readColumn),
+	if err := readTable(ctx, v.tx, emit, storecopy.ProvisionerSpecs.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.ProvisionerSpec, err error) {
 			var applied string
 			if err = rows.Scan(&r.Provisioner, &r.Fingerprint, &applied); err != nil {
@@ -259,7 +266,47 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 			return r, t.err
 		},
 		func(rows []storecopy.ProvisionerSpec) storecopy.Batch { return storecopy.Batch{ProvisionerSpecs: rows} },
+	); err != nil {
+		return err
+	}
+	if err := readTable(ctx, v.tx, emit, storecopy.OwnerPolicies.ReadQuery(readColumn),
+		func(rows *sql.Rows) (r storecopy.OwnerPolicy, err error) {
+			var updated string
+			if err = rows.Scan(&r.Owner, &r.Weight, &r.Class, &updated); err != nil {
+				return r, err
+			}
+			t := timeReader{}
+			r.UpdatedAt = t.required("updated_at", updated)
+			return r, t.err
+		},
+		func(rows []storecopy.OwnerPolicy) storecopy.Batch { return storecopy.Batch{OwnerPolicies: rows} },
+	); err != nil {
+		return err
+	}
+	return readTable(ctx, v.tx, emit, storecopy.OwnerQuotas.ReadQuery(readColumn),
+		func(rows *sql.Rows) (r storecopy.OwnerQuota, err error) {
+			var (
+				maxResources, maxSlots sql.NullInt64
+				updated                string
+			)
+			if err = rows.Scan(&r.Owner, &r.Provisioner, &maxResources, &maxSlots, &updated); err != nil {
+				return r, err
+			}
+			r.MaxResources, r.MaxSlots = optionalInt(maxResources), optionalInt(maxSlots)
+			t := timeReader{}
+			r.UpdatedAt = t.required("updated_at", updated)
+			return r, t.err
+		},
+		func(rows []storecopy.OwnerQuota) storecopy.Batch { return storecopy.Batch{OwnerQuotas: rows} },
 	)
+}
+
+// optionalInt is an INTEGER column's value, nil for NULL.
+func optionalInt(v sql.NullInt64) *int64 {
+	if !v.Valid {
+		return nil
+	}
+	return &v.Int64
 }
 
 // timeReader parses a row's time columns and keeps the first error.

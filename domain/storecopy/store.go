@@ -19,10 +19,13 @@ const (
 	CapacitySamples  Table = "capacity_samples"
 	CapacityWarnings Table = "capacity_warnings"
 	ProvisionerSpecs Table = "provisioner_specs"
+	OwnerPolicies    Table = "owner_policies"
+	OwnerQuotas      Table = "owner_quotas"
 )
 
 // AllTables are the tables Copy copies, in the order it copies them.
-var AllTables = []Table{Resources, Reservations, Events, Changes, CapacitySamples, CapacityWarnings, ProvisionerSpecs}
+var AllTables = []Table{Resources, Reservations, Events, Changes, CapacitySamples, CapacityWarnings, ProvisionerSpecs,
+	OwnerPolicies, OwnerQuotas}
 
 // BatchSize is the most rows a View hands over in one Batch.
 const BatchSize = 1000
@@ -123,6 +126,10 @@ type Resource struct {
 	Reason             string
 	WaitingSince       *time.Time
 	LastAttemptAt      *time.Time
+	// AdmittedProvisioner and AdmittedUnits are the resource's admission against its
+	// owner's quota (nil: not admitted); the owner's usage is summed from them.
+	AdmittedProvisioner *string
+	AdmittedUnits       *int64
 }
 
 // Reservation is a row of slot_reservations.
@@ -181,6 +188,23 @@ type ProvisionerSpec struct {
 	AppliedAt   time.Time
 }
 
+// OwnerPolicy is a row of owner_policies.
+type OwnerPolicy struct {
+	Owner     string
+	Weight    int64
+	Class     string
+	UpdatedAt time.Time
+}
+
+// OwnerQuota is a row of owner_quotas; a nil maximum is an uncapped measure.
+type OwnerQuota struct {
+	Owner        string
+	Provisioner  string
+	MaxResources *int64
+	MaxSlots     *int64
+	UpdatedAt    time.Time
+}
+
 // Batch is rows of one table: exactly one field is set.
 type Batch struct {
 	Resources        []Resource
@@ -190,6 +214,8 @@ type Batch struct {
 	CapacitySamples  []CapacitySample
 	CapacityWarnings []CapacityWarning
 	ProvisionerSpecs []ProvisionerSpec
+	OwnerPolicies    []OwnerPolicy
+	OwnerQuotas      []OwnerQuota
 }
 
 // Table is the table the batch's rows belong to ("" for an empty batch).
@@ -209,6 +235,10 @@ func (b Batch) Table() Table {
 		return CapacityWarnings
 	case len(b.ProvisionerSpecs) > 0:
 		return ProvisionerSpecs
+	case len(b.OwnerPolicies) > 0:
+		return OwnerPolicies
+	case len(b.OwnerQuotas) > 0:
+		return OwnerQuotas
 	}
 	return ""
 }
@@ -220,13 +250,16 @@ var columns = map[Table][]string{
 	Resources: {"id", "type", "name", "owner", "provisioner", "args", "generation", "observed_generation",
 		"status", "status_message", "state", "config", "attempts", "next_attempt_at", "last_error",
 		"lease_holder", "lease_expires_at", "lease_token", "created_at", "updated_at", "ready_at", "unhealthy_since",
-		"labels", "paused", "hibernate", "retry_requested_at", "status_changed_at", "reason", "waiting_since", "last_attempt_at"},
+		"labels", "paused", "hibernate", "retry_requested_at", "status_changed_at", "reason", "waiting_since", "last_attempt_at",
+		"admitted_provisioner", "admitted_units"},
 	Reservations:     {"provisioner", "resource_id", "owner", "host", "slots", "created_at", "updated_at"},
 	Events:           {"seq", "resource_id", "at", "kind", "status", "message"},
 	Changes:          {"seq", "resource_id", "created_at"},
 	CapacitySamples:  {"at", "provisioner", "host", "unit", "total", "used", "down"},
 	CapacityWarnings: {"provisioner", "kind", "active", "message", "since", "updated_at"},
 	ProvisionerSpecs: {"provisioner", "fingerprint", "applied_at"},
+	OwnerPolicies:    {"owner", "weight", "class", "updated_at"},
+	OwnerQuotas:      {"owner", "provisioner", "max_resources", "max_slots", "updated_at"},
 }
 
 // keys are each table's key, in whose order a View reads the table's rows.
@@ -238,6 +271,8 @@ var keys = map[Table]string{
 	CapacitySamples:  "provisioner, host, at",
 	CapacityWarnings: "provisioner, kind",
 	ProvisionerSpecs: "provisioner",
+	OwnerPolicies:    "owner",
+	OwnerQuotas:      "owner, provisioner",
 }
 
 // ReadQuery is the query a View reads the table with: its Columns in order, each as column
@@ -256,14 +291,16 @@ func (t Table) ReadQuery(column func(name string) string) string {
 var jsonColumns = map[string]bool{"args": true, "state": true, "config": true, "labels": true}
 
 // Values returns the batch's rows, each as its values in its table's Columns order. A value
-// is a string, int64, bool, time.Time, or a *time.Time or *string that is nil for NULL.
+// is a string, int64, bool, time.Time, or a *time.Time, *string or *int64 that is nil for
+// NULL.
 func (b Batch) Values() [][]any {
 	out := make([][]any, 0, b.Len())
 	for _, r := range b.Resources {
 		out = append(out, []any{r.ID, r.Type, r.Name, r.Owner, r.Provisioner, r.Args, r.Generation, r.ObservedGeneration,
 			r.Status, r.StatusMessage, r.State, r.Config, r.Attempts, r.NextAttemptAt, r.LastError,
 			r.LeaseHolder, r.LeaseExpiresAt, r.LeaseToken, r.CreatedAt, r.UpdatedAt, r.ReadyAt, r.UnhealthySince,
-			r.Labels, r.Paused, r.Hibernate, r.RetryRequestedAt, r.StatusChangedAt, r.Reason, r.WaitingSince, r.LastAttemptAt})
+			r.Labels, r.Paused, r.Hibernate, r.RetryRequestedAt, r.StatusChangedAt, r.Reason, r.WaitingSince, r.LastAttemptAt,
+			r.AdmittedProvisioner, r.AdmittedUnits})
 	}
 	for _, r := range b.Reservations {
 		out = append(out, []any{r.Provisioner, r.ResourceID, r.Owner, r.Host, r.Slots, r.CreatedAt, r.UpdatedAt})
@@ -283,13 +320,20 @@ func (b Batch) Values() [][]any {
 	for _, r := range b.ProvisionerSpecs {
 		out = append(out, []any{r.Provisioner, r.Fingerprint, r.AppliedAt})
 	}
+	for _, r := range b.OwnerPolicies {
+		out = append(out, []any{r.Owner, r.Weight, r.Class, r.UpdatedAt})
+	}
+	for _, r := range b.OwnerQuotas {
+		out = append(out, []any{r.Owner, r.Provisioner, r.MaxResources, r.MaxSlots, r.UpdatedAt})
+	}
 	return out
 }
 
 // Len is the number of rows in the batch.
 func (b Batch) Len() int {
 	return len(b.Resources) + len(b.Reservations) + len(b.Events) + len(b.Changes) +
-		len(b.CapacitySamples) + len(b.CapacityWarnings) + len(b.ProvisionerSpecs)
+		len(b.CapacitySamples) + len(b.CapacityWarnings) + len(b.ProvisionerSpecs) +
+		len(b.OwnerPolicies) + len(b.OwnerQuotas)
 }
 
 // CheckSchemaVersion says what to do when a store's schema (have, its highest migration

@@ -94,6 +94,8 @@ func (e *rowEncoder) value(column string, v any) {
 		e.optTime(v)
 	case *string:
 		e.optStr(v)
+	case *int64:
+		e.optInt(v)
 	default:
 		if e.err == nil {
 			e.err = fmt.Errorf("column %s holds a %T, which a summary cannot encode", column, v)
@@ -122,6 +124,13 @@ func (e *rowEncoder) optStr(v *string) *rowEncoder {
 		return e.put('n', "")
 	}
 	return e.str(*v)
+}
+
+func (e *rowEncoder) optInt(v *int64) *rowEncoder {
+	if v == nil {
+		return e.put('n', "")
+	}
+	return e.int(*v)
 }
 
 func (e *rowEncoder) optTime(t *time.Time) *rowEncoder {
