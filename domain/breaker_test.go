@@ -77,9 +77,9 @@ func TestCheckBrokerFailureNamesTheField(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	for field, change := range map[string]func(*domain.BreakerSettings){
-		"breaker.failures":   func(s *domain.BreakerSettings) { s.Failures = 0 },
-		"breaker.window":     func(s *domain.BreakerSettings) { s.Window = 0 },
-		"breaker.open_for":    func(s *domain.BreakerSettings) { s.OpenFor = -time.Second },
+		"breaker.failures":     func(s *domain.BreakerSettings) { s.Failures = 0 },
+		"breaker.window":       func(s *domain.BreakerSettings) { s.Window = 0 },
+		"breaker.open_for":     func(s *domain.BreakerSettings) { s.OpenFor = -time.Second },
 		"breaker.max_open_for": func(s *domain.BreakerSettings) { s.MaxOpenFor = time.Second },
 	} {
 		bad := ok
