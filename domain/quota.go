@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -61,7 +62,17 @@ type Admission struct {
 	// provisioner is lowered to Units. Without it an admission at more units is kept, so
 	// that a resize the broker has not applied yet frees nothing.
 	Lower bool
+	// Defer lets an owner without a quota on the provisioner be admitted with the attempt's
+	// next progress write (ProgressUpdate.Admission) instead of a write of its own: the
+	// store then records nothing and answers ErrAdmissionDeferred. An owner with a quota
+	// there is admitted as without Defer.
+	Defer bool
 }
+
+// ErrAdmissionDeferred is AdmitResource's answer to an Admission with Defer for an owner
+// without a quota on the provisioner: nothing was written, and the caller records the
+// admission with its next progress write (ProgressUpdate.Admission).
+var ErrAdmissionDeferred = errors.New("admission deferred to the next progress write: the owner has no quota on the provisioner")
 
 // QuotaStore holds the owner quotas and admits resources against them.
 type QuotaStore interface {
@@ -84,7 +95,8 @@ type QuotaStore interface {
 	// in one transaction, the owner's quota row on the provisioner is locked, the owner's
 	// admitted usage there summed without the resource, and the admission recorded unless
 	// it would take the usage past a cap: then it gives a *QuotaExceededError and records
-	// nothing. No quota row admits at once. The lock serializes the admissions of one owner
+	// nothing. No quota row admits at once (or, with a.Defer, writes nothing and gives
+	// ErrAdmissionDeferred). The lock serializes the admissions of one owner
 	// on one provisioner across agents, so no two of them land over the quota together.
 	AdmitResource(ctx context.Context, id string, lease Lease, a Admission) (int64, error)
 }

@@ -157,6 +157,11 @@ type ProgressUpdate struct {
 	// it: for the last record of an attempt. When the update is refused the lease is kept.
 	ReleaseLease bool
 
+	// Admission, when non-nil, records the resource admitted at Admission.Units on
+	// Admission.Provisioner in the same write: the deferred admission of an owner without
+	// a quota there (QuotaStore.AdmitResource with Admission.Defer).
+	Admission *Admission
+
 	// Passed is a step the attempt went through without a write of its own, having nothing
 	// it had to save first (nil: none). The update adds it to the resource's history, as a
 	// status event, just before its own status event and in the same write; a refused

@@ -89,13 +89,14 @@ const admitSQL = `
 		UPDATE resources SET admitted_provisioner = $4, admitted_units = $5
 		  FROM r
 		 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3 AND lease_expires_at >= now()
-		   AND CASE WHEN r.covered THEN $6 AND r.admitted_units > $5 ELSE NOT r.quota END
+		   AND CASE WHEN r.covered THEN $6 AND r.admitted_units > $5 ELSE NOT r.quota AND NOT $7 END
 		RETURNING resources.admitted_units
 	)
 	SELECT r.owner, r.covered, r.quota, r.admitted_units, (SELECT admitted_units FROM admitted) FROM r`
 
 // AdmitResource admits the resource against its owner's quota. The common cases (admitted
-// already, or no quota) take one statement and no lock; otherwise a transaction locks the
+// already, or no quota) take one statement and no lock (with a.Defer, no quota writes
+// nothing: the attempt's next progress write records the admission); otherwise a transaction locks the
 // quota row (SELECT ... FOR UPDATE), which serializes the admissions of the owner on the
 // provisioner across agents: each sums the usage the one before it committed.
 func (s *State) AdmitResource(ctx context.Context, id string, lease domain.Lease, a domain.Admission) (int64, error) {
@@ -111,7 +112,7 @@ func (s *State) AdmitResource(ctx context.Context, id string, lease domain.Lease
 		covered, quota bool
 		before, wrote  *int64
 	)
-	err = s.pool.QueryRow(ctx, admitSQL, uid, lease.Holder, lease.Token, a.Provisioner, a.Units, a.Lower).
+	err = s.pool.QueryRow(ctx, admitSQL, uid, lease.Holder, lease.Token, a.Provisioner, a.Units, a.Lower, a.Defer).
 		Scan(&owner, &covered, &quota, &before, &wrote)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -122,6 +123,8 @@ func (s *State) AdmitResource(ctx context.Context, id string, lease domain.Lease
 		return *wrote, nil
 	case covered:
 		return *before, nil
+	case !quota && a.Defer:
+		return 0, domain.ErrAdmissionDeferred
 	}
 	var admitted int64
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {

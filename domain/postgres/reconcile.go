@@ -292,7 +292,9 @@ const progressSQL = `
 	       last_error = $12,
 	       ready_at = CASE WHEN $4 = 'ready' THEN coalesce(ready_at, now()) ELSE ready_at END,
 	       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
-	       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END
+	       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END,
+	       admitted_provisioner = coalesce($19::text, admitted_provisioner),
+	       admitted_units = coalesce($20::bigint, admitted_units)
 	 WHERE id = $1
 	   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= now()
 	   AND generation = $3
@@ -311,10 +313,15 @@ func progressArgs(uid pgtype.UUID, lease domain.Lease, u domain.ProgressUpdate, 
 	if u.Passed != nil {
 		passed = *u.Passed
 	}
+	var admittedProvisioner *string
+	var admittedUnits *int64
+	if u.Admission != nil {
+		admittedProvisioner, admittedUnits = &u.Admission.Provisioner, &u.Admission.Units
+	}
 	return []any{uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 		nilMap(u.State), nilMap(u.Config), u.ObservedGeneration,
 		u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token,
-		string(passed.Status), passed.Message, schema, string(u.Reason)}
+		string(passed.Status), passed.Message, schema, string(u.Reason), admittedProvisioner, admittedUnits}
 }
 
 // FinalizeDelete removes a deleting resource's row while lease is its live lease and the

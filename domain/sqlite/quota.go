@@ -89,6 +89,23 @@ func (s *State) AdmitResource(ctx context.Context, id string, lease domain.Lease
 	if err := domain.CheckAdmission(a); err != nil {
 		return 0, fmt.Errorf("admit resource %s: %w", id, err)
 	}
+	if a.Defer {
+		// An owner without a quota here is admitted by the attempt's next progress write:
+		// a read, not a write of its own, on a store that commits one write at a time.
+		var deferred bool
+		err := s.read.QueryRowContext(ctx, `
+			SELECT NOT coalesce(admitted_provisioner = $2 AND admitted_units >= $3, 0)
+			       AND NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = resources.owner AND q.provisioner = $2)
+			  FROM resources WHERE id = $1`, uid, a.Provisioner, a.Units).Scan(&deferred)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, notFound(uid)
+		case err != nil:
+			return 0, fmt.Errorf("admit resource %s: %w", id, err)
+		case deferred:
+			return 0, domain.ErrAdmissionDeferred
+		}
+	}
 	var admitted int64
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var (

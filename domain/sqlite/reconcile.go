@@ -213,6 +213,12 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 	if err != nil {
 		return domain.Resource{}, err
 	}
+	var admittedProvisioner sql.NullString
+	var admittedUnits sql.NullInt64
+	if u.Admission != nil {
+		admittedProvisioner = sql.NullString{String: u.Admission.Provisioner, Valid: true}
+		admittedUnits = sql.NullInt64{Int64: u.Admission.Units, Valid: true}
+	}
 	var raw rawResource
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// Before the update, whose trigger writes its own event: a refused update returns an
@@ -247,6 +253,8 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			       unhealthy_since = CASE WHEN $4 = 'unhealthy' THEN unhealthy_since END,
 			       lease_holder = CASE WHEN $13 THEN NULL ELSE lease_holder END,
 			       lease_expires_at = CASE WHEN $13 THEN NULL ELSE lease_expires_at END,
+			       admitted_provisioner = coalesce($17, admitted_provisioner),
+			       admitted_units = coalesce($18, admitted_units),
 			       `+touchSQL+`
 			 WHERE id = $1
 			   AND lease_holder = $2 AND lease_token = $14 AND lease_expires_at >= `+nowSQL+`
@@ -257,7 +265,8 @@ func (s *State) RecordProgress(ctx context.Context, id string, lease domain.Leas
 			RETURNING `+resourceColumns,
 			uid, lease.Holder, u.Generation, string(u.Status), u.StatusMessage, u.Provisioner,
 			state, config, u.ObservedGeneration,
-			u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token, s.schema, string(u.Reason)))
+			u.Attempts, u.RetryIn.Milliseconds(), u.LastError, u.ReleaseLease, lease.Token, s.schema, string(u.Reason),
+			admittedProvisioner, admittedUnits))
 		if errors.Is(err, sql.ErrNoRows) {
 			if err := checkSchemaIn(ctx, tx, s.schema); err != nil {
 				return err

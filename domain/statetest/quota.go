@@ -20,6 +20,7 @@ var quotaTests = []struct {
 	{"AdmissionNeedsTheLease", testAdmissionNeedsTheLease},
 	{"QuotaChangeWakesItsWaiters", testQuotaChangeWakesItsWaiters},
 	{"ConcurrentAdmissionsNeverExceedTheQuota", testConcurrentAdmissionsNeverExceedTheQuota},
+	{"DeferredAdmissionIsWrittenWithProgress", testDeferredAdmissionIsWrittenWithProgress},
 }
 
 func limit(n int64) domain.QuotaLimit { return domain.QuotaLimit{Set: true, Max: &n} }
@@ -307,5 +308,53 @@ func testConcurrentAdmissionsNeverExceedTheQuota(t *testing.T, b *Backend) {
 	}
 	if count > maxCount || slots > maxSlots || count != held+2 || slots != held+4 {
 		t.Fatalf("admitted %d resources and %d slots, quota %d and %d; want %d and %d", count, slots, maxCount, maxSlots, held+2, held+4)
+	}
+}
+
+// An admission with Defer of an owner without a quota writes nothing; the next progress write
+// carrying it admits the resource. An owner with a quota is admitted (or refused) as without
+// Defer.
+func testDeferredAdmissionIsWrittenWithProgress(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	nr := runtime("deferred")
+	nr.Owner = "acme"
+	r := mustCreate(t, b, nr)
+	lease := mustClaim(t, b, r.ID, "agent-1")
+	deferred := domain.Admission{Provisioner: "pool", Units: 3, Defer: true}
+	if _, err := b.AdmitResource(ctx, r.ID, lease, deferred); !errors.Is(err, domain.ErrAdmissionDeferred) {
+		t.Fatalf("deferred admission without a quota: err = %v, want ErrAdmissionDeferred", err)
+	}
+	mustSetQuota(t, b, domain.QuotaChange{Owner: "acme", Provisioner: "pool", Resources: limit(5)})
+	usage := func() (int64, int64) {
+		t.Helper()
+		q, err := b.ListQuotas(ctx, domain.QuotaFilter{Owner: "acme"})
+		if err != nil || len(q) != 1 {
+			t.Fatalf("list quotas: %+v, %v", q, err)
+		}
+		return q[0].Resources, q[0].Slots
+	}
+	if n, slots := usage(); n != 0 || slots != 0 {
+		t.Fatalf("usage after a deferred admission = %d resources, %d slots; want nothing written", n, slots)
+	}
+	if _, err := b.RecordProgress(ctx, r.ID, lease, domain.ProgressUpdate{
+		Generation: r.Generation, Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady,
+		StatusMessage: "provisioning generation 1: waiting for it to serve", Provisioner: "pool",
+		Admission: &domain.Admission{Provisioner: "pool", Units: 3},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n, slots := usage(); n != 1 || slots != 3 {
+		t.Fatalf("usage after the progress write = %d resources, %d slots; want 1 and 3", n, slots)
+	}
+	// Now the owner has a quota: Defer admits through the quota as without it.
+	other := runtime("checked")
+	other.Owner = "acme"
+	o := mustCreate(t, b, other)
+	oLease := mustClaim(t, b, o.ID, "agent-1")
+	if got, err := b.AdmitResource(ctx, o.ID, oLease, deferred); err != nil || got != 3 {
+		t.Fatalf("deferred admission under a quota = %d, %v; want admitted at 3", got, err)
+	}
+	if n, slots := usage(); n != 2 || slots != 6 {
+		t.Fatalf("usage = %d resources, %d slots; want 2 and 6", n, slots)
 	}
 }

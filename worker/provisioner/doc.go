@@ -67,7 +67,9 @@
 // Admission: before Reconcile creates or grows a resource, the attempt admits it against its
 // owner's quota on its provisioner (domain.QuotaStore's AdmitResource, under the attempt's
 // lease), at its size as the environ tells it (environ.Sizer; 0 when it cannot). A resource
-// admitted there at that size or more already passes without a lock; a shrink lowers its
+// admitted there at that size or more already passes without a lock; an owner without a
+// quota there is admitted by the attempt's next record instead of a write of its own
+// (domain.Admission.Defer), which saves a write of the row per create; a shrink lowers its
 // admission once Reconcile applied it. An admission over quota (*domain.QuotaExceededError)
 // is a wait like capacity: a create stays pending and a resize of a ready resource stays
 // ready, serving its old size, both with the reason QuotaExceeded and the message "waiting

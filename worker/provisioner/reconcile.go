@@ -97,6 +97,9 @@ type attempt struct {
 	failure error
 	// closedBreaker is the provisioner whose breaker the attempt's probe closed.
 	closedBreaker string
+	// deferredAdmission is the admission of an owner without a quota, which the attempt's
+	// next record writes (domain.ErrAdmissionDeferred); nil when there is none to write.
+	deferredAdmission *domain.Admission
 }
 
 func (a *attempt) run(woken bool) outcome {
@@ -397,7 +400,14 @@ func (a *attempt) admit(env environ.Environ, lower bool) (units, admitted int64,
 			return 0, 0, fmt.Errorf("size: %w", err)
 		}
 	}
-	admitted, err = admitter.AdmitResource(a.attemptCtx, a.r.ID, a.lease, domain.Admission{Provisioner: a.provisioner, Units: units, Lower: lower})
+	admission := domain.Admission{Provisioner: a.provisioner, Units: units, Lower: lower, Defer: !lower}
+	admitted, err = admitter.AdmitResource(a.attemptCtx, a.r.ID, a.lease, admission)
+	if errors.Is(err, domain.ErrAdmissionDeferred) {
+		// No quota to check: the attempt's next record admits the resource, which saves a
+		// write of the row per create.
+		a.deferredAdmission = &domain.Admission{Provisioner: a.provisioner, Units: units}
+		return units, units, nil
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("admit: %w", err)
 	}
@@ -574,11 +584,13 @@ func (a *attempt) resolved(provisioner string) {
 func (a *attempt) record(ctx context.Context, u domain.ProgressUpdate) error {
 	cfg := a.w.config
 	u.Passed = a.passed
+	u.Admission = a.deferredAdmission
 	r, err := cfg.State.RecordProgress(ctx, a.r.ID, a.lease, u)
 	if err != nil {
 		return fmt.Errorf("record progress: %w", err)
 	}
 	a.passed = nil
+	a.deferredAdmission = nil
 	a.r = r
 	if u.ReleaseLease {
 		a.holdsLease = false
