@@ -123,6 +123,7 @@ type OrphanFinder interface {
 // Attention is a resource the agent has work to do on, and the earliest time to do it.
 type Attention struct {
 	ID        string
+	Owner     string
 	NotBefore *time.Time // nil: now
 }
 

@@ -160,7 +160,7 @@ func (s *fakeSource) ResourcesNeedingAttention(ctx context.Context, afterID stri
 	var out []domain.Attention
 	for _, id := range s.attention {
 		if id > afterID && len(out) < limit {
-			out = append(out, domain.Attention{ID: id})
+			out = append(out, domain.Attention{ID: id, Owner: s.owners[id]})
 		}
 	}
 	return out, nil

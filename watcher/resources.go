@@ -37,8 +37,8 @@ type ResourcesSource interface {
 	// back (see domain.AgentStore).
 	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
 	// ResourceOwners returns the owner of each of ids that exists: the owners of the
-	// resources needing attention, of dead agents and overdue (the change log's reads give
-	// theirs).
+	// resources of dead agents and overdue (the change log's reads and the attention pages
+	// give theirs).
 	ResourceOwners(ctx context.Context, ids []string) (map[string]string, error)
 	// ListOwnerPolicies lists the owners' policies, whose weights order the batches.
 	ListOwnerPolicies(ctx context.Context) ([]domain.OwnerPolicy, error)
@@ -264,12 +264,10 @@ func (w *resourcesWatcher) readAttention(ctx context.Context) error {
 		return fmt.Errorf("list resources needing attention: %w", err)
 	}
 	ids := make([]string, len(page))
+	owners := make(map[string]string, len(page))
 	for i, a := range page {
 		ids[i] = a.ID
-	}
-	owners, err := w.ownersOf(ctx, ids)
-	if err != nil {
-		return err
+		owners[a.ID] = a.Owner
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

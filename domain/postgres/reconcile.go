@@ -22,7 +22,7 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT id::text, next_attempt_at FROM resources
+		SELECT id::text, owner, next_attempt_at FROM resources
 		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND id > $1
 		 ORDER BY id
@@ -32,7 +32,7 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Attention, error) {
 		var a domain.Attention
-		err := row.Scan(&a.ID, &a.NotBefore)
+		err := row.Scan(&a.ID, &a.Owner, &a.NotBefore)
 		return a, err
 	})
 	if err != nil {

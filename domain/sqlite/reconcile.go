@@ -20,7 +20,7 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 		return nil, err
 	}
 	rows, err := s.read.QueryContext(ctx, `
-		SELECT id, next_attempt_at FROM resources
+		SELECT id, owner, next_attempt_at FROM resources
 		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND id > $1
 		 ORDER BY id
@@ -30,7 +30,7 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 	}
 	out, err := collectRows(rows, func(row rowScanner) (a domain.Attention, err error) {
 		var next sql.NullString
-		if err := row.Scan(&a.ID, &next); err != nil {
+		if err := row.Scan(&a.ID, &a.Owner, &next); err != nil {
 			return a, err
 		}
 		a.NotBefore, err = parseOptionalTime("next_attempt_at", next)

@@ -12,7 +12,9 @@ import (
 
 func testResourcesNeedingAttention(t *testing.T, b *Backend) {
 	ctx := testContext(t)
-	pending := mustCreate(t, b, runtime("pending"))
+	owned := runtime("pending")
+	owned.Owner = "acme"
+	pending := mustCreate(t, b, owned)
 	ready := mustCreate(t, b, runtime("ready"))
 	drifted := mustCreate(t, b, runtime("drifted"))
 	failed := mustCreate(t, b, runtime("failed"))
@@ -52,6 +54,9 @@ func testResourcesNeedingAttention(t *testing.T, b *Backend) {
 	for i, a := range got {
 		if a.ID != want[i] {
 			t.Errorf("attention[%d] = %s, want %s (ready is %s)", i, a.ID, want[i], ready.ID)
+		}
+		if wantOwner := map[bool]string{true: "acme", false: "alice"}[a.ID == pending.ID]; a.Owner != wantOwner {
+			t.Errorf("%s owner = %q, want %q", a.ID, a.Owner, wantOwner)
 		}
 		switch a.ID {
 		case pending.ID:
