@@ -327,7 +327,7 @@ func TestCreateWaitReturnsWhenReady(t *testing.T) {
 	c := newCLI(t)
 	done := c.runAsync("resource", "create", "--type", "runtime", "--name", "w", "--wait", "-o", "json")
 	// The first read saw pending; the command now waits on the clock.
-	if err := c.clk.WaitAdvance(0, waitLimit, 1); err != nil {
+	if err := c.clk.WaitAdvance(0, waitLimit, 2); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := c.st.ListResources(context.Background(), domain.ListFilter{})
@@ -351,7 +351,7 @@ func TestCreateWaitReturnsWhenReady(t *testing.T) {
 func TestCreateWaitFailsWithTheStatusMessage(t *testing.T) {
 	c := newCLI(t)
 	done := c.runAsync("resource", "create", "--type", "runtime", "--name", "w", "--wait")
-	if err := c.clk.WaitAdvance(0, waitLimit, 1); err != nil {
+	if err := c.clk.WaitAdvance(0, waitLimit, 2); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := c.st.ListResources(context.Background(), domain.ListFilter{})
@@ -374,7 +374,7 @@ func TestCreateWaitTimesOutOnTheClock(t *testing.T) {
 	c := newCLI(t)
 	done := c.runAsync("resource", "create", "--type", "runtime", "--name", "w", "--wait", "--timeout", "3s")
 	for range 3 {
-		if err := c.clk.WaitAdvance(time.Second, waitLimit, 1); err != nil {
+		if err := c.clk.WaitAdvance(time.Second, waitLimit, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -391,7 +391,7 @@ func TestUpdateWaitIgnoresTheErrorOfTheOldArgs(t *testing.T) {
 
 	done := c.runAsync("resource", "update", id, "--arg", "slots=2", "--wait", "-o", "json")
 	// The first read still shows the old error; the command keeps waiting.
-	if err := c.clk.WaitAdvance(0, waitLimit, 1); err != nil {
+	if err := c.clk.WaitAdvance(0, waitLimit, 2); err != nil {
 		t.Fatal(err)
 	}
 	two := int64(2)
@@ -410,7 +410,7 @@ func TestDeleteWaitReturnsWhenTheRowIsGone(t *testing.T) {
 	c := newCLI(t)
 	id := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "d", "-o", "json"))["id"].(string)
 	done := c.runAsync("resource", "delete", id, "--wait")
-	if err := c.clk.WaitAdvance(0, waitLimit, 1); err != nil {
+	if err := c.clk.WaitAdvance(0, waitLimit, 2); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

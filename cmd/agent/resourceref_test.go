@@ -81,7 +81,7 @@ func TestResourceByName(t *testing.T) {
 func TestCreateWaitPrintsHostAndConfig(t *testing.T) {
 	c := newCLI(t)
 	done := c.runAsync("resource", "create", "--type", "runtime", "--name", "w", "--owner", "acme", "--wait")
-	if err := c.clk.WaitAdvance(0, waitLimit, 1); err != nil {
+	if err := c.clk.WaitAdvance(0, waitLimit, 2); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := c.st.ListResources(t.Context(), domain.ListFilter{})
