@@ -251,6 +251,19 @@ type Claim struct {
 	// expired or whose agent was no longer live; nil when the lease was free or the
 	// claimer's own.
 	Takeover *Takeover
+	// Admission is what the claim read of the row's quota admission under its lock: when it
+	// says enough, the attempt needs no admission statement of its own (AdmitResource).
+	Admission ClaimedAdmission
+}
+
+// ClaimedAdmission is a claimed row's quota admission and whether its owner had any quota,
+// as the claim read them. Its zero value tells nothing: not admitted, quotas unknown.
+type ClaimedAdmission struct {
+	Provisioner string // the provisioner the row is admitted on; "" when it is not admitted
+	Units       int64  // the units it is admitted at there
+	// NoQuota says the owner had no quota on any provisioner: an admission there needs no
+	// check, and the attempt's next progress write records it (Admission.Defer).
+	NoQuota bool
 }
 
 // Takeover is a claim of a lease that another holder still named but no longer held.

@@ -155,7 +155,8 @@ const claimSQL = `
 	       provisioner = CASE WHEN start THEN $4 ELSE provisioner END
 	  FROM claimed
 	 WHERE id = claimed_id
-	RETURNING ` + resourceColumns + `, start, previous_holder, waited_us`
+	RETURNING ` + resourceColumns + `, start, previous_holder, waited_us, coalesce(admitted_provisioner, ''), coalesce(admitted_units, 0),
+	          NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = resources.owner)`
 
 // claimArgs are claimSQL's arguments for a build that knows schema version schema.
 func claimArgs(uid pgtype.UUID, holder string, ttl time.Duration, start *domain.ProvisioningStart, schema int) []any {
@@ -174,7 +175,8 @@ func scanClaim(row pgx.Row, call *claimCall) error {
 		waitedUS int64
 		err      error
 	)
-	c.Resource, err = scanResource(rowWith{row, []any{&c.Started, &previous, &waitedUS}})
+	c.Resource, err = scanResource(rowWith{row, []any{&c.Started, &previous, &waitedUS,
+		&c.Admission.Provisioner, &c.Admission.Units, &c.Admission.NoQuota}})
 	if err != nil {
 		return err
 	}

@@ -87,13 +87,17 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			held     bool // paused, or to be hibernated
 			pinned   string
 			rowType  domain.ResourceType
+			admitted domain.ClaimedAdmission
 		)
 		err := tx.QueryRowContext(ctx, `
 			SELECT r.lease_holder,
 			       coalesce(CAST(round((julianday('now') - julianday(min(coalesce(a.heartbeat_at, r.lease_expires_at), r.lease_expires_at))) * 86400000) AS INTEGER), 0),
-			       r.status, r.reason, r.next_attempt_at IS NOT NULL, r.paused OR r.hibernate, r.provisioner, r.type
+			       r.status, r.reason, r.next_attempt_at IS NOT NULL, r.paused OR r.hibernate, r.provisioner, r.type,
+			       coalesce(r.admitted_provisioner, ''), coalesce(r.admitted_units, 0),
+			       NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = r.owner)
 			  FROM resources r LEFT JOIN agents a ON a.id = r.lease_holder
-			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS, &status, &reason, &retrying, &held, &pinned, &rowType)
+			 WHERE r.id = $1`, uid).Scan(&previous, &waitedMS, &status, &reason, &retrying, &held, &pinned, &rowType,
+			&admitted.Provisioner, &admitted.Units, &admitted.NoQuota)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound(uid)
 		}
@@ -135,6 +139,7 @@ func (s *State) claim(ctx context.Context, id, holder string, ttl time.Duration,
 			return describeDBError(err)
 		}
 		c.Started = startRow
+		c.Admission = admitted
 		c.Lease = domain.Lease{Holder: holder, Token: raw.r.LeaseToken}
 		var prev *string
 		if previous.Valid {

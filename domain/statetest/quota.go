@@ -21,6 +21,7 @@ var quotaTests = []struct {
 	{"QuotaChangeWakesItsWaiters", testQuotaChangeWakesItsWaiters},
 	{"ConcurrentAdmissionsNeverExceedTheQuota", testConcurrentAdmissionsNeverExceedTheQuota},
 	{"DeferredAdmissionIsWrittenWithProgress", testDeferredAdmissionIsWrittenWithProgress},
+	{"ClaimTellsTheAdmissionAndTheOwnersQuotas", testClaimTellsTheAdmissionAndTheOwnersQuotas},
 }
 
 func limit(n int64) domain.QuotaLimit { return domain.QuotaLimit{Set: true, Max: &n} }
@@ -356,5 +357,49 @@ func testDeferredAdmissionIsWrittenWithProgress(t *testing.T, b *Backend) {
 	}
 	if n, slots := usage(); n != 2 || slots != 6 {
 		t.Fatalf("usage = %d resources, %d slots; want 2 and 6", n, slots)
+	}
+}
+
+// testClaimTellsTheAdmissionAndTheOwnersQuotas: a claim reads the row's admission and whether
+// its owner has a quota anywhere, so an attempt can skip its own admission statement.
+func testClaimTellsTheAdmissionAndTheOwnersQuotas(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	nr := runtime("claimed")
+	nr.Owner = "acme"
+	r := mustCreate(t, b, nr)
+	claim := func() domain.Claim {
+		t.Helper()
+		c, err := b.ClaimResource(ctx, r.ID, "agent-1", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := claim()
+	if c.Admission != (domain.ClaimedAdmission{NoQuota: true}) {
+		t.Fatalf("first claim's admission = %+v, want none and no quota", c.Admission)
+	}
+	if _, err := b.RecordProgress(ctx, r.ID, c.Lease, domain.ProgressUpdate{
+		Generation: r.Generation, Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady,
+		StatusMessage: "provisioning generation 1: waiting for it to serve", Provisioner: "pool",
+		Admission: &domain.Admission{Provisioner: "pool", Units: 3},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(); c.Admission != (domain.ClaimedAdmission{Provisioner: "pool", Units: 3, NoQuota: true}) {
+		t.Fatalf("claim after the admission = %+v, want pool at 3 units, no quota", c.Admission)
+	}
+	// A quota of the owner on any provisioner means the attempt must check.
+	mustSetQuota(t, b, domain.QuotaChange{Owner: "acme", Provisioner: "elsewhere", Resources: limit(1)})
+	if c := claim(); c.Admission != (domain.ClaimedAdmission{Provisioner: "pool", Units: 3}) {
+		t.Fatalf("claim with a quota elsewhere = %+v, want pool at 3 units and quotas to check", c.Admission)
+	}
+	// Another owner's quota is not acme's.
+	if err := b.RemoveQuota(ctx, "acme", "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	mustSetQuota(t, b, domain.QuotaChange{Owner: "zed", Provisioner: "pool", Resources: limit(1)})
+	if c := claim(); !c.Admission.NoQuota {
+		t.Fatalf("claim with only another owner's quota = %+v, want no quota", c.Admission)
 	}
 }

@@ -70,16 +70,18 @@ func (w *Worker) reconcile(ctx context.Context, id string, woken bool, awaiting 
 
 // attempt is one reconcile of one resource.
 type attempt struct {
-	w           *Worker
-	ctx         context.Context // the worker's: ends when it is killed
-	attemptCtx  context.Context // ctx bounded by ReconcileTimeout
-	base        *slog.Logger    // the worker's, with the attempt's trace and span ids
-	log         *slog.Logger
-	holdsLease  bool
-	lease       domain.Lease    // the claim's: every write of the attempt carries it
-	started     bool            // the claim recorded the start of provisioning
-	r           domain.Resource // the row as last read or written
-	provisioner string          // the canonical provisioner name, once resolved
+	w          *Worker
+	ctx        context.Context // the worker's: ends when it is killed
+	attemptCtx context.Context // ctx bounded by ReconcileTimeout
+	base       *slog.Logger    // the worker's, with the attempt's trace and span ids
+	log        *slog.Logger
+	holdsLease bool
+	lease      domain.Lease    // the claim's: every write of the attempt carries it
+	started    bool            // the claim recorded the start of provisioning
+	r          domain.Resource // the row as last read or written
+	// claimed is the row's quota admission as the claim read it.
+	claimed     domain.ClaimedAdmission
+	provisioner string // the canonical provisioner name, once resolved
 	// hibernating says the attempt asks the environ to hibernate the resource: a failure
 	// keeps it hibernating and is retried.
 	hibernating bool
@@ -128,6 +130,7 @@ func (a *attempt) run(woken bool) outcome {
 	a.holdsLease = true
 	a.lease = c.Lease
 	a.started = c.Started
+	a.claimed = c.Admission
 	a.r = c.Resource
 	r := c.Resource
 	a.resolved(r.Provisioner)
@@ -400,11 +403,20 @@ func (a *attempt) admit(env environ.Environ, lower bool) (units, admitted int64,
 			return 0, 0, fmt.Errorf("size: %w", err)
 		}
 	}
+	if !lower && a.claimed.Provisioner == a.provisioner && a.claimed.Units >= units {
+		// Admitted at this size already when claimed: only the attempt writes admissions.
+		return units, a.claimed.Units, nil
+	}
 	admission := domain.Admission{Provisioner: a.provisioner, Units: units, Lower: lower, Defer: !lower}
-	admitted, err = admitter.AdmitResource(a.attemptCtx, a.r.ID, a.lease, admission)
+	if admission.Defer && a.claimed.NoQuota {
+		// The claim found no quota for the owner: nothing to check or lock.
+		err = domain.ErrAdmissionDeferred
+	} else {
+		admitted, err = admitter.AdmitResource(a.attemptCtx, a.r.ID, a.lease, admission)
+	}
 	if errors.Is(err, domain.ErrAdmissionDeferred) {
 		// No quota to check: the attempt's next record admits the resource, which saves a
-		// write of the row per create.
+		// statement per create.
 		a.deferredAdmission = &domain.Admission{Provisioner: a.provisioner, Units: units}
 		return units, units, nil
 	}
