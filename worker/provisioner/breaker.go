@@ -94,10 +94,12 @@ type breakers struct {
 	holder string // the agent's id, on the probes it takes
 	logger *slog.Logger
 
-	mu     sync.Mutex
-	views  map[string]breakerView
-	readAt time.Time // on the worker's clock; zero: never read
-	probes map[string]probe
+	mu         sync.Mutex
+	views      map[string]breakerView
+	readAt     time.Time // on the worker's clock; zero: never read
+	refreshing bool      // a read of the store is under way
+	firstRead  chan struct{}
+	probes     map[string]probe
 }
 
 // breakerView is a breaker as last read or written, and when on the worker's clock.
@@ -121,7 +123,7 @@ type probe struct {
 
 func newBreakers(config BreakerConfig, clk clock.Clock, holder string, logger *slog.Logger) *breakers {
 	return &breakers{config: config, clock: clk, holder: holder, logger: logger,
-		views: make(map[string]breakerView), probes: make(map[string]probe)}
+		views: make(map[string]breakerView), probes: make(map[string]probe), firstRead: make(chan struct{})}
 }
 
 // brokerWait is an attempt that does not call its broker because the provisioner's breaker
@@ -143,39 +145,46 @@ func (e *brokerWait) Error() string {
 func (e *brokerWait) Unwrap() error { return e.err }
 
 // admit says whether the attempt of resource id may call provisioner's broker: nil when
-// it may (the breaker is closed, or this attempt holds its probe), or the wait.
+// it may (the breaker is closed, or this attempt holds its probe), or the wait. The store
+// is asked outside the lock, so attempts on other provisioners never wait for it.
 func (b *breakers) admit(ctx context.Context, provisioner, id string) *brokerWait {
 	settings, on := b.settings(provisioner)
 	if !on {
 		return nil
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.refresh(ctx)
+	b.mu.Lock()
 	v, ok := b.views[provisioner]
 	if !ok || v.State == domain.BreakerClosed {
+		b.mu.Unlock()
 		return nil
 	}
 	if p, ok := b.probes[provisioner]; ok && b.clock.Now().Before(p.until) {
+		b.mu.Unlock()
 		if p.id == id {
 			return nil
 		}
 		return b.wait(v, settings)
 	}
 	delete(b.probes, provisioner)
-	if due(v, b.clock) {
-		taken, ok, err := b.config.Store.TakeBrokerProbe(ctx, provisioner, b.holder, breakerProbeLease)
-		if err != nil {
-			// The attempt's own writes will tell whether the store is there.
-			b.logger.Warn("cannot take the broker's probe; trying the broker", "provisioner", provisioner, "error", err)
-			return nil
-		}
-		v = b.keep(taken)
-		if ok {
-			b.probes[provisioner] = probe{id: id, until: b.clock.Now().Add(taken.ProbeUntil.Sub(taken.Now))}
-			b.logger.Info("probing the broker", "provisioner", provisioner, "id", id, "failures", taken.Failures, "last-error", taken.LastError)
-			return nil
-		}
+	b.mu.Unlock()
+	if !due(v, b.clock) {
+		return b.wait(v, settings)
+	}
+	// Attempts that find the probe due together all ask: the store gives it to one.
+	taken, ok, err := b.config.Store.TakeBrokerProbe(ctx, provisioner, b.holder, breakerProbeLease)
+	if err != nil {
+		// The attempt's own writes will tell whether the store is there.
+		b.logger.Warn("cannot take the broker's probe; trying the broker", "provisioner", provisioner, "error", err)
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v = b.keep(taken)
+	if ok {
+		b.probes[provisioner] = probe{id: id, until: b.clock.Now().Add(taken.ProbeUntil.Sub(taken.Now))}
+		b.logger.Info("probing the broker", "provisioner", provisioner, "id", id, "failures", taken.Failures, "last-error", taken.LastError)
+		return nil
 	}
 	return b.wait(v, settings)
 }
@@ -192,15 +201,15 @@ func (b *breakers) answered(ctx context.Context, provisioner, id string, err err
 		return err, false
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	probing := b.probes[provisioner].id == id
 	if probing {
 		delete(b.probes, provisioner)
 	}
+	before := b.views[provisioner].State
+	b.mu.Unlock()
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err, false
 	}
-	before := b.views[provisioner].State
 	u, unavailable := environ.IsUnavailable(err)
 	if !unavailable {
 		if !probing && before != domain.BreakerHalfOpen {
@@ -211,7 +220,9 @@ func (b *breakers) answered(ctx context.Context, provisioner, id string, err err
 			b.logger.Warn("cannot record the broker's answer to its probe", "provisioner", provisioner, "error", serr)
 			return err, false
 		}
+		b.mu.Lock()
 		b.keep(after)
+		b.mu.Unlock()
 		closed = after.State == domain.BreakerClosed && before != domain.BreakerClosed
 		if closed {
 			b.logger.Info("the broker answers again: breaker closed", "provisioner", provisioner)
@@ -225,7 +236,9 @@ func (b *breakers) answered(ctx context.Context, provisioner, id string, err err
 		b.logger.Warn("cannot count the broker's failure", "provisioner", provisioner, "error", serr)
 		return err, false
 	}
+	b.mu.Lock()
 	v := b.keep(after)
+	b.mu.Unlock()
 	if after.State == domain.BreakerClosed {
 		return err, false
 	}
@@ -269,33 +282,58 @@ func (b *breakers) settings(provisioner string) (domain.BreakerSettings, bool) {
 	return b.config.Settings(provisioner)
 }
 
-// refresh reads every breaker when the last read is breakerRefresh old. A store that
-// cannot be read leaves the views as they were until the next refresh.
+// refresh reads every breaker when the last read is breakerRefresh old, outside the lock:
+// meanwhile the other attempts use the views as they are, except before the first read,
+// which they wait for. A store that cannot be read leaves the views as they were until the
+// next refresh.
 func (b *breakers) refresh(ctx context.Context) {
+	b.mu.Lock()
 	now := b.clock.Now()
-	if !b.readAt.IsZero() && now.Sub(b.readAt) < breakerRefresh {
+	if b.refreshing || (!b.readAt.IsZero() && now.Sub(b.readAt) < breakerRefresh) {
+		first := b.firstRead
+		b.mu.Unlock()
+		select {
+		case <-first:
+		case <-ctx.Done():
+		}
 		return
 	}
-	b.readAt = now
+	b.readAt, b.refreshing = now, true
+	b.mu.Unlock()
+
 	list, err := b.config.Store.ListBreakers(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refreshing = false
 	if err != nil {
 		b.logger.Warn("cannot read the brokers' breakers", "error", err)
-		return
-	}
-	seen := make(map[string]bool, len(list))
-	for _, br := range list {
-		b.keep(br)
-		seen[br.Provisioner] = true
-	}
-	for name := range maps.Clone(b.views) {
-		if !seen[name] {
-			delete(b.views, name)
+	} else {
+		seen := make(map[string]bool, len(list))
+		for _, br := range list {
+			b.keep(br)
+			seen[br.Provisioner] = true
 		}
+		for name, v := range maps.Clone(b.views) {
+			// A breaker first kept since the read began is newer than the list.
+			if !seen[name] && v.at.Before(now) {
+				delete(b.views, name)
+			}
+		}
+	}
+	select {
+	case <-b.firstRead:
+	default:
+		close(b.firstRead)
 	}
 }
 
-// keep remembers br as read now, and returns its view.
+// keep remembers br as read now, unless the view holds a later reading of it, and returns
+// the view: reads and writes of the store overlap, and their answers may come back out of
+// order.
 func (b *breakers) keep(br domain.Breaker) breakerView {
+	if v, ok := b.views[br.Provisioner]; ok && br.Now.Before(v.Now) {
+		return v
+	}
 	v := breakerView{Breaker: br, at: b.clock.Now()}
 	b.views[br.Provisioner] = v
 	b.config.Metrics.ObserveBreakerState(br.Provisioner, br.State)

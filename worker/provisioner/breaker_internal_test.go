@@ -316,3 +316,95 @@ func TestBreakerConfigIsWholeOrNone(t *testing.T) {
 		}
 	}
 }
+
+// blockingBreakerStore is a breaker store whose reads wait for release once armed.
+type blockingBreakerStore struct {
+	*fakeBreakerStore
+	armed   chan struct{} // closed: reads block
+	reading chan struct{} // receives when a blocked read starts
+	release chan struct{}
+}
+
+func (s *blockingBreakerStore) ListBreakers(ctx context.Context) ([]domain.Breaker, error) {
+	select {
+	case <-s.armed:
+		s.reading <- struct{}{}
+		<-s.release
+	default:
+	}
+	return s.fakeBreakerStore.ListBreakers(ctx)
+}
+
+// TestBreakersReadTheStoreOutsideTheLock: while one attempt's refresh waits for the store,
+// the others decide from the views they have, instead of queueing behind it.
+func TestBreakersReadTheStoreOutsideTheLock(t *testing.T) {
+	ctx := context.Background()
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	store := &blockingBreakerStore{fakeBreakerStore: newFakeBreakerStore(clk),
+		armed: make(chan struct{}), reading: make(chan struct{}), release: make(chan struct{})}
+	b, _ := newTestBreakers(store, clk, "agent-a")
+	for range testBreakerSettings.Failures {
+		b.answered(ctx, "kube", "r1", unavailable503())
+	}
+	if w := b.admit(ctx, "kube", "r2"); w == nil {
+		t.Fatal("an open breaker admitted an attempt")
+	}
+
+	close(store.armed)
+	clk.Advance(breakerRefresh)
+	refreshed := make(chan *brokerWait)
+	go func() { refreshed <- b.admit(ctx, "kube", "r3") }()
+	<-store.reading
+	// The refresh is under way: other attempts do not wait for it.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if w := b.admit(ctx, "pool", "p1"); w != nil {
+			t.Errorf("a closed provisioner's attempt waited: %v", w)
+		}
+		if w := b.admit(ctx, "kube", "r4"); w == nil {
+			t.Error("the open breaker admitted an attempt during a refresh")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("attempts waited for another attempt's read of the store")
+	}
+	close(store.release)
+	if w := <-refreshed; w == nil {
+		t.Error("the attempt that refreshed was admitted to an open breaker")
+	}
+}
+
+// TestBreakersWaitForTheFirstRead: before the first read of the store no view is known, so
+// attempts wait for it rather than call a broker another agent's breaker holds open.
+func TestBreakersWaitForTheFirstRead(t *testing.T) {
+	ctx := context.Background()
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	store := &blockingBreakerStore{fakeBreakerStore: newFakeBreakerStore(clk),
+		armed: make(chan struct{}), reading: make(chan struct{}), release: make(chan struct{})}
+	other, _ := newTestBreakers(store.fakeBreakerStore, clk, "agent-b")
+	for range testBreakerSettings.Failures {
+		other.answered(ctx, "kube", "r1", unavailable503())
+	}
+	b, _ := newTestBreakers(store, clk, "agent-a")
+	close(store.armed)
+	first := make(chan *brokerWait)
+	go func() { first <- b.admit(ctx, "kube", "r2") }()
+	<-store.reading
+	second := make(chan *brokerWait)
+	go func() { second <- b.admit(ctx, "kube", "r3") }()
+	select {
+	case w := <-second:
+		t.Fatalf("an attempt decided before the first read: %v", w)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(store.release)
+	if w := <-first; w == nil {
+		t.Error("the first read's attempt was admitted to an open breaker")
+	}
+	if w := <-second; w == nil {
+		t.Error("an attempt waiting for the first read was admitted to an open breaker")
+	}
+}
