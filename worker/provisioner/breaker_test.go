@@ -53,11 +53,14 @@ func (s *workerSuite) TestBreakerOpensWaitsAndCloses(c *gc.C) {
 	s.state.waitRow(c, "p1", "ready", ready(1))
 	s.state.waitIdle(c, "k2", 1)
 	c.Check(kube.callCount("reconcile"), gc.Equals, 1) // k2 did not call the broker
+	waitReport(c, w, "waiting-for-broker", 2)
+	waitReport(c, w, "waiting-for-capacity", 0)
 
 	c.Assert(s.clock.WaitAdvance(10*time.Second, testkit.LongWait, 1), gc.IsNil)
 	s.state.waitRow(c, "k1", "ready", ready(1))
 	s.state.waitRow(c, "k2", "ready", ready(1))
 	c.Check(kube.callCount("reconcile"), gc.Equals, 3)
+	waitReport(c, w, "waiting-for-broker", 0)
 	for _, id := range []string{"k1", "k2"} {
 		n := 0
 		for _, u := range s.state.progress(id) {

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"time"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/fairqueue"
 )
 
@@ -29,17 +30,20 @@ type schedule struct {
 }
 
 // counts are how many entries are in flight, in flight awaiting their resource, and waiting
-// for capacity.
+// on a provisioner: for capacity, for their owner's quota, or for its broker's breaker.
 type counts struct {
-	inFlight, awaiting, waitingForCapacity int
+	inFlight, awaiting                                    int
+	waitingForCapacity, waitingForQuota, waitingForBroker int
 }
 
 func (c counts) plus(d counts) counts {
-	return counts{c.inFlight + d.inFlight, c.awaiting + d.awaiting, c.waitingForCapacity + d.waitingForCapacity}
+	return counts{c.inFlight + d.inFlight, c.awaiting + d.awaiting,
+		c.waitingForCapacity + d.waitingForCapacity, c.waitingForQuota + d.waitingForQuota, c.waitingForBroker + d.waitingForBroker}
 }
 
 func (c counts) minus(d counts) counts {
-	return counts{c.inFlight - d.inFlight, c.awaiting - d.awaiting, c.waitingForCapacity - d.waitingForCapacity}
+	return counts{c.inFlight - d.inFlight, c.awaiting - d.awaiting,
+		c.waitingForCapacity - d.waitingForCapacity, c.waitingForQuota - d.waitingForQuota, c.waitingForBroker - d.waitingForBroker}
 }
 
 // place is where a resource is in the schedule.
@@ -65,12 +69,15 @@ type entry struct {
 // fields other than place and waitingFor only have a meaning in one place, and are cleared
 // when the entry leaves it.
 type placement struct {
-	place      place
-	dirty      bool   // running: changed since its reconcile started, so runs again after it
-	awaiting   bool   // running: waits for its resource to serve, its place given back
-	woken      bool   // queued: because capacity was freed for it
-	retry      *retry // retrying: its element in the retry heap
-	waitingFor string // the provisioner it waits for capacity on, until it next starts
+	place    place
+	dirty    bool   // running: changed since its reconcile started, so runs again after it
+	awaiting bool   // running: waits for its resource to serve, its place given back
+	woken    bool   // queued: because capacity was freed for it
+	retry    *retry // retrying: its element in the retry heap
+	// waitingFor is the provisioner it waits on (domain.WaitingReasons: capacity, its
+	// owner's quota or the broker), until it next starts; waitingReason says which.
+	waitingFor    string
+	waitingReason domain.Reason
 }
 
 // counts is what an entry so placed adds to the schedule's counts.
@@ -78,7 +85,9 @@ func (p placement) counts() counts {
 	return counts{
 		inFlight:           btoi(p.place == running),
 		awaiting:           btoi(p.place == running && p.awaiting),
-		waitingForCapacity: btoi(p.waitingFor != ""),
+		waitingForCapacity: btoi(p.waitingFor != "" && p.waitingReason != domain.ReasonQuotaExceeded && p.waitingReason != domain.ReasonBrokerUnavailable),
+		waitingForQuota:    btoi(p.waitingFor != "" && p.waitingReason == domain.ReasonQuotaExceeded),
+		waitingForBroker:   btoi(p.waitingFor != "" && p.waitingReason == domain.ReasonBrokerUnavailable),
 	}
 }
 
@@ -182,7 +191,7 @@ func (s *schedule) finish(o outcome) {
 		e.place, e.dirty, e.awaiting = idle, false, false
 	}
 	if o.waitingFor != "" {
-		e.waitingFor = o.waitingFor
+		e.waitingFor, e.waitingReason = o.waitingFor, o.waitingReason
 	}
 	s.sync(o.id)
 	switch {
@@ -200,7 +209,7 @@ func (s *schedule) finish(o outcome) {
 func (s *schedule) wake(provisioner string) {
 	for id, e := range s.entries {
 		if e.waitingFor == provisioner {
-			e.waitingFor = ""
+			e.waitingFor, e.waitingReason = "", ""
 			s.enqueue(id, e.owner)
 			e.woken = e.place == queued
 		}
@@ -255,6 +264,12 @@ func (s *schedule) awaitingReady() int { return s.counts.awaiting }
 
 // waitingForCapacity is how many entries wait for capacity on a provisioner.
 func (s *schedule) waitingForCapacity() int { return s.counts.waitingForCapacity }
+
+// waitingForQuota is how many entries wait for their owner's quota on a provisioner.
+func (s *schedule) waitingForQuota() int { return s.counts.waitingForQuota }
+
+// waitingForBroker is how many entries wait for a provisioner's breaker to close.
+func (s *schedule) waitingForBroker() int { return s.counts.waitingForBroker }
 
 // scheduledRetries is how many entries are retrying.
 func (s *schedule) scheduledRetries() int { return len(s.retries) }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	gc "gopkg.in/check.v1"
+
+	"github.com/berth-dev/berth/domain"
 )
 
 type scheduleSuite struct{}
@@ -98,9 +100,10 @@ func (*scheduleSuite) TestEnqueueDropsRetry(c *gc.C) {
 func (*scheduleSuite) TestWakeCapacity(c *gc.C) {
 	s := newSchedule()
 	for _, o := range []outcome{
-		{id: "a", retryAt: t0.Add(time.Minute), waitingFor: "pool"},
-		{id: "b", retryAt: t0.Add(time.Minute), waitingFor: "other"},
-		{id: "c", retryAt: t0.Add(time.Minute), waitingFor: "pool"},
+		{id: "a", retryAt: t0.Add(time.Minute), waitingFor: "pool", waitingReason: domain.ReasonWaitingForCapacity},
+		{id: "b", retryAt: t0.Add(time.Minute), waitingFor: "other", waitingReason: domain.ReasonWaitingForCapacity},
+		{id: "c", retryAt: t0.Add(time.Minute), waitingFor: "pool", waitingReason: domain.ReasonQuotaExceeded},
+		{id: "e", retryAt: t0.Add(time.Minute), waitingFor: "other", waitingReason: domain.ReasonBrokerUnavailable},
 	} {
 		s.enqueue(o.id, "")
 		drain(s)
@@ -119,9 +122,9 @@ func (*scheduleSuite) TestWakeCapacity(c *gc.C) {
 		woken[id] = w
 	}
 	c.Check(woken, gc.DeepEquals, map[string]bool{"a": true, "c": true})
-	c.Check(s.waitingForCapacity(), gc.Equals, 1)
+	c.Check([]int{s.waitingForCapacity(), s.waitingForQuota(), s.waitingForBroker()}, gc.DeepEquals, []int{1, 0, 1})
 	c.Check(s.entries["b"].waitingFor, gc.Equals, "other")
-	c.Check(s.retries, gc.HasLen, 1)
+	c.Check(s.retries, gc.HasLen, 2)
 }
 
 // checkPlaces checks that each id is in the one place its entry says, that the counts
@@ -158,7 +161,13 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 				want.awaiting++
 			}
 		}
-		if e.waitingFor != "" {
+		switch {
+		case e.waitingFor == "":
+		case e.waitingReason == domain.ReasonQuotaExceeded:
+			want.waitingForQuota++
+		case e.waitingReason == domain.ReasonBrokerUnavailable:
+			want.waitingForBroker++
+		default:
 			want.waitingForCapacity++
 		}
 	}
@@ -169,9 +178,9 @@ func checkPlaces(c *gc.C, s *schedule, step string) {
 		c.Check(s.entries[id], gc.NotNil, gc.Commentf("%s: %s retrying without an entry", step, id))
 	}
 	c.Check(s.counts, gc.Equals, want, gc.Commentf(step))
-	c.Check([]int{s.inFlight(), s.awaitingReady(), s.waitingForCapacity(), s.queueDepth(), s.scheduledRetries()},
-		gc.DeepEquals, []int{want.inFlight, want.awaiting, want.waitingForCapacity, s.queue.Len(), len(s.retries)},
-		gc.Commentf("%s: in flight, awaiting, waiting for capacity, queued, retrying", step))
+	c.Check([]int{s.inFlight(), s.awaitingReady(), s.waitingForCapacity(), s.waitingForQuota(), s.waitingForBroker(), s.queueDepth(), s.scheduledRetries()},
+		gc.DeepEquals, []int{want.inFlight, want.awaiting, want.waitingForCapacity, want.waitingForQuota, want.waitingForBroker, s.queue.Len(), len(s.retries)},
+		gc.Commentf("%s: in flight, awaiting, waiting for capacity, quota and broker, queued, retrying", step))
 }
 
 // TestOnePlaceAcrossTransitions drives the schedule through every operation from every place,
@@ -224,7 +233,7 @@ func (*scheduleSuite) TestOnePlaceAcrossTransitions(c *gc.C) {
 				continue
 			}
 			o := outcome{id: id, requeue: rng.IntN(4) == 0, waitingFor: provisioners[rng.IntN(len(provisioners))],
-				freed: provisioners[rng.IntN(len(provisioners))]}
+				waitingReason: domain.WaitingReasons[rng.IntN(len(domain.WaitingReasons))], freed: provisioners[rng.IntN(len(provisioners))]}
 			if rng.IntN(2) == 0 {
 				o.retryAt = now.Add(time.Duration(rng.IntN(10)) * time.Second)
 			}

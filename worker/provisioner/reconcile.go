@@ -22,9 +22,11 @@ type outcome struct {
 	id         string
 	requeue    bool      // reconcile again at once: the row moved on under the attempt
 	retryAt    time.Time // zero: no retry
-	waitingFor string    // the provisioner whose capacity the resource waits for
-	freed      string    // the provisioner on which a deprovision freed capacity
-	result     string    // Outcome* for Metrics; "" when the attempt did nothing to report
+	waitingFor string    // the provisioner the resource waits on (capacity, quota or its broker)
+	// waitingReason is why it waits on waitingFor: one of domain.WaitingReasons.
+	waitingReason domain.Reason
+	freed         string // the provisioner on which a deprovision freed capacity
+	result        string // Outcome* for Metrics; "" when the attempt did nothing to report
 	// awaiting says the reconcile is not over but waits for its resource to serve: it
 	// gives its place back. Nothing else of the outcome is set.
 	awaiting bool
@@ -152,7 +154,7 @@ func (a *attempt) run(woken bool) outcome {
 		a.log.Debug("retry not due yet", "status", r.Status, "next-attempt-at", *r.NextAttemptAt, "retry-in", wait)
 		o := outcome{retryAt: a.w.now().Add(wait)}
 		if (r.Status == domain.StatusPending || resizeWaiting(r) || r.Reason == domain.ReasonBrokerUnavailable) && r.Provisioner != "" {
-			o.waitingFor = r.Provisioner
+			o.waitingFor, o.waitingReason = r.Provisioner, r.Reason
 		}
 		return o
 	}
@@ -525,7 +527,7 @@ func (a *attempt) fail(err error) outcome {
 		o.retryAt = now.Add(d.retryIn)
 	}
 	if d.reason.Waits() {
-		o.waitingFor = a.provisioner
+		o.waitingFor, o.waitingReason = a.provisioner, d.reason
 	}
 	if d.stillWaiting {
 		a.log.Debug(stillWaiting(d.reason), "waiting-since", a.r.WaitingSince, "attempts", d.attempts, "error", err, "retry-in", d.retryIn)

@@ -320,6 +320,8 @@ func (w *Worker) publish(s *schedule, sh *sharing, owners *ownerPolicies) {
 		"in-flight":            s.inFlight(),
 		"awaiting-ready":       s.awaitingReady(),
 		"waiting-for-capacity": s.waitingForCapacity(),
+		"waiting-for-quota":    s.waitingForQuota(),
+		"waiting-for-broker":   s.waitingForBroker(),
 		"scheduled-retries":    s.scheduledRetries(),
 		"left-to-owners":       len(sh.left),
 		"sharing-with":         len(sh.agents) - 1,
