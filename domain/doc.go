@@ -65,6 +65,8 @@
 //	                                  like a wait for capacity (waiting_since: since when)
 //	              QuotaExceeded       a resize over its owner's quota: it serves at
 //	                                  observed_generation meanwhile (waiting_since)
+//	              BrokerUnavailable   a resize whose provisioner's circuit breaker is
+//	                                  open: it serves at observed_generation meanwhile
 //	unhealthy     HealthCheckFailed   its health check fails (unhealthy_since: since when)
 //	error         BrokerError         a failure retrying cannot mend (invalid args, an
 //	                                  environ that cannot hibernate): waits for new args or

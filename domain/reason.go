@@ -26,7 +26,8 @@ const ReasonQuotaExceeded Reason = "QuotaExceeded"
 // ReasonBrokerUnavailable is a resource whose provisioner's circuit breaker is open: its
 // broker failed repeatedly (429, 5xx, timeouts, refused connections), so no agent calls
 // it until the next probe says it has recovered. It is a reason of pending,
-// provisioning, deleting and hibernating (Resource.WaitingSince says since when).
+// provisioning, deleting and hibernating, and of ready for a resize that waits while the
+// resource serves its observed generation (Resource.WaitingSince says since when).
 const ReasonBrokerUnavailable Reason = "BrokerUnavailable"
 
 // Reasons of status provisioning (Backoff too, see below).
@@ -90,7 +91,7 @@ const ReasonHibernated Reason = "Hibernated"
 var ReasonsByStatus = map[Status][]Reason{
 	StatusPending:      {ReasonCreated, ReasonWaitingForCapacity, ReasonQuotaExceeded, ReasonBrokerUnavailable},
 	StatusProvisioning: {ReasonProvisioning, ReasonAwaitingReady, ReasonBackoff, ReasonBrokerUnavailable},
-	StatusReady:        {ReasonAvailable, ReasonRecovered, ReasonResizeWaitingForCapacity, ReasonQuotaExceeded},
+	StatusReady:        {ReasonAvailable, ReasonRecovered, ReasonResizeWaitingForCapacity, ReasonQuotaExceeded, ReasonBrokerUnavailable},
 	StatusUnhealthy:    {ReasonHealthCheckFailed},
 	StatusError:        {ReasonBrokerError, ReasonUnreadableRow, ReasonUnknownType, ReasonNeverFits},
 	StatusDeleting:     {ReasonDeleteRequested, ReasonBackoff, ReasonBrokerUnavailable},

@@ -47,7 +47,7 @@ func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, e
 		  WHERE c.seq = ANY($1) ORDER BY c.seq`, seqs)
 }
 
-// changeOwnerSQL is the owner of change c's resource ('' when its row is gone), looked up
+// changeOwnerSQL is the owner of change c's resource (” when its row is gone), looked up
 // per entry read: a join lets the planner hash the whole resources table for every page,
 // which cost a burst's reads ten times as much as the lookups.
 const changeOwnerSQL = `coalesce((SELECT r.owner FROM resources r WHERE r.id = c.resource_id), '')`

@@ -374,18 +374,23 @@ func due(v breakerView, clk clock.Clock) bool {
 }
 
 // brokerUnavailable is the retry decision of a resource whose breaker is open (failure
-// f): its status stays where BrokerUnavailable is one of its reasons (hibernating for a
-// hibernate, provisioning otherwise), no attempt is counted, it is retried at the next
-// probe, and a wait that goes on keeps its message, so that the wait is one event in the
-// resource's history.
+// f): its status stays where BrokerUnavailable is one of its reasons (a ready resource
+// whose resize waits keeps serving its old generation; hibernating for a hibernate,
+// provisioning otherwise), no attempt is counted, it is retried at the next probe, and a
+// wait that goes on keeps its message, so that the wait is one event in the resource's
+// history.
 func brokerUnavailable(f failure) retryDecision {
 	d := retryDecision{attempts: f.attempts, reason: domain.ReasonBrokerUnavailable, outcome: OutcomeBrokerUnavailable,
 		status: f.status, message: f.wait.message, retryIn: f.wait.retryIn}
-	if !d.reason.ValidFor(d.status) {
+	serves := d.status == domain.StatusReady && f.serving && !f.hibernating
+	if !d.reason.ValidFor(d.status) || (d.status == domain.StatusReady && !serves) {
 		d.status = domain.StatusProvisioning
 		if f.hibernating {
 			d.status = domain.StatusHibernating
 		}
+	}
+	if serves {
+		d.message = fmt.Sprintf("%s; serving generation %d meanwhile", d.message, f.observed)
 	}
 	if f.reason == domain.ReasonBrokerUnavailable && f.status == d.status {
 		d.message, d.stillWaiting = f.message, true

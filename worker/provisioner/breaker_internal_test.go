@@ -246,8 +246,12 @@ func TestBrokerUnavailableKeepsTheStatusAndTheAttempts(t *testing.T) {
 		{"pending stays pending", failure{status: domain.StatusPending, reason: domain.ReasonCreated, attempts: 2}, domain.StatusPending, w.message, false},
 		{"provisioning stays", failure{status: domain.StatusProvisioning, reason: domain.ReasonProvisioning}, domain.StatusProvisioning, w.message, false},
 		{"deleting stays", failure{status: domain.StatusDeleting, reason: domain.ReasonDeleteRequested}, domain.StatusDeleting, w.message, false},
-		{"a resize of a ready one provisions", failure{status: domain.StatusReady, reason: domain.ReasonAvailable}, domain.StatusProvisioning, w.message, false},
-		{"a hibernate of a ready one hibernates", failure{status: domain.StatusReady, reason: domain.ReasonAvailable, hibernating: true}, domain.StatusHibernating, w.message, false},
+		{"a resize of a serving one keeps it serving", failure{status: domain.StatusReady, reason: domain.ReasonAvailable, serving: true, observed: 3},
+			domain.StatusReady, w.message + "; serving generation 3 meanwhile", false},
+		{"a serving one's wait that goes on keeps its message", failure{status: domain.StatusReady, reason: domain.ReasonBrokerUnavailable, serving: true, observed: 3,
+			message: "broker unavailable: earlier; serving generation 3 meanwhile"}, domain.StatusReady, "broker unavailable: earlier; serving generation 3 meanwhile", true},
+		{"a ready one not serving provisions", failure{status: domain.StatusReady, reason: domain.ReasonAvailable}, domain.StatusProvisioning, w.message, false},
+		{"a hibernate of a ready one hibernates", failure{status: domain.StatusReady, reason: domain.ReasonAvailable, hibernating: true, serving: true}, domain.StatusHibernating, w.message, false},
 		{"a wait that goes on keeps its message", failure{status: domain.StatusPending, reason: domain.ReasonBrokerUnavailable, message: "broker unavailable: earlier"}, domain.StatusPending, "broker unavailable: earlier", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

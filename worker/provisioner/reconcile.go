@@ -661,10 +661,11 @@ func (a *attempt) waitingForCapacity() bool {
 }
 
 // resizeWaiting reports whether r serves at its observed generation while its resize
-// waits for room on its provisioner, or for its owner's quota there (since its
-// WaitingSince).
+// waits for room on its provisioner, for its owner's quota there, or for its broker's
+// breaker to close (since its WaitingSince).
 func resizeWaiting(r domain.Resource) bool {
-	return r.Status == domain.StatusReady && (r.Reason == domain.ReasonResizeWaitingForCapacity || r.Reason == domain.ReasonQuotaExceeded)
+	return r.Status == domain.StatusReady && (r.Reason == domain.ReasonResizeWaitingForCapacity || r.Reason == domain.ReasonQuotaExceeded ||
+		r.Reason == domain.ReasonBrokerUnavailable)
 }
 
 func orEmpty(m map[string]any) map[string]any {

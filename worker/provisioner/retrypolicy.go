@@ -62,13 +62,15 @@ type failure struct {
 	wait *brokerWait
 	// hibernating says the attempt was hibernating the resource.
 	hibernating bool
+	// serving says the resource was ready at its observed generation when the attempt began.
+	serving bool
 }
 
 // classify is the failure of attempt a with err. Freeing and hibernating a resource are
 // retried whatever the error, so what the attempt was doing comes first.
 func (a *attempt) classify(err error) failure {
 	f := failure{err: err, attempts: a.r.Attempts, status: a.r.Status, reason: a.r.Reason, message: a.r.StatusMessage,
-		generation: a.r.Generation, observed: a.r.ObservedGeneration, hibernating: a.hibernating}
+		generation: a.r.Generation, observed: a.r.ObservedGeneration, hibernating: a.hibernating, serving: a.serving}
 	switch {
 	case errors.As(err, &f.wait):
 		f.kind = failedBrokerUnavailable
