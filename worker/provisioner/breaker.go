@@ -181,9 +181,13 @@ func (b *breakers) admit(ctx context.Context, provisioner, id string) *brokerWai
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	v = b.keep(taken)
-	if ok {
+	switch {
+	case ok:
 		b.probes[provisioner] = probe{id: id, until: b.clock.Now().Add(taken.ProbeUntil.Sub(taken.Now))}
 		b.logger.Info("probing the broker", "provisioner", provisioner, "id", id, "failures", taken.Failures, "last-error", taken.LastError)
+		return nil
+	case v.State == domain.BreakerClosed:
+		// Another agent's probe closed it since this agent last read it.
 		return nil
 	}
 	return b.wait(v, settings)

@@ -234,6 +234,36 @@ func TestBreakersGiveOneProbeAcrossAgents(t *testing.T) {
 	}
 }
 
+// TestBreakersFollowAProbeAnotherAgentClosed: an agent whose view still says open finds, when
+// it asks for the due probe, that another agent's probe closed the breaker: it calls the
+// broker rather than make the resource wait.
+func TestBreakersFollowAProbeAnotherAgentClosed(t *testing.T) {
+	ctx := context.Background()
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	store := newFakeBreakerStore(clk)
+	a, _ := newTestBreakers(store, clk, "agent-a")
+	b, _ := newTestBreakers(store, clk, "agent-b")
+	for range 3 {
+		a.answered(ctx, "kube", "r1", unavailable503())
+	}
+	if w := b.admit(ctx, "kube", "r9"); w == nil {
+		t.Fatal("agent b called a broker whose breaker is open")
+	}
+	clk.Advance(10 * time.Second)
+	if w := a.admit(ctx, "kube", "r1"); w != nil {
+		t.Fatalf("agent a at the next probe: %v; want the probe", w)
+	}
+	if _, closed := a.answered(ctx, "kube", "r1", nil); !closed {
+		t.Fatal("the probe's success did not close the breaker")
+	}
+	// Agent b read the breaker under a second ago: its view says open, and the probe due.
+	clk.Advance(breakerRefresh / 2)
+	b.readAt = clk.Now()
+	if w := b.admit(ctx, "kube", "r9"); w != nil {
+		t.Errorf("agent b after agent a's probe closed the breaker: %v; want the broker called", w)
+	}
+}
+
 func TestBrokerUnavailableKeepsTheStatusAndTheAttempts(t *testing.T) {
 	w := &brokerWait{message: "broker unavailable: x, 5 failures in 30s; next probe at T", retryIn: 7 * time.Second}
 	for _, tc := range []struct {
