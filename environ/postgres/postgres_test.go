@@ -569,3 +569,31 @@ func TestWaitingForLoginEndsWithItsContext(t *testing.T) {
 		t.Fatalf("AwaitReady of a hibernated role = %v, want the deadline and the refusal", err)
 	}
 }
+
+// TestSCRAMVerifierIsTheServers: the verifier the environ sends is the one the server
+// makes of the same password and salt, so the password in the file is the role's.
+func TestSCRAMVerifierIsTheServers(t *testing.T) {
+	f := newFixture(t, nil)
+	role := f.prefix + "scram"
+	const password = "Known-Password-For-The-Test"
+	if _, err := f.admin.Exec(t.Context(), "SET password_encryption = 'scram-sha-256'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.admin.Exec(t.Context(), "CREATE ROLE "+ident(role)+" PASSWORD "+literal(password)); err != nil {
+		t.Fatal(err)
+	}
+	var stored string
+	if err := f.admin.QueryRow(t.Context(), "SELECT rolpassword FROM pg_authid WHERE rolname = $1", role).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(strings.TrimPrefix(stored, "SCRAM-SHA-256$"), "$")
+	iter, saltB64, _ := strings.Cut(head, ":")
+	n, _ := strconv.Atoi(iter)
+	salt, err := base64.StdEncoding.DecodeString(saltB64)
+	if err != nil || n == 0 {
+		t.Fatalf("the server stored %q, no SCRAM verifier", stored)
+	}
+	if got, err := scramVerifierWithSalt(password, salt, n); err != nil || got != stored {
+		t.Fatalf("verifier %q, %v; the server's is %q", got, err, stored)
+	}
+}
