@@ -37,12 +37,12 @@
 // The config is {"host", "port", "database", "user", "password_file"}; the state names the
 // database and the connection limit made. Neither holds the password.
 //
-//	              Reconcile (LOGIN)                 Hibernate
-//	 (none) ─────────────────────────► ready ──────────────────────► hibernated
-//	    ▲                              │  ▲   ALTER ROLE NOLOGIN,      │
-//	    │ Deprovision: end sessions,   │  │   end its sessions         │
-//	    │ DROP DATABASE ... (FORCE),   │  └────────────────────────────┘
-//	    └─ DROP ROLE, remove the file ─┘      Reconcile (wake): LOGIN
+//	             Reconcile (LOGIN)                 Hibernate
+//	(none) ─────────────────────────► ready ──────────────────────► hibernated
+//	   ▲                              │  ▲   ALTER ROLE NOLOGIN,      │
+//	   │ Deprovision: end sessions,   │  │   end its sessions         │
+//	   │ DROP DATABASE ... (FORCE),   │  └────────────────────────────┘
+//	   └─ DROP ROLE, remove the file ─┘      Reconcile (wake): LOGIN
 //
 // A resize (args.connections) is ALTER ROLE ... CONNECTION LIMIT. Hibernate keeps the
 // database, the role and the password; waking is Reconcile. What is gone already is a
