@@ -73,14 +73,16 @@ func New(name string, raw json.RawMessage, deps environ.Deps) (environ.Environ, 
 	cfg.MaxConns = int32(spec.AdminConnections)
 	cfg.MinConns = 0
 	lockCfg := cfg.Copy()
+	// Neither pool connects yet; their errors are of the config, whose text may quote
+	// the DSN, so they are not passed on.
 	work, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open the admin pool: %w", environ.Permanent(errors.New("the admin DSN cannot be used")))
+		return nil, errors.New("the admin DSN cannot be used to open a connection pool: check its options")
 	}
 	locks, err := pgxpool.NewWithConfig(context.Background(), lockCfg)
 	if err != nil {
 		work.Close()
-		return nil, fmt.Errorf("open the admin pool: %w", environ.Permanent(errors.New("the admin DSN cannot be used")))
+		return nil, errors.New("the admin DSN cannot be used to open a connection pool: check its options")
 	}
 	e := &pgEnviron{
 		name: name, spec: spec, logger: deps.Logger, clock: deps.Clock, resources: deps.Resources,
