@@ -20,7 +20,8 @@
 // The resource's database and role share one name: the spec's name_prefix and the
 // resource id's 32 hex digits (berth_0b5c7a4e2f1d4c3b9a8e7d6c5b4a3f21), derived from the id
 // alone so that Deprovision finds them with no state, and quoted with pgx's identifier
-// sanitising in every statement. Reconcile makes
+// sanitising in every statement. The state records the name, and a resource keeps it when
+// the spec's prefix changes. Reconcile makes
 //
 //   - the role: LOGIN, NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS,
 //     CONNECTION LIMIT args.connections (default 10, at most the spec's max_connections);
@@ -72,6 +73,11 @@
 // Repairs. Reconcile repairs the same drift and reports it the same way. A database
 // dropped out of band comes back empty; objects the role owned that were reassigned
 // before the role was dropped stay with their new owner.
+//
+// Sizer and CapacityReporter count connections: a resource's size is its connection
+// limit (an owner's quota bounds the connections its databases may hold), and the
+// capacity is the server's max_connections less those reserved for superusers, used by
+// the limits of the provisioner's roles that may log in.
 //
 // Check pings the server. A server that cannot be reached is environ.Unavailable, for
 // the provisioner's circuit breaker.

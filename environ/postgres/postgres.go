@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,8 +56,10 @@ type pgEnviron struct {
 }
 
 var (
-	_ environ.Environ    = (*pgEnviron)(nil)
-	_ environ.Hibernator = (*pgEnviron)(nil)
+	_ environ.Environ          = (*pgEnviron)(nil)
+	_ environ.Hibernator       = (*pgEnviron)(nil)
+	_ environ.Sizer            = (*pgEnviron)(nil)
+	_ environ.CapacityReporter = (*pgEnviron)(nil)
 )
 
 // New builds a postgres environ named name from its JSON spec. It reads the admin DSN the
@@ -113,10 +116,11 @@ func (e *pgEnviron) Summary() string {
 	return fmt.Sprintf("databases on %s:%d, names %s*, passwords in %s", e.host, e.port, e.spec.NamePrefix, e.spec.PasswordDir)
 }
 
-// ResourceSpec is what resources are built from: where clients connect, the names and the
-// password files; not the DSN reference or the admin pool's size.
+// ResourceSpec is what resources are built from: where clients connect, the password
+// files and the bound on their args; not the DSN reference, the admin pools' size or the
+// name prefix (a resource keeps the name it was given).
 func (e *pgEnviron) ResourceSpec() any {
-	return map[string]any{"host": e.host, "port": e.port, "name_prefix": e.spec.NamePrefix, "password_dir": e.spec.PasswordDir, "max_connections": e.spec.MaxConnections}
+	return map[string]any{"host": e.host, "port": e.port, "password_dir": e.spec.PasswordDir, "max_connections": e.spec.MaxConnections}
 }
 
 // Reconcile makes the role and its database exist as args ask, the role allowed to log in.
@@ -141,7 +145,7 @@ func (e *pgEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *en
 
 // AwaitReady tries the role's login on its database until it works or ctx ends.
 func (e *pgEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error {
-	name := e.objectName(r.ID)
+	name := e.nameOf(r)
 	for {
 		err := e.tryLogin(ctx, name)
 		if err == nil {
@@ -155,11 +159,14 @@ func (e *pgEnviron) AwaitReady(ctx context.Context, r *environ.Resource) error {
 	}
 }
 
-// Deprovision ends the role's sessions and drops its database, the role and its password
-// file. What is gone already is a success.
+// Deprovision takes the role's login, ends its sessions and drops its database, the role
+// and its password file. What is gone already is a success.
 func (e *pgEnviron) Deprovision(ctx context.Context, r *environ.Resource) error {
-	name := e.objectName(r.ID)
+	name := e.nameOf(r)
 	err := e.locked(ctx, r.ID, func(conn *pgxpool.Conn) error {
+		if _, err := conn.Exec(ctx, setLogin(name, false)); err != nil && !isCode(err, "42704") {
+			return fmt.Errorf("revoke the login of %s: %w", name, err)
+		}
 		if _, err := conn.Exec(ctx, sqlTerminate, name, name); err != nil {
 			return fmt.Errorf("end the sessions of %s: %w", name, err)
 		}
@@ -184,7 +191,7 @@ func (e *pgEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *en
 	if err != nil {
 		return nil, err
 	}
-	name := e.objectName(r.ID)
+	name := e.nameOf(r)
 	err = e.locked(ctx, r.ID, func(conn *pgxpool.Conn) error {
 		if _, err := conn.Exec(ctx, setLogin(name, false)); err != nil && !isCode(err, "42704") {
 			return fmt.Errorf("revoke the login of %s: %w", name, err)
@@ -223,7 +230,7 @@ func (e *pgEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts
 		return nil, err
 	}
 	hibernated := isHibernated(r.State)
-	name := e.objectName(r.ID)
+	name := e.nameOf(r)
 	obs, err := e.observe(ctx, e.work, name)
 	if err != nil {
 		return nil, e.fail(r, "check", err)
@@ -258,6 +265,28 @@ func (e *pgEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts
 	return e.result(r, args.Connections, hibernated, drifts), nil
 }
 
+// Units is the resource's connection limit: an owner's quota on the provisioner bounds
+// the connections its databases may hold.
+func (e *pgEnviron) Units(_ *environ.Resource, opts *environ.ResourceOptions) (int64, error) {
+	args, err := e.args(opts)
+	if err != nil {
+		return 0, err
+	}
+	return int64(args.Connections), nil
+}
+
+// Capacity reports the server's connections (those not reserved for superusers) and the
+// connection limits of the provisioner's roles that may log in: limits summing to more
+// than the server takes promise connections it cannot give.
+func (e *pgEnviron) Capacity(ctx context.Context) (environ.Capacity, error) {
+	var total, used int64
+	if err := e.work.QueryRow(ctx, sqlCapacity, e.spec.NamePrefix).Scan(&total, &used); err != nil {
+		return environ.Capacity{}, e.fail(nil, "read the server's connections", err)
+	}
+	host := environ.HostCapacity{Host: net.JoinHostPort(e.host, strconv.Itoa(e.port)), Total: total, Used: used}
+	return environ.Capacity{Unit: "connections", Total: total, Used: used, Hosts: []environ.HostCapacity{host}}, nil
+}
+
 // Close closes the environ's connections.
 func (e *pgEnviron) Close() error {
 	e.work.Close()
@@ -268,7 +297,7 @@ func (e *pgEnviron) Close() error {
 // converge makes the role and its database what Reconcile makes, the role's login as
 // login says, on conn under the resource's lock, and returns the drift it put right.
 func (e *pgEnviron) converge(ctx context.Context, conn *pgxpool.Conn, r *environ.Resource, limit int, login bool) ([]string, error) {
-	name := e.objectName(r.ID)
+	name := e.nameOf(r)
 	provisioned := r.State[stateDatabase] != nil
 	obs, err := e.observe(ctx, conn, name)
 	if err != nil {
@@ -507,6 +536,15 @@ func (r *roleRow) powers() []string {
 	return out
 }
 
+// nameOf is the name of r's database and role: the one its state records, so that a
+// change of the spec's name_prefix moves no resource, else objectName.
+func (e *pgEnviron) nameOf(r *environ.Resource) string {
+	if name, ok := r.State[stateDatabase].(string); ok && name != "" {
+		return name
+	}
+	return e.objectName(r.ID)
+}
+
 // objectName is the name of the resource's database and of its role: the prefix and the
 // id's 32 hex digits when it is a UUID (as every row's id is), else the prefix, "id_" and
 // 24 hex digits of the id's SHA-256, so that any id makes a safe name that no other id
@@ -541,7 +579,7 @@ func (e *pgEnviron) args(opts *environ.ResourceOptions) (*Args, error) {
 
 // result is r as provisioned: its state and the config clients reach it with.
 func (e *pgEnviron) result(r *environ.Resource, limit int, hibernated bool, repairs []string) *environ.Resource {
-	name := e.objectName(r.ID)
+	name := e.nameOf(r)
 	state := map[string]any{stateDatabase: name, stateConnections: limit}
 	if hibernated {
 		state[stateHibernated] = true

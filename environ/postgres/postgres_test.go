@@ -259,6 +259,16 @@ func TestFiftyDatabasesThroughTheirLife(t *testing.T) {
 		rs[i] = r
 		return err
 	})
+	sum := 0
+	for i := range rs {
+		sum += 2 + i%5
+	}
+	if c, err := f.env.Capacity(ctx); err != nil || c.Unit != "connections" || c.Used != int64(sum) || c.Total < 1 {
+		t.Fatalf("Capacity = %+v, %v; want %d connections used", c, err, sum)
+	}
+	if units, err := f.env.Units(rs[3], withArgs(map[string]any{"connections": 5})); err != nil || units != 5 {
+		t.Fatalf("Units = %d, %v; want 5", units, err)
+	}
 	for i, r := range rs {
 		if got := f.count("SELECT rolconnlimit FROM pg_roles WHERE rolname = $1", r.Config["user"]); got != 2+i%5 {
 			t.Fatalf("resource %d: rolconnlimit %d, want %d", i, got, 2+i%5)
@@ -445,6 +455,27 @@ func TestDriftIsRepaired(t *testing.T) {
 	again, err := f.env.CheckResource(ctx, checked, withArgs(args))
 	if err != nil || len(again.Repairs) > 0 {
 		t.Fatalf("CheckResource with nothing drifted = %v, %v; want healthy, no repairs", again.Repairs, err)
+	}
+}
+
+// TestANewPrefixMovesNoResource: a resource keeps its database when the provisioner's
+// name_prefix changes, and new resources take the new prefix.
+func TestANewPrefixMovesNoResource(t *testing.T) {
+	f := newFixture(t, nil)
+	r := f.reconcile(newResource(), nil)
+	f.env.spec.NamePrefix = f.prefix + "new_"
+	again := f.reconcile(r, nil)
+	if again.Config["database"] != r.Config["database"] || len(again.Repairs) > 0 {
+		t.Fatalf("after the prefix changed: config %v, repairs %v; want database %v kept", again.Config, again.Repairs, r.Config["database"])
+	}
+	if other := f.reconcile(newResource(), nil); !strings.HasPrefix(other.Config["database"].(string), f.prefix+"new_") {
+		t.Fatalf("a new resource is named %v", other.Config["database"])
+	}
+	if err := f.env.Deprovision(t.Context(), again); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.count("SELECT count(*) FROM pg_database WHERE datname = $1", r.Config["database"]); got != 0 {
+		t.Fatalf("the database is left after its deprovision")
 	}
 }
 

@@ -46,6 +46,11 @@ FROM pg_database d WHERE d.datname = $1`
 const sqlTerminate = `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE (usename = $1 OR datname = $2) AND pid <> pg_backend_pid()`
 
+// sqlCapacity reads the connections the server takes from roles that are not superusers,
+// and the connection limits of the roles named with prefix $1 that may log in.
+const sqlCapacity = `SELECT current_setting('max_connections')::bigint - current_setting('superuser_reserved_connections')::bigint,
+  COALESCE((SELECT sum(rolconnlimit) FROM pg_roles WHERE starts_with(rolname, $1) AND rolcanlogin AND rolconnlimit > 0), 0)::bigint`
+
 // sqlPing is the environ's health check.
 const sqlPing = `SELECT 1`
 
