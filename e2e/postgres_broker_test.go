@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,8 @@ import (
 // TestPostgresBrokerThroughTheAgent runs a provisioner set whose one provisioner is of
 // type postgres, its admin DSN passed by reference in the environment: a database created
 // through the CLI becomes ready with a config its role logs in with, is resized,
-// hibernated and woken, and its delete leaves nothing on the server.
+// repaired by the health check when its role is dropped out of band, hibernated and woken,
+// and its delete leaves nothing on the server.
 func TestPostgresBrokerThroughTheAgent(t *testing.T) {
 	server, err := pgtest.ServerURL()
 	if err != nil {
@@ -67,6 +69,32 @@ func TestPostgresBrokerThroughTheAgent(t *testing.T) {
 	if got := count("SELECT rolconnlimit FROM pg_roles WHERE starts_with(rolname, $1)"); got != 3 {
 		t.Fatalf("rolconnlimit %d, want 3", got)
 	}
+
+	// The role dropped out of band, as an operator would: the health check re-creates it.
+	name := r.Config["user"].(string)
+	cfg, err := pgx.ParseConfig(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = name
+	inDatabase, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"REASSIGN OWNED BY %s TO CURRENT_USER", "DROP OWNED BY %s", "DROP ROLE %s"} {
+		if _, err := inDatabase.Exec(t.Context(), strings.Replace(s, "%s", pgx.Identifier{name}.Sanitize(), 1)); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	inDatabase.Close(t.Context())
+	e.Eventually("the health check re-creates the role", within, func() (bool, string) {
+		err := loginWithConfig(t.Context(), server, r.Config)
+		return err == nil, fmt.Sprint(err)
+	})
+	e.Eventually("the repair is in the resource's history", within, func() (bool, string) {
+		out := e.Berth("resource", "events", id, "-o", "json")
+		return strings.Contains(out, `"kind": "repair"`) && strings.Contains(out, "role "+name+" re-created"), out
+	})
 
 	e.Berth("resource", "update", id, "--arg", "connections=6")
 	e.WaitReady(id, within)
