@@ -348,6 +348,11 @@ func (e *pgEnviron) converge(ctx context.Context, conn *pgxpool.Conn, r *environ
 			return nil, fmt.Errorf("database %s: %w", name, err)
 		}
 	}
+	if obs.db == nil || len(obs.db.others) > 0 {
+		if _, err := conn.Exec(ctx, sqlTerminateOthers, name, name); err != nil {
+			return nil, fmt.Errorf("end the sessions of other roles on %s: %w", name, err)
+		}
+	}
 	if !login {
 		if _, err := conn.Exec(ctx, sqlTerminate, name, ""); err != nil {
 			return nil, fmt.Errorf("end the sessions of %s: %w", name, err)

@@ -424,9 +424,22 @@ func TestDriftIsRepaired(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Another resource's role gets in while its database is open to PUBLIC; the repair
+	// ends its session.
+	neighbour := f.reconcile(newResource(), nil)
+	cfg := f.server.Copy()
+	cfg.User, cfg.Database = neighbour.Config["user"].(string), name
+	intruder, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("the neighbour cannot connect to a database open to PUBLIC: %v", err)
+	}
+	defer intruder.Close(ctx)
 	checked, err = f.env.CheckResource(ctx, reconciled, withArgs(args))
 	if err != nil {
 		t.Fatalf("CheckResource: %v", err)
+	}
+	if err := intruder.Ping(ctx); err == nil {
+		t.Fatalf("the neighbour's session outlived the repair of the grants")
 	}
 	wantRepair("check", checked, "access taken from PUBLIC")
 	wantRepair("check", checked, "NOCREATEDB taken back")

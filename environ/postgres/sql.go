@@ -46,6 +46,12 @@ FROM pg_database d WHERE d.datname = $1`
 const sqlTerminate = `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE (usename = $1 OR datname = $2) AND pid <> pg_backend_pid()`
 
+// sqlTerminateOthers ends the sessions on database $1 of every role but $2 and the
+// superusers: those that connected while the database was open to them (between CREATE
+// DATABASE and its REVOKE, or while its grants had drifted) and could no longer.
+const sqlTerminateOthers = `SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid
+WHERE a.datname = $1 AND r.rolname <> $2 AND NOT r.rolsuper AND a.pid <> pg_backend_pid()`
+
 // sqlCapacity reads the connections the server takes from roles that are not superusers,
 // and the connection limits of the roles named with prefix $1 that may log in.
 const sqlCapacity = `SELECT current_setting('max_connections')::bigint - current_setting('superuser_reserved_connections')::bigint,
@@ -62,13 +68,11 @@ func createRole(role string, login bool, limit int, verifier string) string {
 }
 
 // alterRole sets the role's login, connection limit and password, and takes back each
-// power in revoke. Only the attributes that differ are named: a server lets an admin
-// without superuser change those it may change.
+// power in revoke: only the powers the role has are named, since a server refuses an admin
+// without superuser any mention of some (REPLICATION, BYPASSRLS).
 func alterRole(role string, login bool, limit int, verifier string, revoke []string) string {
 	clauses := append([]string{loginClause(login), fmt.Sprintf("CONNECTION LIMIT %d", limit)}, revoke...)
-	if verifier != "" {
-		clauses = append(clauses, "PASSWORD "+literal(verifier))
-	}
+	clauses = append(clauses, "PASSWORD "+literal(verifier))
 	return fmt.Sprintf("ALTER ROLE %s WITH %s", ident(role), strings.Join(clauses, " "))
 }
 
