@@ -28,8 +28,10 @@
 //   - the database, owned by the role (so the role may create in its public schema),
 //     with every privilege revoked from PUBLIC and from any other grantee, and CONNECT,
 //     TEMPORARY and CREATE granted to the role: the role may use its own database and no
-//     other database the environ made. (Databases the environ did not make keep their own
-//     grants: revoke CONNECT on them from PUBLIC on a server shared with tenants.)
+//     other database the environ made. Sessions of other roles (not superusers) that got
+//     in while it was open to them, before its REVOKE or while its grants had drifted, are
+//     ended. (Databases the environ did not make keep their own grants: revoke CONNECT on
+//     them from PUBLIC on a server shared with tenants.)
 //   - the password: 32 random bytes in <password_dir>/<name>.password, mode 0600. The
 //     server is sent its SCRAM-SHA-256 verifier, never the password, so its statement
 //     log holds none either. The password stays as long as the file does; a missing file
