@@ -254,8 +254,8 @@ func TestBadInputNamesTheFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"resource", "create", "--type", "vm", "--name", "x"}, `--type: "vm" is not a resource type: use one of runtime, clickhouse`},
-		{[]string{"resource", "create", "--name", "x"}, "--type is required: use one of runtime, clickhouse"},
+		{[]string{"resource", "create", "--type", "vm", "--name", "x"}, `--type: "vm" is not a resource type: use one of runtime, clickhouse, postgres`},
+		{[]string{"resource", "create", "--name", "x"}, "--type is required: use one of runtime, clickhouse, postgres"},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--arg", "slots"}, `--arg: "slots" is not key=value`},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--arg", "cpu=2"}, "--arg cpu: unknown key; known keys: slots, version"},
 		{[]string{"resource", "create", "--type", "runtime", "--name", "x", "--arg", "slots=0"}, "--arg slots: must be at least 1"},

@@ -70,7 +70,7 @@ func TestCompletionOfResourcesAndFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"resource", "list", "-o", ""}, "table json yaml wide name jsonpath="},
-		{[]string{"resource", "list", "--type", ""}, "runtime clickhouse"},
+		{[]string{"resource", "list", "--type", ""}, "runtime clickhouse postgres"},
 		{[]string{"resource", "list", "--owner", ""}, "acme beta"},
 		{[]string{"version", "--log-level", ""}, "debug info warn error"},
 	} {

@@ -12,6 +12,7 @@ import (
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/kubernetes"
+	"github.com/berth-dev/berth/environ/postgres"
 	"github.com/berth-dev/berth/environ/static"
 )
 
@@ -20,6 +21,7 @@ func newRegistry() *environ.Registry {
 	r := environ.NewRegistry()
 	r.Register(static.Type, static.New, static.Types...)
 	r.Register(kubernetes.Type, kubernetes.New, kubernetes.Types...)
+	r.Register(postgres.Type, postgres.New, postgres.Types...)
 	return r
 }
 

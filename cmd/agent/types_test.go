@@ -28,12 +28,12 @@ func runBerthWith(types *environ.Catalog, args ...string) (stdout string, err er
 }
 
 // The CLI's --type help and completion, its --arg parsing and its errors for an unknown type
-// come from the registry's catalog: berth run's registry serves runtime and clickhouse, and a
+// come from the registry's catalog: berth run's registry serves runtime, clickhouse and postgres, and a
 // registry with one more environ serves that environ's types as well, with no change to the
 // CLI.
 func TestTypesComeFromTheRegistry(t *testing.T) {
 	clearEnv(t)
-	if got, want := newRegistry().Catalog().Names(), "runtime, clickhouse"; got != want {
+	if got, want := newRegistry().Catalog().Names(), "runtime, clickhouse, postgres"; got != want {
 		t.Errorf("berth run's registry serves %q, want %q", got, want)
 	}
 	registry := newRegistry()
@@ -50,14 +50,14 @@ func TestTypesComeFromTheRegistry(t *testing.T) {
 		"runtime      slots (whole number, 1 to 1000000; default 1), version (string)",
 		"clickhouse   takes no args",
 		"widget       size (whole number, 1 to 10; default 1), colour (string)",
-		"resource type: runtime, clickhouse, widget",
+		"resource type: runtime, clickhouse, postgres, widget",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("create --help does not say %q:\n%s", want, help)
 		}
 	}
 	listHelp, err := runBerthWith(types, "resource", "list", "--help")
-	if err != nil || !strings.Contains(listHelp, "only resources of this type: runtime, clickhouse, widget") {
+	if err != nil || !strings.Contains(listHelp, "only resources of this type: runtime, clickhouse, postgres, widget") {
 		t.Errorf("list --help: %v\n%s", err, listHelp)
 	}
 
@@ -65,8 +65,8 @@ func TestTypesComeFromTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Fields(completed); len(got) < 3 || strings.Join(got[:3], " ") != "runtime clickhouse widget" {
-		t.Errorf("--type completes %q, want runtime, clickhouse and widget", completed)
+	if got := strings.Fields(completed); len(got) < 4 || strings.Join(got[:4], " ") != "runtime clickhouse postgres widget" {
+		t.Errorf("--type completes %q, want runtime, clickhouse, postgres and widget", completed)
 	}
 
 	db := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
@@ -74,7 +74,7 @@ func TestTypesComeFromTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = runBerthWith(types, "--database-url", db, "resource", "create", "--type", "gizmo", "--name", "g")
-	if err == nil || err.Error() != `--type: "gizmo" is not a resource type: use one of runtime, clickhouse, widget` {
+	if err == nil || err.Error() != `--type: "gizmo" is not a resource type: use one of runtime, clickhouse, postgres, widget` {
 		t.Errorf("create of type gizmo: %v; want the served types listed", err)
 	}
 	_, err = runBerthWith(types, "--database-url", db, "resource", "create", "--type", "widget", "--name", "w", "--arg", "size=11")
