@@ -206,6 +206,8 @@ func compileType(name string, ts *TypeSpec) (*definedType, error) {
 	c := jsonschema.NewCompiler()
 	// A schema is self-contained: it loads nothing from files or the network.
 	c.UseLoader(jsonschema.SchemeURLLoader{})
+	// A "format" the schema names is checked, not only noted.
+	c.AssertFormat()
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, &domain.FieldError{Field: field + ".args_schema", Msg: err.Error()}
 	}

@@ -281,6 +281,7 @@ func TestDefinedTypeProbeAndUnits(t *testing.T) {
 	def := redisExample(t)
 	def["ready"] = map[string]any{"http": map[string]any{"path": "/healthz", "port": 8080}}
 	def["units"] = "{{ .Args.memory_mb }}"
+	def["args_schema"].(map[string]any)["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	def["templates"] = []any{writeTemp(t, strings.Replace(mustReadFile(t, "../../examples/types/redis/deployment.yaml"), "          readinessProbe:\n            tcpSocket:\n              port: redis\n", "", 1)), def["templates"].([]any)[1]}
 	e, cs := newTestEnviron(t, specWithTypes(t, map[string]any{"redis": def}))
 	reconcile(t, e, redisResource(testID), nil)

@@ -16,6 +16,18 @@
 // type up in the table and never asks for its name; a type not in it is refused for good,
 // with an error naming the type and the served ones.
 //
+// The table holds the built-in types and those the provisioner's spec defines under
+// "types" (TypeSpec, definedtype.go; docs/types.md): each is data — template files, a JSON
+// Schema of its args (compiled by github.com/santhosh-tekuri/jsonschema; its errors name
+// args.<field>), an optional HTTP readiness probe set on the workload's container, config
+// templates that see args and object names but no Secret's data, whether it hibernates and
+// a units template. New compiles each definition and test-renders its templates with its
+// example args, so a bad one fails when the configuration is loaded, naming the field. A
+// defined type runs as the one Deployment or StatefulSet its templates render, and is
+// reconciled, judged, hibernated, repaired and deleted by the same code as the built-in
+// types. The environ reports their definitions (environ.TypeDefiner), which the registry
+// adds to the set's catalog.
+//
 // # Objects and names
 //
 // Objects are rendered from Go templates producing YAML (see templates/README.md for the
