@@ -33,7 +33,7 @@ var clickhouseType = resourceType{
 	hibernates:  true,
 	prepare:     prepareClickhouse,
 	checkSample: checkClickhouseSample,
-	extras:      clickhouseSecret,
+	extras:      generatedSecret,
 	config: func(e *kubeEnviron, d *desired) map[string]any {
 		return (&ClickhouseConfig{
 			DSN:                     clickhouseDSN(d.objects, e.spec.Namespace),
@@ -62,10 +62,11 @@ func prepareClickhouse(e *kubeEnviron, args map[string]any, data *TemplateData) 
 	return nil
 }
 
-// clickhouseSecret makes sure the resource's password Secret exists (ensureSecret) and
+// generatedSecret makes sure the resource's password Secret exists (ensureSecret) and
 // fingerprints the password on the pod template, so that a re-created Secret rolls the
-// server onto the new password.
-func clickhouseSecret(ctx context.Context, e *kubeEnviron, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string) (map[string]string, error) {
+// server onto the new password. ClickHouse has one, and so has a defined type with a
+// generated_secret.
+func generatedSecret(ctx context.Context, e *kubeEnviron, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string) (map[string]string, error) {
 	password, err := e.ensureSecret(ctx, cs, r, data, userLabels)
 	if err != nil {
 		return nil, err
@@ -74,9 +75,9 @@ func clickhouseSecret(ctx context.Context, e *kubeEnviron, cs kubernetes.Interfa
 	return map[string]string{AnnotationSecretChecksum: hex.EncodeToString(sum[:8])}, nil
 }
 
-// ensureSecret returns the ClickHouse password kept in the resource's Secret, creating the
-// Secret with a new random password the first time. The password is never regenerated: a
-// later reconcile reads it back. It is created (not applied) so that no apply can replace it;
+// ensureSecret returns the password kept in the resource's Secret (ClickHouse's, or a
+// defined type's generated_secret), creating the Secret with a new random password the
+// first time. The password is never regenerated: a later reconcile reads it back. It is created (not applied) so that no apply can replace it;
 // it carries the resource's own labels (userLabels, under LabelPrefix) too, and a Secret whose
 // labels under LabelPrefix differ has them patched (its data is never touched).
 func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string) (string, error) {
@@ -100,7 +101,7 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 		}
 		raw := make([]byte, passwordBytes)
 		if _, err := io.ReadFull(e.random, raw); err != nil {
-			return "", fmt.Errorf("generate clickhouse password: %w", err)
+			return "", fmt.Errorf("generate %s password: %w", r.Type, err)
 		}
 		pw := hex.EncodeToString(raw)
 		secret := &corev1.Secret{
@@ -114,7 +115,7 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 		}
 		_, err = secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
 		if err == nil {
-			e.logger.Info("created clickhouse password secret", "resource", r.ID, "secret", data.SecretName)
+			e.logger.Info("created password secret", "resource", r.ID, "type", string(r.Type), "secret", data.SecretName)
 			return pw, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {

@@ -54,6 +54,18 @@ type TypeSpec struct {
 	// Units is a template of the resource's size in the provisioner's units (for owner
 	// quotas); empty: 0.
 	Units string `json:"units,omitempty"`
+	// GeneratedSecret, when set, gives each resource a password Berth generates once and
+	// keeps in a Secret of its own, as ClickHouse's.
+	GeneratedSecret *GeneratedSecretSpec `json:"generated_secret,omitempty"`
+}
+
+// GeneratedSecretSpec is a defined type's generated password: a Secret named the
+// resource's base name and Suffix, holding a random password under Key, created once and
+// never applied (later reconciles read it back). Templates see its name as .SecretName
+// and the key as .PasswordKey; the password itself is nowhere else.
+type GeneratedSecretSpec struct {
+	Suffix string `json:"suffix"`
+	Key    string `json:"key"`
 }
 
 // ReadySpec says how a defined type's readiness is judged besides its workload's rollout.
@@ -71,13 +83,12 @@ type HTTPProbeSpec struct {
 	Container string `json:"container,omitempty"`
 }
 
-// Keys of a type definition, as the spec writes them.
-var typeSpecKeys = []string{"help", "prefix", "templates", "args_schema", "example_args", "ready", "config", "hibernates", "units"}
-
 var (
 	typeNamePattern  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,29}$`)
 	prefixPattern    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
 	configKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	suffixPattern    = regexp.MustCompile(`^-[a-z0-9-]{1,20}$`)
+	secretKeyPattern = regexp.MustCompile(`^[-._a-zA-Z0-9]{1,253}$`)
 )
 
 // parseTypes decodes the spec's "types": each type name to its definition, checked for
@@ -97,7 +108,7 @@ func parseTypes(raw json.RawMessage) (map[string]*TypeSpec, error) {
 			return nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("%s is a built-in type of the kubernetes provisioner: give yours another name", name)}
 		}
 		ts := &TypeSpec{}
-		var ready, probe json.RawMessage
+		var ready, probe, secret json.RawMessage
 		if err := specjson.DecodeObject(field, field+".", def, []specjson.Field{
 			{Name: "help", Dst: &ts.Help},
 			{Name: "prefix", Dst: &ts.Prefix},
@@ -108,8 +119,18 @@ func parseTypes(raw json.RawMessage) (map[string]*TypeSpec, error) {
 			{Name: "config", Dst: &ts.Config},
 			{Name: "hibernates", Dst: &ts.Hibernates},
 			{Name: "units", Dst: &ts.Units},
+			{Name: "generated_secret", Dst: &secret},
 		}); err != nil {
 			return nil, err
+		}
+		if secret != nil {
+			ts.GeneratedSecret = &GeneratedSecretSpec{}
+			if err := specjson.DecodeObject(field+".generated_secret", field+".generated_secret.", secret, []specjson.Field{
+				{Name: "suffix", Dst: &ts.GeneratedSecret.Suffix},
+				{Name: "key", Dst: &ts.GeneratedSecret.Key},
+			}); err != nil {
+				return nil, err
+			}
 		}
 		if ready != nil {
 			ts.Ready = &ReadySpec{}
@@ -157,6 +178,20 @@ func (ts *TypeSpec) validate(name string) error {
 	for key := range ts.Config {
 		if !configKeyPattern.MatchString(key) {
 			return &domain.FieldError{Field: field + ".config." + key, Msg: "cannot be a config key: use lower-case letters, digits and '_', starting with a letter"}
+		}
+	}
+	if g := ts.GeneratedSecret; g != nil {
+		if g.Suffix == "" {
+			g.Suffix = "-auth"
+		}
+		if g.Key == "" {
+			g.Key = "password"
+		}
+		if !suffixPattern.MatchString(g.Suffix) {
+			return &domain.FieldError{Field: field + ".generated_secret.suffix", Msg: fmt.Sprintf("%q cannot end a Secret's name: use '-' and at most 20 lower-case letters, digits and dashes, e.g. -auth", g.Suffix)}
+		}
+		if !secretKeyPattern.MatchString(g.Key) {
+			return &domain.FieldError{Field: field + ".generated_secret.key", Msg: fmt.Sprintf("%q cannot be a Secret's key: use letters, digits, '-', '_' and '.'", g.Key)}
 		}
 	}
 	if p := ts.Ready; p != nil && p.HTTP != nil {
@@ -376,12 +411,19 @@ func (d *definedType) resourceType(templateKeys []string) resourceType {
 				return err
 			}
 			data.Args = d.withDefaults(args)
+			if g := d.spec.GeneratedSecret; g != nil {
+				data.SecretName = data.Name + g.Suffix
+				data.PasswordKey = g.Key
+			}
 			return nil
 		},
 		checkSample: d.checkSample,
 		config: func(_ *kubeEnviron, ds *desired) map[string]any {
 			return ds.config
 		},
+	}
+	if d.spec.GeneratedSecret != nil {
+		t.extras = generatedSecret
 	}
 	t.sampleArgs = d.spec.ExampleArgs
 	if t.sampleArgs == nil {

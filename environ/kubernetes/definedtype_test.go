@@ -247,6 +247,8 @@ func TestDefinedTypeRefusedAtLoad(t *testing.T) {
 		{"config template", func(d map[string]any) { d["config"] = map[string]any{"host": "{{ .Nope }}"} },
 			"types.redis.config.host: template: host:1:3: executing \"host\" at <.Nope>"},
 		{"bad config key", func(d map[string]any) { d["config"] = map[string]any{"Host": "x"} }, "types.redis.config.Host: cannot be a config key"},
+		{"secret suffix", func(d map[string]any) { d["generated_secret"] = map[string]any{"suffix": "Auth"} },
+			`types.redis.generated_secret.suffix: "Auth" cannot end a Secret's name`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,5 +347,47 @@ func TestDefinedTypesJoinTheSetsCatalog(t *testing.T) {
 	_, err = registry.NewSet([]byte(`{"a": {"type": "kubernetes", "spec": `+one+`}, "b": {"type": "kubernetes", "spec": `+two+`}}`), "a", environ.Deps{})
 	if err == nil || !strings.Contains(err.Error(), `provisioner "b" (kubernetes), line 1, column`) || !strings.Contains(err.Error(), `resource type "redis" is defined twice, differently`) {
 		t.Errorf("NewSet with two redis definitions = %v", err)
+	}
+}
+
+// generated_secret gives each resource a password Berth generates once and keeps in a
+// Secret of its own, labelled as the resource's objects: the templates mount it by name, the
+// config names it, and the password is nowhere else; a second reconcile keeps it.
+func TestDefinedTypeGeneratedSecret(t *testing.T) {
+	def := redisExample(t)
+	def["generated_secret"] = map[string]any{}
+	def["config"] = map[string]any{"password_secret_name": "{{ .SecretName }}", "password_secret_key": "{{ .PasswordKey }}"}
+	withPassword := strings.Replace(mustReadFile(t, "../../examples/types/redis/deployment.yaml"), "          securityContext:\n            allowPrivilegeEscalation",
+		"          env:\n            - name: REDIS_PASSWORD\n              valueFrom:\n                secretKeyRef:\n                  name: {{ .SecretName }}\n                  key: {{ .PasswordKey }}\n          securityContext:\n            allowPrivilegeEscalation", 1)
+	def["templates"] = []any{writeTemp(t, withPassword), def["templates"].([]any)[1]}
+	e, cs := newTestEnviron(t, specWithTypes(t, map[string]any{"redis": def}))
+	name := "redis-" + testPID
+	res := reconcile(t, e, redisResource(testID), nil)
+	secret, err := cs.CoreV1().Secrets("ns").Get(t.Context(), name+"-auth", metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	password := string(secret.Data["password"])
+	if len(password) != 2*passwordBytes || secret.Labels[LabelResourceType] != "redis" || secret.Labels[LabelResourceID] != testID {
+		t.Errorf("secret: password of %d characters, labels %v", len(password), secret.Labels)
+	}
+	if !equalJSON(res.Config, map[string]any{"password_secret_key": "password", "password_secret_name": name + "-auth"}) {
+		t.Errorf("config %v", res.Config)
+	}
+	d, err := cs.AppsV1().Deployments("ns").Get(t.Context(), name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Template.Annotations[AnnotationSecretChecksum] == "" || d.Spec.Template.Spec.Containers[0].Env[0].ValueFrom.SecretKeyRef.Name != name+"-auth" {
+		t.Errorf("deployment: pod annotations %v, env %+v", d.Spec.Template.Annotations, d.Spec.Template.Spec.Containers[0].Env)
+	}
+	for _, v := range []any{res.Config, res.State} {
+		if js, _ := json.Marshal(v); strings.Contains(string(js), password) {
+			t.Errorf("the password is in %s", js)
+		}
+	}
+	reconcile(t, e, redisResource(testID), map[string]any{"memory_mb": 512})
+	if again, _ := cs.CoreV1().Secrets("ns").Get(t.Context(), name+"-auth", metaGet); string(again.Data["password"]) != password {
+		t.Error("a second reconcile changed the password")
 	}
 }
