@@ -148,6 +148,9 @@ func parseTypes(raw json.RawMessage) (map[string]*TypeSpec, error) {
 				}
 			}
 		}
+		if len(bytes.TrimSpace(ts.ArgsSchema)) == 0 {
+			return nil, &domain.FieldError{Field: field + ".args_schema", Msg: `is required: the JSON Schema of the type's args, e.g. {"type": "object", "properties": {}, "additionalProperties": false}`}
+		}
 		if err := ts.validate(name); err != nil {
 			return nil, err
 		}
@@ -171,9 +174,6 @@ func (ts *TypeSpec) validate(name string) error {
 		if strings.TrimSpace(p) == "" {
 			return &domain.FieldError{Field: fmt.Sprintf("%s.templates.%d", field, i), Msg: "is empty: give the path of a template file"}
 		}
-	}
-	if len(bytes.TrimSpace(ts.ArgsSchema)) == 0 {
-		return &domain.FieldError{Field: field + ".args_schema", Msg: `is required: the JSON Schema of the type's args, e.g. {"type": "object", "properties": {}, "additionalProperties": false}`}
 	}
 	for key := range ts.Config {
 		if !configKeyPattern.MatchString(key) {
@@ -210,6 +210,8 @@ type definedType struct {
 	name   string
 	spec   *TypeSpec
 	schema *jsonschema.Schema
+	// check reads the args of a built-in type, which has no schema (its TypeDef's check).
+	check func(args map[string]any) error
 	// properties are the schema's top-level properties, for defaults, help and errors.
 	properties map[string]map[string]any
 	config     map[string]*template.Template
@@ -220,37 +222,19 @@ type definedType struct {
 // schemaPrinter says schema errors in English.
 var schemaPrinter = message.NewPrinter(language.English)
 
-// compileType compiles the schema and the config and units templates of type name.
-func compileType(name string, ts *TypeSpec) (*definedType, error) {
+// compileType compiles the schema and the config and units templates of type name. A
+// built-in type's definition has no schema: check, the Go check of its TypeDef, reads its
+// args instead.
+func compileType(name string, ts *TypeSpec, check func(map[string]any) error) (*definedType, error) {
 	field := "types." + name
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(ts.ArgsSchema))
-	if err != nil {
-		return nil, &domain.FieldError{Field: field + ".args_schema", Msg: "is not JSON: " + err.Error()}
+	d := &definedType{name: name, spec: ts, check: check, properties: map[string]map[string]any{}, config: map[string]*template.Template{}}
+	top := map[string]any{}
+	if check == nil {
+		var err error
+		if d.schema, top, err = compileSchema(name, ts.ArgsSchema); err != nil {
+			return nil, err
+		}
 	}
-	top, ok := doc.(map[string]any)
-	if !ok {
-		return nil, &domain.FieldError{Field: field + ".args_schema", Msg: "must be a JSON Schema object describing the args object"}
-	}
-	if top["type"] != "object" {
-		return nil, &domain.FieldError{Field: field + ".args_schema.type", Msg: `must be "object": args are an object of named values`}
-	}
-	if top["additionalProperties"] != false {
-		return nil, &domain.FieldError{Field: field + ".args_schema.additionalProperties", Msg: "must be false: an arg the schema does not name (a typo) is refused rather than ignored"}
-	}
-	url := "berth:///types/" + name + "/args_schema.json"
-	c := jsonschema.NewCompiler()
-	// A schema is self-contained: it loads nothing from files or the network.
-	c.UseLoader(jsonschema.SchemeURLLoader{})
-	// A "format" the schema names is checked, not only noted.
-	c.AssertFormat()
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, &domain.FieldError{Field: field + ".args_schema", Msg: err.Error()}
-	}
-	schema, err := c.Compile(url)
-	if err != nil {
-		return nil, &domain.FieldError{Field: field + ".args_schema", Msg: strings.ReplaceAll(err.Error(), url, "the schema")}
-	}
-	d := &definedType{name: name, spec: ts, schema: schema, properties: map[string]map[string]any{}, config: map[string]*template.Template{}}
 	if props, ok := top["properties"].(map[string]any); ok {
 		for k, v := range props {
 			if p, ok := v.(map[string]any); ok {
@@ -266,6 +250,7 @@ func compileType(name string, ts *TypeSpec) (*definedType, error) {
 		d.config[key] = t
 	}
 	if ts.Units != "" {
+		var err error
 		if d.units, err = template.New("units").Funcs(templateFuncs).Option("missingkey=error").Parse(ts.Units); err != nil {
 			return nil, &domain.FieldError{Field: field + ".units", Msg: err.Error()}
 		}
@@ -279,9 +264,45 @@ func compileType(name string, ts *TypeSpec) (*definedType, error) {
 	return d, nil
 }
 
+// compileSchema compiles the args schema of type name, and returns it with its top level.
+func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[string]any, error) {
+	field := "types." + name + ".args_schema"
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, &domain.FieldError{Field: field, Msg: "is not JSON: " + err.Error()}
+	}
+	top, ok := doc.(map[string]any)
+	if !ok {
+		return nil, nil, &domain.FieldError{Field: field, Msg: "must be a JSON Schema object describing the args object"}
+	}
+	if top["type"] != "object" {
+		return nil, nil, &domain.FieldError{Field: field + ".type", Msg: `must be "object": args are an object of named values`}
+	}
+	if top["additionalProperties"] != false {
+		return nil, nil, &domain.FieldError{Field: field + ".additionalProperties", Msg: "must be false: an arg the schema does not name (a typo) is refused rather than ignored"}
+	}
+	url := "berth:///types/" + name + "/args_schema.json"
+	c := jsonschema.NewCompiler()
+	// A schema is self-contained: it loads nothing from files or the network.
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	// A "format" the schema names is checked, not only noted.
+	c.AssertFormat()
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, nil, &domain.FieldError{Field: field, Msg: err.Error()}
+	}
+	schema, err := c.Compile(url)
+	if err != nil {
+		return nil, nil, &domain.FieldError{Field: field, Msg: strings.ReplaceAll(err.Error(), url, "the schema")}
+	}
+	return schema, top, nil
+}
+
 // validate checks args against the type's schema: an error is a *domain.FieldError naming
 // the arg (args.<field>, or the path into it) and how to fix it.
 func (d *definedType) validate(args map[string]any) error {
+	if d.check != nil {
+		return d.check(args)
+	}
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -559,4 +580,29 @@ func jsonValue(v any) (any, error) {
 		return nil, fmt.Errorf("cannot be encoded as JSON: %w", err)
 	}
 	return jsonschema.UnmarshalJSON(bytes.NewReader(js))
+}
+
+// builtinType is the table entry of a built-in type whose facts are a definition embedded
+// in Berth (types/<name>/type.json), in the same form as a spec's: its templates are
+// template_paths keys (built-in templates a spec may replace), check reads its args (the
+// check of the TypeDef the registry knows), and workload is the kind that runs it. A
+// definition that does not compile is a programming error: the package's tests load every
+// one.
+func builtinType(name domain.ResourceType, definition []byte, check func(map[string]any) error, workload workloadKind) resourceType {
+	var ts TypeSpec
+	dec := json.NewDecoder(bytes.NewReader(definition))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ts); err != nil {
+		panic(fmt.Sprintf("kubernetes: built-in definition of %s: %v", name, err))
+	}
+	if err := ts.validate(string(name)); err != nil {
+		panic(fmt.Sprintf("kubernetes: built-in definition of %s: %v", name, err))
+	}
+	d, err := compileType(string(name), &ts, check)
+	if err != nil {
+		panic(fmt.Sprintf("kubernetes: built-in definition of %s: %v", name, err))
+	}
+	t := d.resourceType(ts.Templates)
+	t.workload = workload
+	return t
 }

@@ -42,8 +42,10 @@ func (e *kubeEnviron) checkTemplates() error {
 			return err
 		}
 		if t.defined != nil {
-			// A defined type runs as the one workload its templates render.
-			t.workload = workloadOfSample(objects)
+			if t.workload.kind == "" {
+				// A type the spec defines runs as the one workload its templates render.
+				t.workload = workloadOfSample(objects)
+			}
 			if _, err := t.defined.finish(*t, data, objects); err != nil {
 				return err
 			}
@@ -64,7 +66,7 @@ func defineTypes(specs map[string]*TypeSpec, set templateSet, digests map[string
 	names := slices.Sorted(maps.Keys(specs))
 	defs := make([]*environ.TypeDef, 0, len(names))
 	for _, name := range names {
-		d, err := compileType(name, specs[name])
+		d, err := compileType(name, specs[name], nil)
 		if err != nil {
 			return nil, nil, err
 		}
