@@ -19,11 +19,11 @@ func (e *kubeEnviron) Units(r *environ.Resource, opts *environ.ResourceOptions) 
 	if opts != nil {
 		args = opts.Args
 	}
-	if t.defined != nil {
-		return t.defined.sizeOf(args)
-	}
 	if !t.slotQuota {
-		return 0, nil
+		if t.defined == nil {
+			return 0, nil
+		}
+		return t.defined.sizeOf(args)
 	}
 	a, err := runtime.DecodeArgs(args)
 	if err != nil {
