@@ -391,3 +391,51 @@ func TestDefinedTypeGeneratedSecret(t *testing.T) {
 		t.Error("a second reconcile changed the password")
 	}
 }
+
+// The built-in types, now embedded definitions, render what they rendered as Go entries:
+// the checksums of their objects and their config are those of the release before (so an
+// upgrade rolls no pod and rewrites no config). A deliberate change of a built-in template
+// changes the checksums here too.
+func TestBuiltinDefinitionsRenderAsBefore(t *testing.T) {
+	e, _ := newTestEnviron(t, testSpec)
+	rt := reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 2, "version": "0.50.1"})
+	ch := reconcile(t, e, &environ.Resource{ID: otherID, Type: domain.ResourceTypeClickHouse}, nil)
+	for _, c := range []struct {
+		name     string
+		res      *environ.Resource
+		checksum string
+		config   string
+	}{
+		{"runtime", rt, "799ec38dbe3befcf4fd3ba7c28046e6a2c1e4867b4e3d8427d464a52bedae577",
+			`{"audience":"http://node-0b6e4f6a1c2d4e5f8a9b0c1d2e3f4a5b.localhost","cpu":2,"host":"http://node-0b6e4f6a1c2d4e5f8a9b0c1d2e3f4a5b.localhost","memory_gb":8,"storage_bytes":85899345920}`},
+		{"clickhouse", ch, "b72aae8b0636c87ff9409ae8f175fbdbcb13b8c918d0e8347b5d14fbd6c1554c",
+			`{"dsn":"clickhouse://default@ch-11111111222243338444555555555555.ns.svc:9000/default","password_secret_key":"password","password_secret_name":"ch-11111111222243338444555555555555-auth","password_secret_namespace":"ns"}`},
+	} {
+		if got := c.res.State["checksum"]; got != c.checksum {
+			t.Errorf("%s checksum %v, want %s", c.name, got, c.checksum)
+		}
+		if js, _ := json.Marshal(c.res.Config); string(js) != c.config {
+			t.Errorf("%s config %s, want %s", c.name, js, c.config)
+		}
+	}
+}
+
+// The example set loads as written, from the repository's root (its template paths are
+// relative to the agent's working directory).
+func TestRedisExampleSetLoadsAsWritten(t *testing.T) {
+	set, err := os.ReadFile("../../examples/types/redis/provisioners.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir("../..")
+	registry := environ.NewRegistry()
+	registry.Register(Type, New, Types...)
+	s, err := registry.NewSet(set, "", environ.Deps{})
+	if err != nil {
+		t.Fatalf("the example set: %v", err)
+	}
+	defer s.Close()
+	if !s.Environs["k8s"].Supports("redis") {
+		t.Error("the example's provisioner does not serve redis")
+	}
+}
