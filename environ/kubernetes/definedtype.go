@@ -205,7 +205,8 @@ func (ts *TypeSpec) validate(name string) error {
 	return nil
 }
 
-// definedType is what New makes of a TypeSpec: its compiled schema and templates.
+// definedType is what New makes of a TypeSpec (a spec's, or a built-in type's embedded
+// one): its compiled schema and templates.
 type definedType struct {
 	name   string
 	spec   *TypeSpec
@@ -297,8 +298,9 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, map[st
 	return schema, top, nil
 }
 
-// validate checks args against the type's schema: an error is a *domain.FieldError naming
-// the arg (args.<field>, or the path into it) and how to fix it.
+// validate checks args against the type's schema (a built-in type's with its Go check): an
+// error is a *domain.FieldError naming the arg (args.<field>, or the path into it) and how
+// to fix it.
 func (d *definedType) validate(args map[string]any) error {
 	if d.check != nil {
 		return d.check(args)
@@ -505,7 +507,8 @@ func (d *definedType) finish(t resourceType, data TemplateData, objects []*unstr
 	return cfg, nil
 }
 
-// units renders the type's size for args.
+// sizeOf is the size of a resource of the type with args, as its units template renders
+// it (0 without one).
 func (d *definedType) sizeOf(args map[string]any) (int64, error) {
 	if d.units == nil {
 		return 0, nil

@@ -38,7 +38,7 @@ type desired struct {
 	userLabels map[string]string
 	// asleep says the resource is rendered hibernated: its workload at zero replicas.
 	asleep bool
-	// config is, for a type the spec defines, the config its templates rendered.
+	// config is the config the type's definition templates (empty when its config is Go's).
 	config map[string]any
 }
 

@@ -48,8 +48,9 @@ type resourceType struct {
 	// config is the config the type reports, from what was rendered. It never carries a
 	// secret: it names where one is kept instead.
 	config func(e *kubeEnviron, d *desired) map[string]any
-	// defined is the definition of a type the provisioner's spec defines (its "types");
-	// nil for a built-in type.
+	// defined is the type's definition: a spec's (its "types"), or a built-in type's
+	// embedded one. It checks the render (one workload), adds the readiness probe and
+	// renders the config, unless config above says it in Go.
 	defined *definedType
 }
 

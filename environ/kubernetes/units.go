@@ -9,7 +9,7 @@ var _ environ.Sizer = (*kubeEnviron)(nil)
 
 // Units implements environ.Sizer: a runtime's size is its slots, the unit of the spec's
 // slot_quota; a type whose slots do not count against it (ClickHouse) is of unknown size, 0;
-// a type the spec defines is the size its units template renders (0 without one).
+// another type is the size its definition's units template renders (0 without one).
 func (e *kubeEnviron) Units(r *environ.Resource, opts *environ.ResourceOptions) (int64, error) {
 	t, err := e.typeOf(r)
 	if err != nil {
