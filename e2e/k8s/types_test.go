@@ -153,9 +153,10 @@ func TestTypesRedisThroughItsLife(t *testing.T) {
 	a.Stop(t)
 }
 
-// TestTypesBadDefinitionRefusedByCheckConfig: berth check-config refuses a set whose type
-// definition has a template of a kind Berth does not apply, naming the provisioner, where
-// in the set, the field and the kinds it may use.
+// TestTypesBadDefinitionRefusedByCheckConfig: berth check-config lists the types a set's
+// provisioner serves, the defined ones included, and refuses a set whose type definition
+// has a template of a kind Berth does not apply, naming the provisioner, where in the set,
+// the field and the kinds it may use.
 func TestTypesBadDefinitionRefusedByCheckConfig(t *testing.T) {
 	dir := t.TempDir()
 	cron := filepath.Join(dir, "cron.yaml")
@@ -171,7 +172,10 @@ func TestTypesBadDefinitionRefusedByCheckConfig(t *testing.T) {
 	if err := os.WriteFile(set, []byte(provisionerSet(kubeSpec(t, "berth-types", 60, `, "types": `+mustJSON(t, defs)))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := e2etest.New(t, provisionerSet(kubeSpec(t, "berth-types", 60, "")))
+	e := e2etest.New(t, provisionerSet(kubeSpec(t, "berth-types", 60, `, "types": `+redisTypes(t))))
+	if out := e.Berth("check-config", "--provisioners", e.SetPath); !strings.Contains(out, "namespace berth-types; serves runtime, clickhouse and redis") {
+		t.Errorf("check-config of the redis set says:\n%s", out)
+	}
 	_, stderr, err := e.TryBerth("check-config", "--provisioners", set)
 	want := `types.redis.templates.0: cron.yaml: document 1: batch/v1 "CronJob" is not a kind Berth manages; use one of`
 	if err == nil || !strings.Contains(stderr, `provisioner "k8s" (kubernetes), line 2, column`) || !strings.Contains(stderr, want) {

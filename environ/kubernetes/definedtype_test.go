@@ -61,6 +61,9 @@ func TestDefinedTypeRedisThroughItsLife(t *testing.T) {
 	if !e.Supports("redis") || !e.Supports(domain.ResourceTypeRuntime) {
 		t.Fatalf("Supports(redis), Supports(runtime) = %v, %v", e.Supports("redis"), e.Supports(domain.ResourceTypeRuntime))
 	}
+	if got, want := e.Summary(), "namespace ns; serves runtime, clickhouse and redis"; got != want {
+		t.Errorf("Summary = %q, want %q", got, want)
+	}
 	name := "redis-" + testPID
 	res := reconcile(t, e, redisResource(testID), nil)
 	d, err := cs.AppsV1().Deployments("ns").Get(t.Context(), name, metaGet)

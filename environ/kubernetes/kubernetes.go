@@ -197,6 +197,12 @@ type kubeEnviron struct {
 // Type implements environ.Environ.
 func (e *kubeEnviron) Type() string { return Type }
 
+// Summary says in a line where the provisioner's objects go and the types it serves, the
+// ones its spec defines included (berth check-config lists it).
+func (e *kubeEnviron) Summary() string {
+	return fmt.Sprintf("namespace %s; serves %s", e.spec.Namespace, e.servedTypes())
+}
+
 // Supports implements environ.Environ.
 func (e *kubeEnviron) Supports(t domain.ResourceType) bool {
 	_, ok := e.lookupType(t)
