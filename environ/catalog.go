@@ -2,6 +2,7 @@ package environ
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -114,7 +115,12 @@ func (c *Catalog) add(provisioner string, def *TypeDef) error {
 		return err
 	}
 	if known, ok := c.defs[def.Name]; ok && known != def {
-		return fmt.Errorf("resource type %q is defined twice: environs that serve one type share its TypeDef", def.Name)
+		if def.Digest == "" || known.Digest != def.Digest {
+			return fmt.Errorf("resource type %q is defined twice, differently: environs that serve one type share its TypeDef, and provisioners that define it in their specs define it alike (or give it another name)", def.Name)
+		}
+		if slices.Contains(c.servedBy[def.Name], provisioner) {
+			return nil
+		}
 	}
 	if _, ok := c.defs[def.Name]; !ok {
 		c.order = append(c.order, def.Name)
@@ -122,6 +128,29 @@ func (c *Catalog) add(provisioner string, def *TypeDef) error {
 	}
 	c.servedBy[def.Name] = append(c.servedBy[def.Name], provisioner)
 	return nil
+}
+
+// Include adds to c the types of other that c does not serve yet, with the provisioner
+// types that serve them (a CLI's catalog learns the types a provisioner set defines, see
+// TypeDefiner). A type both serve keeps c's definition.
+func (c *Catalog) Include(other *Catalog) {
+	for _, t := range other.order {
+		if _, ok := c.defs[t]; ok {
+			continue
+		}
+		c.order = append(c.order, t)
+		c.defs[t] = other.defs[t]
+		c.servedBy[t] = slices.Clone(other.servedBy[t])
+	}
+}
+
+// clone returns a copy of c that types can be added to without changing c.
+func (c *Catalog) clone() *Catalog {
+	out := &Catalog{order: slices.Clone(c.order), defs: maps.Clone(c.defs), servedBy: make(map[domain.ResourceType][]string, len(c.servedBy))}
+	for t, by := range c.servedBy {
+		out.servedBy[t] = slices.Clone(by)
+	}
+	return out
 }
 
 func newCatalog() *Catalog {

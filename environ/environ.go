@@ -116,6 +116,16 @@ type Hibernator interface {
 	Hibernate(ctx context.Context, r *Resource, opts *ResourceOptions) (*Resource, error)
 }
 
+// TypeDefiner is implemented by environs whose spec defines resource types of its own (a
+// kubernetes provisioner's "types"). Registry.NewSet adds them to the set's catalog, served
+// by the environ's provisioner type, so that the domain checks their args and the
+// provisioner claims them as it does for the types registered with the environ.
+type TypeDefiner interface {
+	// DefinedTypes returns the definitions of the types the spec defines; they must not
+	// change while the environ runs.
+	DefinedTypes() []*TypeDef
+}
+
 // CheckPreparer is implemented by environs that check many resources cheaper together than
 // one at a time. The health checker calls PrepareChecks with each page of resources it lists,
 // then checks each of them through the PreparedChecks it got, while its provisioner still

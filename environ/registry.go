@@ -109,8 +109,8 @@ type Set struct {
 	Default  string
 	Environs map[string]Environ
 	Specs    map[string]Spec
-	// Catalog is the catalog of the registry that built the set: the resource types the agent
-	// serves. Nil in a set built by hand, which then serves no type to a claim's start
+	// Catalog is the catalog of the registry that built the set, with the types its
+	// provisioners' specs define (TypeDefiner): the resource types the agent serves. Nil in a set built by hand, which then serves no type to a claim's start
 	// (ServedTypes) and tells no unknown type from an unsupported one (CheckType).
 	Catalog *Catalog
 }
@@ -226,6 +226,17 @@ func (r *Registry) NewSet(setJSON []byte, defaultName string, deps Deps) (*Set, 
 			return nil, fmt.Errorf("provisioner %q (%s), %s: %w", name, spec.Type, src.at(specField(name, err)...), err)
 		}
 		set.Environs[name] = env
+		if definer, ok := env.(TypeDefiner); ok && len(definer.DefinedTypes()) > 0 {
+			if set.Catalog == r.catalog {
+				set.Catalog = r.catalog.clone()
+			}
+			for _, def := range definer.DefinedTypes() {
+				if err := set.Catalog.add(spec.Type, def); err != nil {
+					set.Close()
+					return nil, fmt.Errorf("provisioner %q (%s), %s: %w", name, spec.Type, src.at(name, "spec", "types", string(def.Name)), err)
+				}
+			}
+		}
 	}
 	return set, nil
 }

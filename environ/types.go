@@ -24,6 +24,10 @@ type TypeDef struct {
 	// a *domain.FieldError naming the field, e.g. "args.slots", and the fix. Defaults are not
 	// written into the args: the environ's decoder fills them when it reads the args.
 	Validate func(args map[string]any) error
+	// Digest, when set, identifies the definition's content: provisioners that define a
+	// type in their specs (and so each build a TypeDef of it) serve one type when their
+	// definitions have the same Digest, and conflict otherwise.
+	Digest string
 }
 
 // ArgDef describes one arg of a resource type, for help and for parsing --arg flags.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -54,6 +55,21 @@ func (o *globalOptions) catalog() *environ.Catalog {
 		o.types = newRegistry().Catalog()
 	}
 	return o.types
+}
+
+// includeDefinedTypes adds to the catalog the types the provisioner set defines (a
+// kubernetes provisioner's "types"), when a set is given, so that --type and --arg know
+// them. A set that does not load adds nothing: check-config and run say what is wrong.
+func (o *globalOptions) includeDefinedTypes() {
+	if o.provisionersFile == "" && strings.TrimSpace(os.Getenv(envProvisionerSetJSON)) == "" {
+		return
+	}
+	set, _, _, err := loadProvisionerSet(o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return
+	}
+	o.catalog().Include(set.Catalog)
+	_ = set.Close()
 }
 
 func newRootCommand() *cobra.Command {
@@ -109,6 +125,7 @@ Global flags have environment variables; a flag beats its variable:
 		SilenceUsage:  true,
 	}
 	root.SetVersionTemplate("berth {{.Version}}\n")
+	root.PersistentPreRun = func(*cobra.Command, []string) { opts.includeDefinedTypes() }
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%w (see `%s --help`)", err, cmd.CommandPath()))
 	})

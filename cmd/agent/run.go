@@ -230,7 +230,8 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	config.ReloadSignals = reload
 	config.DefaultProvisioner = opts.defaultProvisioner
 	config.SetBuilder = registry
-	config.ResourceTypes = registry.Catalog().TypeNames()
+	// The types the set's specs define are labelled by name too; one a reload adds is Unknown.
+	config.ResourceTypes = set.Catalog.TypeNames()
 	engine, err := manifolds.NewEngine(config)
 	if err != nil {
 		return err

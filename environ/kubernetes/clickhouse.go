@@ -3,12 +3,11 @@ package kubernetes
 import (
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,50 +21,45 @@ import (
 	"github.com/berth-dev/berth/environ"
 )
 
+// clickhouseDefinition is the ClickHouse type's definition, in the form a spec's "types"
+// takes: its object name prefix, its templates (template_paths keys), its generated
+// password Secret, the config it reports (the DSN without the password, and where the
+// Secret is) and that it hibernates.
+//
+//go:embed types/clickhouse/type.json
+var clickhouseDefinition []byte
+
 // clickhouseType is the ClickHouse resource type: a single-replica StatefulSet of the spec's
 // clickhouse_image, with a Service and a data volume, sized by one slot, and a password kept
-// in a Secret of its own. Its config is the DSN without the password and where the Secret is.
-var clickhouseType = resourceType{
-	name:        domain.ResourceTypeClickHouse,
-	prefix:      "ch-",
-	templates:   []string{TemplateClickhouseService, TemplateClickhouseStatefulSet},
-	workload:    statefulSets,
-	hibernates:  true,
-	prepare:     prepareClickhouse,
-	checkSample: checkClickhouseSample,
-	extras:      clickhouseSecret,
-	config: func(e *kubeEnviron, d *desired) map[string]any {
-		return (&ClickhouseConfig{
-			DSN:                     clickhouseDSN(d.objects, e.spec.Namespace),
-			PasswordSecretNamespace: e.spec.Namespace,
-			PasswordSecretName:      d.data.SecretName,
-			PasswordSecretKey:       d.data.PasswordKey,
-		}).AsMap()
-	},
-}
+// in a Secret of its own. Its definition says all but what only Go does: its args are read
+// by the ClickhouseType TypeDef, its image is the spec's, and its sample render must be one
+// StatefulSet and a Service.
+var clickhouseType = func() resourceType {
+	t := builtinType(domain.ResourceTypeClickHouse, clickhouseDefinition, func(args map[string]any) error {
+		_, err := DecodeClickhouseArgs(args)
+		return err
+	}, statefulSets)
+	prepare := t.prepare
+	t.prepare = func(e *kubeEnviron, args map[string]any, data *TemplateData) error {
+		if err := prepare(e, args, data); err != nil {
+			return err
+		}
+		data.Args = nil
+		data.Image = e.spec.ClickhouseImage
+		return nil
+	}
+	t.checkSample = checkClickhouseSample
+	return t
+}()
 
-// clickhousePasswordKey is the key of the password in a ClickHouse resource's Secret.
-const clickhousePasswordKey = "password"
-
-// passwordBytes is how much randomness a ClickHouse password carries (hex-encoded).
+// passwordBytes is how much randomness a generated password carries (hex-encoded).
 const passwordBytes = 24
 
-// prepareClickhouse checks a ClickHouse resource's args (it takes none) and names its image
-// and its password's Secret; it runs on one slot.
-func prepareClickhouse(e *kubeEnviron, args map[string]any, data *TemplateData) error {
-	if _, err := DecodeClickhouseArgs(args); err != nil {
-		return err
-	}
-	data.Image = e.spec.ClickhouseImage
-	data.SecretName = data.Name + "-auth"
-	data.PasswordKey = clickhousePasswordKey
-	return nil
-}
-
-// clickhouseSecret makes sure the resource's password Secret exists (ensureSecret) and
+// generatedSecret makes sure the resource's password Secret exists (ensureSecret) and
 // fingerprints the password on the pod template, so that a re-created Secret rolls the
-// server onto the new password.
-func clickhouseSecret(ctx context.Context, e *kubeEnviron, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string) (map[string]string, error) {
+// server onto the new password. ClickHouse has one, and so has a defined type with a
+// generated_secret.
+func generatedSecret(ctx context.Context, e *kubeEnviron, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string) (map[string]string, error) {
 	password, err := e.ensureSecret(ctx, cs, r, data, userLabels)
 	if err != nil {
 		return nil, err
@@ -74,11 +68,12 @@ func clickhouseSecret(ctx context.Context, e *kubeEnviron, cs kubernetes.Interfa
 	return map[string]string{AnnotationSecretChecksum: hex.EncodeToString(sum[:8])}, nil
 }
 
-// ensureSecret returns the ClickHouse password kept in the resource's Secret, creating the
-// Secret with a new random password the first time. The password is never regenerated: a
-// later reconcile reads it back. It is created (not applied) so that no apply can replace it;
-// it carries the resource's own labels (userLabels, under LabelPrefix) too, and a Secret whose
-// labels under LabelPrefix differ has them patched (its data is never touched).
+// ensureSecret returns the password kept in the resource's Secret (ClickHouse's, or a
+// defined type's generated_secret), creating the Secret with a new random password the
+// first time. The password is never regenerated: a later reconcile reads it back. It is
+// created (not applied) so that no apply can replace it; it carries the resource's own
+// labels (userLabels, under LabelPrefix) too, and a Secret whose labels under LabelPrefix
+// differ has them patched (its data is never touched).
 func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, data TemplateData, userLabels map[string]string) (string, error) {
 	secrets := cs.CoreV1().Secrets(e.spec.Namespace)
 	for attempt := 0; attempt < 2; attempt++ {
@@ -100,7 +95,7 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 		}
 		raw := make([]byte, passwordBytes)
 		if _, err := io.ReadFull(e.random, raw); err != nil {
-			return "", fmt.Errorf("generate clickhouse password: %w", err)
+			return "", fmt.Errorf("generate %s password: %w", r.Type, err)
 		}
 		pw := hex.EncodeToString(raw)
 		secret := &corev1.Secret{
@@ -114,7 +109,7 @@ func (e *kubeEnviron) ensureSecret(ctx context.Context, cs kubernetes.Interface,
 		}
 		_, err = secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
 		if err == nil {
-			e.logger.Info("created clickhouse password secret", "resource", r.ID, "secret", data.SecretName)
+			e.logger.Info("created password secret", "resource", r.ID, "type", string(r.Type), "secret", data.SecretName)
 			return pw, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -144,26 +139,6 @@ func relabelPatch(have, want map[string]string) ([]byte, bool) {
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 	return patch, true
-}
-
-// clickhouseDSN is the native-protocol DSN of the first Service among objects, for the
-// default user and without its password: the password stays in the Secret, which the
-// resource's config names instead.
-func clickhouseDSN(objects []*unstructured.Unstructured, namespace string) string {
-	service := ""
-	for _, obj := range objects {
-		if obj.GetKind() == "Service" {
-			service = obj.GetName()
-			break
-		}
-	}
-	u := url.URL{
-		Scheme: "clickhouse",
-		User:   url.User("default"),
-		Host:   net.JoinHostPort(service+"."+namespace+".svc", "9000"),
-		Path:   "/default",
-	}
-	return u.String()
 }
 
 // checkClickhouseSample checks a ClickHouse render: one StatefulSet, no Deployment, at least

@@ -38,6 +38,8 @@ type desired struct {
 	userLabels map[string]string
 	// asleep says the resource is rendered hibernated: its workload at zero replicas.
 	asleep bool
+	// config is the config the type's definition templates (empty when its config is Go's).
+	config map[string]any
 }
 
 // liveObject is what a read of one object found: the object, or that it is missing.
@@ -121,6 +123,11 @@ func (e *kubeEnviron) desired(ctx context.Context, cs kubernetes.Interface, r *e
 	}
 	sort.SliceStable(objects, func(i, j int) bool { return rankOf(objects[i]) < rankOf(objects[j]) })
 	d := &desired{t: t, data: data, objects: objects, storageBytes: data.StorageBytes, read: make(map[string]liveObject), userLabels: userLabels, asleep: asleep}
+	if t.defined != nil {
+		if d.config, err = t.defined.finish(t, data, objects); err != nil {
+			return nil, environ.Permanent(err)
+		}
+	}
 	labels := e.labels(r.ID, r.Type)
 	var notices []string
 	for _, obj := range objects {

@@ -6,8 +6,8 @@
 // # Resource types
 //
 // Each resource type the environ serves is one entry of a table (resourceType, in
-// resourcetype.go; the entries in runtime.go and clickhouse.go), as kinds.go is for the
-// kinds of objects: the templates it renders, the prefix of its objects' names, how its
+// resourcetype.go; the built-in entries in runtime.go and clickhouse.go), as kinds.go is for
+// the kinds of objects: the templates it renders, the prefix of its objects' names, how its
 // args become what the templates see (image, slots, names of its own), the kind of its
 // workload (whose rollout is its readiness, and which Hibernate scales to zero), whether it
 // hibernates and counts against the slot quota, the objects it keeps outside its templates
@@ -15,6 +15,23 @@
 // spec's per-slot CPU, memory and storage times the slots. The rest of the environ looks a
 // type up in the table and never asks for its name; a type not in it is refused for good,
 // with an error naming the type and the served ones.
+//
+// The table holds the built-in types and those the provisioner's spec defines under
+// "types" (TypeSpec, definedtype.go; docs/types.md). The built-in types are definitions of
+// the same form embedded in Berth (types/runtime/type.json, types/clickhouse/type.json:
+// their prefix, templates, hibernation, and ClickHouse's generated password Secret and
+// config), with Go for what data does not say: their args are read by the TypeDefs the
+// registry knows, runtimes are sized by slots against slot_quota and report numbers, and
+// their images come from the spec. A spec's type is all data — template files, a JSON
+// Schema of its args (compiled by github.com/santhosh-tekuri/jsonschema; its errors name
+// args.<field>), an optional HTTP readiness probe set on the workload's container, config
+// templates that see args and object names but no Secret's data, whether it hibernates and
+// a units template. New compiles each definition and test-renders its templates with its
+// example args, so a bad one fails when the configuration is loaded, naming the field. A
+// defined type runs as the one Deployment or StatefulSet its templates render, and is
+// reconciled, judged, hibernated, repaired and deleted by the same code as the built-in
+// types. The environ reports their definitions (environ.TypeDefiner), which the registry
+// adds to the set's catalog.
 //
 // # Objects and names
 //

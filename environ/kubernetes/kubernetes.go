@@ -112,6 +112,10 @@ func newEnviron(name string, raw json.RawMessage, deps environ.Deps, cs kubernet
 	if err != nil {
 		return nil, err
 	}
+	types, definitions, err := defineTypes(spec.Types, templates, templateDigests)
+	if err != nil {
+		return nil, err
+	}
 	// The kubeconfig is read on first use, and may not exist where a configuration is
 	// checked; a path that is there but cannot be a kubeconfig is refused now.
 	if p := spec.KubeconfigPath; p != "" {
@@ -132,6 +136,8 @@ func newEnviron(name string, raw json.RawMessage, deps environ.Deps, cs kubernet
 		spec:            spec,
 		templates:       templates,
 		templateDigests: templateDigests,
+		types:           types,
+		definitions:     definitions,
 		logger:          logger,
 		clock:           clk,
 		resources:       deps.Resources,
@@ -164,6 +170,10 @@ type kubeEnviron struct {
 	templates templateSet
 	// templateDigests hold a digest of each template's text: part of what resources are built from.
 	templateDigests map[string]string
+	// types are the types the environ serves: the built-in ones, then those its spec defines.
+	types []resourceType
+	// definitions are the catalog's definitions of the types the spec defines.
+	definitions []*environ.TypeDef
 	// tolerations are those of the runtime pod template: nodes with other taints cannot
 	// take runtimes and do not count as capacity.
 	tolerations []corev1.Toleration
@@ -187,9 +197,15 @@ type kubeEnviron struct {
 // Type implements environ.Environ.
 func (e *kubeEnviron) Type() string { return Type }
 
+// Summary says in a line where the provisioner's objects go and the types it serves, the
+// ones its spec defines included (berth check-config lists it).
+func (e *kubeEnviron) Summary() string {
+	return fmt.Sprintf("namespace %s; serves %s", e.spec.Namespace, e.servedTypes())
+}
+
 // Supports implements environ.Environ.
 func (e *kubeEnviron) Supports(t domain.ResourceType) bool {
-	_, ok := lookupType(t)
+	_, ok := e.lookupType(t)
 	return ok
 }
 
@@ -342,7 +358,7 @@ func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, op
 // their labels, and such a type holds no slots.
 func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) (err error) {
 	defer func() { err = markUnavailable(err) }()
-	t, _ := lookupType(r.Type)
+	t, _ := e.lookupType(r.Type)
 	cs, err := e.client()
 	if err != nil {
 		return err

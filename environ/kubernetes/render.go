@@ -47,6 +47,9 @@ type TemplateData struct {
 	Storage      string // StorageBytes as a quantity, e.g. 40Gi
 	SecretName   string // clickhouse: the Secret holding the password
 	PasswordKey  string // clickhouse: the password's key in that Secret
+	// Args are, for a type the spec defines, the resource's args with the schema's defaults
+	// filled in; nil for the built-in types.
+	Args map[string]any
 }
 
 // templateFuncs are the functions templates may call besides Go's built-ins.
@@ -88,13 +91,53 @@ func loadTemplates(paths map[string]string) (templateSet, map[string]string, err
 	return set, digests, nil
 }
 
+// definedTemplateKey is the key in a templateSet of the i-th template of defined type name:
+// the field that names it in the spec, so errors about it name that field.
+func definedTemplateKey(name string, i int) string {
+	return fmt.Sprintf("types.%s.templates.%d", name, i)
+}
+
+// templateField is the spec field of template key: template_paths.<key> for a built-in
+// template, the key itself for a defined type's (definedTemplateKey).
+func templateField(key string) string {
+	if strings.HasPrefix(key, "types.") {
+		return key
+	}
+	return "template_paths." + key
+}
+
+// loadDefinedTemplates parses the templates of the types the spec defines into set, with
+// their digests, and returns each type's template keys in the order its definition lists
+// them.
+func loadDefinedTemplates(types map[string]*TypeSpec, set templateSet, digests map[string]string) (map[string][]string, error) {
+	keys := make(map[string][]string, len(types))
+	for name, ts := range types {
+		for i, path := range ts.Templates {
+			key := definedTemplateKey(name, i)
+			text, err := readFile(path)
+			if err != nil {
+				return nil, &domain.FieldError{Field: key, Msg: fmt.Sprintf("cannot read %s: %v; give the path of a template file (relative paths start at the agent's working directory)", path, err)}
+			}
+			t, err := template.New(filepath.Base(path)).Funcs(templateFuncs).Option("missingkey=error").Parse(string(text))
+			if err != nil {
+				return nil, &domain.FieldError{Field: key, Msg: err.Error()}
+			}
+			set[key] = t
+			sum := sha256.Sum256(text)
+			digests[key] = hex.EncodeToString(sum[:])
+			keys[name] = append(keys[name], key)
+		}
+	}
+	return keys, nil
+}
+
 // render executes the templates keys with data and decodes the objects they produce. Errors
 // are *domain.FieldError naming the template key.
 func (s templateSet) render(keys []string, data TemplateData, namespace string) ([]*unstructured.Unstructured, error) {
 	var objects []*unstructured.Unstructured
 	seen := make(map[string]string)
 	for _, key := range keys {
-		field := "template_paths." + key
+		field := templateField(key)
 		var buf bytes.Buffer
 		if err := s[key].Execute(&buf, data); err != nil {
 			return nil, &domain.FieldError{Field: field, Msg: err.Error()}
@@ -106,7 +149,7 @@ func (s templateSet) render(keys []string, data TemplateData, namespace string) 
 		for _, obj := range objs {
 			id := obj.GetKind() + " " + obj.GetName()
 			if other, dup := seen[id]; dup {
-				return nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("%s is also rendered by template_paths.%s: give each object its own name", id, other)}
+				return nil, &domain.FieldError{Field: field, Msg: fmt.Sprintf("%s is also rendered by %s: give each object its own name", id, templateField(other))}
 			}
 			seen[id] = key
 		}

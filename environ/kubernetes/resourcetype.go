@@ -48,10 +48,14 @@ type resourceType struct {
 	// config is the config the type reports, from what was rendered. It never carries a
 	// secret: it names where one is kept instead.
 	config func(e *kubeEnviron, d *desired) map[string]any
+	// defined is the type's definition: a spec's (its "types"), or a built-in type's
+	// embedded one. It checks the render (one workload), adds the readiness probe and
+	// renders the config, unless config above says it in Go.
+	defined *definedType
 }
 
-// resourceTypes are the resource types the environ serves, in the order New checks their
-// templates.
+// resourceTypes are the built-in resource types, in the order New checks their templates.
+// An environ serves them and the types its spec defines (kubeEnviron.types).
 var resourceTypes = []resourceType{runtimeType, clickhouseType}
 
 // templateKeys are the template_paths keys of every type.
@@ -63,7 +67,7 @@ var templateKeys = func() []string {
 	return keys
 }()
 
-// lookupType returns the entry of resource type name, and whether the environ serves it.
+// lookupType returns the entry of built-in resource type name, and whether there is one.
 func lookupType(name domain.ResourceType) (resourceType, bool) {
 	for _, t := range resourceTypes {
 		if t.name == name {
@@ -73,10 +77,21 @@ func lookupType(name domain.ResourceType) (resourceType, bool) {
 	return resourceType{}, false
 }
 
-// servedTypes names the served types for errors: "runtime and clickhouse".
-func servedTypes() string {
-	names := make([]string, len(resourceTypes))
-	for i, t := range resourceTypes {
+// lookupType returns the entry of resource type name, built in or defined by the spec, and
+// whether the environ serves it.
+func (e *kubeEnviron) lookupType(name domain.ResourceType) (resourceType, bool) {
+	for _, t := range e.types {
+		if t.name == name {
+			return t, true
+		}
+	}
+	return resourceType{}, false
+}
+
+// servedTypes names the types e serves for errors: "runtime and clickhouse".
+func (e *kubeEnviron) servedTypes() string {
+	names := make([]string, len(e.types))
+	for i, t := range e.types {
 		names[i] = string(t.name)
 	}
 	last := len(names) - 1
@@ -89,10 +104,10 @@ func servedTypes() string {
 // typeOf returns the entry of r's type; a type the environ does not serve is a permanent
 // error naming the provisioner, the type and the types it serves.
 func (e *kubeEnviron) typeOf(r *environ.Resource) (resourceType, error) {
-	t, ok := lookupType(r.Type)
+	t, ok := e.lookupType(r.Type)
 	if !ok {
 		return resourceType{}, environ.Permanent(fmt.Errorf("provisioner %q is of type %s, which provisions %s resources, not %s: choose a provisioner that supports %s",
-			e.name, Type, servedTypes(), r.Type, r.Type))
+			e.name, Type, e.servedTypes(), r.Type, r.Type))
 	}
 	return t, nil
 }

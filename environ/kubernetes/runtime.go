@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	_ "embed"
 	"fmt"
 	"regexp"
 	"strings"
@@ -14,23 +15,31 @@ import (
 	runtimetype "github.com/berth-dev/berth/environ/runtime"
 )
 
+// runtimeDefinition is the runtime type's definition, in the form a spec's "types" takes:
+// its object name prefix, its templates (template_paths keys) and that it hibernates.
+//
+//go:embed types/runtime/type.json
+var runtimeDefinition []byte
+
 // runtimeType is the runtime resource type: a Deployment of the spec's image (args.version
-// its tag) sized by its slots, with a data volume, a Service and HTTP and gRPC Ingresses. Its
-// slots count against the slot quota; its config says where to reach it and its sizing.
-var runtimeType = resourceType{
-	name:        domain.ResourceTypeRuntime,
-	prefix:      "rt-",
-	templates:   []string{TemplatePVC, TemplateService, TemplateDeployment, TemplateHTTPIngress, TemplateGRPCIngress},
-	workload:    deployments,
-	hibernates:  true,
-	slotQuota:   true,
-	sampleArgs:  map[string]any{"slots": 1},
-	prepare:     prepareRuntime,
-	checkSample: checkRuntimeSample,
-	annotations: func(data TemplateData) map[string]string {
+// its tag) sized by its slots, with a data volume, a Service and HTTP and gRPC Ingresses.
+// Its definition says what data can; the rest is Go: its args are read by environ/runtime's
+// TypeDef, bounded by the spec's sizing, its slots count against the slot quota and are on
+// its Deployment, its sample render keeps the Deployment's tolerations, and its config
+// (where to reach it and its sizing, the volume's as kept) has numbers.
+var runtimeType = func() resourceType {
+	t := builtinType(domain.ResourceTypeRuntime, runtimeDefinition, func(args map[string]any) error {
+		_, err := runtimetype.DecodeArgs(args)
+		return err
+	}, deployments)
+	t.slotQuota = true
+	t.sampleArgs = map[string]any{"slots": 1}
+	t.prepare = prepareRuntime
+	t.checkSample = checkRuntimeSample
+	t.annotations = func(data TemplateData) map[string]string {
 		return map[string]string{AnnotationSlots: fmt.Sprint(data.Slots)}
-	},
-	config: func(_ *kubeEnviron, d *desired) map[string]any {
+	}
+	t.config = func(_ *kubeEnviron, d *desired) map[string]any {
 		return (&runtimetype.Config{
 			Host:         d.data.Host,
 			Audience:     d.data.Host,
@@ -38,8 +47,9 @@ var runtimeType = resourceType{
 			MemoryGB:     d.data.MemoryGB,
 			StorageBytes: d.storageBytes,
 		}).AsMap()
-	},
-}
+	}
+	return t
+}()
 
 // prepareRuntime takes a runtime's slots, bounded by the spec's sizing, and its image from args.
 func prepareRuntime(e *kubeEnviron, args map[string]any, data *TemplateData) error {

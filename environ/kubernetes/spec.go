@@ -72,6 +72,9 @@ type Spec struct {
 	// built from it, so it is left out of the resources' fingerprint (ResourceSpec):
 	// changing it reconciles nothing.
 	Budget *BudgetSpec `json:"-"`
+	// Types are the resource types the spec defines besides the built-in runtime and
+	// clickhouse, by name (see TypeSpec and docs/types.md).
+	Types map[string]*TypeSpec `json:"types,omitempty"`
 }
 
 // ParseSpec decodes raw strictly and validates it. Errors are *domain.FieldError naming the
@@ -83,7 +86,7 @@ func ParseSpec(raw json.RawMessage) (*Spec, error) {
 		return nil, &domain.FieldError{Field: "spec", Msg: `is missing: give at least {"host": "https://*.runtime.example", "namespace": "NAMESPACE", "image": "IMAGE"}`}
 	}
 	var spec Spec
-	var templates, budget json.RawMessage
+	var templates, budget, types json.RawMessage
 	if err := specjson.DecodeObject("spec", "", trimmed, []specjson.Field{
 		{Name: "timeout_seconds", Dst: &spec.TimeoutSeconds},
 		{Name: "data_dir", Dst: &spec.DataDir},
@@ -100,8 +103,16 @@ func ParseSpec(raw json.RawMessage) (*Spec, error) {
 		{Name: "clickhouse_image", Dst: &spec.ClickhouseImage},
 		{Name: "slot_quota", Dst: &spec.SlotQuota},
 		{Name: "budget", Dst: &budget},
+		{Name: "types", Dst: &types},
 	}); err != nil {
 		return nil, err
+	}
+	if types != nil && !bytes.Equal(bytes.TrimSpace(types), []byte("null")) {
+		t, err := parseTypes(types)
+		if err != nil {
+			return nil, err
+		}
+		spec.Types = t
 	}
 	if budget != nil && !bytes.Equal(bytes.TrimSpace(budget), []byte("null")) {
 		b, err := parseBudget(budget)

@@ -75,3 +75,8 @@ func (c *ClickhouseConfig) AsMap() map[string]any {
 		"password_secret_key":       c.PasswordSecretKey,
 	}
 }
+
+var _ environ.TypeDefiner = (*kubeEnviron)(nil)
+
+// DefinedTypes implements environ.TypeDefiner: the types the provisioner's spec defines.
+func (e *kubeEnviron) DefinedTypes() []*environ.TypeDef { return e.definitions }
