@@ -138,6 +138,7 @@ Global flags have environment variables; a flag beats its variable:
 		newAccessCommand(opts),
 		newDevHostsCommand(opts),
 		newQuotaCommand(opts),
+		newBrokerCommand(opts),
 	)
 	addBuiltinCommands(root)
 	addCompletions(root, opts)
