@@ -48,10 +48,12 @@ type globalOptions struct {
 }
 
 // catalog returns the resource types the agent serves: the catalog of the registry berth
-// run builds (newRegistry), unless a test gave opts its own.
+// run builds (newRegistryFor the provisioner set, when one is given), unless a test gave
+// opts its own.
 func (o *globalOptions) catalog() *environ.Catalog {
 	if o.types == nil {
-		o.types = newRegistry().Catalog()
+		setJSON, _, _ := o.provisionerSetJSON()
+		o.types = newRegistryFor(setJSON).Catalog()
 	}
 	return o.types
 }

@@ -32,9 +32,10 @@ const (
 	maxReadyPoll     = 30 * time.Second
 )
 
-// New is the external environ's environ.Initializer: it parses spec and starts the broker
-// (spec "command") or prepares to dial it (spec "socket" or "url"). It does not wait for
-// the broker: a broker that is down costs its resources a status, never the agent's start.
+// New is the external environ's environ.Initializer: it parses spec and prepares to start
+// the broker (spec "command": at the first call, so that a set built only to be checked
+// runs nothing) or to dial it (spec "socket" or "url"). It does not wait for the broker: a
+// broker that is down costs its resources a status, never the agent's start.
 func New(name string, spec json.RawMessage, deps environ.Deps) (environ.Environ, error) {
 	if name == "" {
 		return nil, errors.New("external provisioner needs a name")
@@ -160,7 +161,8 @@ func (e *externalEnviron) Hibernate(ctx context.Context, r *environ.Resource, op
 // handshake and the broker's own check.
 func (e *externalEnviron) Check(ctx context.Context) error {
 	if e.supervisor != nil {
-		if st := e.supervisor.Status(); !st.Running {
+		e.supervisor.Start()
+		if st := e.supervisor.Status(); st.Starts > 0 && !st.Running {
 			return fmt.Errorf("provisioner %q: broker process is down (%s; %d restarts): next start at %s", e.name, st.LastExit, st.Restarts, st.NextStart.UTC().Format(time.RFC3339))
 		}
 	}
@@ -286,6 +288,7 @@ func (e *externalEnviron) checkLease(ctx context.Context, call string, r *enviro
 func (e *externalEnviron) handshake(ctx context.Context) (*Info, error) {
 	starts := 0
 	if e.supervisor != nil {
+		e.supervisor.Start()
 		starts = e.supervisor.Status().Starts
 	}
 	e.mu.Lock()

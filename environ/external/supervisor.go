@@ -35,6 +35,11 @@ type supervisor struct {
 	clock    clock.Clock
 	logger   *slog.Logger
 
+	// wanted is closed by Start: the broker starts at the first call that needs it, so
+	// that building a provisioner set only to check it (berth check-config) runs nothing.
+	wanted    chan struct{}
+	startOnce sync.Once
+
 	mu     sync.Mutex
 	status supervisorStatus
 }
@@ -52,20 +57,23 @@ type supervisorStatus struct {
 	NextStart time.Time
 }
 
-// newSupervisor starts command, listening on a socket in a private directory, and keeps it
-// running until Kill.
+// newSupervisor returns the supervisor of command, which listens on a socket in a private
+// directory once started (Start) and is kept running until Kill.
 func newSupervisor(command []string, dir string, min, max time.Duration, clk clock.Clock, logger *slog.Logger) (*supervisor, error) {
 	sockDir, err := os.MkdirTemp("", "berth-broker-")
 	if err != nil {
 		return nil, fmt.Errorf("make the broker's socket directory: %w", err)
 	}
-	s := &supervisor{command: command, dir: dir, socket: filepath.Join(sockDir, "broker.sock"), min: min, max: max, clock: clk, logger: logger}
+	s := &supervisor{command: command, dir: dir, socket: filepath.Join(sockDir, "broker.sock"), min: min, max: max, clock: clk, logger: logger, wanted: make(chan struct{})}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &s.catacomb, Work: s.loop}); err != nil {
 		os.RemoveAll(sockDir)
 		return nil, err
 	}
 	return s, nil
 }
+
+// Start starts the broker unless it runs already (or is waiting to restart).
+func (s *supervisor) Start() { s.startOnce.Do(func() { close(s.wanted) }) }
 
 // Kill asks the supervisor to stop its broker and itself.
 func (s *supervisor) Kill() { s.catacomb.Kill(nil) }
@@ -82,6 +90,11 @@ func (s *supervisor) Status() supervisorStatus {
 
 func (s *supervisor) loop() error {
 	defer os.RemoveAll(filepath.Dir(s.socket))
+	select {
+	case <-s.catacomb.Dying():
+		return s.catacomb.ErrDying()
+	case <-s.wanted:
+	}
 	backoff := s.min
 	for {
 		started := s.clock.Now()
