@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
 )
@@ -57,7 +59,7 @@ func Verify(ctx context.Context, spec json.RawMessage, cfg VerifyConfig, deps en
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = time.Minute
 	}
-	v := &verifier{env: env.(*externalEnviron), cfg: cfg, prefix: "berth-verify-" + randomHex()}
+	v := &verifier{env: env.(*externalEnviron), cfg: cfg, prefix: "berth-verify-" + randomHex(), ids: map[string]string{}}
 	return v.run(ctx), nil
 }
 
@@ -65,6 +67,7 @@ type verifier struct {
 	env     *externalEnviron
 	cfg     VerifyConfig
 	prefix  string
+	ids     map[string]string // resource ids by the suite's names
 	token   int64
 	results []CheckResult
 }
@@ -246,8 +249,15 @@ func (v *verifier) fail(name, detail string) {
 	v.results = append(v.results, CheckResult{Name: name, Detail: detail})
 }
 
+// resource is the suite's resource called name, with an id of its own (a UUID, as the
+// agent's resources have).
 func (v *verifier) resource(name string) *environ.Resource {
-	return &environ.Resource{ID: v.prefix + "-" + name, Type: domain.ResourceType(v.cfg.Type)}
+	id, ok := v.ids[name]
+	if !ok {
+		id = uuid.NewString()
+		v.ids[name] = id
+	}
+	return &environ.Resource{ID: id, Type: domain.ResourceType(v.cfg.Type)}
 }
 
 // leased returns r under the next lease token.
