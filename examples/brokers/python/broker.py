@@ -83,6 +83,9 @@ class Folders:
         rid = resource["id"]
         size = size_mb(options.get("args") or {})
         self.fence(rid, lease)
+        if os.path.exists(self.tombstone(rid)):
+            # Ids are never reused: a reconcile after the deprovision is an old attempt.
+            raise Refused("stale_lease", "resource %s was deprovisioned" % rid)
         path, aside = self.path(rid), self.path(rid, hibernated=True)
         notice = ""
         if os.path.isdir(aside):
@@ -104,9 +107,14 @@ class Folders:
     def deprovision(self, resource, lease):
         rid = resource["id"]
         self.fence(rid, lease)
+        # The tombstone first: a health check racing the delete must not re-create it.
+        write_atomically(self.tombstone(rid), "deprovisioned")
         for path in (self.path(rid), self.path(rid, hibernated=True)):
             shutil.rmtree(path, ignore_errors=True)
         return {"lease": lease}
+
+    def tombstone(self, rid):
+        return os.path.join(self.root, ".leases", rid + ".deprovisioned")
 
     def hibernate(self, resource, options, lease):
         rid = resource["id"]
@@ -122,8 +130,8 @@ class Folders:
     def check_resource(self, resource, options, lease):
         rid = resource["id"]
         path = self.path(rid)
-        if os.path.isdir(self.path(rid, hibernated=True)):
-            return {"resource": resource, "lease": lease}
+        if os.path.isdir(self.path(rid, hibernated=True)) or os.path.exists(self.tombstone(rid)):
+            return {"resource": resource, "lease": lease}  # nothing to repair
         repairs = []
         size = size_mb(options.get("args") or {})
         if not os.path.isdir(path):
