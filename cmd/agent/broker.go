@@ -17,6 +17,10 @@ func newBrokerCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Work with out-of-process brokers (provisioner type external)",
+		Long: `A provisioner of type external talks to a broker in another process, written in any
+language, over Berth's broker protocol (HTTP/JSON, docs/brokers/external.openapi.yaml).
+berth broker verify holds a broker to the protocol's contract before an agent uses it.`,
+		Example: `  berth broker verify --type folder --command "python3 examples/brokers/python/broker.py"`,
 	}
 	cmd.AddCommand(newBrokerVerifyCommand(opts))
 	return cmd
