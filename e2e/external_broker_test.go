@@ -1,6 +1,9 @@
 package e2e_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,9 +114,16 @@ func TestExternalBrokerThroughTheAgent(t *testing.T) {
 	if r := e.WaitReady(second, 60*time.Second); r.Config["path"] != filepath.Join(root, second) {
 		t.Errorf("second after the broker's restart: %+v config %v", r, r.Config)
 	}
-	if restarted := brokerPID(t, root); restarted == killed {
+	restarted := brokerPID(t, root)
+	if restarted == killed {
 		t.Fatalf("the broker's pid is still %d after kill -9", killed)
 	}
+	// The engine report shows the broker process and its restart.
+	addr := e.engineAddr(a)
+	e.Eventually("the engine report shows the restarted broker", 20*time.Second, func() (bool, string) {
+		process := brokerProcess(t, addr)
+		return process["running"] == true && process["pid"] == float64(restarted) && process["restarts"] == float64(1), fmt.Sprint(process)
+	})
 
 	// A broker that hangs past the deadline: the call times out, the resource retries, and
 	// converges once the broker answers again.
@@ -144,6 +154,35 @@ func TestExternalBrokerThroughTheAgent(t *testing.T) {
 		err := syscall.Kill(pid, 0)
 		return err != nil, "broker pid " + strconv.Itoa(pid) + " still runs"
 	})
+}
+
+// brokerProcess is the broker process of provisioner folders in the agent's engine report.
+func brokerProcess(t *testing.T, addr string) map[string]any {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/debug/engine")
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	defer resp.Body.Close()
+	var report struct {
+		Manifolds map[string]struct {
+			Report json.RawMessage `json:"report"`
+		} `json:"manifolds"`
+	}
+	var environs struct {
+		Provisioners map[string]struct {
+			Broker struct {
+				Process map[string]any `json:"process"`
+			} `json:"broker"`
+		} `json:"provisioners"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&report); err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	if err := json.Unmarshal(report.Manifolds["environs"].Report, &environs); err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	return environs.Provisioners["folders"].Broker.Process
 }
 
 // brokerPID is the pid the example broker wrote under its root when it started.
