@@ -242,12 +242,18 @@ func (c *client) mark(e *BrokerError, unavailableAs environ.UnavailableClass) er
 	return e
 }
 
-// staleLeaseError is a broker's refusal of a call under an older lease than one it saw: it
-// wraps a *domain.LeaseHeldError, so that the provisioner drops the attempt as it drops one
-// whose database write was fenced.
-type staleLeaseError struct{ *BrokerError }
+// staleLeaseError is a call under an older lease than the resource's (the broker saw a
+// newer one, or the row moved on while the broker worked): it wraps a
+// *domain.LeaseHeldError, so that the provisioner drops the attempt as it drops one whose
+// database write was fenced.
+type staleLeaseError struct {
+	*BrokerError
+	holder string // the lease's holder now, "" when unknown
+}
 
-func (e *staleLeaseError) Unwrap() []error { return []error{e.BrokerError, &domain.LeaseHeldError{}} }
+func (e *staleLeaseError) Unwrap() []error {
+	return []error{e.BrokerError, &domain.LeaseHeldError{Holder: e.holder}}
+}
 
 // decodeAnswer decodes data into out, refusing trailing data. Unknown fields are ignored:
 // a broker of a later minor revision of the protocol may add some.

@@ -276,7 +276,7 @@ func (e *externalEnviron) checkLease(ctx context.Context, call string, r *enviro
 	case err != nil:
 		return fmt.Errorf("%s %s: read the resource's lease to accept the broker's answer: %w", r.Type, r.ID, err)
 	case row.LeaseToken != sent.Token:
-		return &staleLeaseError{BrokerError: &BrokerError{Provisioner: e.name, Call: call, Class: ClassStaleLease,
+		return &staleLeaseError{holder: row.LeaseHolder, BrokerError: &BrokerError{Provisioner: e.name, Call: call, Class: ClassStaleLease,
 			Msg: fmt.Sprintf("the answer came under lease token %d, but the resource's lease is now token %d of %s: the answer is not kept", sent.Token, row.LeaseToken, holderName(row.LeaseHolder))}}
 	}
 	return nil
