@@ -72,6 +72,7 @@ func TestExternalBrokerThroughTheAgent(t *testing.T) {
 		"type": "external",
 		"spec": map[string]any{
 			"types":                []string{"folder"},
+			"hibernate":            true,
 			"command":              []string{python, broker, "--root", root},
 			"call_timeout_seconds": 2,
 			"restart_min_seconds":  1,
@@ -95,6 +96,18 @@ func TestExternalBrokerThroughTheAgent(t *testing.T) {
 	}
 	if size, err := os.ReadFile(filepath.Join(path, ".size_mb")); err != nil || string(size) != "5" {
 		t.Fatalf("the folder of first: %q, %v", size, err)
+	}
+
+	// Hibernate moves the folder aside; wake brings it back.
+	e.Berth("resource", "hibernate", first)
+	e.WaitResource(first, "hibernated", 30*time.Second, func(r e2etest.Resource) bool { return r.Status == "hibernated" })
+	if _, err := os.Stat(path + ".hibernated"); err != nil {
+		t.Fatalf("the hibernated folder of first: %v", err)
+	}
+	e.Berth("resource", "wake", first)
+	e.WaitReady(first, 30*time.Second)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the woken folder of first: %v", err)
 	}
 
 	// kill -9 of the broker mid-reconcile: the supervisor restarts it and the resource

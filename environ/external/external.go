@@ -67,7 +67,28 @@ func New(name string, spec json.RawMessage, deps environ.Deps) (environ.Environ,
 		e.Close()
 		return nil, err
 	}
+	if parsed.Hibernate {
+		return hibernatingEnviron{e}, nil
+	}
 	return e, nil
+}
+
+// hibernatingEnviron is the environ of a broker whose spec says it hibernates.
+type hibernatingEnviron struct{ *externalEnviron }
+
+var _ environ.Hibernator = hibernatingEnviron{}
+
+// Hibernate implements environ.Hibernator.
+func (h hibernatingEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+	return h.hibernate(ctx, r, opts)
+}
+
+// asExternal is the *externalEnviron New built, whichever type it returned.
+func asExternal(env environ.Environ) *externalEnviron {
+	if h, ok := env.(hibernatingEnviron); ok {
+		return h.externalEnviron
+	}
+	return env.(*externalEnviron)
 }
 
 // externalEnviron is an environ.Environ whose broker runs in another process.
@@ -87,10 +108,7 @@ type externalEnviron struct {
 	infoStarts int
 }
 
-var (
-	_ environ.Hibernator       = (*externalEnviron)(nil)
-	_ environ.CapacityReporter = (*externalEnviron)(nil)
-)
+var _ environ.CapacityReporter = (*externalEnviron)(nil)
 
 // Type implements environ.Environ.
 func (e *externalEnviron) Type() string { return Type }
@@ -141,8 +159,8 @@ func (e *externalEnviron) Deprovision(ctx context.Context, r *environ.Resource) 
 	return err
 }
 
-// Hibernate implements environ.Hibernator for a broker with the hibernate capability.
-func (e *externalEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
+// hibernate is the hibernate call, for a broker with the hibernate capability.
+func (e *externalEnviron) hibernate(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
 	info, err := e.handshake(ctx)
 	if err != nil {
 		return nil, err
@@ -314,6 +332,10 @@ func (e *externalEnviron) handshake(ctx context.Context) (*Info, error) {
 	}
 	if info.ProtocolVersion != ProtocolVersion {
 		return nil, e.client.garbage("info", fmt.Sprintf("the broker speaks protocol version %d, this agent %d: upgrade the broker (or the agent)", info.ProtocolVersion, ProtocolVersion))
+	}
+	if e.spec.Hibernate && !slices.Contains(info.Capabilities, CapabilityHibernate) {
+		return nil, environ.Permanent(&BrokerError{Provisioner: e.name, Call: "info", Class: ClassPermanent,
+			Msg: `the spec says "hibernate": true but the broker does not list the hibernate capability: drop it from the spec, or upgrade the broker`})
 	}
 	for _, t := range e.spec.Types {
 		if !slices.Contains(info.Types, t) {

@@ -274,7 +274,7 @@ func TestAnAnswerUnderAStaleLeaseIsNotKept(t *testing.T) {
 
 func TestTheLeaseTravelsWithEachCall(t *testing.T) {
 	broker := &fakeBroker{}
-	env := dial(t, broker, environ.Deps{}, nil)
+	env := dial(t, broker, environ.Deps{}, map[string]any{"hibernate": true})
 	ctx := context.Background()
 	r := widget("r1", 5)
 	if _, err := env.Reconcile(ctx, r, widgetOpts()); err != nil {
@@ -443,6 +443,20 @@ func expectAllPass(t *testing.T, results []CheckResult, mustRun ...string) {
 		if !ran[name] {
 			t.Errorf("check %s did not run (results %+v)", name, results)
 		}
+	}
+}
+
+func TestOnlyABrokerDeclaredToHibernateIsAHibernator(t *testing.T) {
+	if _, ok := dial(t, &fakeBroker{}, environ.Deps{}, nil).(environ.Hibernator); ok {
+		t.Error("a broker whose spec does not say hibernate is an environ.Hibernator: the provisioner would retry its hibernations forever")
+	}
+	noCapability := &fakeBroker{info: func(w http.ResponseWriter) {
+		writeJSON(w, 200, Info{ProtocolVersion: ProtocolVersion, Types: []string{"widget"}})
+	}}
+	env := dial(t, noCapability, environ.Deps{}, map[string]any{"hibernate": true})
+	_, err := env.(environ.Hibernator).Hibernate(context.Background(), widget("r1", 1), widgetOpts())
+	if !environ.IsPermanent(err) || !strings.Contains(err.Error(), "does not list the hibernate capability") {
+		t.Errorf("Hibernate through a broker without the capability: %v; want permanent, saying so", err)
 	}
 }
 

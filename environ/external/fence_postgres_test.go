@@ -38,7 +38,7 @@ func TestAnAnswerUnderAFencedLeaseIsRefusedOnRealStore(t *testing.T) {
 		}
 		return c.Lease
 	}
-	env := dial(t, &fakeBroker{}, environ.Deps{Resources: st}, nil)
+	env := dial(t, &fakeBroker{}, environ.Deps{Resources: st}, map[string]any{"hibernate": true})
 	res := func(lease domain.Lease) *environ.Resource {
 		return &environ.Resource{ID: r.ID, Type: domain.ResourceTypeRuntime, Lease: &lease}
 	}

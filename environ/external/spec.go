@@ -33,6 +33,11 @@ type Spec struct {
 	// the broker's info, so that the CLI knows them without asking the broker; the agent
 	// checks them against the info at the handshake.
 	Types []string `json:"types"`
+	// Hibernate says the broker hibernates resources (its info lists the hibernate
+	// capability): the provisioner then hibernates and wakes them; without it, it refuses
+	// to, naming the provisioner. Declared here, as Types, so that it is known without
+	// asking the broker; the handshake checks it.
+	Hibernate bool `json:"hibernate"`
 	// Command starts the broker: the program and its arguments. The agent gives it the
 	// path of a unix socket to listen on in the environment variable BERTH_BROKER_SOCKET,
 	// and restarts it with backoff when it exits.
@@ -67,6 +72,7 @@ func ParseSpec(raw json.RawMessage) (*Spec, error) {
 	var s Spec
 	if err := specjson.DecodeObject("spec", "", trimmed, []specjson.Field{
 		{Name: "types", Dst: &s.Types},
+		{Name: "hibernate", Dst: &s.Hibernate},
 		{Name: "command", Dst: &s.Command},
 		{Name: "dir", Dst: &s.Dir},
 		{Name: "socket", Dst: &s.Socket},

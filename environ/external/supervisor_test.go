@@ -43,7 +43,7 @@ func TestACrashedBrokerIsRestartedWithBackoffAndItsResourcesConverge(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := built.(*externalEnviron)
+	env := asExternal(built)
 	sup := env.supervisor
 	if sup.Status().Starts != 0 {
 		t.Fatal("the broker started before any call needed it")

@@ -59,7 +59,7 @@ func Verify(ctx context.Context, spec json.RawMessage, cfg VerifyConfig, deps en
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = time.Minute
 	}
-	v := &verifier{env: env.(*externalEnviron), cfg: cfg, prefix: "berth-verify-" + randomHex(), ids: map[string]string{}}
+	v := &verifier{env: asExternal(env), cfg: cfg, prefix: "berth-verify-" + randomHex(), ids: map[string]string{}}
 	return v.run(ctx), nil
 }
 
@@ -142,11 +142,11 @@ func (v *verifier) run(ctx context.Context) []CheckResult {
 	v.check("cancellation", func() error { return v.cancellation(ctx) })
 	if slices.Contains(info.Capabilities, CapabilityHibernate) {
 		v.check("hibernate-and-wake", func() error {
-			slept, err := v.env.Hibernate(ctx, v.leased(main), v.opts(v.cfg.Args))
+			slept, err := v.env.hibernate(ctx, v.leased(main), v.opts(v.cfg.Args))
 			if err != nil {
 				return fmt.Errorf("hibernate: %w", err)
 			}
-			if _, err := v.env.Hibernate(ctx, v.leased(&environ.Resource{ID: main.ID, Type: main.Type, State: slept.State, Config: slept.Config}), v.opts(v.cfg.Args)); err != nil {
+			if _, err := v.env.hibernate(ctx, v.leased(&environ.Resource{ID: main.ID, Type: main.Type, State: slept.State, Config: slept.Config}), v.opts(v.cfg.Args)); err != nil {
 				return fmt.Errorf("hibernate again (must be a success): %w", err)
 			}
 			woken, err := v.env.Reconcile(ctx, v.leased(&environ.Resource{ID: main.ID, Type: main.Type, State: slept.State, Config: slept.Config}), v.opts(v.cfg.Args))
