@@ -108,7 +108,32 @@ type externalEnviron struct {
 	infoStarts int
 }
 
-var _ environ.CapacityReporter = (*externalEnviron)(nil)
+var (
+	_ environ.CapacityReporter     = (*externalEnviron)(nil)
+	_ environ.ResourceSpecReporter = (*externalEnviron)(nil)
+)
+
+// ResourceSpec implements environ.ResourceSpecReporter: resources are shaped by the broker
+// and what it serves, not by how long a call may take or how restarts back off, so tuning
+// those moves no resource to a new generation.
+func (e *externalEnviron) ResourceSpec() any {
+	return map[string]any{"types": e.spec.Types, "hibernate": e.spec.Hibernate,
+		"command": e.spec.Command, "dir": e.spec.Dir, "socket": e.spec.Socket, "url": e.spec.URL}
+}
+
+// Summary says in a line which broker serves what (berth check-config).
+func (e *externalEnviron) Summary() string {
+	var broker string
+	switch {
+	case len(e.spec.Command) > 0:
+		broker = fmt.Sprintf("broker %q, started by the agent", strings.Join(e.spec.Command, " "))
+	case e.spec.Socket != "":
+		broker = "broker on socket " + e.spec.Socket
+	default:
+		broker = "broker at " + e.spec.URL
+	}
+	return fmt.Sprintf("%s; serves %s; call timeout %ds", broker, strings.Join(e.spec.Types, ", "), e.spec.CallTimeoutSeconds)
+}
 
 // Type implements environ.Environ.
 func (e *externalEnviron) Type() string { return Type }

@@ -460,6 +460,35 @@ func TestOnlyABrokerDeclaredToHibernateIsAHibernator(t *testing.T) {
 	}
 }
 
+func TestTuningCallsAndRestartsKeepsTheFingerprint(t *testing.T) {
+	build := func(extra string) string {
+		t.Helper()
+		set, err := newTestRegistry().NewSet([]byte(`{"b": {"type": "external", "spec": {"types": ["widget"], "socket": "/run/b.sock"`+extra+`}}}`), "", environ.Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer set.Close()
+		fp, err := set.Fingerprint("b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	plain := build("")
+	if tuned := build(`, "call_timeout_seconds": 5`); tuned != plain {
+		t.Errorf("a call timeout changed the fingerprint: %s, was %s", tuned, plain)
+	}
+	if other := build(`, "hibernate": true`); other == plain {
+		t.Error("declaring hibernate kept the fingerprint")
+	}
+}
+
+func newTestRegistry() *environ.Registry {
+	r := environ.NewRegistry()
+	r.Register(Type, New, environtest.Widget)
+	return r
+}
+
 func TestSpecErrorsNameTheField(t *testing.T) {
 	for _, tc := range []struct {
 		spec  string
