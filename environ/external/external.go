@@ -205,8 +205,8 @@ func (e *externalEnviron) hibernate(ctx context.Context, r *environ.Resource, op
 func (e *externalEnviron) Check(ctx context.Context) error {
 	if e.supervisor != nil {
 		e.supervisor.Start()
-		if st := e.supervisor.Status(); st.Starts > 0 && !st.Running {
-			return fmt.Errorf("provisioner %q: broker process is down (%s; %d restarts): next start at %s", e.name, st.LastExit, st.Restarts, st.NextStart.UTC().Format(time.RFC3339))
+		if down := e.processDown(); down != "" {
+			return fmt.Errorf("provisioner %q: %s", e.name, down)
 		}
 	}
 	var resp Response
@@ -298,7 +298,32 @@ func (e *externalEnviron) do(ctx context.Context, call, path string, req *Reques
 	}
 	err := e.client.do(ctx, call, path, req, resp)
 	e.forgetOnUnreachable(err)
+	return e.explainUnreachable(err)
+}
+
+// explainUnreachable adds to a call that reached no broker why its process is down, when
+// the agent runs it and knows.
+func (e *externalEnviron) explainUnreachable(err error) error {
+	var be *BrokerError
+	if unreachable(err) && errors.As(err, &be) {
+		if down := e.processDown(); down != "" {
+			be.Msg += "; " + down
+		}
+	}
 	return err
+}
+
+// processDown says why the broker the agent starts is not running ("" when it runs, or
+// the agent does not start it).
+func (e *externalEnviron) processDown() string {
+	if e.supervisor == nil {
+		return ""
+	}
+	st := e.supervisor.Status()
+	if st.Running || st.LastExit == "" {
+		return ""
+	}
+	return fmt.Sprintf("broker process is down (%s; %d restarts): next start at %s", st.LastExit, st.Restarts, st.NextStart.UTC().Format(time.RFC3339))
 }
 
 // checkLease refuses an answer that echoes another lease than the call's, or that comes
@@ -344,7 +369,9 @@ func (e *externalEnviron) handshake(ctx context.Context) (*Info, error) {
 	var info Info
 	err := e.client.do(ctx, "info", PathInfo, nil, &info)
 	deadline := e.clock.Now().Add(startupWait)
-	for err != nil && e.supervisor != nil && unreachable(err) && e.clock.Now().Before(deadline) {
+	// A broker just started is given time to listen; one that is down waits for its
+	// restart, which the call does not.
+	for err != nil && e.supervisor != nil && unreachable(err) && e.processDown() == "" && e.clock.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return nil, err
@@ -353,7 +380,7 @@ func (e *externalEnviron) handshake(ctx context.Context) (*Info, error) {
 		err = e.client.do(ctx, "info", PathInfo, nil, &info)
 	}
 	if err != nil {
-		return nil, err
+		return nil, e.explainUnreachable(err)
 	}
 	if info.ProtocolVersion != ProtocolVersion {
 		return nil, e.client.garbage("info", fmt.Sprintf("the broker speaks protocol version %d, this agent %d: upgrade the broker (or the agent)", info.ProtocolVersion, ProtocolVersion))

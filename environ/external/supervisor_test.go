@@ -58,8 +58,8 @@ func TestACrashedBrokerIsRestartedWithBackoffAndItsResourcesConverge(t *testing.
 
 	crash(t, sup, first)
 	_, err = env.Reconcile(ctx, widget("r1", 2), widgetOpts())
-	if u, ok := environ.IsUnavailable(err); !ok || u.Class != environ.UnavailableConnection {
-		t.Fatalf("Reconcile while the broker is down: %v; want unavailable, connection", err)
+	if u, ok := environ.IsUnavailable(err); !ok || u.Class != environ.UnavailableConnection || !strings.Contains(err.Error(), "broker process is down (signal: killed; 1 restarts)") {
+		t.Fatalf("Reconcile while the broker is down: %v; want unavailable, connection, saying how the process ended", err)
 	}
 	if err := env.Check(ctx); err == nil || !strings.Contains(err.Error(), "broker process is down") {
 		t.Errorf("Check while the broker is down: %v; want it to say so", err)
@@ -133,4 +133,23 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting until %s", what)
+}
+
+func TestABrokerThatCannotStartIsReportedByCheck(t *testing.T) {
+	spec := jsonRaw(t, map[string]any{"types": []string{"widget"}, "command": []string{"/nonexistent/broker"}})
+	env, err := New("ext", spec, environ.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	var last error
+	eventually(t, "Check reports the broker that cannot start", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		last = env.Check(ctx)
+		return last != nil && strings.Contains(last.Error(), "broker process is down (start the broker \"/nonexistent/broker\"")
+	})
+	if _, err := env.Reconcile(context.Background(), widget("r1", 1), widgetOpts()); err == nil || !strings.Contains(err.Error(), "broker process is down") {
+		t.Errorf("Reconcile: %v; want it to say the broker process is down", err)
+	}
 }
