@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 
@@ -132,4 +133,27 @@ func jsonRaw(t *testing.T, v any) json.RawMessage {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestTheValidatorCatchesWhatTheDocumentForbids: the proof that the validator checks
+// something.
+func TestTheValidatorCatchesWhatTheDocumentForbids(t *testing.T) {
+	v := newValidating(t, answer(http.StatusOK, `{"resource": {"id": "r1"}}`)) // no lease, resource without type
+	srv := httptest.NewServer(v)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+PathReconcile, "application/json", bytes.NewReader([]byte(`{"resource": {"id": "r1", "type": "Bad Type", "state": {}, "config": {}}, "lease": null}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var request, answer bool
+	for _, p := range v.problems {
+		request = request || strings.HasPrefix(p, "request ")
+		answer = answer || strings.HasPrefix(p, "answer ")
+	}
+	if !request || !answer {
+		t.Errorf("problems found: %q; want the request (no options, a bad type) and the answer (no lease) refused", v.problems)
+	}
 }
