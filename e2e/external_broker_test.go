@@ -167,6 +167,17 @@ func TestExternalBrokerThroughTheAgent(t *testing.T) {
 		err := syscall.Kill(pid, 0)
 		return err != nil, "broker pid " + strconv.Itoa(pid) + " still runs"
 	})
+
+	// An agent killed with SIGKILL leaves no broker behind.
+	b := e.startAgent()
+	fourth := create("fourth", "--wait")
+	e.WaitReady(fourth, 30*time.Second)
+	pid = brokerPID(t, root)
+	b.Kill9(t)
+	e.Eventually("the broker dies with its agent", 10*time.Second, func() (bool, string) {
+		err := syscall.Kill(pid, 0)
+		return err != nil, "broker pid " + strconv.Itoa(pid) + " outlived its agent"
+	})
 }
 
 // brokerProcess is the broker process of provisioner folders in the agent's engine report.

@@ -130,8 +130,7 @@ func (s *supervisor) start() (<-chan error, error) {
 	cmd := exec.Command(s.command[0], s.command[1:]...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), SocketEnv+"="+s.socket)
-	// Its own process group, so that stopping it stops what it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = processAttr()
 	out := &lineLogger{logger: s.logger}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = stopGrace
