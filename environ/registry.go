@@ -241,6 +241,14 @@ func (r *Registry) NewSet(setJSON []byte, defaultName string, deps Deps) (*Set, 
 	return set, nil
 }
 
+// ParseSetSpecs reads the entries of a provisioner set's text (JSON, comments and trailing
+// commas allowed) without building any: for what must be known of a set before it is built,
+// such as the resource types its external provisioners declare.
+func ParseSetSpecs(text []byte) (map[string]Spec, error) {
+	specs, _, err := parseSet(text)
+	return specs, err
+}
+
 // parseSet reads the set's text (JSON, comments and trailing commas allowed) into its specs,
 // each Spec.Spec standard JSON, and returns the source its errors point into.
 func parseSet(text []byte) (map[string]Spec, *setSource, error) {

@@ -78,7 +78,7 @@ func loadProvisionerSet(opts *globalOptions, logger *slog.Logger) (*environ.Set,
 	if err != nil {
 		return nil, nil, "", err
 	}
-	set, err := newRegistry().NewSet(data, opts.defaultProvisioner, environ.Deps{
+	set, err := newRegistryFor(data).NewSet(data, opts.defaultProvisioner, environ.Deps{
 		Slots:  noSlots{},
 		Logger: logger,
 		Clock:  opts.clock,

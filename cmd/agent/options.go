@@ -11,17 +11,23 @@ import (
 
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/environ"
+	"github.com/berth-dev/berth/environ/external"
 	"github.com/berth-dev/berth/environ/kubernetes"
 	"github.com/berth-dev/berth/environ/postgres"
 	"github.com/berth-dev/berth/environ/static"
 )
 
 // newRegistry registers every provisioner type this build supports.
-func newRegistry() *environ.Registry {
+func newRegistry() *environ.Registry { return newRegistryFor(nil) }
+
+// newRegistryFor is newRegistry whose external provisioner type also serves the resource
+// types the external provisioners of setJSON declare: they are known only from the set.
+func newRegistryFor(setJSON []byte) *environ.Registry {
 	r := environ.NewRegistry()
 	r.Register(static.Type, static.New, static.Types...)
 	r.Register(kubernetes.Type, kubernetes.New, kubernetes.Types...)
 	r.Register(postgres.Type, postgres.New, postgres.Types...)
+	r.Register(external.Type, external.New, external.DeclaredTypes(setJSON, r.Catalog())...)
 	return r
 }
 

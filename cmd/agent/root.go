@@ -46,13 +46,20 @@ type globalOptions struct {
 	clock        clock.Clock   // drives --wait and --watch rechecks and timeouts
 	pollInterval time.Duration // see defaultPollInterval
 	types        *environ.Catalog
+	typesFile    *string // the --provisioners types was built for; nil for a test's own
 }
 
 // catalog returns the resource types the agent serves: the catalog of the registry berth
-// run builds (newRegistry), unless a test gave opts its own.
+// run builds (newRegistryFor the provisioner set, when one is given), unless a test gave
+// opts its own.
+// The commands' help is built before the flags are parsed: a catalog built then is built
+// again once --provisioners names a set, whose external provisioners may declare types.
 func (o *globalOptions) catalog() *environ.Catalog {
-	if o.types == nil {
-		o.types = newRegistry().Catalog()
+	if o.types == nil || (o.typesFile != nil && *o.typesFile != o.provisionersFile) {
+		setJSON, _, _ := o.provisionerSetJSON()
+		o.types = newRegistryFor(setJSON).Catalog()
+		file := o.provisionersFile
+		o.typesFile = &file
 	}
 	return o.types
 }
@@ -155,6 +162,7 @@ Global flags have environment variables; a flag beats its variable:
 		newAccessCommand(opts),
 		newDevHostsCommand(opts),
 		newQuotaCommand(opts),
+		newBrokerCommand(opts),
 	)
 	addBuiltinCommands(root)
 	addCompletions(root, opts)

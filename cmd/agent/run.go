@@ -203,7 +203,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	if err := set.Close(); err != nil {
 		return err
 	}
-	registry := newRegistry()
+	registry := newRegistryFor(setJSON)
 	// Asked for before anything starts, so a SIGHUP never ends the agent (its default action).
 	reload := make(chan os.Signal, 1)
 	signal.Notify(reload, syscall.SIGHUP)

@@ -119,8 +119,14 @@ type budgetReporter interface {
 	BudgetReport() map[string]any
 }
 
+// brokerReporter is an environ whose broker runs apart (an external one), with its state
+// to show.
+type brokerReporter interface {
+	BrokerReport() map[string]any
+}
+
 // Report lists the provisioners, their types and spec fingerprints in the engine report,
-// and the shared rate budget of those that have one.
+// the shared rate budget of those that have one, and the broker of external ones.
 func (w *Worker) Report() map[string]any {
 	provisioners := make(map[string]any, len(w.set.Environs))
 	for name, env := range w.set.Environs {
@@ -129,6 +135,9 @@ func (w *Worker) Report() map[string]any {
 			if report := b.BudgetReport(); report != nil {
 				p["budget"] = report
 			}
+		}
+		if b, ok := env.(brokerReporter); ok {
+			p["broker"] = b.BrokerReport()
 		}
 		provisioners[name] = p
 	}
