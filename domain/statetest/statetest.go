@@ -100,6 +100,7 @@ var tests = []struct {
 	{"RepairsLoseToAHibernate", testRepairsLoseToAHibernate},
 	{"RepairsOfAGoneRowReserveNothing", testRepairsOfAGoneRowReserveNothing},
 	{"EventsRecordEveryStatusChange", testEventsRecordEveryStatusChange},
+	{"HistoryIsKeptEventForEvent", testHistoryIsKeptEventForEvent},
 	{"ListCheckablePages", testListCheckablePages},
 	{"ListCheckableSkipsOthersLeases", testListCheckableSkipsOthersLeases},
 	{"ListWaitingForCapacity", testListWaitingForCapacity},
