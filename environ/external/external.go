@@ -442,10 +442,16 @@ func (e *externalEnviron) resourceOf(ctx context.Context, call string, r *enviro
 }
 
 // secretWords are what a config key holding a secret is named after; a key that ends in
-// one of referenceSuffixes names a reference to one, which is allowed.
+// one of referenceSuffixes names a reference to one, which is allowed, and so do the key
+// and namespace of a Kubernetes Secret beside its name (secretRefParts).
 var (
 	secretWords       = []string{"password", "passwd", "secret", "token", "dsn", "kubeconfig", "private_key", "credentials"}
 	referenceSuffixes = []string{"_file", "_ref", "_path", "_name"}
+	// secretRefParts end the keys that, with <stem>_secret_name beside them, complete a
+	// reference to a key of a Kubernetes Secret, as Berth's own configs spell it
+	// (password_secret_name, password_secret_key, password_secret_namespace). Without the
+	// name beside it, a key such as aws_secret_key is taken for the secret it may be.
+	secretRefParts = []string{"_secret_key", "_secret_namespace"}
 )
 
 // secretKey returns the first key of config (its path, nested keys dotted) that looks like
@@ -463,7 +469,7 @@ func secretKey(config map[string]any, prefix string) string {
 		for _, suffix := range referenceSuffixes {
 			reference = reference || strings.HasSuffix(lower, suffix)
 		}
-		if reference {
+		if reference || partOfSecretRef(config, lower) {
 			continue
 		}
 		for _, word := range secretWords {
@@ -473,6 +479,23 @@ func secretKey(config map[string]any, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// partOfSecretRef reports whether key (lower case) of config is the key or namespace of a
+// Kubernetes Secret whose name config names beside it.
+func partOfSecretRef(config map[string]any, key string) bool {
+	for _, part := range secretRefParts {
+		stem, ok := strings.CutSuffix(key, part)
+		if !ok {
+			continue
+		}
+		for k := range config {
+			if strings.EqualFold(k, stem+"_secret_name") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func sameLease(a, b *Lease) bool {
