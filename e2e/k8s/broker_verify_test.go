@@ -18,8 +18,8 @@ import (
 // TestTheKubernetesBrokerPassesVerifyThroughTheAdapter holds the built-in kubernetes broker,
 // on the local control plane, to the out-of-process brokers' contract: served through
 // external.Adapter, it passes the conformance suite (berth broker verify's), hibernate and
-// wake included, for the built-in runtime type and for the example redis type its spec
-// defines, and leaves no object behind.
+// wake included, for the built-in runtime and clickhouse types and for the example redis
+// type its spec defines, and leaves no object behind.
 func TestTheKubernetesBrokerPassesVerifyThroughTheAdapter(t *testing.T) {
 	cs := clientset(t)
 	for _, tc := range []struct {
@@ -28,6 +28,7 @@ func TestTheKubernetesBrokerPassesVerifyThroughTheAdapter(t *testing.T) {
 		args  map[string]any
 	}{
 		{typ: "runtime", args: map[string]any{}},
+		{typ: "clickhouse", args: map[string]any{}},
 		{typ: "redis", extra: `, "types": ` + redisTypes(t), args: map[string]any{"memory_mb": 128}},
 	} {
 		t.Run(tc.typ, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -472,13 +473,46 @@ func secretKey(config map[string]any, prefix string) string {
 		if reference || partOfSecretRef(config, lower) {
 			continue
 		}
+		var named []string
 		for _, word := range secretWords {
 			if strings.Contains(lower, word) {
-				return prefix + k
+				named = append(named, word)
 			}
+		}
+		if len(named) == 1 && named[0] == "dsn" && credentiallessDSN(v) {
+			continue
+		}
+		if len(named) > 0 {
+			return prefix + k
 		}
 	}
 	return ""
+}
+
+// credentiallessDSN reports whether v is a DSN in URL form that carries no credential: a
+// user name at most, as Berth's own ClickHouse config gives it
+// (clickhouse://default@host:9000/default), no password in its user info and no query
+// parameter named like a secret. A DSN in any other form is taken for a secret.
+func credentiallessDSN(v any) bool {
+	s, ok := v.(string)
+	if !ok {
+		return false
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return false
+	}
+	if _, set := u.User.Password(); set {
+		return false
+	}
+	for param := range u.Query() {
+		for _, word := range secretWords {
+			if strings.Contains(strings.ToLower(param), word) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // partOfSecretRef reports whether key (lower case) of config is the key or namespace of a
