@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -114,4 +116,40 @@ func fromPasswordAddr(server *pgx.ConnConfig) *pgx.ConnConfig {
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(passwordAddr)}, Timeout: 10 * time.Second, KeepAlive: 5 * time.Minute}
 	cfg.DialFunc = dialer.DialContext
 	return cfg
+}
+
+// TestAPasswordChangedOutOfBandIsReset: with the broker's own logins made where the server
+// asks for the password, a role's password changed out of band is found by CheckResource
+// (the role's login with its file's password is refused), reported and set back from the
+// file, after which the file's password logs in again; AwaitReady's login proves the
+// password the same way.
+func TestAPasswordChangedOutOfBandIsReset(t *testing.T) {
+	f := newFixture(t, nil)
+	if err := checkPasswordRule(t.Context(), f.admin, f.server); err != nil {
+		t.Fatal(err)
+	}
+	f.env.login = fromPasswordAddr(f.env.login)
+	r := f.reconcile(newResource(), nil)
+	if err := f.env.AwaitReady(t.Context(), r); err != nil {
+		t.Fatalf("AwaitReady, logging in with the file's password: %v", err)
+	}
+	name := r.Config["user"].(string)
+	if _, err := f.admin.Exec(t.Context(), "ALTER ROLE "+ident(name)+" PASSWORD "+literal("Changed-Out-Of-Band")); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "login with the file's password once it was changed out of band", f.login(r, ""), "28P01")
+	checked, err := f.env.CheckResource(t.Context(), r, withArgs(nil))
+	if err != nil {
+		t.Fatalf("CheckResource: %v", err)
+	}
+	if len(checked.Repairs) != 1 || !strings.Contains(checked.Repairs[0], "password reset from its file") {
+		t.Fatalf("repairs %q, want the password reset from its file", checked.Repairs)
+	}
+	if err := f.login(r, ""); err != nil {
+		t.Fatalf("login with the file's password once the check reset it: %v", err)
+	}
+	f.checkPassword(r)
+	if again, err := f.env.CheckResource(t.Context(), checked, withArgs(nil)); err != nil || len(again.Repairs) > 0 {
+		t.Fatalf("CheckResource with nothing drifted = %v, %v; want healthy, no repairs", again.Repairs, err)
+	}
 }
