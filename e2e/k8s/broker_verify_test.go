@@ -40,6 +40,8 @@ func TestTheKubernetesBrokerPassesVerifyThroughTheAdapter(t *testing.T) {
 			defer env.Close()
 			srv := httptest.NewServer(&external.Adapter{Env: env, Types: []domain.ResourceType{domain.ResourceType(tc.typ)}})
 			defer srv.Close()
+			// A hibernate call waits for the workload's pods to go (timeout_seconds, 90): the
+			// call's own deadline is longer.
 			spec, _ := json.Marshal(map[string]any{"types": []string{tc.typ}, "hibernate": true, "url": srv.URL, "call_timeout_seconds": 120})
 			results, err := external.Verify(context.Background(), spec, external.VerifyConfig{Type: tc.typ, Args: tc.args, ReadyTimeout: 2 * time.Minute}, environ.Deps{})
 			if err != nil {
