@@ -43,6 +43,7 @@ FROM pg_hba_file_rules WHERE error IS NULL ORDER BY line_number`)
 	if err != nil {
 		return fmt.Errorf("read the test server's pg_hba_file_rules: %w", err)
 	}
+	defer rows.Close()
 	type rule struct {
 		line                     int
 		kind                     string
