@@ -7,14 +7,22 @@
 #   scripts/pg-local.sh url     print the database URL
 #
 # BERTH_PG_DIR (default: ${TMPDIR:-/tmp}/berth-pg) and BERTH_PG_PORT (default 55432) choose where
-# it lives. The cluster trusts local connections only and listens on 127.0.0.1: it is for
-# development, never production. PostgreSQL refuses to run as root, so as root the cluster
-# belongs to the `postgres` system user.
+# it lives. The cluster listens on 127.0.0.1 and trusts local connections, with one exception:
+# a client whose connection comes from a second loopback address, 127.0.0.2 (it binds its
+# socket there), must give a password (scram-sha-256), so that tests can prove credentials
+# against the server's own authentication. pg_hba.conf matches a client's address, not the
+# one it connected to, so the rule names the source. A cluster made before the rule gets it at
+# its next `start` (a reload: running clients are kept). For development, never production.
+# PostgreSQL refuses to run as root, so as root the cluster belongs to the `postgres` system
+# user.
 set -euo pipefail
 
 dir=${BERTH_PG_DIR:-${TMPDIR:-/tmp}/berth-pg}
 port=${BERTH_PG_PORT:-55432}
 url="postgres://postgres@127.0.0.1:${port}/postgres?sslmode=disable"
+password_addr=127.0.0.2
+# First match wins in pg_hba.conf: the rule goes before the trust lines.
+password_rule="host    all             all             ${password_addr}/32            scram-sha-256"
 
 bindir=${BERTH_PG_BINDIR:-}
 if [ -z "$bindir" ]; then
@@ -59,7 +67,17 @@ CONF
   if ! grep -q "^shared_preload_libraries" "$dir/postgresql.conf"; then
     as_owner sh -c "printf '%s\n' \"shared_preload_libraries = 'pg_stat_statements'\" \"pg_stat_statements.track = all\" >>'$dir/postgresql.conf'"
   fi
+  # The password rule, first in pg_hba.conf; a running cluster takes it at a reload.
+  local hba_changed=
+  if ! grep -q "^host[[:space:]].*[[:space:]]${password_addr}/32[[:space:]]" "$dir/pg_hba.conf"; then
+    as_owner sh -c 'awk -v rule="$2" "$3" "$1" >"$1.new" && cat "$1.new" >"$1" && rm "$1.new"' sh "$dir/pg_hba.conf" "$password_rule" \
+      '!done && /^[[:space:]]*[^#[:space:]]/ { print "# Connections from this address must give a password (scripts/pg-local.sh)."; print rule; done = 1 } { print }'
+    hba_changed=1
+  fi
   if as_owner "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+    if [ -n "$hba_changed" ]; then
+      as_owner "$bindir/pg_ctl" -D "$dir" reload >/dev/null
+    fi
     echo "$url"
     return
   fi

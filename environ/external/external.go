@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -442,10 +443,16 @@ func (e *externalEnviron) resourceOf(ctx context.Context, call string, r *enviro
 }
 
 // secretWords are what a config key holding a secret is named after; a key that ends in
-// one of referenceSuffixes names a reference to one, which is allowed.
+// one of referenceSuffixes names a reference to one, which is allowed, and so do the key
+// and namespace of a Kubernetes Secret beside its name (secretRefParts).
 var (
 	secretWords       = []string{"password", "passwd", "secret", "token", "dsn", "kubeconfig", "private_key", "credentials"}
 	referenceSuffixes = []string{"_file", "_ref", "_path", "_name"}
+	// secretRefParts end the keys that, with <stem>_secret_name beside them, complete a
+	// reference to a key of a Kubernetes Secret, as Berth's own configs spell it
+	// (password_secret_name, password_secret_key, password_secret_namespace). Without the
+	// name beside it, a key such as aws_secret_key is taken for the secret it may be.
+	secretRefParts = []string{"_secret_key", "_secret_namespace"}
 )
 
 // secretKey returns the first key of config (its path, nested keys dotted) that looks like
@@ -463,16 +470,66 @@ func secretKey(config map[string]any, prefix string) string {
 		for _, suffix := range referenceSuffixes {
 			reference = reference || strings.HasSuffix(lower, suffix)
 		}
-		if reference {
+		if reference || partOfSecretRef(config, lower) {
 			continue
 		}
+		var named []string
 		for _, word := range secretWords {
 			if strings.Contains(lower, word) {
-				return prefix + k
+				named = append(named, word)
 			}
+		}
+		if len(named) == 1 && named[0] == "dsn" && credentiallessDSN(v) {
+			continue
+		}
+		if len(named) > 0 {
+			return prefix + k
 		}
 	}
 	return ""
+}
+
+// credentiallessDSN reports whether v is a DSN in URL form that carries no credential: a
+// user name at most, as Berth's own ClickHouse config gives it
+// (clickhouse://default@host:9000/default), no password in its user info and no query
+// parameter named like a secret. A DSN in any other form is taken for a secret.
+func credentiallessDSN(v any) bool {
+	s, ok := v.(string)
+	if !ok {
+		return false
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return false
+	}
+	if _, set := u.User.Password(); set {
+		return false
+	}
+	for param := range u.Query() {
+		for _, word := range secretWords {
+			if strings.Contains(strings.ToLower(param), word) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// partOfSecretRef reports whether key (lower case) of config is the key or namespace of a
+// Kubernetes Secret whose name config names beside it.
+func partOfSecretRef(config map[string]any, key string) bool {
+	for _, part := range secretRefParts {
+		stem, ok := strings.CutSuffix(key, part)
+		if !ok {
+			continue
+		}
+		for k := range config {
+			if strings.EqualFold(k, stem+"_secret_name") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func sameLease(a, b *Lease) bool {

@@ -304,10 +304,30 @@ func TestASecretInConfigIsRefused(t *testing.T) {
 		t.Fatalf("Reconcile: %v; want permanent, naming the key, not the secret", err)
 	}
 	ok := &fakeBroker{calls: map[string]http.HandlerFunc{PathReconcile: echo(func(r *Response) {
-		r.Resource.Config = map[string]any{"password_file": "/run/secrets/x", "token_ref": "secret/x"}
+		r.Resource.Config = map[string]any{"password_file": "/run/secrets/x", "token_ref": "secret/x",
+			"password_secret_name": "cache-auth", "password_secret_key": "password", "password_secret_namespace": "ns",
+			"dsn": "clickhouse://default@ch.ns.svc:9000/default"}
 	})}}
 	if _, err := dial(t, ok, environ.Deps{}, nil).Reconcile(context.Background(), widget("r1", 1), widgetOpts()); err != nil {
 		t.Errorf("Reconcile of a config with references only: %v", err)
+	}
+	// A DSN with a credential in it is a secret.
+	for _, dsn := range []string{"clickhouse://default:hunter2@ch:9000/default", "postgres://u@db/x?password=hunter2", "host=db password=hunter2"} {
+		withPassword := &fakeBroker{calls: map[string]http.HandlerFunc{PathReconcile: echo(func(r *Response) {
+			r.Resource.Config = map[string]any{"dsn": dsn}
+		})}}
+		_, err = dial(t, withPassword, environ.Deps{}, nil).Reconcile(context.Background(), widget("r1", 1), widgetOpts())
+		if !environ.IsPermanent(err) || !strings.Contains(err.Error(), `"dsn"`) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Reconcile of a config with a DSN holding a password: %v; want permanent, naming the key, not the secret", err)
+		}
+	}
+	// A Secret's key is a reference only beside the Secret's name.
+	unnamed := &fakeBroker{calls: map[string]http.HandlerFunc{PathReconcile: echo(func(r *Response) {
+		r.Resource.Config = map[string]any{"bucket": "b", "aws_secret_key": "wJalrXUtnFEMI"}
+	})}}
+	_, err = dial(t, unnamed, environ.Deps{}, nil).Reconcile(context.Background(), widget("r1", 1), widgetOpts())
+	if !environ.IsPermanent(err) || !strings.Contains(err.Error(), `"aws_secret_key"`) {
+		t.Errorf("Reconcile of a config with aws_secret_key and no aws_secret_name: %v; want permanent, naming the key", err)
 	}
 }
 

@@ -123,15 +123,26 @@ func (f *fixture) reconcile(r *environ.Resource, args map[string]any) *environ.R
 }
 
 // login connects as the resource's role, with the password from the file its config
-// names, to database db (its own when empty).
+// names, to database db (its own when empty), as a client would: to the host and port of
+// its config, from the address where the server asks for the password, so that a login
+// that works proves the password.
 func (f *fixture) login(r *environ.Resource, db string) error {
-	cfg := f.server.Copy()
-	cfg.User = r.Config["user"].(string)
 	data, err := os.ReadFile(r.Config["password_file"].(string))
 	if err != nil {
 		return err
 	}
-	cfg.Password = strings.TrimSpace(string(data))
+	return f.loginWith(r, db, strings.TrimSpace(string(data)))
+}
+
+// loginWith is login with password.
+func (f *fixture) loginWith(r *environ.Resource, db, password string) error {
+	f.t.Helper()
+	if err := checkPasswordRule(f.t.Context(), f.admin, f.server); err != nil {
+		f.t.Fatal(err)
+	}
+	cfg := fromPasswordAddr(f.server)
+	cfg.Host, cfg.Port = r.Config["host"].(string), uint16(r.Config["port"].(int))
+	cfg.User, cfg.Password = r.Config["user"].(string), password
 	cfg.Database = r.Config["database"].(string)
 	if db != "" {
 		cfg.Database = db
@@ -164,8 +175,8 @@ func wantCode(t *testing.T, what string, err error, code string) {
 }
 
 // checkPassword checks that the role's stored SCRAM verifier is that of the password in
-// its file. The test server trusts local connections, so a login there proves nothing of
-// the password: the verifier does.
+// its file: the server's record of it, where login proves it by the server's own
+// authentication.
 func (f *fixture) checkPassword(r *environ.Resource) {
 	f.t.Helper()
 	var stored string
@@ -191,7 +202,9 @@ func (f *fixture) checkPassword(r *environ.Resource) {
 }
 
 // TestFiftyDatabasesThroughTheirLife creates 50 databases, 8 at a time, and takes each
-// through its life: its own role logs in to it and is refused on its neighbour's, a resize
+// through its life: its own role logs in to it with the password from its file, where the
+// server asks for one (scram-sha-256), is refused with a wrong password and is refused on
+// its neighbour's database with its right one, a resize
 // sets the role's connection limit, hibernating refuses its login and waking restores it
 // with the same password, and deleting leaves nothing in pg_database or pg_roles.
 func TestFiftyDatabasesThroughTheirLife(t *testing.T) {
@@ -232,6 +245,7 @@ func TestFiftyDatabasesThroughTheirLife(t *testing.T) {
 		if err := f.login(r, ""); err != nil {
 			t.Fatalf("resource %d: login to its own database: %v", i, err)
 		}
+		wantCode(t, fmt.Sprintf("resource %d: login to its own database with a wrong password", i), f.loginWith(r, "", "not-its-password"), "28P01")
 		neighbour := rs[(i+1)%n].Config["database"].(string)
 		wantCode(t, fmt.Sprintf("resource %d: login to its neighbour's database", i), f.login(r, neighbour), "42501")
 		f.checkPassword(r)
