@@ -112,6 +112,17 @@
 //     were ready before B's, and A's burst throughput as above. Targets: B at most 5x its
 //     idle time and under 1 s; A's throughput within 10% of the build before fairness (run
 //     the bench with BERTH_BINARY set to that build for the comparison).
+//   - Agents where the database is not the limit (-sleep-agents, default 1,3; "" skips
+//     them): as the runs with several agents, but the provisioner is the sleep broker
+//     (environ/sleep: each Reconcile waits -sleep-delay, default 50ms, and provisions
+//     nothing, as a broker waiting on a remote API does), in an agent built with the tag
+//     benchbroker (BERTH_BENCHBROKER_BINARY, default ./bin/berth-benchbroker; make
+//     bench-static builds it: the agent users run has no such broker). Each agent runs at
+//     --concurrency -sleep-concurrency (default 16), so one agent does at most
+//     concurrency / delay (320/s), below what the database takes: a burst of -sleep-n
+//     (default 3,000) runtimes per count, -agents-rounds rounds. Target: three agents at
+//     least 1.2x one agent's throughput (agents must add speed where the database is not
+//     the limit).
 //
 // The fastest PostgreSQL throughput run also prints where its database time went, statement
 // by statement, from pg_stat_statements (scripts/pg-local.sh preloads it, with track = all so

@@ -20,6 +20,7 @@ func newRegistry() *environ.Registry {
 	r := environ.NewRegistry()
 	r.Register(static.Type, static.New, static.Types...)
 	r.Register(kubernetes.Type, kubernetes.New, kubernetes.Types...)
+	registerBenchBrokers(r)
 	return r
 }
 
