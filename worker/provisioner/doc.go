@@ -173,9 +173,19 @@
 //
 // The loop owns a de-duplicated queue of ids, the set of ids in flight and a min-heap of
 // (time, id) retries, with a single clock timer for the earliest retry. Watcher events
-// and due retries enqueue ids; at most Concurrency reconciles run at once, each in a
+// and due retries enqueue ids; at most the limit's reconciles run at once, each in a
 // goroutine the loop waits for before it returns, with a context that ends when the worker
-// is killed or after ReconcileTimeout. An id that changes while its reconcile is in flight
+// is killed or after ReconcileTimeout.
+//
+// The limit adapts (limit.go): it starts at InitialConcurrency (16) and, while a backlog
+// keeps every place busy, doubles as long as each doubling raises the reconciles ended per
+// second by 5%, up to Concurrency (256 by default), and goes back when a doubling does not
+// pay; once demand, not the limit, sets the pace, it is back at 16. A broker that is faster
+// with more in flight (the static pool's grouped writes, a broker that waits on a remote
+// call) gets the places; one that a client rate limit caps (Kubernetes) gains nothing from
+// them and keeps about 16, so that its calls wait in the fair queue, where owners take
+// turns, and not at the limiter, where a health check would wait behind a burst. A
+// Concurrency of 16 or less is the limit, fixed. An id that changes while its reconcile is in flight
 // is marked dirty and queued again when that reconcile ends: one resource is never
 // reconciled twice at once. Enqueueing an id drops its scheduled retry; the reconcile
 // decides afresh. While queueHighWater ids are queued, or leftHighWater are left to other
