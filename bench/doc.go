@@ -18,9 +18,12 @@
 //     are ready. Throughput is n / (max(ready_at) - min(created_at)), both set by the database
 //     clock and read through the store's own API. The agent's peak RSS is VmHWM from
 //     /proc/<pid>/status, read just before it is stopped. Each -berth-concurrency value
-//     (-sqlite-concurrency on SQLite; both default 16, the agent's default, 64 and 256) is a
-//     separate run; PostgreSQL's best is compared with River, and each store's best is shown
-//     side by side. More reconciles in flight make bigger groups of writes, one commit each.
+//     (-sqlite-concurrency on SQLite; both default 16, 64 and 256) is a separate run;
+//     PostgreSQL's best is compared with River, and each store's best is shown side by side.
+//     More reconciles in flight make bigger groups of writes, one commit each. The agent's
+//     --concurrency is the ceiling of its adaptive limit, which starts at 16 and doubles
+//     while that raises throughput: 16 is a fixed 16 (the agent's default before the limit
+//     adapted), 256 is the agent's default.
 //   - Berth latency, on each store: after a warm-up resource, -latency-n resources are
 //     inserted one at a time at -rate per second; latency is ready_at - created_at, both
 //     database timestamps (milliseconds on SQLite), so no clock skew between agent and bench
@@ -47,7 +50,7 @@
 //   - Berth with several agents (-agents, default 1,2,3; "" skips these runs): for each count,
 //     a fresh PostgreSQL database with that many real agents (`berth run`, each with its own
 //     --agent-id bench-1, bench-2, ... and HTTP port, and --concurrency -agents-concurrency,
-//     default 16 as the agent's), the warm-up resource, then a burst of -agents-n (default
+//     default 16, fixed), the warm-up resource, then a burst of -agents-n (default
 //     3,000) runtimes inserted in one statement; -agents-rounds (default 1) repeats the counts
 //     in turn and the fastest run of each is shown. Throughput is timed as above; insert-to-ready
 //     is each resource's ready_at - created_at within the burst (p50, p99, max); the peak RSS
