@@ -21,7 +21,7 @@ const (
 	// tries the next one again; each try in a row that does not pay doubles it, up to
 	// limitHoldWindows << limitMaxMisses, so that a broker more places do not help is seldom
 	// tried with more.
-	limitHoldWindows = 8
+	limitHoldWindows = 4
 	limitMaxMisses   = 4
 )
 
@@ -46,7 +46,7 @@ type concurrencyLimit struct {
 	idle   int       // of which ended with nothing queued
 	settle int       // reconciles still to end before the window after a change starts
 
-	rate   float64 // the last window's throughput, per second; 0: none yet at this limit's predecessor
+	rate   float64 // the last window's throughput, per second; 0 after a quiet spell
 	from   int     // the limit before the last change
 	step   int     // the last change: +1 doubled, -1 halved, 0 none or undone
 	hold   int     // windows left before the next change is tried
