@@ -60,7 +60,7 @@ func TestRunHelpGivesTheConcurrencyDefault(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		fmt.Sprintf("starts at %d and doubles while that raises throughput", provisioner.InitialConcurrency),
+		fmt.Sprintf("starts at %d and grows fourfold while that raises throughput", provisioner.InitialConcurrency),
 		fmt.Sprintf("(default %d)", provisioner.DefaultConcurrency),
 	} {
 		if !strings.Contains(line, want) {

@@ -7,9 +7,10 @@ import (
 )
 
 // drive ends reconciles on l for d of virtual time from at, each after the last at the
-// throughput rate gives for the limit of the moment, with ids queued or not, and returns the
-// time reached and how long the limit spent at each value.
-func drive(l *concurrencyLimit, at time.Time, d time.Duration, rate func(limit int) float64, queued bool) (time.Time, map[int]time.Duration) {
+// throughput rate gives for the limit of the moment, every place busy, with ids queued
+// (a backlog) or none, and returns the time reached and how long the limit spent at each
+// value.
+func drive(l *concurrencyLimit, at time.Time, d time.Duration, rate func(limit int) float64, backlog bool) (time.Time, map[int]time.Duration) {
 	spent := map[int]time.Duration{}
 	end := at.Add(d)
 	for at.Before(end) {
@@ -17,7 +18,11 @@ func drive(l *concurrencyLimit, at time.Time, d time.Duration, rate func(limit i
 		step := time.Duration(float64(time.Second) / rate(limit))
 		at = at.Add(step)
 		spent[limit] += step
-		l.ended(at, queued)
+		queued := 0
+		if backlog {
+			queued = limit
+		}
+		l.ended(at, queued, limit)
 	}
 	return at, spent
 }
@@ -26,41 +31,37 @@ func drive(l *concurrencyLimit, at time.Time, d time.Duration, rate func(limit i
 // 2,017/s at 64, 2,801/s at 256): about 1.2x per doubling.
 func databaseRate(limit int) float64 { return 1285 * math.Pow(float64(limit)/16, 0.28) }
 
-// While a backlog keeps every place busy and each doubling pays, the limit climbs from the
-// floor to the ceiling within seconds and stays there, trying half now and then.
+// While a backlog keeps every place busy and each step up pays, the limit climbs from the
+// floor to the ceiling within a second and stays there.
 func TestLimitClimbsWhileThroughputRises(t *testing.T) {
 	l := newConcurrencyLimit(256)
 	if l.current() != InitialConcurrency {
 		t.Fatalf("the limit starts at %d, want %d", l.current(), InitialConcurrency)
 	}
-	at, spent := drive(l, time.Unix(0, 0), 2*time.Second, databaseRate, true)
-	if spent[256] == 0 {
-		t.Fatalf("after 2s of a backlog the limit never reached the ceiling 256: %v", spent)
-	}
-	_, spent = drive(l, at, 30*time.Second, databaseRate, true)
+	_, spent := drive(l, time.Unix(0, 0), 30*time.Second, databaseRate, true)
 	t.Logf("time at each limit: %v", spent)
-	if spent[256] < 25*time.Second {
-		t.Errorf("over 30s of a backlog the limit spent %s at the ceiling (%v), want most of it", spent[256], spent)
+	if spent[256] < 29*time.Second {
+		t.Errorf("over 30s of a backlog the limit spent %s at the ceiling (%v), want all but the first second", spent[256], spent)
 	}
 }
 
 // A broker whose throughput a rate limit caps gains nothing from more places: the limit
-// tries one doubling now and then, undoes it, and spends most of its time at the floor.
+// tries one step up now and then, undoes it, and spends most of its time at the floor.
 func TestLimitHoldsWhereThroughputDoesNot(t *testing.T) {
 	capped := func(limit int) float64 { return math.Min(float64(limit), 16) } // 1s a reconcile, 16/s at most
 	l := newConcurrencyLimit(256)
 	_, spent := drive(l, time.Unix(0, 0), 10*time.Minute, capped, true)
 	t.Logf("time at each limit: %v", spent)
 	for limit := range spent {
-		if limit > 2*InitialConcurrency {
-			t.Errorf("the limit reached %d (%v); want at most one doubling of the floor", limit, spent)
+		if limit > limitStep*InitialConcurrency {
+			t.Errorf("the limit reached %d (%v); want at most one step above the floor", limit, spent)
 		}
 	}
-	if spent[InitialConcurrency] < 7*time.Minute {
+	if spent[InitialConcurrency] < 8*time.Minute {
 		t.Errorf("the limit spent %s of 10 minutes at the floor (%v), want most of it", spent[InitialConcurrency], spent)
 	}
-	if l.current() > 2*InitialConcurrency {
-		t.Errorf("the limit ends at %d, want at most %d", l.current(), 2*InitialConcurrency)
+	if l.current() > limitStep*InitialConcurrency {
+		t.Errorf("the limit ends at %d, want at most %d", l.current(), limitStep*InitialConcurrency)
 	}
 }
 
@@ -77,10 +78,10 @@ func TestLimitStopsWhereTheDatabaseDoes(t *testing.T) {
 			best = limit
 		}
 	}
-	if best != 64 && best != 128 {
-		t.Errorf("the limit spent most of its time at %d (%v), want 64 or 128 (the database's 2,000/s at 100)", best, spent)
+	if best != 256 {
+		t.Errorf("the limit spent most of its time at %d (%v), want 256 (the step past the database's 2,000/s at 100)", best, spent)
 	}
-	if spent[1024] > 0 || spent[512] > 0 {
+	if spent[1024] > 10*time.Second {
 		t.Errorf("the limit went on past what paid: %v", spent)
 	}
 }
@@ -96,6 +97,23 @@ func TestLimitReturnsToTheFloorWithoutABacklog(t *testing.T) {
 	drive(l, at, 2*time.Second, func(int) float64 { return 20 }, false)
 	if l.current() != InitialConcurrency {
 		t.Errorf("the limit is %d once nothing is queued, want the floor %d", l.current(), InitialConcurrency)
+	}
+}
+
+// The backlog's last reconcile puts the limit back at its floor at once.
+func TestLimitReturnsToTheFloorWhenTheBacklogIsDone(t *testing.T) {
+	l := newConcurrencyLimit(256)
+	at, _ := drive(l, time.Unix(0, 0), 5*time.Second, databaseRate, true)
+	if l.current() != 256 {
+		t.Fatalf("the limit is %d after a backlog, want 256", l.current())
+	}
+	l.ended(at.Add(time.Millisecond), 0, 2)
+	if l.current() != 256 {
+		t.Errorf("the limit is %d with a reconcile still in flight, want 256 until the backlog is done", l.current())
+	}
+	l.ended(at.Add(2*time.Millisecond), 0, 1)
+	if l.current() != InitialConcurrency {
+		t.Errorf("the limit is %d once the backlog is done, want the floor %d", l.current(), InitialConcurrency)
 	}
 }
 

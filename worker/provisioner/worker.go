@@ -304,7 +304,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			if o.awaiting {
 				s.await(o.id)
 			} else {
-				limit.ended(w.config.Clock.Now(), s.queueDepth() > 0)
+				limit.ended(w.config.Clock.Now(), s.queueDepth(), s.inFlight())
 				s.finish(o)
 			}
 		case <-timerC:
