@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/berth-dev/berth/worker/provisioner"
 )
 
 // Targets Berth is held to.
@@ -131,8 +133,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fairAgents := fs.String("fair-agents", "1,3", "comma-separated agent counts, one fairness run each")
 	sleepAgents := fs.String("sleep-agents", "1,3", `comma-separated agent counts, one run each on the sleep broker (every reconcile waits -sleep-delay; the agent of BERTH_BENCHBROKER_BINARY, built with the tag benchbroker) ("" skips them)`)
 	fs.IntVar(&cfg.sleepN, "sleep-n", 3000, "resources in each run of -sleep-agents")
-	fs.DurationVar(&cfg.sleepDelay, "sleep-delay", 50*time.Millisecond, "how long each reconcile of the sleep broker waits")
-	fs.IntVar(&cfg.sleepConcurrency, "sleep-concurrency", 16, "each agent's --concurrency in the runs of -sleep-agents: one agent does at most this / -sleep-delay a second, below what the database takes")
+	fs.DurationVar(&cfg.sleepDelay, "sleep-delay", 500*time.Millisecond, "how long each reconcile of the sleep broker waits")
+	fs.IntVar(&cfg.sleepConcurrency, "sleep-concurrency", provisioner.DefaultConcurrency, "each agent's --concurrency in the runs of -sleep-agents (default the agent's): one agent does at most this / -sleep-delay a second, which must stay below what the database takes")
 	fs.IntVar(&cfg.healthN, "health-n", 100000, "ready resources in the health sweep; 0 skips it")
 	fs.IntVar(&cfg.healthConcurrency, "health-concurrency", 8, "resource checks in flight at once in the health sweep (the agent's --health-concurrency)")
 	if err := fs.Parse(args); err != nil {
