@@ -68,10 +68,14 @@ bench: bench-static bench-k8s
 # Berth's static-environ throughput, latency and memory, measured beside River on the same
 # database server, and the health sweep (see bench/doc.go). BENCH_FLAGS passes flags, e.g.
 # BENCH_FLAGS="-n 2000".
+# The runs on the sleep broker (a test broker whose reconciles only wait) take an agent built
+# with the tag benchbroker, bin/berth-benchbroker; the agent users run has no such broker.
 bench-static: build
+	CGO_ENABLED=0 $(GO) build -trimpath -tags benchbroker -o bin/berth-benchbroker ./cmd/agent
 	$(GO) build -o bin/berth-bench ./bench
 	@url="$${BERTH_BENCH_DATABASE_URL:-$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}}" && \
-	BERTH_BENCH_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" bin/berth-bench $(BENCH_FLAGS)
+	BERTH_BENCH_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" \
+	BERTH_BENCHBROKER_BINARY="$(CURDIR)/bin/berth-benchbroker" bin/berth-bench $(BENCH_FLAGS)
 
 # Berth to try out (the README's quick start): three local stand-in runtime hosts (berth
 # dev-hosts) and the agent on a provisioner set of them, on the embedded database unless

@@ -44,14 +44,10 @@ func migrate(ctx context.Context, binary, dbURL string) error {
 	return nil
 }
 
-// startAgent starts the agent with agent id on the database with a static pool holding at
-// least slots one-slot resources, then the extra flags of berth run. Its HTTP server takes a
-// port of its own, so that several agents run side by side. The caller must stop it.
-func startAgent(binary, dbURL, id string, concurrency, slots int, extra ...string) (*agent, error) {
-	set, err := provisionerSet(slots)
-	if err != nil {
-		return nil, err
-	}
+// startAgent starts the agent with agent id on the database with the provisioner set (JSON
+// naming provisionerName, its default), then the extra flags of berth run. Its HTTP server
+// takes a port of its own, so that several agents run side by side. The caller must stop it.
+func startAgent(binary, dbURL, id, set string, concurrency int, extra ...string) (*agent, error) {
 	args := append([]string{"run", "--agent-id", id, "--concurrency", strconv.Itoa(concurrency), "--http-addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(),

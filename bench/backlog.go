@@ -182,7 +182,11 @@ func backlog(ctx context.Context, cfg config, concurrency int) (res backlogResul
 	if err != nil {
 		return res, err
 	}
-	a, err := startAgent(cfg.binary, r.url, stopped.id, concurrency, slots+1)
+	set, err := provisionerSet(slots + 1)
+	if err != nil {
+		return res, err
+	}
+	a, err := startAgent(cfg.binary, r.url, stopped.id, set, concurrency)
 	if err != nil {
 		return res, err
 	}

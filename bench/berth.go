@@ -39,11 +39,14 @@ type berthRun struct {
 }
 
 // fleet is the agents of one run: how many, each one's --concurrency, and further flags of
-// berth run they all get.
+// berth run they all get; the binary and provisioner set they run when not the bench's own
+// (cfg.binary, a static pool with room for the run).
 type fleet struct {
 	agents      int
 	concurrency int
 	flags       []string
+	binary      string // "": cfg.binary
+	set         string // provisioner set JSON naming provisionerName; "": the static pool
 }
 
 // oneAgent is the fleet of the single-agent runs.
@@ -97,8 +100,17 @@ func (r *berthRun) start(ctx context.Context, cfg config, f fleet, slots int) er
 	if r.state, err = store.Open(ctx, r.url, store.Options{MaxConns: 2}); err != nil {
 		return fmt.Errorf("open the bench database: %w", err)
 	}
+	binary, set := f.binary, f.set
+	if binary == "" {
+		binary = cfg.binary
+	}
+	if set == "" {
+		if set, err = provisionerSet(slots + 1); err != nil {
+			return err
+		}
+	}
 	for i := range f.agents {
-		a, err := startAgent(cfg.binary, r.url, agentID(i), f.concurrency, slots+1, f.flags...)
+		a, err := startAgent(binary, r.url, agentID(i), set, f.concurrency, f.flags...)
 		if err != nil {
 			return err
 		}
@@ -327,7 +339,7 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 	}
 	res.elapsed, lat = readySpan(ready)
 	res.n = len(ready)
-	if kind == storePostgres && f.agents == 1 {
+	if kind == storePostgres && f.agents == 1 && f.set == "" {
 		p := readStatementProfile(ctx, cfg.server, r.dbName, res.n)
 		res.statements = &p
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/berth-dev/berth/worker/provisioner"
 )
 
 // Targets Berth is held to.
@@ -55,6 +57,12 @@ type config struct {
 
 	fairN      int   // runtimes in owner A's burst of the fairness runs; 0 skips them
 	fairAgents []int // agents of each fairness run
+
+	sleepAgents      []int         // agents of each run on the sleep broker; empty skips them
+	sleepN           int           // resources in each of those runs
+	sleepDelay       time.Duration // how long each of the sleep broker's reconciles waits
+	sleepConcurrency int           // each agent's --concurrency in those runs
+	sleepBinary      string        // the agent built with the sleep broker (build tag benchbroker)
 }
 
 func main() {
@@ -93,9 +101,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := config{binary: os.Getenv("BERTH_BINARY")}
+	cfg := config{binary: os.Getenv("BERTH_BINARY"), sleepBinary: os.Getenv("BERTH_BENCHBROKER_BINARY")}
 	if cfg.binary == "" {
 		cfg.binary = "./bin/berth"
+	}
+	if cfg.sleepBinary == "" {
+		cfg.sleepBinary = "./bin/berth-benchbroker"
 	}
 	fs.IntVar(&cfg.n, "n", 10000, "resources (and River jobs) in each throughput run on PostgreSQL")
 	stores := fs.String("stores", storePostgres+","+storeSQLite, "comma-separated stores to measure Berth on: postgres, sqlite")
@@ -120,6 +131,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.scaleConcurrency, "scale-concurrency", 0, "the scale run's agent --concurrency; 0 takes the fastest -berth-concurrency run's")
 	fs.IntVar(&cfg.fairN, "fair-n", 8000, "runtimes of owner A's burst in the fairness runs (owner B inserts one 0.3 s later); 0 skips them")
 	fairAgents := fs.String("fair-agents", "1,3", "comma-separated agent counts, one fairness run each")
+	sleepAgents := fs.String("sleep-agents", "1,3", `comma-separated agent counts, one run each on the sleep broker (every reconcile waits -sleep-delay; the agent of BERTH_BENCHBROKER_BINARY, built with the tag benchbroker) ("" skips them)`)
+	fs.IntVar(&cfg.sleepN, "sleep-n", 3000, "resources in each run of -sleep-agents")
+	fs.DurationVar(&cfg.sleepDelay, "sleep-delay", 500*time.Millisecond, "how long each reconcile of the sleep broker waits")
+	fs.IntVar(&cfg.sleepConcurrency, "sleep-concurrency", provisioner.DefaultConcurrency, "each agent's --concurrency in the runs of -sleep-agents (default the agent's): one agent does at most this / -sleep-delay a second, which must stay below what the database takes")
 	fs.IntVar(&cfg.healthN, "health-n", 100000, "ready resources in the health sweep; 0 skips it")
 	fs.IntVar(&cfg.healthConcurrency, "health-concurrency", 8, "resource checks in flight at once in the health sweep (the agent's --health-concurrency)")
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +158,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.fairAgents, err = positiveInts("-fair-agents", *fairAgents); err != nil {
 		return cfg, err
+	}
+	if strings.TrimSpace(*sleepAgents) != "" {
+		if cfg.sleepAgents, err = positiveInts("-sleep-agents", *sleepAgents); err != nil {
+			return cfg, fmt.Errorf("%w (or \"\" to skip the runs on the sleep broker)", err)
+		}
 	}
 	if strings.TrimSpace(*rillWorkers) != "" {
 		if cfg.rillWorkers, err = positiveInts("-rill-workers", *rillWorkers); err != nil {
@@ -176,6 +196,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-agents-n must be at least 1, got %d", cfg.agentsN)
 	case cfg.agentsRounds < 1:
 		return cfg, fmt.Errorf("-agents-rounds must be at least 1, got %d", cfg.agentsRounds)
+	case cfg.sleepN < 1:
+		return cfg, fmt.Errorf("-sleep-n must be at least 1, got %d", cfg.sleepN)
+	case cfg.sleepDelay <= 0:
+		return cfg, fmt.Errorf("-sleep-delay must be positive, got %s", cfg.sleepDelay)
+	case cfg.sleepConcurrency < 1:
+		return cfg, fmt.Errorf("-sleep-concurrency must be at least 1, got %d", cfg.sleepConcurrency)
 	case cfg.agentConcurrency < 1:
 		return cfg, fmt.Errorf("-agents-concurrency must be at least 1, got %d", cfg.agentConcurrency)
 	case cfg.failover && cfg.failoverAgents < 2:
@@ -187,6 +213,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if _, err := exec.LookPath(cfg.binary); err != nil {
 		return cfg, fmt.Errorf("no agent binary at %s: build it with make build, or set BERTH_BINARY", cfg.binary)
+	}
+	if _, err := exec.LookPath(cfg.sleepBinary); err != nil && cfg.compare && len(cfg.sleepAgents) > 0 {
+		return cfg, fmt.Errorf("no agent binary with the sleep broker at %s: build it with go build -tags benchbroker -o %s ./cmd/agent (make bench-static does), set BERTH_BENCHBROKER_BINARY, or pass -sleep-agents \"\"", cfg.sleepBinary, cfg.sleepBinary)
 	}
 	cfg.server, err = serverURL()
 	return cfg, err
@@ -232,6 +261,9 @@ func measure(ctx context.Context, cfg config, rep *report) error {
 			return err
 		}
 		if err := scale(ctx, cfg, rep); err != nil {
+			return err
+		}
+		if err := sleepRuns(ctx, cfg, rep); err != nil {
 			return err
 		}
 		if cfg.scaleN > 0 {

@@ -21,6 +21,7 @@ type report struct {
 	backlog      *backlogResult
 	health       *healthResult
 	fairness     []fairnessResult // in the order of cfg.fairAgents
+	sleep        []scalingResult  // the sleep broker's runs, in the order of cfg.sleepAgents
 }
 
 // berthResults are Berth's figures on one store.
@@ -59,6 +60,7 @@ func (r *report) print(w io.Writer) {
 		if r.failover != nil {
 			printFailover(w, *r.failover)
 		}
+		r.printSleep(w)
 		if r.backlog != nil {
 			printBacklog(w, *r.backlog)
 		}

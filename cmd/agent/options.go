@@ -27,6 +27,7 @@ func newRegistryFor(setJSON []byte) *environ.Registry {
 	r.Register(static.Type, static.New, static.Types...)
 	r.Register(kubernetes.Type, kubernetes.New, kubernetes.Types...)
 	r.Register(postgres.Type, postgres.New, postgres.Types...)
+	registerBenchBrokers(r)
 	r.Register(external.Type, external.New, external.DeclaredTypes(setJSON, r.Catalog())...)
 	return r
 }

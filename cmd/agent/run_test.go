@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/juju/clock/testclock"
+
+	"github.com/berth-dev/berth/worker/provisioner"
 )
 
 // A flag that sets a worker's setting to a value its worker refuses is named in berth run's
@@ -38,6 +41,30 @@ func TestRunNamesTheFlagOfAnInvalidSetting(t *testing.T) {
 		_, _, err := runBerth(testclock.NewClock(time.Now()), append([]string{"run", "--agent-id", "a"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("berth run %v: err = %v; want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// berth run's help gives --concurrency's default, the ceiling of the adaptive limit, and
+// where the limit starts, as the provisioner has them.
+func TestRunHelpGivesTheConcurrencyDefault(t *testing.T) {
+	clearEnv(t)
+	out, _, err := runBerth(testclock.NewClock(time.Now()), "run", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "--concurrency int") {
+			line = l
+		}
+	}
+	for _, want := range []string{
+		fmt.Sprintf("starts at %d and grows fourfold while that raises throughput", provisioner.InitialConcurrency),
+		fmt.Sprintf("(default %d)", provisioner.DefaultConcurrency),
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("berth run --help: the --concurrency line %q lacks %q", line, want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/kubernetes"
 	"github.com/berth-dev/berth/internal/e2etest"
+	provisionerworker "github.com/berth-dev/berth/worker/provisioner"
 )
 
 // benchRuntimes is how many runtimes each benchmark provisions.
@@ -161,7 +162,7 @@ func BenchmarkInsertToReady(b *testing.B) {
 }
 
 // BenchmarkApplyThroughput reconciles 100 runtimes straight through the environ, 16 at a
-// time (the agent's default --concurrency), with the default client rate limits, and reports
+// time (the places an agent starts a backlog with), with the default client rate limits, and reports
 // the objects applied per second (readiness is not waited for): the environ's own ceiling,
 // without the agent around it.
 func BenchmarkApplyThroughput(b *testing.B) {
@@ -179,8 +180,9 @@ func BenchmarkApplyAndAwaitThroughput(b *testing.B) {
 }
 
 // straightThroughConcurrency is how many reconciles the straight-through benchmarks run at
-// once: the agent's default --concurrency, so that both use as many places.
-const straightThroughConcurrency = 16
+// once: the places an agent starts a backlog with, which it keeps unless more raise its
+// throughput (its --concurrency is the most it may take).
+const straightThroughConcurrency = provisionerworker.InitialConcurrency
 
 // straightThrough reconciles benchRuntimes runtimes straight through the environ,
 // straightThroughConcurrency at a time, each followed by AwaitReady when await is set, and

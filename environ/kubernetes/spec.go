@@ -25,8 +25,9 @@ const (
 
 	DefaultTimeoutSeconds = 120
 	// The client's rate limit is shared by every reconcile, health check and sweep of the
-	// provisioner. One runtime's reconcile takes about a dozen requests: at 200/s the agent's
-	// default 16 concurrent reconciles do not wait on the limiter (at 50/s, applying took over
+	// provisioner. One runtime's reconcile takes about a dozen requests: at 200/s the 16
+	// concurrent reconciles an agent starts a backlog with (and keeps, when more do not raise
+	// its throughput) do not wait on the limiter (at 50/s, applying took over
 	// 3s per runtime when a hundred were created at once). The API server's priority and
 	// fairness still protects the cluster.
 	DefaultQPS             = 200

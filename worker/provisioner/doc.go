@@ -173,13 +173,24 @@
 //
 // The loop owns a de-duplicated queue of ids, the set of ids in flight and a min-heap of
 // (time, id) retries, with a single clock timer for the earliest retry. Watcher events
-// and due retries enqueue ids; at most Concurrency reconciles run at once, each in a
+// and due retries enqueue ids; at most the limit's reconciles run at once, each in a
 // goroutine the loop waits for before it returns, with a context that ends when the worker
 // is killed or after ReconcileTimeout. An id that changes while its reconcile is in flight
 // is marked dirty and queued again when that reconcile ends: one resource is never
 // reconciled twice at once. Enqueueing an id drops its scheduled retry; the reconcile
 // decides afresh. While queueHighWater ids are queued, or leftHighWater are left to other
 // agents (below), the loop takes no watcher event, so a backlog waits in the watcher.
+//
+// The limit adapts (limit.go): it starts at InitialConcurrency (16) and, while a backlog
+// keeps every place busy, grows fourfold (64, 256) as long as each step raises the
+// reconciles ended per second by 10%, up to Concurrency (256 by default); a step that does
+// not pay is undone and tried again later, less often each time it fails. Once the backlog
+// is done, or demand and not the limit sets the pace, the limit is back at 16. A broker
+// that is faster with more in flight (the static pool's grouped writes, a broker that waits
+// on a remote call) gets the places; one that a client rate limit caps (Kubernetes) gains
+// nothing from them and stays at 16 but for a rare try, so that its calls wait in the fair
+// queue, where owners take turns, and not at the limiter, where a health check would wait
+// behind a burst. A Concurrency of 16 or less is the limit, fixed.
 //
 // The queue is fair between owners (internal/fairqueue): each owner's ids wait first in,
 // first out, and the owners with ids queued take turns, each giving up to its weight of ids

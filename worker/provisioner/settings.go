@@ -9,9 +9,11 @@ import (
 
 // The settings' defaults, which suit a production agent (the agent's flags start from them).
 const (
-	// DefaultConcurrency is how many reconciles run at once, those awaiting their resource
-	// aside.
-	DefaultConcurrency = 16
+	// DefaultConcurrency is the most reconciles run at once, those awaiting their resource
+	// aside: the ceiling of the adaptive limit, which starts at InitialConcurrency and grows
+	// only while more in flight raises throughput (limit.go). The static pool's groups of
+	// writes are fastest at 256.
+	DefaultConcurrency = 256
 	// DefaultAwaitConcurrency is how many more reconciles may wait for their resource to
 	// serve: rollouts are slow and cheap to wait for.
 	DefaultAwaitConcurrency = 256
@@ -39,8 +41,11 @@ const (
 type Settings struct {
 	// Agent is this agent: Agent.ID is its identity on reconcile leases, Agent.TTL how
 	// long another agent counts as live after its last heartbeat.
-	Agent       domain.AgentIdentity
-	Concurrency int // most reconciles in flight at once, a reconcile awaiting its resource aside
+	Agent domain.AgentIdentity
+	// Concurrency is the most reconciles in flight at once, a reconcile awaiting its
+	// resource aside: the ceiling of the adaptive limit (limit.go), which starts at
+	// InitialConcurrency, or at Concurrency when that is lower and then stays there.
+	Concurrency int
 	// AwaitConcurrency is how many more reconciles may be in flight while some wait for
 	// their resource to serve (a Kubernetes rollout): a waiting reconcile gives its place
 	// back, so that a slow rollout does not keep other resources from being applied, and

@@ -246,6 +246,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	sh := &sharing{isLeft: make(map[string]bool)}
 	w.refreshAgents(ctx, sh, w.config.Clock.Now())
 	owners := &ownerPolicies{}
+	limit := newConcurrencyLimit(w.config.Concurrency)
 	var timer clock.Timer
 	var timerAt time.Time
 	defer func() {
@@ -260,7 +261,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			w.takeUp(ctx, s, sh)
 		}
 		for {
-			id, woken, ok := s.start(w.config.Concurrency, w.config.AwaitConcurrency)
+			id, woken, ok := s.start(limit.current(), w.config.AwaitConcurrency)
 			if !ok {
 				break
 			}
@@ -285,7 +286,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			timer.Stop()
 			timer = nil
 		}
-		w.publish(s, sh, owners)
+		w.publish(s, sh, owners, limit.current())
 
 		changes := watcher.Changes()
 		if s.queueDepth() >= queueHighWater || len(sh.left) >= leftHighWater {
@@ -303,6 +304,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			if o.awaiting {
 				s.await(o.id)
 			} else {
+				limit.ended(w.config.Clock.Now(), s.queueDepth(), s.inFlight())
 				s.finish(o)
 			}
 		case <-timerC:
@@ -311,13 +313,14 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	}
 }
 
-func (w *Worker) publish(s *schedule, sh *sharing, owners *ownerPolicies) {
+func (w *Worker) publish(s *schedule, sh *sharing, owners *ownerPolicies, limit int) {
 	depths := s.queueDepths()
 	report := map[string]any{
 		"queue-depth":          s.queueDepth(),
 		"queued-owners":        len(depths),
 		"queue-depth-by-owner": topOwners(depths, reportedOwners),
 		"in-flight":            s.inFlight(),
+		"concurrency-limit":    limit,
 		"awaiting-ready":       s.awaitingReady(),
 		"waiting-for-capacity": s.waitingForCapacity(),
 		"waiting-for-quota":    s.waitingForQuota(),

@@ -1,0 +1,129 @@
+package provisioner
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// drive ends reconciles on l for d of virtual time from at, each after the last at the
+// throughput rate gives for the limit of the moment, every place busy, with ids queued
+// (a backlog) or none, and returns the time reached and how long the limit spent at each
+// value.
+func drive(l *concurrencyLimit, at time.Time, d time.Duration, rate func(limit int) float64, backlog bool) (time.Time, map[int]time.Duration) {
+	spent := map[int]time.Duration{}
+	end := at.Add(d)
+	for at.Before(end) {
+		limit := l.current()
+		step := time.Duration(float64(time.Second) / rate(limit))
+		at = at.Add(step)
+		spent[limit] += step
+		queued := 0
+		if backlog {
+			queued = limit
+		}
+		l.ended(at, queued, limit)
+	}
+	return at, spent
+}
+
+// The static pool's throughput by concurrency, as the bench measured it (1,285/s at 16,
+// 2,017/s at 64, 2,801/s at 256): about 1.2x per doubling.
+func databaseRate(limit int) float64 { return 1285 * math.Pow(float64(limit)/16, 0.28) }
+
+// While a backlog keeps every place busy and each step up pays, the limit climbs from the
+// floor to the ceiling within a second and stays there.
+func TestLimitClimbsWhileThroughputRises(t *testing.T) {
+	l := newConcurrencyLimit(256)
+	if l.current() != InitialConcurrency {
+		t.Fatalf("the limit starts at %d, want %d", l.current(), InitialConcurrency)
+	}
+	_, spent := drive(l, time.Unix(0, 0), 30*time.Second, databaseRate, true)
+	t.Logf("time at each limit: %v", spent)
+	if spent[256] < 29*time.Second {
+		t.Errorf("over 30s of a backlog the limit spent %s at the ceiling (%v), want all but the first second", spent[256], spent)
+	}
+}
+
+// A broker whose throughput a rate limit caps gains nothing from more places: the limit
+// tries one step up now and then, undoes it, and spends most of its time at the floor.
+func TestLimitHoldsWhereThroughputDoesNot(t *testing.T) {
+	capped := func(limit int) float64 { return math.Min(float64(limit), 16) } // 1s a reconcile, 16/s at most
+	l := newConcurrencyLimit(256)
+	_, spent := drive(l, time.Unix(0, 0), 10*time.Minute, capped, true)
+	t.Logf("time at each limit: %v", spent)
+	for limit := range spent {
+		if limit > limitStep*InitialConcurrency {
+			t.Errorf("the limit reached %d (%v); want at most one step above the floor", limit, spent)
+		}
+	}
+	if spent[InitialConcurrency] < 8*time.Minute {
+		t.Errorf("the limit spent %s of 10 minutes at the floor (%v), want most of it", spent[InitialConcurrency], spent)
+	}
+	if l.current() > limitStep*InitialConcurrency {
+		t.Errorf("the limit ends at %d, want at most %d", l.current(), limitStep*InitialConcurrency)
+	}
+}
+
+// Where the work waits (a broker sleeping 50ms) and the database takes 2,000/s, the limit
+// climbs while throughput follows it and stops where the database does.
+func TestLimitStopsWhereTheDatabaseDoes(t *testing.T) {
+	waiting := func(limit int) float64 { return math.Min(float64(limit)/0.05, 2000) }
+	l := newConcurrencyLimit(1024)
+	_, spent := drive(l, time.Unix(0, 0), time.Minute, waiting, true)
+	t.Logf("time at each limit: %v", spent)
+	best := 0
+	for limit, d := range spent {
+		if d > spent[best] {
+			best = limit
+		}
+	}
+	if best != 256 {
+		t.Errorf("the limit spent most of its time at %d (%v), want 256 (the step past the database's 2,000/s at 100)", best, spent)
+	}
+	if spent[1024] > 10*time.Second {
+		t.Errorf("the limit went on past what paid: %v", spent)
+	}
+}
+
+// Once demand, not the limit, sets the pace, the limit goes back to its floor: the next
+// backlog starts there.
+func TestLimitReturnsToTheFloorWithoutABacklog(t *testing.T) {
+	l := newConcurrencyLimit(256)
+	at, _ := drive(l, time.Unix(0, 0), 5*time.Second, databaseRate, true)
+	if l.current() != 256 {
+		t.Fatalf("the limit is %d after a backlog, want 256", l.current())
+	}
+	drive(l, at, 2*time.Second, func(int) float64 { return 20 }, false)
+	if l.current() != InitialConcurrency {
+		t.Errorf("the limit is %d once nothing is queued, want the floor %d", l.current(), InitialConcurrency)
+	}
+}
+
+// The backlog's last reconcile puts the limit back at its floor at once.
+func TestLimitReturnsToTheFloorWhenTheBacklogIsDone(t *testing.T) {
+	l := newConcurrencyLimit(256)
+	at, _ := drive(l, time.Unix(0, 0), 5*time.Second, databaseRate, true)
+	if l.current() != 256 {
+		t.Fatalf("the limit is %d after a backlog, want 256", l.current())
+	}
+	l.ended(at.Add(time.Millisecond), 0, 2)
+	if l.current() != 256 {
+		t.Errorf("the limit is %d with a reconcile still in flight, want 256 until the backlog is done", l.current())
+	}
+	l.ended(at.Add(2*time.Millisecond), 0, 1)
+	if l.current() != InitialConcurrency {
+		t.Errorf("the limit is %d once the backlog is done, want the floor %d", l.current(), InitialConcurrency)
+	}
+}
+
+// A ceiling at or below InitialConcurrency is the limit, fixed.
+func TestLimitAtOrBelowTheFloorIsFixed(t *testing.T) {
+	for _, ceiling := range []int{1, 8, InitialConcurrency} {
+		l := newConcurrencyLimit(ceiling)
+		_, spent := drive(l, time.Unix(0, 0), 10*time.Second, databaseRate, true)
+		if l.current() != ceiling || len(spent) != 1 {
+			t.Errorf("ceiling %d: the limit took %v, want %d throughout", ceiling, spent, ceiling)
+		}
+	}
+}
