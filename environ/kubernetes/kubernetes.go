@@ -537,7 +537,7 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, t resou
 			}
 		}
 		if checking {
-			if err := e.stillCurrent(ctx, r, opts.Generation); err != nil {
+			if err := environ.StillCurrent(ctx, e.resources, r, opts.Generation, hibernated(r.State)); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -546,28 +546,4 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, t resou
 		}
 	}
 	return e.result(r, d), drifts, nil
-}
-
-// stillCurrent fails unless resource r is still at generation gen and not being deleted.
-// Without a resource lookup (no ResourceGetter) it cannot tell and lets the repair go ahead.
-func (e *kubeEnviron) stillCurrent(ctx context.Context, r *environ.Resource, gen int64) error {
-	if e.resources == nil {
-		return nil
-	}
-	now, err := e.resources.GetResource(ctx, r.ID)
-	if errors.Is(err, domain.ErrNotFound) {
-		return fmt.Errorf("%s %s no longer exists; nothing repaired", r.Type, r.ID)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: look it up before repairing: %w", r.Type, r.ID, err)
-	}
-	switch {
-	case now.Generation != gen || now.Status == domain.StatusDeleting:
-		return fmt.Errorf("%s %s moved on while checked (now %s at generation %d, checked generation %d); nothing repaired (%w)", r.Type, r.ID, now.Status, now.Generation, gen, domain.ErrStale)
-	case now.Paused:
-		return fmt.Errorf("%s %s was paused while checked; nothing repaired (%w)", r.Type, r.ID, domain.ErrStale)
-	case now.Hibernate != hibernated(r.State):
-		return fmt.Errorf("%s %s was asked to hibernate or wake while checked; nothing repaired (%w)", r.Type, r.ID, domain.ErrStale)
-	}
-	return nil
 }

@@ -249,7 +249,7 @@ func (e *pgEnviron) CheckResource(ctx context.Context, r *environ.Resource, opts
 	if len(drifts) == 0 {
 		return e.result(r, args.Connections, hibernated, nil), nil
 	}
-	if err := e.stillCurrent(ctx, r, opts.Generation); err != nil {
+	if err := environ.StillCurrent(ctx, e.resources, r, opts.Generation, isHibernated(r.State)); err != nil {
 		return nil, err
 	}
 	err = e.locked(ctx, r.ID, func(conn *pgxpool.Conn) error {
@@ -383,31 +383,6 @@ func (e *pgEnviron) locked(ctx context.Context, id string, fn func(conn *pgxpool
 	}
 	defer conn.Release()
 	return fn(conn)
-}
-
-// stillCurrent fails unless resource r is still at generation gen, neither being deleted,
-// paused nor asked to hibernate or wake. Without a resource lookup it cannot tell and lets
-// the repair go ahead.
-func (e *pgEnviron) stillCurrent(ctx context.Context, r *environ.Resource, gen int64) error {
-	if e.resources == nil {
-		return nil
-	}
-	now, err := e.resources.GetResource(ctx, r.ID)
-	if errors.Is(err, domain.ErrNotFound) {
-		return fmt.Errorf("%s %s no longer exists; nothing repaired (%w)", r.Type, r.ID, domain.ErrStale)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: look it up before repairing: %w", r.Type, r.ID, err)
-	}
-	switch {
-	case now.Generation != gen || now.Status == domain.StatusDeleting:
-		return fmt.Errorf("%s %s moved on while checked (now %s at generation %d, checked generation %d); nothing repaired (%w)", r.Type, r.ID, now.Status, now.Generation, gen, domain.ErrStale)
-	case now.Paused:
-		return fmt.Errorf("%s %s was paused while checked; nothing repaired (%w)", r.Type, r.ID, domain.ErrStale)
-	case now.Hibernate != isHibernated(r.State):
-		return fmt.Errorf("%s %s was asked to hibernate or wake while checked; nothing repaired (%w)", r.Type, r.ID, domain.ErrStale)
-	}
-	return nil
 }
 
 // tryLogin connects as role name to its database with the password from its file: what a
