@@ -44,6 +44,13 @@ func migrate(ctx context.Context, binary, dbURL string) error {
 	return nil
 }
 
+// hasRunFlag says whether binary's berth run takes flag, so that the bench can measure
+// builds from before the flag was added.
+func hasRunFlag(binary, flag string) bool {
+	out, err := exec.Command(binary, "run", "--help").CombinedOutput()
+	return err == nil && strings.Contains(string(out), flag+" ")
+}
+
 // startAgent starts the agent with agent id on the database with the provisioner set (JSON
 // naming provisionerName, its default), then the extra flags of berth run. Its HTTP server
 // takes a port of its own, so that several agents run side by side. The caller must stop it.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,9 +45,13 @@ type berthRun struct {
 type fleet struct {
 	agents      int
 	concurrency int
-	flags       []string
-	binary      string // "": cfg.binary
-	set         string // provisioner set JSON naming provisionerName; "": the static pool
+	// adaptive leaves the agents' limit on reconciles in flight to adapt up to concurrency
+	// (the agent's default); otherwise it is fixed at concurrency, so that a run measures
+	// the setting it names.
+	adaptive bool
+	flags    []string
+	binary   string // "": cfg.binary
+	set      string // provisioner set JSON naming provisionerName; "": the static pool
 }
 
 // oneAgent is the fleet of the single-agent runs.
@@ -109,8 +114,13 @@ func (r *berthRun) start(ctx context.Context, cfg config, f fleet, slots int) er
 			return err
 		}
 	}
+	flags := f.flags
+	if !f.adaptive && hasRunFlag(binary, "--min-concurrency") {
+		// A build from before the limit adapted has a fixed one, and no such flag.
+		flags = append([]string{"--min-concurrency", strconv.Itoa(f.concurrency)}, flags...)
+	}
 	for i := range f.agents {
-		a, err := startAgent(binary, r.url, agentID(i), set, f.concurrency, f.flags...)
+		a, err := startAgent(binary, r.url, agentID(i), set, f.concurrency, flags...)
 		if err != nil {
 			return err
 		}

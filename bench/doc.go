@@ -21,9 +21,11 @@
 //     (-sqlite-concurrency on SQLite; both default 16, 64 and 256) is a separate run;
 //     PostgreSQL's best is compared with River, and each store's best is shown side by side.
 //     More reconciles in flight make bigger groups of writes, one commit each. The agent's
-//     --concurrency is the ceiling of its adaptive limit, which starts at 16 and grows
-//     fourfold while that raises throughput: 16 is a fixed 16 (the agent's default before
-//     the limit adapted), 256 is the agent's default.
+//     --concurrency is the ceiling of its adaptive limit, which starts at --min-concurrency
+//     (16) and grows fourfold while that raises throughput; each run here fixes the limit
+//     at the value it names (--min-concurrency set to it, for builds that have the flag), so
+//     that 16 is the agent's default before the limit adapted and each row measures one
+//     setting. The agent's default (adaptive up to 256) is measured by the sleep runs.
 //   - Berth latency, on each store: after a warm-up resource, -latency-n resources are
 //     inserted one at a time at -rate per second; latency is ready_at - created_at, both
 //     database timestamps (milliseconds on SQLite), so no clock skew between agent and bench

@@ -27,7 +27,7 @@ func sleepRuns(ctx context.Context, cfg config, rep *report) error {
 	}
 	for range cfg.agentsRounds {
 		for _, k := range cfg.sleepAgents {
-			f := fleet{agents: k, concurrency: cfg.sleepConcurrency, binary: cfg.sleepBinary, set: set}
+			f := fleet{agents: k, concurrency: cfg.sleepConcurrency, adaptive: true, binary: cfg.sleepBinary, set: set}
 			res, lat, err := burst(ctx, cfg, storePostgres, f, cfg.sleepN)
 			if err != nil {
 				return fmt.Errorf("sleep broker with %s: %w", plural(k, "agent"), err)

@@ -81,7 +81,8 @@ nothing to reload: the environment cannot change.`,
 	cfg := &run.config
 	f := settingFlags{cmd: cmd, names: map[string]string{}, envs: map[string]string{}}
 	f.string(&cfg.Membership.Agent.ID, "Membership.Agent.ID", "agent-id", "BERTH_AGENT_ID", hostname, "this agent's identity for resource leases (env BERTH_AGENT_ID); unique per agent")
-	f.int(&cfg.Provisioner.Concurrency, "Provisioner.Concurrency", "concurrency", "the most resources reconciled at once, those waiting for a rollout aside: the agent starts at 16 and grows fourfold while that raises throughput, up to this (16 or less: fixed)")
+	f.int(&cfg.Provisioner.Concurrency, "Provisioner.Concurrency", "concurrency", "the most resources reconciled at once, those waiting for a rollout aside: the agent starts at --min-concurrency and grows fourfold while that raises throughput, up to this (at or below --min-concurrency: fixed)")
+	f.int(&cfg.Provisioner.MinConcurrency, "Provisioner.MinConcurrency", "min-concurrency", "where the limit on resources reconciled at once starts and the lowest it goes back to; set it to --concurrency for a fixed limit")
 	f.int(&cfg.Provisioner.AwaitConcurrency, "Provisioner.AwaitConcurrency", "await-concurrency", "how many reconciles may wait for their resource to serve (a Kubernetes rollout) beside --concurrency; a waiting one gives its place back")
 	f.duration(&cfg.Provisioner.LeaseTTL, "Provisioner.LeaseTTL", "lease-ttl", "how long a resource's reconcile lease lasts without a heartbeat of its agent (each heartbeat renews it); must exceed --reconcile-timeout")
 	f.duration(&cfg.Provisioner.ReconcileTimeout, "Provisioner.ReconcileTimeout", "reconcile-timeout", "time limit of one reconcile attempt (provision and wait for ready, or deprovision)")

@@ -53,18 +53,20 @@ func TestRunHelpGivesTheConcurrencyDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var line string
+	lines := map[string]string{}
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "--concurrency int") {
-			line = l
+		for _, flag := range []string{"--concurrency int", "--min-concurrency int"} {
+			if strings.Contains(l, flag) {
+				lines[flag] = l
+			}
 		}
 	}
-	for _, want := range []string{
-		fmt.Sprintf("starts at %d and grows fourfold while that raises throughput", provisioner.InitialConcurrency),
-		fmt.Sprintf("(default %d)", provisioner.DefaultConcurrency),
+	for flag, want := range map[string]string{
+		"--concurrency int":     fmt.Sprintf("grows fourfold while that raises throughput, up to this (at or below --min-concurrency: fixed) (default %d)", provisioner.DefaultConcurrency),
+		"--min-concurrency int": fmt.Sprintf("set it to --concurrency for a fixed limit (default %d)", provisioner.InitialConcurrency),
 	} {
-		if !strings.Contains(line, want) {
-			t.Errorf("berth run --help: the --concurrency line %q lacks %q", line, want)
+		if !strings.Contains(lines[flag], want) {
+			t.Errorf("berth run --help: the %s line %q lacks %q", flag, lines[flag], want)
 		}
 	}
 }

@@ -2,9 +2,10 @@ package provisioner
 
 import "time"
 
-// InitialConcurrency is where the limit on reconciles in flight starts, and the lowest it
-// goes: the fixed limit of agents before it adapted, which every broker was measured safe
-// at (the Kubernetes environ's client rate limit serves it without waiting).
+// InitialConcurrency is where the limit on reconciles in flight starts by default, and the
+// lowest it goes (MinConcurrency): the fixed limit of agents before it adapted, which every
+// broker was measured safe at (the Kubernetes environ's client rate limit serves it
+// without waiting).
 const InitialConcurrency = 16
 
 // The adaptive limit's tuning.
@@ -57,8 +58,11 @@ type concurrencyLimit struct {
 	misses int     // steps up in a row that did not pay
 }
 
-func newConcurrencyLimit(ceiling int) *concurrencyLimit {
-	floor := min(InitialConcurrency, ceiling)
+func newConcurrencyLimit(floor, ceiling int) *concurrencyLimit {
+	if floor == 0 {
+		floor = InitialConcurrency
+	}
+	floor = min(floor, ceiling)
 	return &concurrencyLimit{floor: floor, ceiling: ceiling, limit: floor}
 }
 

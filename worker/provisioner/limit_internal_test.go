@@ -34,7 +34,7 @@ func databaseRate(limit int) float64 { return 1285 * math.Pow(float64(limit)/16,
 // While a backlog keeps every place busy and each step up pays, the limit climbs from the
 // floor to the ceiling within a second and stays there.
 func TestLimitClimbsWhileThroughputRises(t *testing.T) {
-	l := newConcurrencyLimit(256)
+	l := newConcurrencyLimit(InitialConcurrency, 256)
 	if l.current() != InitialConcurrency {
 		t.Fatalf("the limit starts at %d, want %d", l.current(), InitialConcurrency)
 	}
@@ -49,7 +49,7 @@ func TestLimitClimbsWhileThroughputRises(t *testing.T) {
 // tries one step up now and then, undoes it, and spends most of its time at the floor.
 func TestLimitHoldsWhereThroughputDoesNot(t *testing.T) {
 	capped := func(limit int) float64 { return math.Min(float64(limit), 16) } // 1s a reconcile, 16/s at most
-	l := newConcurrencyLimit(256)
+	l := newConcurrencyLimit(InitialConcurrency, 256)
 	_, spent := drive(l, time.Unix(0, 0), 10*time.Minute, capped, true)
 	t.Logf("time at each limit: %v", spent)
 	for limit := range spent {
@@ -69,7 +69,7 @@ func TestLimitHoldsWhereThroughputDoesNot(t *testing.T) {
 // climbs while throughput follows it and stops where the database does.
 func TestLimitStopsWhereTheDatabaseDoes(t *testing.T) {
 	waiting := func(limit int) float64 { return math.Min(float64(limit)/0.05, 2000) }
-	l := newConcurrencyLimit(1024)
+	l := newConcurrencyLimit(InitialConcurrency, 1024)
 	_, spent := drive(l, time.Unix(0, 0), time.Minute, waiting, true)
 	t.Logf("time at each limit: %v", spent)
 	best := 0
@@ -89,7 +89,7 @@ func TestLimitStopsWhereTheDatabaseDoes(t *testing.T) {
 // Once demand, not the limit, sets the pace, the limit goes back to its floor: the next
 // backlog starts there.
 func TestLimitReturnsToTheFloorWithoutABacklog(t *testing.T) {
-	l := newConcurrencyLimit(256)
+	l := newConcurrencyLimit(InitialConcurrency, 256)
 	at, _ := drive(l, time.Unix(0, 0), 5*time.Second, databaseRate, true)
 	if l.current() != 256 {
 		t.Fatalf("the limit is %d after a backlog, want 256", l.current())
@@ -102,7 +102,7 @@ func TestLimitReturnsToTheFloorWithoutABacklog(t *testing.T) {
 
 // The backlog's last reconcile puts the limit back at its floor at once.
 func TestLimitReturnsToTheFloorWhenTheBacklogIsDone(t *testing.T) {
-	l := newConcurrencyLimit(256)
+	l := newConcurrencyLimit(InitialConcurrency, 256)
 	at, _ := drive(l, time.Unix(0, 0), 5*time.Second, databaseRate, true)
 	if l.current() != 256 {
 		t.Fatalf("the limit is %d after a backlog, want 256", l.current())
@@ -117,10 +117,12 @@ func TestLimitReturnsToTheFloorWhenTheBacklogIsDone(t *testing.T) {
 	}
 }
 
-// A ceiling at or below InitialConcurrency is the limit, fixed.
+// A ceiling at or below the floor is the limit, fixed: --concurrency 16 or less by default,
+// or --min-concurrency raised to the ceiling.
 func TestLimitAtOrBelowTheFloorIsFixed(t *testing.T) {
-	for _, ceiling := range []int{1, 8, InitialConcurrency} {
-		l := newConcurrencyLimit(ceiling)
+	for _, fl := range []struct{ floor, ceiling int }{{InitialConcurrency, 1}, {InitialConcurrency, 8}, {InitialConcurrency, InitialConcurrency}, {256, 256}, {512, 256}} {
+		ceiling := fl.ceiling
+		l := newConcurrencyLimit(fl.floor, ceiling)
 		_, spent := drive(l, time.Unix(0, 0), 10*time.Second, databaseRate, true)
 		if l.current() != ceiling || len(spent) != 1 {
 			t.Errorf("ceiling %d: the limit took %v, want %d throughout", ceiling, spent, ceiling)

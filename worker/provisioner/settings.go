@@ -44,8 +44,11 @@ type Settings struct {
 	Agent domain.AgentIdentity
 	// Concurrency is the most reconciles in flight at once, a reconcile awaiting its
 	// resource aside: the ceiling of the adaptive limit (limit.go), which starts at
-	// InitialConcurrency, or at Concurrency when that is lower and then stays there.
+	// MinConcurrency, or at Concurrency when that is lower and then stays there.
 	Concurrency int
+	// MinConcurrency is where the adaptive limit starts and the lowest it goes back to (0:
+	// InitialConcurrency); at Concurrency or above, the limit is fixed at Concurrency.
+	MinConcurrency int
 	// AwaitConcurrency is how many more reconciles may be in flight while some wait for
 	// their resource to serve (a Kubernetes rollout): a waiting reconcile gives its place
 	// back, so that a slow rollout does not keep other resources from being applied, and
@@ -74,6 +77,7 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{
 		Concurrency:      DefaultConcurrency,
+		MinConcurrency:   InitialConcurrency,
 		AwaitConcurrency: DefaultAwaitConcurrency,
 		LeaseTTL:         DefaultLeaseTTL,
 		ReconcileTimeout: DefaultReconcileTimeout,
@@ -94,6 +98,8 @@ func (s Settings) Validate() error {
 	switch {
 	case s.Concurrency < 1:
 		return setting.Invalid("Concurrency", s.Concurrency, "must be at least 1")
+	case s.MinConcurrency < 0:
+		return setting.Invalid("MinConcurrency", s.MinConcurrency, "must be at least 1 (or 0 for the default)")
 	case s.AwaitConcurrency < 1:
 		return setting.Invalid("AwaitConcurrency", s.AwaitConcurrency, "must be at least 1")
 	case s.ReconcileTimeout <= 0:

@@ -246,7 +246,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	sh := &sharing{isLeft: make(map[string]bool)}
 	w.refreshAgents(ctx, sh, w.config.Clock.Now())
 	owners := &ownerPolicies{}
-	limit := newConcurrencyLimit(w.config.Concurrency)
+	limit := newConcurrencyLimit(w.config.MinConcurrency, w.config.Concurrency)
 	var timer clock.Timer
 	var timerAt time.Time
 	defer func() {
