@@ -36,6 +36,10 @@ var (
 	ErrLeaseHeld = errors.New("resource is being reconciled by another agent")
 	// ErrNoCapacity is returned when no host can take a slot reservation.
 	ErrNoCapacity = errors.New("no capacity")
+	// ErrNotInstant is returned by a reservation that was to provision its resource whole
+	// (SlotRequest.Instant) when the row is not as the caller read it, or not untouched:
+	// nothing was written, and the caller provisions the resource the usual way.
+	ErrNotInstant = errors.New("resource is not untouched as read: provision it the usual way")
 	// ErrSessionEnded is returned when an agent's registration is no longer the one it
 	// holds: another process registered the same agent id, or the row was removed.
 	ErrSessionEnded = errors.New("agent session ended")

@@ -367,6 +367,59 @@ type SlotRequest struct {
 	// the row is still so (see Checked), so that a repair racing a hibernate, a delete or
 	// a wake reserves nothing. Nil for none; a request has a Lease or Checked, not both.
 	Checked *Checked
+	// Instant, for a request under neither a lease nor a check, makes the reservation's own
+	// transaction provision the resource whole and record it ready (see InstantProvision).
+	// Nil for none.
+	Instant *InstantProvision
+}
+
+// InstantProvision makes a reservation the whole of a resource's provisioning, for a broker
+// whose work is that one database transaction (the static pool: environ.InstantProvisioner).
+// The transaction locks the resource row for update and makes the reservation only while
+// the row is untouched as the caller read it: pending since it was created, at Generation,
+// of the request's owner, of one of Types, with no provisioner or Provisioner, no live
+// lease, no retry due, neither paused nor to be hibernated, no reservation yet, an owner
+// without a quota, and a schema no newer than the store's build knows. Otherwise it writes
+// nothing and gives an error wrapping ErrNotInstant, and the caller provisions the resource
+// the usual way (claim, lease, records). In the same transaction the row is recorded ready
+// (the Ready record's state and config, Message with its notice, observed at Generation,
+// admitted on Provisioner at Units) with its lease token moved on, so that a write under any
+// earlier lease is refused, and its history gets Steps and then the ready event, event for
+// event as the claim and the records would have written them. The row lock fences the
+// transaction for its whole life, and a kill at any point rolls all of it back.
+type InstantProvision struct {
+	Generation  int64
+	Provisioner string
+	Types       []ResourceType
+	Units       int64
+	// Steps are the steps the resource passes through on the way, in order, for its history.
+	Steps []StatusStep
+	// Message is the ready status message; a notice of the Ready record is added after "; ".
+	Message string
+	// Ready returns the record of the resource made ready with reservation res. It runs
+	// inside the transaction: it must not block or do I/O.
+	Ready func(res Reservation) (ReadyRecord, error)
+	// Recorded, when not nil, is set to the row as recorded ready.
+	Recorded *Resource
+}
+
+// ReadyRecord is what a broker that provisions in one transaction reports of a resource
+// made ready: its private state, the config clients reach it with, and a notice for its
+// status message ("" for none).
+type ReadyRecord struct {
+	State  map[string]any
+	Config map[string]any
+	Notice string
+}
+
+// ReadyMessage is the status message of a resource ready at generation, with notice (a
+// broker's remark; "" for none).
+func ReadyMessage(generation int64, notice string) string {
+	message := "ready at generation " + strconv.FormatInt(generation, 10)
+	if notice != "" {
+		message += "; " + notice
+	}
+	return message
 }
 
 // Reservation is a resource's hold on slots of one host.

@@ -57,6 +57,15 @@ func (s *State) reserveSlots(ctx context.Context, req domain.SlotRequest, uid pg
 		return domain.Reservation{}, err
 	}
 	defer conn.Release()
+	if req.Instant != nil {
+		// The group's transaction, for a group of one: it alone knows Instant.
+		call := &reserveCall{req: req, uid: uid, pick: pick}
+		if err := reserveGroupOn(ctx, conn.Conn(), []*reserveCall{call}, s.schema); err != nil {
+			rollback(conn.Conn())
+			return domain.Reservation{}, err
+		}
+		return call.out, call.err
+	}
 	out, err := reserveOn(ctx, conn.Conn(), req, uid, pick)
 	if err != nil {
 		rollback(conn.Conn())

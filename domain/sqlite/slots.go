@@ -25,6 +25,21 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 		return domain.Reservation{}, err
 	}
 	var out domain.Reservation
+	if req.Instant != nil {
+		var raw rawResource
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			out, raw, err = s.reserveInstant(ctx, tx, req, uid, pick)
+			return err
+		})
+		if err == nil && req.Instant.Recorded != nil {
+			*req.Instant.Recorded, err = raw.decode()
+		}
+		if err != nil {
+			return domain.Reservation{}, fmt.Errorf("reserve %d slots of %s for resource %s: %w", req.Slots, req.Provisioner, req.ResourceID, err)
+		}
+		return out, nil
+	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := checkSlotsFence(ctx, tx, uid, req.Lease, req.Checked); err != nil {
 			return err

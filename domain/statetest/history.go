@@ -11,9 +11,10 @@ import (
 	"github.com/berth-dev/berth/domain"
 )
 
-// historyGolden is the history testHistoryIsKeptEventForEvent's scenario wrote before the
-// agent wrote its own events (PostgreSQL migration 0021), when the resources table's triggers
-// wrote every one: one "kind status message" line per event, in order.
+// historyGolden is the history testHistoryIsKeptEventForEvent's scenario wrote before a
+// resource could be provisioned in one transaction (domain.InstantProvision), when every
+// step of its provisioning was a write of its own: one "kind status message" line per
+// event, in order.
 //
 //go:embed testdata/history.golden
 var historyGolden string
@@ -24,6 +25,16 @@ var historyGolden string
 // the same history event for event as it had when the table's triggers wrote every event:
 // the same kinds, statuses and messages, in the same order, with times that never go back.
 func testHistoryIsKeptEventForEvent(t *testing.T, b *Backend) {
+	testHistoryScenario(t, b, false)
+}
+
+// The same life, provisioned first in one transaction (domain.InstantProvision), has the
+// same history event for event too.
+func testHistoryIsKeptProvisionedInOneTransaction(t *testing.T, b *Backend) {
+	testHistoryScenario(t, b, true)
+}
+
+func testHistoryScenario(t *testing.T, b *Backend, instant bool) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("history"))
 	claim := func(start bool) domain.Lease {
@@ -60,10 +71,18 @@ func testHistoryIsKeptEventForEvent(t *testing.T, b *Backend) {
 			State: map[string]any{"host": "h1"}, ObservedGeneration: observed(), ReleaseLease: true, Passed: passed})
 	}
 
-	// Provisioned to ready: the start in the claim, the wait passed in the ready record.
-	lease := claim(true)
-	ready(lease, "ready at generation 1", &domain.StatusStep{Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady,
-		Message: "provisioning generation 1: waiting for it to serve"})
+	// Provisioned to ready: the start in the claim, the wait passed in the ready record; or
+	// all three in the reservation's transaction.
+	if instant {
+		req, pick := instantProvision(r, &r)
+		if _, err := b.ReserveSlots(ctx, req, pick); err != nil {
+			t.Fatalf("instant provision: %v", err)
+		}
+	} else {
+		lease := claim(true)
+		ready(lease, "ready at generation 1", &domain.StatusStep{Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady,
+			Message: "provisioning generation 1: waiting for it to serve"})
+	}
 
 	// Checked unhealthy with a repair, then recovered.
 	control("record unhealthy", func() (domain.Resource, error) {
@@ -80,7 +99,7 @@ func testHistoryIsKeptEventForEvent(t *testing.T, b *Backend) {
 	control("update args", func() (domain.Resource, error) {
 		return b.UpdateResourceArgs(ctx, r.ID, map[string]any{"slots": 2})
 	})
-	lease = claim(true) // not untouched: only claimed
+	lease := claim(true) // not untouched: only claimed
 	resizing := domain.ProgressUpdate{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, StatusMessage: "resizing to generation 2"}
 	record(lease, resizing)
 	record(lease, resizing)

@@ -18,6 +18,22 @@ func CheckSlotRequest(req domain.SlotRequest) error {
 	if req.Lease != nil && req.Checked != nil {
 		return &domain.FieldError{Field: "checked", Msg: "a request under a lease is fenced by it: give a Lease or Checked, not both"}
 	}
+	if in := req.Instant; in != nil {
+		switch {
+		case req.Lease != nil || req.Checked != nil:
+			return &domain.FieldError{Field: "instant", Msg: "is fenced by the row lock of its own transaction: give no Lease or Checked with it"}
+		case in.Provisioner != req.Provisioner:
+			return &domain.FieldError{Field: "instant.provisioner", Msg: fmt.Sprintf("is %q, not the request's %q: give the provisioner the slots are reserved on", in.Provisioner, req.Provisioner)}
+		case len(in.Types) == 0:
+			return &domain.FieldError{Field: "instant.types", Msg: "is empty: give the resource types the provisioner serves"}
+		case in.Units < 0:
+			return &domain.FieldError{Field: "instant.units", Msg: fmt.Sprintf("must not be negative, got %d", in.Units)}
+		case in.Message == "":
+			return &domain.FieldError{Field: "instant.message", Msg: "is empty: give the ready status message"}
+		case in.Ready == nil:
+			return &domain.FieldError{Field: "instant.ready", Msg: "is nil: give the function that reports the resource ready with its reservation"}
+		}
+	}
 	return nil
 }
 
@@ -52,6 +68,23 @@ func StartTypes(start domain.ProvisioningStart) []string {
 		out[i] = string(t)
 	}
 	return out
+}
+
+// InstantTypes returns in.Types as strings, for the stores' SQL.
+func InstantTypes(in *domain.InstantProvision) []string {
+	return StartTypes(domain.ProvisioningStart{Types: in.Types})
+}
+
+// InstantSteps returns the statuses and messages of in.Steps with a message, in order, for
+// the stores' SQL.
+func InstantSteps(in *domain.InstantProvision) (statuses, messages []string) {
+	for _, step := range in.Steps {
+		if step.Message != "" {
+			statuses = append(statuses, string(step.Status))
+			messages = append(messages, step.Message)
+		}
+	}
+	return statuses, messages
 }
 
 // CheckCheckablePage checks ListCheckable's page size and holder.

@@ -1,0 +1,246 @@
+package statetest
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// instantProvision is the reservation that provisions r whole on provisioner "pool" on host
+// h1 (SlotRequest.Instant), as the static pool asks for it; recorded gets the row as
+// recorded ready.
+func instantProvision(r domain.Resource, recorded *domain.Resource) (domain.SlotRequest, domain.PickHost) {
+	in := &domain.InstantProvision{
+		Generation:  r.Generation,
+		Provisioner: "pool",
+		Types:       []domain.ResourceType{domain.ResourceTypeRuntime},
+		Units:       1,
+		Steps: []domain.StatusStep{
+			{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, Message: domain.ProvisioningMessage(r.Generation)},
+			{Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady, Message: domain.ProvisioningMessage(r.Generation) + ": waiting for it to serve"},
+		},
+		Message: domain.ReadyMessage(r.Generation, ""),
+		Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
+			return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{"endpoint": res.Host}}, nil
+		},
+		Recorded: recorded,
+	}
+	req := domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: r.Owner, Slots: 1, Instant: in}
+	return req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return "h1", nil }
+}
+
+// A reservation that provisions an untouched resource whole records it ready in the same
+// transaction: observed at its generation, admitted, its lease token moved on and no lease
+// held, and the history the claim and the records would have written, event for event.
+func testInstantProvisionRecordsReady(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, runtime("instant"))
+	var got domain.Resource
+	req, pick := instantProvision(r, &got)
+	res, err := b.ReserveSlots(ctx, req, pick)
+	if err != nil {
+		t.Fatalf("instant provision: %v", err)
+	}
+	if res.Host != "h1" || res.Slots != 1 || res.Owner != "alice" {
+		t.Errorf("reservation = %+v, want 1 slot of alice on h1", res)
+	}
+	if got.Status != domain.StatusReady || got.Reason != domain.ReasonAvailable || got.StatusMessage != "ready at generation 1" ||
+		got.ObservedGeneration != 1 || got.Provisioner != "pool" || got.ReadyAt == nil || got.LeaseHolder != "" ||
+		got.LeaseToken <= r.LeaseToken || got.State["host"] != "h1" || got.Config["endpoint"] != "h1" {
+		t.Errorf("recorded row = %+v, want ready at generation 1 on pool, its state and config, no lease, a newer token", got)
+	}
+	read, err := b.GetResource(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read.Status != got.Status || read.LeaseToken != got.LeaseToken || read.UpdatedAt != got.UpdatedAt {
+		t.Errorf("row read back = %+v, want what was recorded %+v", read, got)
+	}
+	var provisioner string
+	var units int64
+	if err := b.QueryRow(ctx, `SELECT admitted_provisioner, admitted_units FROM resources WHERE id = $1`, r.ID).Scan(&provisioner, &units); err != nil {
+		t.Fatal(err)
+	}
+	if provisioner != "pool" || units != 1 {
+		t.Errorf("admitted on %q at %d, want pool at 1", provisioner, units)
+	}
+	want := strings.Split(strings.TrimSpace(historyGolden), "\n")[:4]
+	if got := describe(events(t, b, r.ID, 0)); !slices.Equal(got, want) {
+		t.Errorf("history =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Once ready it is no longer untouched: a second try writes nothing.
+	req, pick = instantProvision(r, nil)
+	if _, err := b.ReserveSlots(ctx, req, pick); !errors.Is(err, domain.ErrNotInstant) {
+		t.Errorf("instant provision of a ready resource: %v, want ErrNotInstant", err)
+	}
+	if n := len(events(t, b, r.ID, 0)); n != 4 {
+		t.Errorf("%d events after the refused second try, want 4", n)
+	}
+}
+
+// Only an untouched row, as the caller read it, is provisioned whole: any other is left
+// exactly as it was, with no reservation, and the caller is told to take the usual way.
+func testInstantProvisionNeedsAnUntouchedRow(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	quotas, _ := b.State.(domain.QuotaStore)
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, r *domain.Resource)
+	}{
+		{"claimed by a live agent", func(t *testing.T, r *domain.Resource) { mustClaim(t, b, r.ID, "other") }},
+		{"args changed since read", func(t *testing.T, r *domain.Resource) {
+			if _, err := b.UpdateResourceArgs(ctx, r.ID, map[string]any{"slots": 2}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"paused", func(t *testing.T, r *domain.Resource) {
+			if _, err := b.SetPaused(ctx, r.ID, true); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"to be hibernated", func(t *testing.T, r *domain.Resource) {
+			if _, err := b.SetHibernate(ctx, r.ID, true); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"being deleted", func(t *testing.T, r *domain.Resource) {
+			if _, err := b.RequestDelete(ctx, r.ID); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"retry scheduled", func(t *testing.T, r *domain.Resource) { setBackoff(t, b, r.ID) }},
+		{"pinned to another provisioner", func(t *testing.T, r *domain.Resource) {
+			mustExec(t, b, `UPDATE resources SET provisioner = 'elsewhere' WHERE id = $1`, r.ID)
+		}},
+		{"holding a reservation", func(t *testing.T, r *domain.Resource) {
+			lease := mustClaim(t, b, r.ID, "agent")
+			if _, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: r.Owner, Slots: 1, Lease: &lease},
+				func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return "h2", nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.ReleaseResource(ctx, r.ID, lease); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"owner with a quota", func(t *testing.T, r *domain.Resource) {
+			if quotas == nil {
+				t.Skip("the store keeps no quotas")
+			}
+			max := int64(100)
+			if _, err := quotas.SetQuota(ctx, domain.QuotaChange{Owner: r.Owner, Provisioner: "pool", Resources: domain.QuotaLimit{Set: true, Max: &max}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "not-untouched", Owner: "owner-" + strings.ReplaceAll(tc.name, " ", "-"), Args: map[string]any{"slots": 1}})
+			tc.setup(t, &r)
+			before, err := b.GetResource(ctx, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			had, _ := b.ListReservations(ctx, "pool")
+			eventsBefore := len(events(t, b, r.ID, 0))
+			req, pick := instantProvision(r, nil)
+			if _, err := b.ReserveSlots(ctx, req, pick); !errors.Is(err, domain.ErrNotInstant) {
+				t.Fatalf("instant provision: %v, want ErrNotInstant", err)
+			}
+			after, err := b.GetResource(ctx, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.UpdatedAt != before.UpdatedAt || after.Status != before.Status || after.LeaseToken != before.LeaseToken {
+				t.Errorf("row changed: %+v, was %+v", after, before)
+			}
+			if have, _ := b.ListReservations(ctx, "pool"); len(have) != len(had) {
+				t.Errorf("reservations %v, were %v", have, had)
+			}
+			if n := len(events(t, b, r.ID, 0)); n != eventsBefore {
+				t.Errorf("%d events, were %d", n, eventsBefore)
+			}
+		})
+	}
+}
+
+// An earlier claim whose lease ran out is fenced by a resource provisioned whole meanwhile:
+// none of its writes lands, slots included.
+func testInstantProvisionFencesEarlierLeases(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, runtime("fenced"))
+	c, err := b.ClaimResource(ctx, r.ID, "paused-agent", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the lease runs out on the database's clock
+	req, pick := instantProvision(c.Resource, nil)
+	if _, err := b.ReserveSlots(ctx, req, pick); err != nil {
+		t.Fatalf("instant provision after the lease ran out: %v", err)
+	}
+	if _, err := b.RecordProgress(ctx, r.ID, c.Lease, domain.ProgressUpdate{Generation: r.Generation, Status: domain.StatusError,
+		Reason: domain.ReasonBrokerError, StatusMessage: "stale", ReleaseLease: true}); !errors.Is(err, domain.ErrLeaseHeld) {
+		t.Errorf("record under the earlier lease: %v, want ErrLeaseHeld", err)
+	}
+	if err := b.ReleaseSlots(ctx, "pool", r.ID, &c.Lease); !errors.Is(err, domain.ErrLeaseHeld) {
+		t.Errorf("release slots under the earlier lease: %v, want ErrLeaseHeld", err)
+	}
+	if rs, _ := b.ListReservations(ctx, "pool"); len(rs) != 1 {
+		t.Errorf("reservations = %v, want the one made", rs)
+	}
+}
+
+// Many agents provisioning the same untouched rows whole at once: each row is provisioned
+// once, by one of them, with one reservation, and the others are told to take the usual way.
+func testInstantProvisionOnceUnderContention(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	stores := []domain.State{b, b.Reopen(t)}
+	const rows = 10
+	var rs []domain.Resource
+	for i := range rows {
+		rs = append(rs, mustCreate(t, b, runtime("contended-"+string(rune('a'+i)))))
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		made     = map[string]int{}
+		failures []error
+	)
+	for _, r := range rs {
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, pick := instantProvision(r, nil)
+				_, err := stores[i%len(stores)].ReserveSlots(ctx, req, pick)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					made[r.ID]++
+				case !errors.Is(err, domain.ErrNotInstant):
+					failures = append(failures, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, err := range failures {
+		t.Errorf("instant provision: %v", err)
+	}
+	for _, r := range rs {
+		if made[r.ID] != 1 {
+			t.Errorf("resource %s provisioned %d times, want once", r.ID, made[r.ID])
+		}
+		if n := len(events(t, b, r.ID, 0)); n != 4 {
+			t.Errorf("resource %s has %d events, want 4", r.ID, n)
+		}
+	}
+	if got, _ := b.ListReservations(ctx, "pool"); len(got) != rows {
+		t.Errorf("%d reservations, want %d", len(got), rows)
+	}
+}
