@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -131,6 +132,51 @@ func (h *hostHealth) probeUnprobed(ctx context.Context, hosts []string) error {
 	}
 	h.probeAll(ctx, unprobed)
 	return ctx.Err()
+}
+
+// probeStale probes, all at once, the hosts of hosts whose latest result is older than the
+// probe cache or missing, as probeUnprobed does those without one.
+func (h *hostHealth) probeStale(ctx context.Context, hosts []string) error {
+	if h.path == "" {
+		return nil
+	}
+	stale := h.stale(hosts)
+	if len(stale) == 0 {
+		return nil
+	}
+	h.probeAll(ctx, stale)
+	return ctx.Err()
+}
+
+// stale returns the hosts of hosts, in the order given, without a result younger than the
+// probe cache.
+func (h *hostHealth) stale(hosts []string) []string {
+	now := h.clock.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, host := range hosts {
+		if st, ok := h.hosts[host]; !ok || st.at.IsZero() || now.Sub(st.at) >= probeCacheTTL {
+			out = append(out, host)
+		}
+	}
+	return out
+}
+
+// notRecentlyUp returns the hosts of hosts, in the order given, that are not known to be up
+// by a result younger than the probe cache. With probing off every host is up.
+func (h *hostHealth) notRecentlyUp(hosts []string) []string {
+	if h.path == "" {
+		return nil
+	}
+	stale := h.stale(hosts)
+	out := h.notUp(hosts)
+	for _, host := range stale {
+		if !slices.Contains(out, host) {
+			out = append(out, host)
+		}
+	}
+	return out
 }
 
 // notUp returns the hosts of hosts that are not known to be up, in the order given: those

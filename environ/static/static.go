@@ -108,6 +108,7 @@ var (
 	_ environ.ResourceSpecReporter = (*staticEnviron)(nil)
 	_ environ.CheckPreparer        = (*staticEnviron)(nil)
 	_ environ.Hibernator           = (*staticEnviron)(nil)
+	_ environ.InstantProvisioner   = (*staticEnviron)(nil)
 )
 
 // Type implements environ.Environ.
@@ -199,6 +200,44 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 		}
 		out.Notice = fmt.Sprintf("woken on %s: %s, its host before hibernating, %s", res.Host, previous, why)
 		e.logger.Info("woken runtime placed on another host: its host "+why, "resource", r.ID, "from", previous, "to", res.Host)
+	}
+	return out, nil
+}
+
+// ProvisionInstantly implements environ.InstantProvisioner: the reservation of a runtime
+// nothing has been done to yet, and its ready record, are one transaction. A host is a
+// candidate only when its latest probe, younger than the probe cache, succeeded: hosts
+// whose result is older (or missing) are probed first, outside the transaction, as
+// Reconcile probes those never probed; AwaitReady would have been answered by that same
+// result. Nothing is probed per placement.
+func (e *staticEnviron) ProvisionInstantly(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, in domain.InstantProvision) (*environ.Resource, error) {
+	if err := e.supported(r); err != nil {
+		return nil, err
+	}
+	if opts == nil {
+		opts = &environ.ResourceOptions{}
+	}
+	args, err := runtime.DecodeArgs(opts.Args)
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", r.ID, err)
+	}
+	hosts := e.hosts()
+	if err := e.health.probeStale(ctx, hosts); err != nil {
+		return nil, fmt.Errorf("probe the pool's hosts before placing runtime %s: %w", r.ID, err)
+	}
+	placement := e.place.withDown(e.health.notRecentlyUp(hosts))
+	placement.unserved = true
+	var out *environ.Resource
+	in.Ready = func(res domain.Reservation) (domain.ReadyRecord, error) {
+		var err error
+		if out, err = e.resource(r, res); err != nil {
+			return domain.ReadyRecord{}, err
+		}
+		return domain.ReadyRecord{State: out.State, Config: out.Config}, nil
+	}
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Instant: &in}
+	if _, err := e.slots.ReserveSlots(ctx, req, placement.pick); err != nil {
+		return nil, fmt.Errorf("place runtime: %w", err)
 	}
 	return out, nil
 }

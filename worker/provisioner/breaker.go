@@ -144,6 +144,19 @@ func (e *brokerWait) Error() string {
 
 func (e *brokerWait) Unwrap() error { return e.err }
 
+// closed reports whether provisioner's breaker is off or closed, as admit reads it, without
+// taking a probe: an attempt that finds it otherwise leaves the call to admit.
+func (b *breakers) closed(ctx context.Context, provisioner string) bool {
+	if _, on := b.settings(provisioner); !on {
+		return true
+	}
+	b.refresh(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.views[provisioner]
+	return !ok || v.State == domain.BreakerClosed
+}
+
 // admit says whether the attempt of resource id may call provisioner's broker: nil when
 // it may (the breaker is closed, or this attempt holds its probe), or the wait. The store
 // is asked outside the lock, so attempts on other provisioners never wait for it.

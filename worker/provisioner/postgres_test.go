@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/juju/clock/testclock"
@@ -94,8 +95,13 @@ func (s *postgresSuite) fillPool(c *gc.C) domain.Resource {
 // startWorker starts the provisioner on the suite's database, pool and clock, reporting to
 // metrics and taking its work from watcher.
 func (s *postgresSuite) startWorker(c *gc.C, metrics *fakeMetrics, watcher *fakeWatcher) worker.Worker {
+	return s.startWorkerOn(c, s.state, metrics, watcher)
+}
+
+// startWorkerOn is startWorker with the worker's store calls going through state.
+func (s *postgresSuite) startWorkerOn(c *gc.C, state provisioner.ResourceState, metrics *fakeMetrics, watcher *fakeWatcher) worker.Worker {
 	w, err := provisioner.NewWorker(provisioner.Config{
-		State:      s.state,
+		State:      state,
 		Environs:   s.set,
 		NewWatcher: func() (provisioner.Watcher, error) { return watcher, nil },
 		Clock:      s.clock,
@@ -247,4 +253,100 @@ func (s *postgresSuite) TestPeersBackoffHoldsOnAnAgentAhead(c *gc.C) {
 	c.Check(after.Attempts, gc.Equals, 1)
 	c.Check(after.NextAttemptAt, gc.DeepEquals, before.NextAttemptAt)
 	c.Check(s.events(c, r.ID), gc.DeepEquals, history)
+}
+
+// countingState is the suite's real store, counting the claims and progress records the
+// worker makes through it.
+type countingState struct {
+	*postgres.State
+	mu      sync.Mutex
+	claims  int
+	records int
+}
+
+func (s *countingState) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Claim, error) {
+	s.count(&s.claims)
+	return s.State.ClaimResource(ctx, id, holder, ttl)
+}
+
+func (s *countingState) ClaimAndStart(ctx context.Context, id, holder string, ttl time.Duration, start domain.ProvisioningStart) (domain.Claim, error) {
+	s.count(&s.claims)
+	return s.State.ClaimAndStart(ctx, id, holder, ttl, start)
+}
+
+func (s *countingState) RecordProgress(ctx context.Context, id string, lease domain.Lease, u domain.ProgressUpdate) (domain.Resource, error) {
+	s.count(&s.records)
+	return s.State.RecordProgress(ctx, id, lease, u)
+}
+
+func (s *countingState) count(n *int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*n++
+}
+
+func (s *countingState) counts() (claims, records int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claims, s.records
+}
+
+// provisionedHistory is the history of a runtime provisioned to ready at generation 1.
+var provisionedHistory = []eventLine{
+	{domain.EventStatus, domain.StatusPending, "created"},
+	{domain.EventStatus, domain.StatusProvisioning, "provisioning generation 1"},
+	{domain.EventStatus, domain.StatusProvisioning, "provisioning generation 1: waiting for it to serve"},
+	{domain.EventStatus, domain.StatusReady, "ready at generation 1"},
+}
+
+// A runtime nothing has been done to yet is provisioned on the static pool in one
+// transaction: no claim, no lease, no record of its own, and the same history, ready and
+// admitted as the usual way leaves it.
+func (s *postgresSuite) TestAnUntouchedRuntimeIsProvisionedInOneTransaction(c *gc.C) {
+	r := s.create(c, "instant")
+	counting := &countingState{State: s.state}
+	metrics := newFakeMetrics()
+	watcher := newFakeWatcher()
+	w := s.startWorkerOn(c, counting, metrics, watcher)
+	defer workertest.CleanKill(c, w)
+
+	watcher.send(c, r.ID)
+	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
+	claims, records := counting.counts()
+	c.Check(claims, gc.Equals, 0)
+	c.Check(records, gc.Equals, 0)
+	row, err := s.state.GetResource(s.ctx, r.ID)
+	c.Assert(err, gc.IsNil)
+	c.Check(row.Status, gc.Equals, domain.StatusReady)
+	c.Check(row.ObservedGeneration, gc.Equals, int64(1))
+	c.Check(row.LeaseHolder, gc.Equals, "")
+	c.Check(row.State["host"], gc.Equals, poolHost)
+	c.Check(s.events(c, r.ID), gc.DeepEquals, provisionedHistory)
+	var provisionerName string
+	var units int64
+	c.Assert(s.state.Pool().QueryRow(s.ctx, `SELECT admitted_provisioner, admitted_units FROM resources WHERE id = $1`, r.ID).
+		Scan(&provisionerName, &units), gc.IsNil)
+	c.Check(provisionerName, gc.Equals, "pool")
+	c.Check(units, gc.Equals, int64(1))
+}
+
+// A runtime whose owner has a quota is provisioned the usual way, claimed and admitted
+// against the quota, with the same history.
+func (s *postgresSuite) TestARuntimeUnderAQuotaIsProvisionedTheUsualWay(c *gc.C) {
+	r := s.create(c, "quota")
+	limit := int64(5)
+	_, err := s.state.SetQuota(s.ctx, domain.QuotaChange{Owner: "acme", Provisioner: "pool", Resources: domain.QuotaLimit{Set: true, Max: &limit}})
+	c.Assert(err, gc.IsNil)
+	counting := &countingState{State: s.state}
+	metrics := newFakeMetrics()
+	watcher := newFakeWatcher()
+	w := s.startWorkerOn(c, counting, metrics, watcher)
+	defer workertest.CleanKill(c, w)
+
+	watcher.send(c, r.ID)
+	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
+	claims, records := counting.counts()
+	c.Check(claims, gc.Equals, 1)
+	c.Check(records, gc.Equals, 1)
+	c.Check(s.events(c, r.ID), gc.DeepEquals, provisionedHistory)
 }

@@ -107,6 +107,9 @@ type attempt struct {
 }
 
 func (a *attempt) run(woken bool) outcome {
+	if o, done := a.instant(); done {
+		return o
+	}
 	c, err := a.claim()
 	var held *domain.LeaseHeldError
 	switch {
@@ -288,10 +291,7 @@ func (a *attempt) provision() outcome {
 	if err = a.brokerAnswered(name, err); err != nil {
 		return a.fail(fmt.Errorf("await ready: %w", err))
 	}
-	message := fmt.Sprintf("ready at generation %d", gen)
-	if res.Notice != "" {
-		message += "; " + res.Notice
-	}
+	message := domain.ReadyMessage(gen, res.Notice)
 	firstReady := a.r.ReadyAt == nil
 	err = a.record(a.attemptCtx, domain.ProgressUpdate{
 		Generation:         gen,

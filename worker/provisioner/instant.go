@@ -1,0 +1,98 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
+)
+
+// ResourceReader reads a resource's row (domain.State is one). With it, a resource nothing
+// has been done to yet whose provisioner's environ is an environ.InstantProvisioner is
+// provisioned in one transaction; a State without it provisions every resource the usual
+// way.
+type ResourceReader interface {
+	GetResource(ctx context.Context, id string) (domain.Resource, error)
+}
+
+// instant provisions the resource in one transaction when its default provisioner's environ
+// can (environ.InstantProvisioner) and the row is untouched: it reads the row, and the
+// environ's transaction locks it, checks it is still so, provisions it and records it ready
+// with the history the claim and the records would have written. It reports whether it did;
+// when it did not, nothing was written and the attempt goes the usual way (claim, lease,
+// records), which reports and retries whatever failed here.
+func (a *attempt) instant() (outcome, bool) {
+	cfg := a.w.config
+	reader, ok := cfg.State.(ResourceReader)
+	if !ok {
+		return outcome{}, false
+	}
+	env, name, err := cfg.Environs.Get("")
+	if err != nil {
+		return outcome{}, false
+	}
+	provisioner, ok := env.(environ.InstantProvisioner)
+	if !ok || !a.w.breakers.closed(a.attemptCtx, name) {
+		return outcome{}, false
+	}
+	r, err := reader.GetResource(a.attemptCtx, a.r.ID)
+	if err != nil {
+		return outcome{}, false
+	}
+	types := cfg.Environs.ServedTypes(env)
+	if !untouched(r, name, types) {
+		return outcome{}, false
+	}
+	a.r = r
+	a.resolved(name)
+	var units int64
+	if sizer, ok := env.(environ.Sizer); ok {
+		if units, err = sizer.Units(a.environResource(), a.options()); err != nil {
+			a.r = domain.Resource{ID: r.ID}
+			return outcome{}, false
+		}
+	}
+	gen := r.Generation
+	step := domain.ProvisioningMessage(gen)
+	var recorded domain.Resource
+	in := domain.InstantProvision{
+		Generation:  gen,
+		Provisioner: name,
+		Types:       types,
+		Units:       units,
+		Steps: []domain.StatusStep{
+			{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, Message: step},
+			{Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady, Message: step + ": waiting for it to serve"},
+		},
+		Message:  domain.ReadyMessage(gen, ""),
+		Recorded: &recorded,
+	}
+	ctx, end := a.environSpan(SpanEnvironReconcile, env)
+	_, err = provisioner.ProvisionInstantly(ctx, &environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config}, a.options(), in)
+	end(err)
+	if err != nil {
+		if !errors.Is(err, domain.ErrNotInstant) && a.ctx.Err() == nil {
+			a.log.Debug("cannot provision the resource in one transaction; provisioning it the usual way", "error", err)
+		}
+		a.r = domain.Resource{ID: r.ID}
+		return outcome{}, false
+	}
+	a.r = recorded
+	a.log.Info("provisioned and ready in one transaction")
+	if recorded.ReadyAt != nil {
+		a.w.config.Metrics.ObserveCreateToReady(a.metricsProvisioner(), recorded.Type, recorded.ReadyAt.Sub(recorded.CreatedAt))
+	}
+	return outcome{result: OutcomeReady}, true
+}
+
+// untouched reports whether r, as read, is a row nothing has been done to yet that
+// provisioner provisions, of one of types, and that no agent holds: what a claim would
+// start (domain.ProvisioningStart), and what domain.InstantProvision checks again under
+// the row's lock.
+func untouched(r domain.Resource, provisioner string, types []domain.ResourceType) bool {
+	return r.Status == domain.StatusPending && r.Reason == domain.ReasonCreated && r.NextAttemptAt == nil &&
+		!r.Paused && !r.Hibernate && r.LeaseHolder == "" && r.Readable() &&
+		(r.Provisioner == "" || r.Provisioner == provisioner) && slices.Contains(types, r.Type)
+}
