@@ -134,20 +134,6 @@ func (h *hostHealth) probeUnprobed(ctx context.Context, hosts []string) error {
 	return ctx.Err()
 }
 
-// probeStale probes, all at once, the hosts of hosts whose latest result is older than the
-// probe cache or missing, as probeUnprobed does those without one.
-func (h *hostHealth) probeStale(ctx context.Context, hosts []string) error {
-	if h.path == "" {
-		return nil
-	}
-	stale := h.stale(hosts)
-	if len(stale) == 0 {
-		return nil
-	}
-	h.probeAll(ctx, stale)
-	return ctx.Err()
-}
-
 // stale returns the hosts of hosts, in the order given, without a result younger than the
 // probe cache.
 func (h *hostHealth) stale(hosts []string) []string {

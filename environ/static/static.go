@@ -205,11 +205,11 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 }
 
 // ProvisionInstantly implements environ.InstantProvisioner: the reservation of a runtime
-// nothing has been done to yet, and its ready record, are one transaction. A host is a
-// candidate only when its latest probe, younger than the probe cache, succeeded: hosts
-// whose result is older (or missing) are probed first, outside the transaction, as
-// Reconcile probes those never probed; AwaitReady would have been answered by that same
-// result. Nothing is probed per placement.
+// nothing has been done to yet, and its ready record, are one transaction. It probes
+// nothing: a host is a candidate only when its latest probe (by the pool's Check, or by an
+// AwaitReady or a placement of the usual way) succeeded within the probe cache's life, the
+// result AwaitReady would have been answered with. When no host is, or none of those has
+// room, nothing is written and the caller goes the usual way, whose placement probes.
 func (e *staticEnviron) ProvisionInstantly(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, in domain.InstantProvision) (*environ.Resource, error) {
 	if err := e.supported(r); err != nil {
 		return nil, err
@@ -222,10 +222,11 @@ func (e *staticEnviron) ProvisionInstantly(ctx context.Context, r *environ.Resou
 		return nil, fmt.Errorf("runtime %s: %w", r.ID, err)
 	}
 	hosts := e.hosts()
-	if err := e.health.probeStale(ctx, hosts); err != nil {
-		return nil, fmt.Errorf("probe the pool's hosts before placing runtime %s: %w", r.ID, err)
+	down := e.health.notRecentlyUp(hosts)
+	if len(down) == len(hosts) {
+		return nil, fmt.Errorf("no host of provisioner %q answered a probe within %s: %w", e.name, probeCacheTTL, domain.ErrNotInstant)
 	}
-	placement := e.place.withDown(e.health.notRecentlyUp(hosts))
+	placement := e.place.withDown(down)
 	placement.unserved = true
 	var out *environ.Resource
 	in.Ready = func(res domain.Reservation) (domain.ReadyRecord, error) {
