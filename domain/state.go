@@ -399,6 +399,12 @@ type InstantProvision struct {
 	// Ready returns the record of the resource made ready with reservation res. It runs
 	// inside the transaction: it must not block or do I/O.
 	Ready func(res Reservation) (ReadyRecord, error)
+	// HostSlots returns how many slots host has in all (0: none, or not configured). A
+	// store may pick the host before it takes the provisioner's lock, so that the row's
+	// update is not made under it; it then checks under the lock, against every committed
+	// reservation, that the host still has room, and writes nothing when it has not. It
+	// must not block or do I/O.
+	HostSlots func(host string) int
 	// Recorded, when not nil, is set to the row as recorded ready.
 	Recorded *Resource
 }

@@ -136,6 +136,8 @@ type reserveCall struct {
 	fenceErr error // the lease refuses the write
 	// instant says, for a request with Instant, that the row is untouched as read.
 	instant bool
+	// ready is, for a request with Instant, instantReadySQL's arguments once picked.
+	ready []any
 }
 
 // reservations returns the group of provisioner's reservations.
@@ -164,7 +166,7 @@ func (s *State) runReservations(ctx context.Context, calls []*reserveCall) {
 		return
 	}
 	defer conn.Release()
-	if err := reserveGroupOn(ctx, conn.Conn(), calls, s.schema); err != nil {
+	if err := reserveGroupOn(ctx, conn.Conn(), calls); err != nil {
 		rollback(conn.Conn())
 		for _, c := range calls {
 			c.ran, c.out, c.err = false, domain.Reservation{}, nil
@@ -172,7 +174,7 @@ func (s *State) runReservations(ctx context.Context, calls []*reserveCall) {
 	}
 }
 
-func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int) error {
+func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) error {
 	provisioner := calls[0].req.Provisioner
 	uids := make([]pgtype.UUID, 0, len(calls))
 	owners := make([]string, 0, len(calls))
@@ -195,10 +197,6 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 	b.Queue(`BEGIN`)
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
 	for _, c := range group {
-		if c.req.Instant != nil {
-			queueInstantFence(b, c, schema)
-			continue
-		}
 		queueFence(b, c.uid, c.req.Lease, c.req.Checked, &c.fenceErr)
 	}
 	b.Queue(reservationsByIDSQL, provisioner, uids).Query(func(rows pgx.Rows) error {
@@ -247,10 +245,6 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 			continue
 		}
 		old, found := existing[c.uid.Bytes]
-		if c.req.Instant != nil && (!c.instant || found) {
-			c.err = domain.ErrNotInstant
-			continue
-		}
 		if found && old.Slots == c.req.Slots {
 			c.out = old
 			continue
@@ -268,18 +262,6 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 			c.err = errors.New("the host picker chose no host")
 			continue
 		}
-		var ready []any
-		if in := c.req.Instant; in != nil {
-			rec, err := in.Ready(domain.Reservation{Provisioner: provisioner, ResourceID: c.req.ResourceID, Owner: c.req.Owner, Host: host, Slots: c.req.Slots})
-			if err != nil {
-				c.err = err
-				continue
-			}
-			if ready, err = instantReadyArgs(c.uid, in, rec); err != nil {
-				c.err = err
-				continue
-			}
-		}
 		usage.move(c.req, current, host)
 		b.Queue(upsertReservationSQL, provisioner, c.uid, c.req.Owner, host, c.req.Slots).QueryRow(func(row pgx.Row) error {
 			var err error
@@ -288,19 +270,6 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 			}
 			return nil
 		})
-		if ready != nil {
-			in := c.req.Instant
-			b.Queue(instantReadySQL, ready...).QueryRow(func(row pgx.Row) error {
-				r, err := scanResource(row)
-				if err != nil {
-					return fmt.Errorf("record resource %s ready: %w", c.req.ResourceID, describeDBError(err))
-				}
-				if in.Recorded != nil {
-					*in.Recorded = r
-				}
-				return nil
-			})
-		}
 	}
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {

@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -11,25 +14,244 @@ import (
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// instantFenceSQL locks row $1 for update and says whether it is untouched as the caller
-// read it (see domain.InstantProvision): pending since created, at generation $4 and of
-// owner $5, of the types $3, with the provisioner $2 or none, no live lease, no retry due,
-// neither paused nor to be hibernated, an owner without a quota, and a schema no newer than
-// version $6. A lease whose holder is a dead agent is left to the claim, which reports the
-// takeover.
+// instants returns the group of provisioner's reservations that provision their resources
+// whole.
+func (s *State) instants(provisioner string) *backend.Group[*reserveCall] {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	g, ok := s.instant[provisioner]
+	if !ok {
+		g = backend.NewGroup(maxGroup, s.runInstants)
+		s.instant[provisioner] = g
+	}
+	return g
+}
+
+// runInstants provisions a group of one provisioner's resources whole in one transaction
+// (see instantGroupOn); when the transaction fails as a whole, each call runs alone.
+func (s *State) runInstants(ctx context.Context, calls []*reserveCall) {
+	slices.SortStableFunc(calls, func(a, b *reserveCall) int { return bytes.Compare(a.uid.Bytes[:], b.uid.Bytes[:]) })
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return
+	}
+	defer conn.Release()
+	if err := instantGroupOn(ctx, conn.Conn(), calls, s.schema); err != nil {
+		rollback(conn.Conn())
+		for _, c := range calls {
+			c.ran, c.out, c.err, c.instant, c.ready = false, domain.Reservation{}, nil, false, nil
+		}
+	}
+}
+
+// provisionAlone provisions call's resource whole in a transaction of its own. A host that
+// filled meanwhile gives an error wrapping domain.ErrNotInstant: the caller goes the usual
+// way, whose placement waits for room.
+func (s *State) provisionAlone(ctx context.Context, call *reserveCall) (domain.Reservation, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return domain.Reservation{}, err
+	}
+	defer conn.Release()
+	err = instantGroupOn(ctx, conn.Conn(), []*reserveCall{call}, s.schema)
+	if err != nil {
+		rollback(conn.Conn())
+		if errors.Is(err, errHostFilled) {
+			err = fmt.Errorf("%w: %w", err, domain.ErrNotInstant)
+		}
+		return domain.Reservation{}, err
+	}
+	return call.out, call.err
+}
+
+// errHostFilled is why a group's transaction is given up: a host picked before the
+// provisioner's lock was taken has no room for what committed meanwhile.
+var errHostFilled = errors.New("a host picked before the provisioner's lock filled meanwhile")
+
+// instantGroupOn provisions the calls' resources whole in one transaction on conn, in three
+// round trips, so that the rows' updates are not made under the provisioner's lock: the
+// first locks every row that is untouched as read (FOR UPDATE, in id order; a row that is
+// not is neither locked nor written) and reads its reservation and the usage of the hosts;
+// each call is then picked a host in turn on the usage the picks before it left; the second
+// records the rows ready, takes the provisioner's lock and reads the hosts' usage again,
+// now with every committed reservation; if each picked host still has room for what it was
+// picked for, the third writes the reservations and commits. Otherwise the transaction is
+// given up whole (errHostFilled), and the caller rolls it back. A call whose row is not
+// untouched, or that finds no room, writes nothing and gets its error.
+func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int) error {
+	provisioner := calls[0].req.Provisioner
+	uids := make([]pgtype.UUID, 0, len(calls))
+	owners := make([]string, 0, len(calls))
+	seen := make(map[[16]byte]bool)
+	var group []*reserveCall
+	for _, c := range calls {
+		if seen[c.uid.Bytes] {
+			continue // the same resource twice: the second runs alone, after this group
+		}
+		seen[c.uid.Bytes] = true
+		group = append(group, c)
+		uids = append(uids, c.uid)
+		if !slices.Contains(owners, c.req.Owner) {
+			owners = append(owners, c.req.Owner)
+		}
+	}
+	usage := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
+	reserved := make(map[[16]byte]bool)
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	for _, c := range group {
+		queueInstantFence(b, c, schema)
+	}
+	b.Queue(reservationsByIDSQL, provisioner, uids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			res, err := scanReservation(rows)
+			if err != nil {
+				return fmt.Errorf("read the current reservations: %w", err)
+			}
+			uid, err := parseID(res.ResourceID)
+			if err != nil {
+				return err
+			}
+			reserved[uid.Bytes] = true
+		}
+		return rows.Err()
+	})
+	queueHostUsage(b, provisioner, usage.used)
+	b.Queue(ownersUsageSQL, provisioner, owners).Query(func(rows pgx.Rows) error {
+		var (
+			key       ownerHost
+			resources int
+		)
+		_, err := pgx.ForEachRow(rows, []any{&key.owner, &key.host, &resources}, func() error {
+			usage.owned[key] = resources
+			return nil
+		})
+		return err
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+
+	b = &pgx.Batch{}
+	var picked []*reserveCall
+	for _, c := range group {
+		in := c.req.Instant
+		if !c.instant || reserved[c.uid.Bytes] {
+			c.err = domain.ErrNotInstant
+			continue
+		}
+		host, err := c.pick(c.req, nil, usage.view(c.req.Owner, nil))
+		switch {
+		case err != nil:
+			c.err = err
+			continue
+		case host == "":
+			c.err = errors.New("the host picker chose no host")
+			continue
+		}
+		c.out = domain.Reservation{Provisioner: provisioner, ResourceID: c.req.ResourceID, Owner: c.req.Owner, Host: host, Slots: c.req.Slots}
+		rec, err := in.Ready(c.out)
+		if err == nil {
+			c.ready, err = instantReadyArgs(c.uid, in, rec)
+		}
+		if err != nil {
+			c.err = err
+			continue
+		}
+		usage.move(c.req, nil, host)
+		picked = append(picked, c)
+		b.Queue(instantReadySQL, c.ready...).QueryRow(func(row pgx.Row) error {
+			r, err := scanResource(row)
+			if err != nil {
+				return fmt.Errorf("record resource %s ready: %w", c.req.ResourceID, describeDBError(err))
+			}
+			if in.Recorded != nil {
+				*in.Recorded = r
+			}
+			return nil
+		})
+	}
+	if len(picked) == 0 {
+		_, err := conn.Exec(ctx, `ROLLBACK`)
+		markRan(group)
+		return err
+	}
+	committed := make(map[string]int)
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
+	queueHostUsage(b, provisioner, committed)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	for _, c := range picked {
+		committed[c.out.Host] += c.req.Slots
+		if committed[c.out.Host] > c.req.Instant.HostSlots(c.out.Host) {
+			return errHostFilled
+		}
+	}
+
+	b = &pgx.Batch{}
+	for _, c := range picked {
+		b.Queue(upsertReservationSQL, provisioner, c.uid, c.req.Owner, c.out.Host, c.req.Slots).QueryRow(func(row pgx.Row) error {
+			var err error
+			if c.out, err = scanReservation(row); err != nil {
+				return fmt.Errorf("record the reservation on %s: %w", c.out.Host, describeDBError(err))
+			}
+			return nil
+		})
+	}
+	b.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	markRan(group)
+	return nil
+}
+
+// markRan marks the calls of group as run in it.
+func markRan(group []*reserveCall) {
+	for _, c := range group {
+		c.ran = true
+	}
+}
+
+// queueHostUsage queues the read of the slots reserved on each of provisioner's hosts into
+// used.
+func queueHostUsage(b *pgx.Batch, provisioner string, used map[string]int) {
+	b.Queue(`SELECT host, slots FROM slot_host_usage WHERE provisioner = $1`, provisioner).Query(func(rows pgx.Rows) error {
+		var (
+			host  string
+			slots int
+		)
+		_, err := pgx.ForEachRow(rows, []any{&host, &slots}, func() error {
+			used[host] = slots
+			return nil
+		})
+		return err
+	})
+}
+
+// instantFenceSQL locks row $1 for update when it is untouched as the caller read it (see
+// domain.InstantProvision), and returns true; a row that is not is neither locked nor
+// returned. Untouched: pending since created, at generation $4 and of owner $5, of the
+// types $3, with the provisioner $2 or none, no live lease, no retry due, neither paused nor
+// to be hibernated, an owner without a quota, and a schema no newer than version $6. A
+// lease whose holder is a dead agent is left to the claim, which reports the takeover. The
+// conditions are the statement's WHERE, so that a row another agent holds is not locked:
+// its holder's reservation, under the provisioner's lock, waits for none of these.
 const instantFenceSQL = `
-	SELECT status = 'pending' AND reason = 'Created' AND next_attempt_at IS NULL
-	       AND NOT paused AND NOT hibernate
-	       AND provisioner IN ('', $2) AND type = ANY ($3::text[])
-	       AND generation = $4 AND owner = $5
-	       AND (lease_holder IS NULL OR lease_expires_at < now())
-	       AND NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = resources.owner)
-	       AND NOT EXISTS (` + backend.SchemaNewerSQL + `$6)
-	  FROM resources WHERE id = $1
+	SELECT true FROM resources
+	 WHERE id = $1
+	   AND status = 'pending' AND reason = 'Created' AND next_attempt_at IS NULL
+	   AND NOT paused AND NOT hibernate
+	   AND provisioner IN ('', $2) AND type = ANY ($3::text[])
+	   AND generation = $4 AND owner = $5
+	   AND (lease_holder IS NULL OR lease_expires_at < now())
+	   AND NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = resources.owner)
+	   AND NOT EXISTS (` + backend.SchemaNewerSQL + `$6)
 	   FOR UPDATE`
 
 // queueInstantFence queues instantFenceSQL for c, whose request has Instant, and sets
-// c.instant to its answer (false when the row is gone).
+// c.instant to its answer.
 func queueInstantFence(b *pgx.Batch, c *reserveCall, schema int) {
 	in := c.req.Instant
 	b.Queue(instantFenceSQL, c.uid, in.Provisioner, backend.InstantTypes(in), in.Generation, c.req.Owner, schema).QueryRow(func(row pgx.Row) error {

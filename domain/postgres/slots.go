@@ -38,9 +38,17 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 		return domain.Reservation{}, err
 	}
 	call := &reserveCall{req: req, uid: uid, pick: pick}
-	err = s.reservations(req.Provisioner).Do(ctx, call)
-	if err == nil && !call.ran {
-		call.out, call.err = s.reserveSlots(ctx, req, uid, pick)
+	switch {
+	case req.Instant != nil:
+		err = s.instants(req.Provisioner).Do(ctx, call)
+		if err == nil && !call.ran {
+			call.out, call.err = s.provisionAlone(ctx, call)
+		}
+	default:
+		err = s.reservations(req.Provisioner).Do(ctx, call)
+		if err == nil && !call.ran {
+			call.out, call.err = s.reserveSlots(ctx, req, uid, pick)
+		}
 	}
 	if err == nil {
 		err = call.err
@@ -57,15 +65,6 @@ func (s *State) reserveSlots(ctx context.Context, req domain.SlotRequest, uid pg
 		return domain.Reservation{}, err
 	}
 	defer conn.Release()
-	if req.Instant != nil {
-		// The group's transaction, for a group of one: it alone knows Instant.
-		call := &reserveCall{req: req, uid: uid, pick: pick}
-		if err := reserveGroupOn(ctx, conn.Conn(), []*reserveCall{call}, s.schema); err != nil {
-			rollback(conn.Conn())
-			return domain.Reservation{}, err
-		}
-		return call.out, call.err
-	}
 	out, err := reserveOn(ctx, conn.Conn(), req, uid, pick)
 	if err != nil {
 		rollback(conn.Conn())

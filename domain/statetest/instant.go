@@ -28,7 +28,8 @@ func instantProvision(r domain.Resource, recorded *domain.Resource) (domain.Slot
 		Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
 			return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{"endpoint": res.Host}}, nil
 		},
-		Recorded: recorded,
+		HostSlots: func(string) int { return hostCapacity },
+		Recorded:  recorded,
 	}
 	req := domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: r.Owner, Slots: 1, Instant: in}
 	return req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return "h1", nil }
@@ -242,5 +243,65 @@ func testInstantProvisionOnceUnderContention(t *testing.T, b *Backend) {
 	}
 	if got, _ := b.ListReservations(ctx, "pool"); len(got) != rows {
 		t.Errorf("%d reservations, want %d", len(got), rows)
+	}
+}
+
+// Provisions in one transaction racing for one host, from two stores at once, never
+// overfill it, though a store may pick the host before it takes the provisioner's lock:
+// each resource is either ready with its reservation or untouched with none.
+func testInstantProvisionNeverOverfills(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	stores := []domain.State{b, b.Reopen(t)}
+	picker := &firstFit{hosts: []string{"h1"}}
+	const contenders = 3 * hostCapacity
+	var rs []domain.Resource
+	for i := range contenders {
+		rs = append(rs, mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "racer-" + strings.Repeat("x", i+1), Owner: "alice", Args: map[string]any{"slots": 1}}))
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		made = map[string]bool{}
+	)
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := instantProvision(r, nil)
+			_, err := stores[i%len(stores)].ReserveSlots(ctx, req, picker.pick)
+			if err != nil && !errors.Is(err, domain.ErrNotInstant) && !errors.Is(err, domain.ErrNoCapacity) {
+				t.Errorf("instant provision: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			made[r.ID] = err == nil
+		}()
+	}
+	wg.Wait()
+	reservations, err := b.ListReservations(ctx, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reservations) > hostCapacity {
+		t.Errorf("%d reservations of one slot on a host of %d slots", len(reservations), hostCapacity)
+	}
+	if len(reservations) == 0 {
+		t.Errorf("no provision succeeded")
+	}
+	reserved := map[string]bool{}
+	for _, res := range reservations {
+		reserved[res.ResourceID] = true
+	}
+	for _, r := range rs {
+		got, err := b.GetResource(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case made[r.ID] && (got.Status != domain.StatusReady || !reserved[r.ID]):
+			t.Errorf("resource %s provisioned, but %s with reservation %v", r.ID, got.Status, reserved[r.ID])
+		case !made[r.ID] && (got.Status != domain.StatusPending || got.Reason != domain.ReasonCreated || reserved[r.ID]):
+			t.Errorf("resource %s refused, but %s/%s with reservation %v", r.ID, got.Status, got.Reason, reserved[r.ID])
+		}
 	}
 }

@@ -106,6 +106,7 @@ var tests = []struct {
 	{"InstantProvisionNeedsAnUntouchedRow", testInstantProvisionNeedsAnUntouchedRow},
 	{"InstantProvisionFencesEarlierLeases", testInstantProvisionFencesEarlierLeases},
 	{"InstantProvisionOnceUnderContention", testInstantProvisionOnceUnderContention},
+	{"InstantProvisionNeverOverfills", testInstantProvisionNeverOverfills},
 	{"ListCheckablePages", testListCheckablePages},
 	{"ListCheckableSkipsOthersLeases", testListCheckableSkipsOthersLeases},
 	{"ListWaitingForCapacity", testListWaitingForCapacity},

@@ -32,6 +32,8 @@ func CheckSlotRequest(req domain.SlotRequest) error {
 			return &domain.FieldError{Field: "instant.message", Msg: "is empty: give the ready status message"}
 		case in.Ready == nil:
 			return &domain.FieldError{Field: "instant.ready", Msg: "is nil: give the function that reports the resource ready with its reservation"}
+		case in.HostSlots == nil:
+			return &domain.FieldError{Field: "instant.hostSlots", Msg: "is nil: give the function that tells each host's slots"}
 		}
 	}
 	return nil
