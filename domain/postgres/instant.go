@@ -14,17 +14,32 @@ import (
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// instants returns the group of provisioner's reservations that provision their resources
-// whole.
+// instantLanes is how many groups of one provisioner's one-transaction provisions may be in
+// flight at once. Their rows are updated outside the provisioner's lock, so groups in
+// flight together update rows in parallel and queue only for the reservations.
+const instantLanes = 4
+
+// instants returns a group of provisioner's reservations that provision their resources
+// whole: the lanes are taken in turn.
 func (s *State) instants(provisioner string) *backend.Group[*reserveCall] {
 	s.reserveMu.Lock()
 	defer s.reserveMu.Unlock()
-	g, ok := s.instant[provisioner]
+	lanes, ok := s.instant[provisioner]
 	if !ok {
-		g = backend.NewGroup(maxGroup, s.runInstants)
-		s.instant[provisioner] = g
+		lanes = &instantGroups{}
+		for i := range lanes.groups {
+			lanes.groups[i] = backend.NewGroup(maxGroup, s.runInstants)
+		}
+		s.instant[provisioner] = lanes
 	}
-	return g
+	lanes.next = (lanes.next + 1) % instantLanes
+	return lanes.groups[lanes.next]
+}
+
+// instantGroups are the lanes of one provisioner's one-transaction provisions.
+type instantGroups struct {
+	groups [instantLanes]*backend.Group[*reserveCall]
+	next   int // the lane taken last
 }
 
 // runInstants provisions a group of one provisioner's resources whole in one transaction

@@ -27,7 +27,7 @@ type State struct {
 	reserve   map[string]*backend.Group[*reserveCall]
 	// instant holds a group per provisioner of the reservations that provision their
 	// resources whole (domain.InstantProvision).
-	instant map[string]*backend.Group[*reserveCall]
+	instant map[string]*instantGroups
 	// schema is the schema version this build knows: the fenced writes apply only while
 	// the database's is no newer.
 	schema int
@@ -77,7 +77,7 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 
 // newState is the State on pool of a build that knows schema version schema.
 func newState(pool *pgxpool.Pool, schema int) *State {
-	s := &State{pool: pool, reserve: make(map[string]*backend.Group[*reserveCall]), instant: make(map[string]*backend.Group[*reserveCall]), schema: schema}
+	s := &State{pool: pool, reserve: make(map[string]*backend.Group[*reserveCall]), instant: make(map[string]*instantGroups), schema: schema}
 	s.claims = backend.NewGroup(maxGroup, s.runClaims)
 	s.progress = backend.NewGroup(maxGroup, s.runProgress)
 	return s
