@@ -282,7 +282,8 @@ func queueInstantFence(b *pgx.Batch, c *reserveCall, schema int) {
 // instantReadySQL records row $1, locked by instantFenceSQL in the same transaction, ready:
 // as the claim that starts provisioning and the ready record that releases its lease would
 // together, in one update of the row. The lease token moves on, so that a write under any
-// earlier lease is refused. The steps passed on the way ($7 statuses, $8 messages, in order)
+// earlier lease is refused. ready_at is the update's own time, not the transaction's start:
+// the transaction began before the row was locked and its host picked. The steps passed on the way ($7 statuses, $8 messages, in order)
 // are inserted before the update's own status event, which the resources table's trigger
 // writes at the end of the statement.
 const instantReadySQL = `
@@ -300,7 +301,7 @@ const instantReadySQL = `
 	       attempts = 0,
 	       next_attempt_at = NULL,
 	       last_error = '',
-	       ready_at = coalesce(ready_at, now()),
+	       ready_at = coalesce(ready_at, clock_timestamp()),
 	       lease_holder = NULL,
 	       lease_expires_at = NULL,
 	       lease_token = lease_token + 1,

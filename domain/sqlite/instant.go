@@ -72,14 +72,19 @@ func (s *State) reserveInstant(ctx context.Context, tx *sql.Tx, req domain.SlotR
 		req.Provisioner, uid, req.Owner, host, req.Slots); err != nil {
 		return domain.Reservation{}, rawResource{}, fmt.Errorf("record the reservation on %s: %w", host, describeDBError(err))
 	}
-	// The steps passed on the way go before the update, whose trigger writes the ready event.
-	for _, step := range in.Steps {
-		if step.Message == "" {
-			continue
+	// The steps passed on the way go before the update, whose trigger writes the ready
+	// event: one statement, its rows in order.
+	statuses, messages := backend.InstantSteps(in)
+	if len(statuses) > 0 {
+		steps, err := json.Marshal(map[string][]string{"statuses": statuses, "messages": messages})
+		if err != nil {
+			return domain.Reservation{}, rawResource{}, err
 		}
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO resource_events (resource_id, kind, status, message) VALUES ($1, 'status', $2, $3)`,
-			uid, string(step.Status), step.Message); err != nil {
+			INSERT INTO resource_events (resource_id, kind, status, message)
+			SELECT $1, 'status', s.value, m.value
+			  FROM json_each($2, '$.statuses') AS s JOIN json_each($2, '$.messages') AS m ON m.key = s.key
+			 ORDER BY s.key`, uid, string(steps)); err != nil {
 			return domain.Reservation{}, rawResource{}, describeDBError(err)
 		}
 	}
