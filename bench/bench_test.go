@@ -394,3 +394,24 @@ func TestStatementProfilePrintsSharesOfTheClientsStatements(t *testing.T) {
 		t.Errorf("a missing profile prints %q", missing.String())
 	}
 }
+
+// The throughput target compares River with Berth at the agent's default settings, not with
+// its fastest fixed setting.
+func TestThroughputTargetIsAtTheDefaultSettings(t *testing.T) {
+	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20}}
+	pg := rep.berthOn(storePostgres)
+	pg.throughput = []throughputResult{
+		{setting: "concurrency=256", parallel: 256, n: 10000, elapsed: 2 * time.Second},
+		{setting: "default (16 to 256)", parallel: 256, n: 10000, elapsed: 4 * time.Second},
+	}
+	pg.atDefault = 1
+	pg.latency = latencySummary{setting: "concurrency=256", n: 300, p50: time.Millisecond, p99: 2 * time.Millisecond, max: 3 * time.Millisecond}
+	rep.river = []throughputResult{{setting: "max-workers=200", parallel: 200, n: 10000, elapsed: time.Second}}
+	rep.riverLatency = latencySummary{setting: "max-workers=200", n: 300, p50: time.Millisecond, p99: 2 * time.Millisecond, max: 3 * time.Millisecond}
+	var out bytes.Buffer
+	rep.print(&out)
+	want := "throughput ratio berth (default (16 to 256))/river >= 0.35  0.25 (2500.0 resources/s / 10000.0 jobs/s)  MISS"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, out.String())
+	}
+}

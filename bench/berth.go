@@ -354,6 +354,9 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 		res.statements = &p
 	}
 	res.setting, res.parallel = fmt.Sprintf("concurrency=%d", f.concurrency), f.concurrency
+	if f.adaptive {
+		res.setting = fmt.Sprintf("default (16 to %d)", f.concurrency)
+	}
 	if f.agents > 1 {
 		res.setting = fmt.Sprintf("%d agents, concurrency=%d each", f.agents, f.concurrency)
 	}

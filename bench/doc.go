@@ -25,7 +25,9 @@
 //     (16) and grows fourfold while that raises throughput; each run here fixes the limit
 //     at the value it names (--min-concurrency set to it, for builds that have the flag), so
 //     that 16 is the agent's default before the limit adapted and each row measures one
-//     setting. The agent's default (adaptive up to 256) is measured by the sleep runs.
+//     setting. With -berth-default (default true) one more run on each store leaves the
+//     agent at its default settings, its limit adapting from 16 up to 256 ("default (16 to
+//     256)"): the throughput target compares that run with River's best.
 //   - Berth latency, on each store: after a warm-up resource, -latency-n resources are
 //     inserted one at a time at -rate per second; latency is ready_at - created_at, both
 //     database timestamps (milliseconds on SQLite), so no clock skew between agent and bench

@@ -20,18 +20,23 @@ import (
 
 // Targets Berth is held to.
 const (
-	targetRatio     = 0.25 // Berth resources/s ÷ River jobs/s, each the best run
-	targetRillRatio = 1.0  // Berth resources/s ÷ Rill-on-River resources/s, each the best run
+	targetRatio = 0.35 // Berth resources/s at the agent's default settings ÷ River jobs/s at its best
+	// defaultConcurrency is the agent's default --concurrency, the ceiling of its adaptive
+	// limit.
+	defaultConcurrency = 256
+	targetRillRatio    = 1.0 // Berth resources/s ÷ Rill-on-River resources/s, each the best run
 )
 
 // config is what one bench run measures, from flags and environment.
 type config struct {
-	server            string // maintenance-database URL
-	binary            string // the agent binary
-	n                 int
-	stores            []string // the stores Berth is measured on
-	sqliteN           int      // resources in each throughput run on SQLite
-	berthConcurrency  []int
+	server           string // maintenance-database URL
+	binary           string // the agent binary
+	n                int
+	stores           []string // the stores Berth is measured on
+	sqliteN          int      // resources in each throughput run on SQLite
+	berthConcurrency []int
+	// berthDefault adds a throughput run on each store at the agent's default settings.
+	berthDefault      bool
 	sqliteConcurrency []int
 	riverWorkers      []int
 	rillWorkers       []int // River MaxWorkers of the Rill-on-River runs; none: skipped
@@ -112,6 +117,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	stores := fs.String("stores", storePostgres+","+storeSQLite, "comma-separated stores to measure Berth on: postgres, sqlite")
 	fs.IntVar(&cfg.sqliteN, "sqlite-n", 2000, "resources in each Berth throughput run on SQLite (it commits one write at a time: a smaller run says as much)")
 	sqliteConcurrency := fs.String("sqlite-concurrency", "16,64,256", "comma-separated agent --concurrency values on SQLite, one throughput run each")
+	fs.BoolVar(&cfg.berthDefault, "berth-default", true, fmt.Sprintf("also one throughput run on each store at the agent's default settings (its limit adapting from 16 up to --concurrency %d)", defaultConcurrency))
 	concurrency := fs.String("berth-concurrency", "16,64,256", "comma-separated agent --concurrency values on PostgreSQL, one throughput run each")
 	workers := fs.String("river-workers", "10,50,100,200", "comma-separated River MaxWorkers values, one throughput run each")
 	rillWorkers := fs.String("rill-workers", "10,100,200", "comma-separated River MaxWorkers values of Rill's static provisioning on River, one throughput run each (10 is Rill's default); \"\" skips it")
@@ -327,6 +333,14 @@ func measureBerth(ctx context.Context, cfg config, kind string, res *berthResult
 		run, err := berthThroughput(ctx, cfg, kind, n, c)
 		if err != nil {
 			return fmt.Errorf("throughput at concurrency %d: %w", c, err)
+		}
+		res.throughput = append(res.throughput, run)
+	}
+	if cfg.berthDefault {
+		res.atDefault = len(res.throughput)
+		run, _, err := burst(ctx, cfg, kind, fleet{agents: 1, concurrency: defaultConcurrency, adaptive: true}, n)
+		if err != nil {
+			return fmt.Errorf("throughput at the default settings: %w", err)
 		}
 		res.throughput = append(res.throughput, run)
 	}
