@@ -18,7 +18,8 @@ type ResourceReader interface {
 }
 
 // instant provisions the resource in one transaction when its default provisioner's environ
-// can (environ.InstantProvisioner) and the row is untouched: it reads the row, and the
+// can (environ.InstantProvisioner) and the row is untouched, and ends the attempt at once
+// when the row it reads is settled (nothing for a claim to do): it reads the row, and the
 // environ's transaction locks it, checks it is still so, provisions it and records it ready
 // with the history the claim and the records would have written. It reports whether it did;
 // when it did not, nothing was written and the attempt goes the usual way (claim, lease,
@@ -40,6 +41,13 @@ func (a *attempt) instant() (outcome, bool) {
 	r, err := reader.GetResource(a.attemptCtx, a.r.ID)
 	if err != nil {
 		return outcome{}, false
+	}
+	if settled(r) {
+		// A claim would find nothing to do and write the row twice (the claim and its
+		// release) to say so; a change after this read logs a change of its own, which
+		// brings the resource back.
+		a.log.Debug("nothing to do: the resource is settled", "status", r.Status, "paused", r.Paused)
+		return outcome{}, true
 	}
 	types := cfg.Environs.ServedTypes(env)
 	if !untouched(r, name, types) {
@@ -85,6 +93,16 @@ func (a *attempt) instant() (outcome, bool) {
 		a.w.config.Metrics.ObserveCreateToReady(a.metricsProvisioner(), recorded.Type, recorded.ReadyAt.Sub(recorded.CreatedAt))
 	}
 	return outcome{result: OutcomeReady}, true
+}
+
+// settled reports whether r, as read, is a row a claim would leave as it is: nobody holds
+// it, it is readable and has no retry scheduled, and it is paused, or serves its generation
+// with neither a delete nor a hibernate asked for.
+func settled(r domain.Resource) bool {
+	if r.LeaseHolder != "" || r.NextAttemptAt != nil || !r.Readable() {
+		return false
+	}
+	return r.Paused || (r.UpToDate() && !r.Hibernate && r.Status != domain.StatusDeleting)
 }
 
 // untouched reports whether r, as read, is a row nothing has been done to yet that
