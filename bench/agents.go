@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/berth-dev/berth/internal/rendezvous"
 )
 
 // targetScaling is what adding agents to one pool must keep: throughput with k agents ÷
@@ -27,7 +30,7 @@ type failoverResult struct {
 	agentTTL, heartbeat time.Duration
 	victim              string
 	readyAtKill         int // burst resources ready when the agent was killed
-	held                int // resources the killed agent held leases on
+	held                int // resources the killed agent held leases on or was to provision
 	leftHeld            int // leases still naming the killed agent once all were ready
 
 	// From the kill (the database clock, read just after the process was gone):
@@ -80,9 +83,10 @@ func scale(ctx context.Context, cfg config, rep *report) error {
 }
 
 // failover starts cfg.failoverAgents agents on one PostgreSQL database, inserts a burst of
-// cfg.agentsN resources, kills the agent holding the most leases with SIGKILL once a third
+// cfg.agentsN resources, kills the agent holding the most leases (the first agent when none
+// holds any: runtimes provisioned in one transaction hold none) with SIGKILL once a third
 // of the burst is ready, and times the rest from the kill: the killed agent's resources
-// ready again and the whole burst ready.
+// (those it held, and its share of those nobody held) ready again and the whole burst ready.
 func failover(ctx context.Context, cfg config) (res failoverResult, err error) {
 	res = failoverResult{agents: cfg.failoverAgents, n: cfg.agentsN, agentTTL: cfg.failoverTTL, heartbeat: cfg.failoverHeartbeat}
 	f := fleet{agents: cfg.failoverAgents, concurrency: cfg.agentConcurrency, flags: []string{
@@ -109,7 +113,9 @@ func failover(ctx context.Context, cfg config) (res failoverResult, err error) {
 	}
 	res.victim = mostLeases(leases)
 	if res.victim == "" {
-		return res, fmt.Errorf("no agent held a lease a third into the burst of %d: raise -agents-n", res.n)
+		// Runtimes provisioned in one transaction hold no lease: the first agent is killed,
+		// and what it was to provision is its rendezvous share of the burst not yet ready.
+		res.victim = agentID(0)
 	}
 	victim := r.agentByID(res.victim)
 	if victim == nil {
@@ -123,7 +129,7 @@ func failover(ctx context.Context, cfg config) (res failoverResult, err error) {
 		return res, err
 	}
 	if res.held == 0 {
-		return res, fmt.Errorf("%s held no lease when it was killed (%d of %d ready): raise -agents-n", res.victim, res.readyAtKill, res.n)
+		return res, fmt.Errorf("%s held nothing and had nothing left to provision when it was killed (%d of %d ready): raise -agents-n", res.victim, res.readyAtKill, res.n)
 	}
 	if err := r.waitReady(ctx, cfg, "bench", res.n); err != nil {
 		return res, err
@@ -137,19 +143,50 @@ func failover(ctx context.Context, cfg config) (res failoverResult, err error) {
 }
 
 // noteKill reads the database clock just after res.victim was killed, counts the burst's
-// ready resources and those the victim held, and notes the latter in the table bench_held
-// for failoverTimes; its leases hold until its heartbeat is --agent-ttl old, so no takeover
-// has happened yet.
+// ready resources and those the victim held or was to provision, and notes the latter in
+// the table bench_held for failoverTimes: the resources it held a lease on (its leases hold
+// until its heartbeat is --agent-ttl old, so no takeover has happened yet), and those not
+// yet ready that nobody held whose rendezvous owner among the run's agents it was (each
+// agent takes up its share of every change first; the others take up the rest once it has
+// had its grace).
 func (r *berthRun) noteKill(ctx context.Context, res *failoverResult) (time.Time, error) {
 	var killedAt time.Time
 	if err := r.sql.QueryRowContext(ctx, `
-		SELECT clock_timestamp(),
-		       count(*) FILTER (WHERE status = 'ready'),
-		       count(*) FILTER (WHERE lease_holder = $1)
-		  FROM resources WHERE name LIKE 'bench-%'`, res.victim).Scan(&killedAt, &res.readyAtKill, &res.held); err != nil {
+		SELECT clock_timestamp(), count(*) FILTER (WHERE status = 'ready')
+		  FROM resources WHERE name LIKE 'bench-%'`).Scan(&killedAt, &res.readyAtKill); err != nil {
 		return killedAt, fmt.Errorf("read the burst at the kill: %w", err)
 	}
-	if _, err := r.sql.ExecContext(ctx, `CREATE TABLE bench_held AS SELECT id FROM resources WHERE lease_holder = $1`, res.victim); err != nil {
+	rows, err := r.sql.QueryContext(ctx, `
+		SELECT id::text, coalesce(lease_holder, '') FROM resources WHERE name LIKE 'bench-%' AND status <> 'ready'`)
+	if err != nil {
+		return killedAt, fmt.Errorf("read the burst at the kill: %w", err)
+	}
+	agents := make([]string, len(r.agents))
+	for i, a := range r.agents {
+		agents[i] = a.id
+	}
+	sort.Strings(agents)
+	var held []string
+	for rows.Next() {
+		var id, holder string
+		if err := rows.Scan(&id, &holder); err != nil {
+			rows.Close()
+			return killedAt, fmt.Errorf("read the burst at the kill: %w", err)
+		}
+		if holder == res.victim || (holder == "" && rendezvous.Owner(agents, id) == res.victim) {
+			held = append(held, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return killedAt, fmt.Errorf("read the burst at the kill: %w", err)
+	}
+	res.held = len(held)
+	list, err := json.Marshal(held)
+	if err != nil {
+		return killedAt, err
+	}
+	if _, err := r.sql.ExecContext(ctx, `
+		CREATE TABLE bench_held AS SELECT value::uuid AS id FROM jsonb_array_elements_text($1::jsonb)`, string(list)); err != nil {
 		return killedAt, fmt.Errorf("note the killed agent's resources: %w", err)
 	}
 	return killedAt, nil

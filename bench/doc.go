@@ -65,9 +65,13 @@
 //     -failover-agent-ttl and -failover-heartbeat-interval (default 15s and 2s, the agent's
 //     own defaults) drain a burst of -agents-n runtimes. Once a third is ready, the agent
 //     holding the most leases on resources not yet ready is killed with SIGKILL and never
-//     restarted. Just after it is gone the bench reads the database clock and notes the
-//     resources it held (no takeover can have happened: its leases hold until its last
-//     heartbeat is --agent-ttl old). Once the burst is ready it reports, from the kill, when
+//     restarted; when none holds any (a static runtime nothing was done to is provisioned
+//     in one transaction, under no lease), the first agent is. Just after it is gone the
+//     bench reads the database clock and notes the resources it held (no takeover can have
+//     happened: its leases hold until its last heartbeat is --agent-ttl old) and, of those
+//     not yet ready that nobody held, its rendezvous share among the run's agents (what it
+//     was to provision; the others take it up once its grace has passed). Once the burst is
+//     ready it reports, from the kill, when
 //     the first and the last of those were ready again, when the whole burst was, the burst
 //     from insert to ready, and the leases still naming the killed agent (none, when the
 //     takeover worked).

@@ -237,10 +237,10 @@ func (r *report) printScaling(w io.Writer) {
 func printFailover(w io.Writer, f failoverResult) {
 	fmt.Fprintf(w, "\nFailover: %d agents (--agent-ttl %s, --heartbeat-interval %s) drain a burst of %d resources;\n",
 		f.agents, f.agentTTL, f.heartbeat, f.n)
-	fmt.Fprintf(w, "%s, holding the most leases, is killed with SIGKILL once %d are ready and never restarted\n\n", f.victim, f.readyAtKill)
+	fmt.Fprintf(w, "%s, holding the most leases (or, when none holds any, the first agent), is killed with SIGKILL once %d are ready and never restarted\n\n", f.victim, f.readyAtKill)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEASUREMENT\tRESULT")
-	fmt.Fprintf(tw, "resources the killed agent held\t%d\n", f.held)
+	fmt.Fprintf(tw, "resources the killed agent held or was to provision\t%d\n", f.held)
 	fmt.Fprintf(tw, "kill -> its resources ready again\t%.3f s (the first at %.3f s)\n", f.heldReady.Seconds(), f.firstTakenOver.Seconds())
 	fmt.Fprintf(tw, "kill -> the whole burst ready\t%.3f s\n", f.allReady.Seconds())
 	fmt.Fprintf(tw, "burst, insert -> all ready\t%.3f s\n", f.burst.Seconds())
