@@ -19,11 +19,12 @@ import (
 // flight together update rows in parallel and queue only for the reservations.
 const instantLanes = 4
 
-// instants returns a group of provisioner's reservations that provision their resources
-// whole: the lanes are taken in turn.
+// instants returns the group a one-transaction provision of provisioner's joins: the first
+// lane whose next group is not full yet. Under light load every call takes the first lane,
+// so that groups stay large and one agent holds the provisioner's lock once per group; a
+// lane spills into the next only once it has a full group waiting.
 func (s *State) instants(provisioner string) *backend.Group[*reserveCall] {
 	s.reserveMu.Lock()
-	defer s.reserveMu.Unlock()
 	lanes, ok := s.instant[provisioner]
 	if !ok {
 		lanes = &instantGroups{}
@@ -32,14 +33,18 @@ func (s *State) instants(provisioner string) *backend.Group[*reserveCall] {
 		}
 		s.instant[provisioner] = lanes
 	}
-	lanes.next = (lanes.next + 1) % instantLanes
-	return lanes.groups[lanes.next]
+	s.reserveMu.Unlock()
+	for _, g := range lanes.groups[:instantLanes-1] {
+		if g.Queued() < maxGroup {
+			return g
+		}
+	}
+	return lanes.groups[instantLanes-1]
 }
 
 // instantGroups are the lanes of one provisioner's one-transaction provisions.
 type instantGroups struct {
 	groups [instantLanes]*backend.Group[*reserveCall]
-	next   int // the lane taken last
 }
 
 // runInstants provisions a group of one provisioner's resources whole in one transaction

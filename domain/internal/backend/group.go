@@ -165,7 +165,8 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-// Queued returns how many calls wait for a group, for tests that need callers queued.
+// Queued returns how many calls wait for a group: for callers that spread their calls over
+// several groups, and for tests that need callers queued.
 func (g *Group[C]) Queued() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
