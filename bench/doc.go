@@ -145,49 +145,57 @@
 //
 // # Where a static runtime's time goes (PostgreSQL)
 //
-// One run on 2 cores (10,000 runtimes, concurrency 64, 1,504 runtimes/s): 720 us of database
-// time per runtime in the statements the agent and the bench sent, against about 140 us per
-// job for River (fetch and complete in one statement per batch, 3 row versions of a narrow
-// table, no triggers). A runtime's path, each statement once per runtime unless it says:
+// A runtime nothing has been done to yet whose default provisioner is a static pool is
+// provisioned in one transaction (environ.InstantProvisioner, domain.InstantProvision): no
+// claim, no lease, one update of its row. One run on 2 cores (10,000 runtimes, concurrency
+// 256, 2,242 runtimes/s; River drained 20,212 jobs/s in the same run): 797 us of database
+// time per runtime in the statements the agent and the bench sent, against 1,368 us for the
+// build before on the same machine, which claimed the row, reserved, and recorded it ready
+// in three transactions (the times include waits for locks and for the 2 cores, so they
+// grow with the load). A runtime's path, each statement once per runtime unless it says:
 //
 //	step                 statement                                           us   of which triggers
-//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   53   event, change-log row
-//	claim                UPDATE with a locking read of the row and its       222  event "provisioning
-//	                     holder's agent row; starts provisioning                  generation N"
-//	reservation          the lease fence, SELECT ... FOR SHARE                19
-//	                     reservations by id, owners' and hosts' usage        40   (one each per group:
-//	                                                                              12 runtimes on average)
-//	                     upsert of the reservation                           111  58: host and owner usage
-//	ready                UPDATE, the wait recorded in the same statement     241  two events
+//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   59   event, change-log row
+//	read                 the row, by key (no lock)                           21
+//	group, round trip 1  BEGIN; the row locked FOR UPDATE where untouched    17
+//	                     reservations by id, owners' and hosts' usage        25   (one each per group)
+//	group, round trip 2  UPDATE to ready, with the two steps passed          459  the ready event
+//	                     the pool's advisory lock; hosts' usage again        75   (one per group: mostly
+//	                                                                              the wait for the lock)
+//	group, round trip 3  upsert of the reservation; COMMIT                   107  56: host and owner usage
 //
-// Claims, records and a provisioner's reservations are made in groups (one round trip and one
-// commit for all the calls waiting at the time), so a runtime costs 4 round trips of its
-// group and about 0.25 commits. Each runtime writes 11 rows: 3 versions of its resources row
-// (a wide row of JSON columns whose status and lease columns are in the predicates of 3
-// partial indexes, so no update is HOT), 4 history events, a change-log row, its reservation
-// and 2 usage rows. Before the groups a runtime cost 5 round trips and 3 commits of its row;
-// until the last of these changes "waiting for it to serve" was a write of its own (a fourth
-// version of the row), which a broker that keeps its state itself (the static pool's
-// reservation) does not need: the ready record now writes that step into the history, event
-// for event as before.
+// Groups are of up to 64 runtimes of one pool (30 on average in that run), in up to 4 lanes: a
+// lane's next group fills before the next lane takes calls, so that groups stay large under
+// light load. The rows are updated before the pool's lock is taken, on hosts picked from the
+// usage read without it; under the lock the usage is read again and every picked host must
+// still have room, or the group's transaction is given up whole and its runtimes tried one
+// by one (a host that filled meanwhile then sends its runtime the usual way). So the lock is
+// held for the reservations alone, as before, and lanes update rows in parallel. A runtime
+// costs 1 round trip of its own, 3 of its group and one commit per group. Each runtime
+// writes 10 rows: 2 versions of its resources row (the insert, the ready record), 4 history
+// events (created; provisioning and its wait, written by the agent's statement; ready, by
+// the trigger), a change-log row, its reservation and 2 usage rows. Before this the claim
+// wrote a third version of the row and its own event under a lease, and a lease was held
+// while the reservation was made.
 //
-// What is left is the row updates (460 us of the 720). The agent's own CPU, pgx's encoding
-// and JSON decoding, takes about as much again on the same 2 cores. River's 0.25x would be
-// about 2,800 runtimes/s here, under 360 us of database time per runtime: more than the two
-// updates cost. Reaching it would take writing the history from the agent in batches instead
-// of from the table's triggers (then a plain-SQL write would no longer be recorded like the
-// agent's), dropping the indexes the sweeps read, or folding the claim and the ready record
-// into one write for instant brokers (no lease held while the broker works): each breaks a
-// promise the issue keeps. Against the peer users run, Rill's provisioning on River, Berth is
-// 1.9x faster in the same run.
+// What is left is the one update of the wide row (459 us of the 797, its indexes and its
+// before-update, authorisation and history triggers) and the reservation with its usage
+// triggers. The agent's own CPU is about a quarter of one core at these rates; with the
+// database's, the 2 cores are busy: the limit is CPU, not round trips or locks. River's
+// 0.35x would be about 7,000 runtimes/s here, under 280 us of database time per runtime on
+// 2 cores: less than the row update alone costs. Reaching it would take a narrower row for
+// the agent's writes (the status columns apart from the JSON ones, so that an update neither
+// rewrites the JSON nor touches the sweeps' indexes) or dropping the history triggers for
+// the agent's writes; neither is done. Against the peer users run, Rill's provisioning on
+// River, Berth is 2.0x faster in the same run (1.7x in another).
 //
 // # Cost model: 1,000,000 runtimes
 //
 // From the per-runtime figures above:
-//   - A burst of 1,000,000: 720 s of database time; 11 to 13 minutes at the 1,330 to 1,500
-//     runtimes/s measured here. 11 million rows written; about 0.25 commits per runtime, 375
-//     commits/s at 1,500/s, far below what the server commits (pgbench: 4,400/s with one
-//     client): the limit is CPU, not commits.
+//   - A burst of 1,000,000: about 800 s of database time; 8 to 12 minutes at the 1,400 to
+//     2,200 runtimes/s measured here. 10 million rows written; one commit per group of up to
+//     64 (about 50/s at 1,600/s), far below what the server commits (pgbench: 4,400/s with
+//     one client): the limit is CPU, not commits.
 //   - Storage: a resources row with its indexes takes about 0.9 KB, a history event about
 //     210 B (4 per provisioning, kept --event-retention, 7 days), a reservation about 190 B, a
 //     change-log row about 100 B (kept --change-log-retention, 24 hours): about 2 GB.
@@ -200,8 +208,8 @@
 //     drained at 723/s against 1,328/s for 20,000, while every ready runtime was checked once
 //     a minute (1,700 checks/s at 100,000 ready).
 //   - Health: every ready runtime once per --health-interval (1 minute) is 16,700 checks/s;
-//     one agent sweeps 16,700 checks/s on these 2 cores (4 statements per 1,000 checks), so
-//     one agent is at its limit; agents share the checks by rendezvous (3 agents: 5,600/s
+//     one agent swept 16,700 to 24,400 checks/s on these 2 cores in different runs (4
+//     statements per 1,000 checks), so one agent is at its limit; agents share the checks by rendezvous (3 agents: 5,600/s
 //     each), or --health-interval 5m needs 3,300/s.
 //
 // -compare=false skips every Berth and River run, those with several agents and the scale run
@@ -216,9 +224,9 @@
 // URL of a server on which the bench may create and drop databases.
 //
 // The bench prints a table, Berth's figures by store side by side, then PASS or MISS for each
-// target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.25; Berth p99 latency
-// at most River's at the same insert rate; Berth at least as fast as Rill on River's best
-// run), the runs with several agents side by side with PASS or MISS for each count against
+// target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.35, Berth at the
+// agent's default settings against River's best run; Berth p99 latency at most River's at
+// the same insert rate; Berth at least as fast as Rill on River's best run), the runs with several agents side by side with PASS or MISS for each count against
 // one agent, the failover figures, the scale run's figures and targets, the health sweep's
 // figures, and "bench: ok".
 // It exits 0 whether targets pass or miss, and non-zero only when a measurement could not be

@@ -176,21 +176,7 @@ func (s *State) runReservations(ctx context.Context, calls []*reserveCall) {
 
 func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) error {
 	provisioner := calls[0].req.Provisioner
-	uids := make([]pgtype.UUID, 0, len(calls))
-	owners := make([]string, 0, len(calls))
-	seen := make(map[[16]byte]bool)
-	var group []*reserveCall
-	for _, c := range calls {
-		if seen[c.uid.Bytes] {
-			continue // the same resource twice: the second runs alone, after this group
-		}
-		seen[c.uid.Bytes] = true
-		group = append(group, c)
-		uids = append(uids, c.uid)
-		if !slices.Contains(owners, c.req.Owner) {
-			owners = append(owners, c.req.Owner) // each owner's usage read once
-		}
-	}
+	group, uids, owners := distinct(calls)
 	usage := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
 	existing := make(map[[16]byte]domain.Reservation)
 	b := &pgx.Batch{}
@@ -199,42 +185,8 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 	for _, c := range group {
 		queueFence(b, c.uid, c.req.Lease, c.req.Checked, &c.fenceErr)
 	}
-	b.Queue(reservationsByIDSQL, provisioner, uids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			res, err := scanReservation(rows)
-			if err != nil {
-				return fmt.Errorf("read the current reservations: %w", err)
-			}
-			uid, err := parseID(res.ResourceID)
-			if err != nil {
-				return err
-			}
-			existing[uid.Bytes] = res
-		}
-		return rows.Err()
-	})
-	b.Queue(`SELECT host, slots FROM slot_host_usage WHERE provisioner = $1`, provisioner).Query(func(rows pgx.Rows) error {
-		var (
-			host  string
-			slots int
-		)
-		_, err := pgx.ForEachRow(rows, []any{&host, &slots}, func() error {
-			usage.used[host] = slots
-			return nil
-		})
-		return err
-	})
-	b.Queue(ownersUsageSQL, provisioner, owners).Query(func(rows pgx.Rows) error {
-		var (
-			key       ownerHost
-			resources int
-		)
-		_, err := pgx.ForEachRow(rows, []any{&key.owner, &key.host, &resources}, func() error {
-			usage.owned[key] = resources
-			return nil
-		})
-		return err
-	})
+	queueReservations(b, provisioner, uids, existing)
+	queueUsage(b, provisioner, owners, usage)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
@@ -279,6 +231,77 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 		c.ran = true
 	}
 	return nil
+}
+
+// distinct returns the calls of a group of reservations with one call per resource, their
+// resource ids and their owners, each once: a resource's second call runs alone, after the
+// group, and each owner's usage is read once.
+func distinct(calls []*reserveCall) (group []*reserveCall, uids []pgtype.UUID, owners []string) {
+	seen := make(map[[16]byte]bool)
+	for _, c := range calls {
+		if seen[c.uid.Bytes] {
+			continue
+		}
+		seen[c.uid.Bytes] = true
+		group = append(group, c)
+		uids = append(uids, c.uid)
+		if !slices.Contains(owners, c.req.Owner) {
+			owners = append(owners, c.req.Owner)
+		}
+	}
+	return group, uids, owners
+}
+
+// queueReservations queues the read of provisioner's reservations of the resources uids into
+// existing, by resource.
+func queueReservations(b *pgx.Batch, provisioner string, uids []pgtype.UUID, existing map[[16]byte]domain.Reservation) {
+	b.Queue(reservationsByIDSQL, provisioner, uids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			res, err := scanReservation(rows)
+			if err != nil {
+				return fmt.Errorf("read the current reservations: %w", err)
+			}
+			uid, err := parseID(res.ResourceID)
+			if err != nil {
+				return err
+			}
+			existing[uid.Bytes] = res
+		}
+		return rows.Err()
+	})
+}
+
+// queueUsage queues the reads of the slots reserved on each of provisioner's hosts and of
+// how many of each of owners' resources each host holds, into usage.
+func queueUsage(b *pgx.Batch, provisioner string, owners []string, usage groupUsage) {
+	queueHostUsage(b, provisioner, usage.used)
+	b.Queue(ownersUsageSQL, provisioner, owners).Query(func(rows pgx.Rows) error {
+		var (
+			key       ownerHost
+			resources int
+		)
+		_, err := pgx.ForEachRow(rows, []any{&key.owner, &key.host, &resources}, func() error {
+			usage.owned[key] = resources
+			return nil
+		})
+		return err
+	})
+}
+
+// queueHostUsage queues the read of the slots reserved on each of provisioner's hosts into
+// used.
+func queueHostUsage(b *pgx.Batch, provisioner string, used map[string]int) {
+	b.Queue(`SELECT host, slots FROM slot_host_usage WHERE provisioner = $1`, provisioner).Query(func(rows pgx.Rows) error {
+		var (
+			host  string
+			slots int
+		)
+		_, err := pgx.ForEachRow(rows, []any{&host, &slots}, func() error {
+			used[host] = slots
+			return nil
+		})
+		return err
+	})
 }
 
 // ownerHost is an owner's share of a host.

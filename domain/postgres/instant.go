@@ -100,54 +100,16 @@ var errHostFilled = errors.New("a host picked before the provisioner's lock fill
 // untouched, or that finds no room, writes nothing and gets its error.
 func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int) error {
 	provisioner := calls[0].req.Provisioner
-	uids := make([]pgtype.UUID, 0, len(calls))
-	owners := make([]string, 0, len(calls))
-	seen := make(map[[16]byte]bool)
-	var group []*reserveCall
-	for _, c := range calls {
-		if seen[c.uid.Bytes] {
-			continue // the same resource twice: the second runs alone, after this group
-		}
-		seen[c.uid.Bytes] = true
-		group = append(group, c)
-		uids = append(uids, c.uid)
-		if !slices.Contains(owners, c.req.Owner) {
-			owners = append(owners, c.req.Owner)
-		}
-	}
+	group, uids, owners := distinct(calls)
 	usage := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
-	reserved := make(map[[16]byte]bool)
+	reserved := make(map[[16]byte]domain.Reservation)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	for _, c := range group {
 		queueInstantFence(b, c, schema)
 	}
-	b.Queue(reservationsByIDSQL, provisioner, uids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			res, err := scanReservation(rows)
-			if err != nil {
-				return fmt.Errorf("read the current reservations: %w", err)
-			}
-			uid, err := parseID(res.ResourceID)
-			if err != nil {
-				return err
-			}
-			reserved[uid.Bytes] = true
-		}
-		return rows.Err()
-	})
-	queueHostUsage(b, provisioner, usage.used)
-	b.Queue(ownersUsageSQL, provisioner, owners).Query(func(rows pgx.Rows) error {
-		var (
-			key       ownerHost
-			resources int
-		)
-		_, err := pgx.ForEachRow(rows, []any{&key.owner, &key.host, &resources}, func() error {
-			usage.owned[key] = resources
-			return nil
-		})
-		return err
-	})
+	queueReservations(b, provisioner, uids, reserved)
+	queueUsage(b, provisioner, owners, usage)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
@@ -156,7 +118,7 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 	var picked []*reserveCall
 	for _, c := range group {
 		in := c.req.Instant
-		if !c.instant || reserved[c.uid.Bytes] {
+		if _, found := reserved[c.uid.Bytes]; !c.instant || found {
 			c.err = domain.ErrNotInstant
 			continue
 		}
@@ -232,22 +194,6 @@ func markRan(group []*reserveCall) {
 	for _, c := range group {
 		c.ran = true
 	}
-}
-
-// queueHostUsage queues the read of the slots reserved on each of provisioner's hosts into
-// used.
-func queueHostUsage(b *pgx.Batch, provisioner string, used map[string]int) {
-	b.Queue(`SELECT host, slots FROM slot_host_usage WHERE provisioner = $1`, provisioner).Query(func(rows pgx.Rows) error {
-		var (
-			host  string
-			slots int
-		)
-		_, err := pgx.ForEachRow(rows, []any{&host, &slots}, func() error {
-			used[host] = slots
-			return nil
-		})
-		return err
-	})
 }
 
 // instantFenceSQL locks row $1 for update when it is untouched as the caller read it (see

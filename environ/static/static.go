@@ -135,15 +135,9 @@ func (e *staticEnviron) Supports(t domain.ResourceType) bool {
 // that is not configured, nor an unserved runtime (one without config: no client has it) on
 // a host that is down, so a reservation handed back on such a host is moved.
 func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions) (*environ.Resource, error) {
-	if err := e.supported(r); err != nil {
-		return nil, err
-	}
-	if opts == nil {
-		opts = &environ.ResourceOptions{}
-	}
-	args, err := runtime.DecodeArgs(opts.Args)
+	opts, args, err := e.runtimeArgs(r, opts)
 	if err != nil {
-		return nil, fmt.Errorf("runtime %s: %w", r.ID, err)
+		return nil, err
 	}
 	hosts := e.hosts()
 	if err := e.health.probeUnprobed(ctx, hosts); err != nil {
@@ -211,15 +205,9 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 // result AwaitReady would have been answered with. When no host is, or none of those has
 // room, nothing is written and the caller goes the usual way, whose placement probes.
 func (e *staticEnviron) ProvisionInstantly(ctx context.Context, r *environ.Resource, opts *environ.ResourceOptions, in domain.InstantProvision) (*environ.Resource, error) {
-	if err := e.supported(r); err != nil {
-		return nil, err
-	}
-	if opts == nil {
-		opts = &environ.ResourceOptions{}
-	}
-	args, err := runtime.DecodeArgs(opts.Args)
+	opts, args, err := e.runtimeArgs(r, opts)
 	if err != nil {
-		return nil, fmt.Errorf("runtime %s: %w", r.ID, err)
+		return nil, err
 	}
 	hosts := e.hosts()
 	down := e.health.notRecentlyUp(hosts)
@@ -683,6 +671,22 @@ func (e *staticEnviron) supported(r *environ.Resource) error {
 			e.name, Type, domain.ResourceTypeRuntime, r.Type, r.Type))
 	}
 	return nil
+}
+
+// runtimeArgs checks that r is a runtime and returns opts (empty options for nil) with its
+// decoded args.
+func (e *staticEnviron) runtimeArgs(r *environ.Resource, opts *environ.ResourceOptions) (*environ.ResourceOptions, *runtime.Args, error) {
+	if err := e.supported(r); err != nil {
+		return nil, nil, err
+	}
+	if opts == nil {
+		opts = &environ.ResourceOptions{}
+	}
+	args, err := runtime.DecodeArgs(opts.Args)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runtime %s: %w", r.ID, err)
+	}
+	return opts, args, nil
 }
 
 // hosts returns the configured hosts, in config order.
