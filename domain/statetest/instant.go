@@ -88,7 +88,6 @@ func testInstantProvisionRecordsReady(t *testing.T, b *Backend) {
 // exactly as it was, with no reservation, and the caller is told to take the usual way.
 func testInstantProvisionNeedsAnUntouchedRow(t *testing.T, b *Backend) {
 	ctx := testContext(t)
-	quotas, _ := b.State.(domain.QuotaStore)
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, r *domain.Resource)
@@ -129,11 +128,8 @@ func testInstantProvisionNeedsAnUntouchedRow(t *testing.T, b *Backend) {
 			}
 		}},
 		{"owner with a quota", func(t *testing.T, r *domain.Resource) {
-			if quotas == nil {
-				t.Skip("the store keeps no quotas")
-			}
 			max := int64(100)
-			if _, err := quotas.SetQuota(ctx, domain.QuotaChange{Owner: r.Owner, Provisioner: "pool", Resources: domain.QuotaLimit{Set: true, Max: &max}}); err != nil {
+			if _, err := b.SetQuota(ctx, domain.QuotaChange{Owner: r.Owner, Provisioner: "pool", Resources: domain.QuotaLimit{Set: true, Max: &max}}); err != nil {
 				t.Fatal(err)
 			}
 		}},
