@@ -19,7 +19,7 @@ type ResourceReader interface {
 
 // instant provisions the resource in one transaction when its default provisioner's environ
 // can (environ.InstantProvisioner) and the row is untouched, and ends the attempt at once
-// when the row it reads is settled (nothing for a claim to do): it reads the row, and the
+// when the row it reads is settled (nothing for a claim to do but write it twice): it reads the row, and the
 // environ's transaction locks it, checks it is still so, provisions it and records it ready
 // with the history the claim and the records would have written. It reports whether it did;
 // when it did not, nothing was written and the attempt goes the usual way (claim, lease,
@@ -46,7 +46,7 @@ func (a *attempt) instant() (outcome, bool) {
 		// A claim would find nothing to do and write the row twice (the claim and its
 		// release) to say so; a change after this read logs a change of its own, which
 		// brings the resource back.
-		a.log.Debug("nothing to do: the resource is settled", "status", r.Status, "paused", r.Paused)
+		a.log.Debug("nothing to do: the resource serves its generation", "status", r.Status)
 		return outcome{}, true
 	}
 	types := cfg.Environs.ServedTypes(env)
@@ -96,13 +96,12 @@ func (a *attempt) instant() (outcome, bool) {
 }
 
 // settled reports whether r, as read, is a row a claim would leave as it is: nobody holds
-// it, it is readable and has no retry scheduled, and it is paused, or serves its generation
-// with neither a delete nor a hibernate asked for.
+// it, it is readable, not paused, has no retry scheduled, and serves its generation with
+// neither a delete nor a hibernate asked for. A paused row is left to the claim, whose
+// write is how a client sees the agent took a change of it up and left it paused.
 func settled(r domain.Resource) bool {
-	if r.LeaseHolder != "" || r.NextAttemptAt != nil || !r.Readable() {
-		return false
-	}
-	return r.Paused || (r.UpToDate() && !r.Hibernate && r.Status != domain.StatusDeleting)
+	return r.LeaseHolder == "" && r.NextAttemptAt == nil && r.Readable() && !r.Paused &&
+		r.UpToDate() && !r.Hibernate && r.Status != domain.StatusDeleting
 }
 
 // untouched reports whether r, as read, is a row nothing has been done to yet that
