@@ -81,10 +81,19 @@ func (a *attempt) instant() (outcome, bool) {
 	_, err = provisioner.ProvisionInstantly(ctx, &environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config}, a.options(), in)
 	end(err)
 	if err != nil {
-		if !errors.Is(err, domain.ErrNotInstant) && a.ctx.Err() == nil {
-			a.log.Debug("cannot provision the resource in one transaction; provisioning it the usual way", "error", err)
-		}
 		a.r = domain.Resource{ID: r.ID}
+		if !errors.Is(err, domain.ErrNotInstant) {
+			if a.ctx.Err() == nil {
+				a.log.Debug("cannot provision the resource in one transaction; provisioning it the usual way", "error", err)
+			}
+			return outcome{}, false
+		}
+		// The row moved on since it was read: another agent may have provisioned it, and
+		// a claim would then write it twice to find nothing to do.
+		if now, err := reader.GetResource(a.attemptCtx, r.ID); err == nil && settled(now) {
+			a.log.Debug("nothing to do: the resource serves its generation", "status", now.Status)
+			return outcome{}, true
+		}
 		return outcome{}, false
 	}
 	a.r = recorded

@@ -291,6 +291,19 @@ func (s *countingState) counts() (claims, records int) {
 	return s.claims, s.records
 }
 
+// reconcileCounting runs the worker on the suite's store through a countingState until it
+// reconciled resource id to ready once, and returns the claims and records it made.
+func (s *postgresSuite) reconcileCounting(c *gc.C, id string) (claims, records int) {
+	counting := &countingState{State: s.state}
+	metrics := newFakeMetrics()
+	watcher := newFakeWatcher()
+	w := s.startWorkerOn(c, counting, metrics, watcher)
+	defer workertest.CleanKill(c, w)
+	watcher.send(c, id)
+	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
+	return counting.counts()
+}
+
 // provisionedHistory is the history of a runtime provisioned to ready at generation 1.
 var provisionedHistory = []eventLine{
 	{domain.EventStatus, domain.StatusPending, "created"},
@@ -304,15 +317,7 @@ var provisionedHistory = []eventLine{
 // admitted as the usual way leaves it.
 func (s *postgresSuite) TestAnUntouchedRuntimeIsProvisionedInOneTransaction(c *gc.C) {
 	r := s.create(c, "instant")
-	counting := &countingState{State: s.state}
-	metrics := newFakeMetrics()
-	watcher := newFakeWatcher()
-	w := s.startWorkerOn(c, counting, metrics, watcher)
-	defer workertest.CleanKill(c, w)
-
-	watcher.send(c, r.ID)
-	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
-	claims, records := counting.counts()
+	claims, records := s.reconcileCounting(c, r.ID)
 	c.Check(claims, gc.Equals, 0)
 	c.Check(records, gc.Equals, 0)
 	row, err := s.state.GetResource(s.ctx, r.ID)
@@ -337,15 +342,7 @@ func (s *postgresSuite) TestARuntimeUnderAQuotaIsProvisionedTheUsualWay(c *gc.C)
 	limit := int64(5)
 	_, err := s.state.SetQuota(s.ctx, domain.QuotaChange{Owner: "acme", Provisioner: "pool", Resources: domain.QuotaLimit{Set: true, Max: &limit}})
 	c.Assert(err, gc.IsNil)
-	counting := &countingState{State: s.state}
-	metrics := newFakeMetrics()
-	watcher := newFakeWatcher()
-	w := s.startWorkerOn(c, counting, metrics, watcher)
-	defer workertest.CleanKill(c, w)
-
-	watcher.send(c, r.ID)
-	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
-	claims, records := counting.counts()
+	claims, records := s.reconcileCounting(c, r.ID)
 	c.Check(claims, gc.Equals, 1)
 	c.Check(records, gc.Equals, 1)
 	c.Check(s.events(c, r.ID), gc.DeepEquals, provisionedHistory)
