@@ -136,8 +136,8 @@ type reserveCall struct {
 	fenceErr error // the lease refuses the write
 	// instant says, for a request with Instant, that the row is untouched as read.
 	instant bool
-	// ready is, for a request with Instant, instantReadySQL's arguments once picked.
-	ready []any
+	// ready is, for a request with Instant, its row's ready record once picked.
+	ready instantReady
 }
 
 // reservations returns the group of provisioner's reservations.

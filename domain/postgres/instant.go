@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,7 +60,7 @@ func (s *State) runInstants(ctx context.Context, calls []*reserveCall) {
 	if err := instantGroupOn(ctx, conn.Conn(), calls, s.schema); err != nil {
 		rollback(conn.Conn())
 		for _, c := range calls {
-			c.ran, c.out, c.err, c.instant, c.ready = false, domain.Reservation{}, nil, false, nil
+			c.ran, c.out, c.err, c.instant, c.ready = false, domain.Reservation{}, nil, false, instantReady{}
 		}
 	}
 }
@@ -114,7 +115,6 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 		return err
 	}
 
-	b = &pgx.Batch{}
 	var picked []*reserveCall
 	for _, c := range group {
 		in := c.req.Instant
@@ -134,7 +134,7 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 		c.out = domain.Reservation{Provisioner: provisioner, ResourceID: c.req.ResourceID, Owner: c.req.Owner, Host: host, Slots: c.req.Slots}
 		rec, err := in.Ready(c.out)
 		if err == nil {
-			c.ready, err = instantReadyArgs(c.uid, in, rec)
+			c.ready, err = newInstantReady(in, rec)
 		}
 		if err != nil {
 			c.err = err
@@ -142,22 +142,14 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 		}
 		usage.move(c.req, nil, host)
 		picked = append(picked, c)
-		b.Queue(instantReadySQL, c.ready...).QueryRow(func(row pgx.Row) error {
-			r, err := scanResource(row)
-			if err != nil {
-				return fmt.Errorf("record resource %s ready: %w", c.req.ResourceID, describeDBError(err))
-			}
-			if in.Recorded != nil {
-				*in.Recorded = r
-			}
-			return nil
-		})
 	}
 	if len(picked) == 0 {
 		_, err := conn.Exec(ctx, `ROLLBACK`)
 		markRan(group)
 		return err
 	}
+	b = &pgx.Batch{}
+	queueInstantReady(b, picked)
 	committed := make(map[string]int)
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
 	queueHostUsage(b, provisioner, committed)
@@ -172,15 +164,7 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 	}
 
 	b = &pgx.Batch{}
-	for _, c := range picked {
-		b.Queue(upsertReservationSQL, provisioner, c.uid, c.req.Owner, c.out.Host, c.req.Slots).QueryRow(func(row pgx.Row) error {
-			var err error
-			if c.out, err = scanReservation(row); err != nil {
-				return fmt.Errorf("record the reservation on %s: %w", c.out.Host, describeDBError(err))
-			}
-			return nil
-		})
-	}
+	queueInstantReservations(b, provisioner, picked)
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
@@ -230,24 +214,28 @@ func queueInstantFence(b *pgx.Batch, c *reserveCall, schema int) {
 	})
 }
 
-// instantReadySQL records row $1, locked by instantFenceSQL in the same transaction, ready:
-// as the claim that starts provisioning and the ready record that releases its lease would
-// together, in one update of the row. The lease token moves on, so that a write under any
-// earlier lease is refused. ready_at is the update's own time, not the transaction's start:
-// the transaction began before the row was locked and its host picked. The steps passed on the way ($7 statuses, $8 messages, in order)
-// are inserted before the update's own status event, which the resources table's trigger
-// writes at the end of the statement.
+// instantReadySQL records a group's rows, locked by instantFenceSQL in the same transaction,
+// ready, in one statement: each as the claim that starts provisioning and the ready record
+// that releases its lease would together, in one update of the row. Row $1[i] gets the
+// message $2[i], state $4[i], config $5[i] and is admitted at $6[i] units on provisioner $3.
+// The lease token moves on, so that a write under any earlier lease is refused. ready_at is
+// the update's own time, not the transaction's start: the transaction began before the rows
+// were locked and their hosts picked. The steps passed on the way ($8[j] statuses and $9[j]
+// messages of row $7[j], in order) are inserted before the rows' own status events, which
+// the resources table's trigger writes at the end of the statement. One statement for the
+// group, not one per row, because each statement's own cost (executing it, its CTEs and
+// RETURNING) was most of a row's.
 const instantReadySQL = `
 	WITH updated AS (
 	UPDATE resources
 	   SET status = 'ready',
-	       status_message = $2,
+	       status_message = ready.ready_message,
 	       reason = 'Available',
 	       waiting_since = NULL,
 	       last_attempt_at = now(),
 	       provisioner = $3,
-	       state = $4,
-	       config = $5,
+	       state = ready.ready_state::jsonb,
+	       config = ready.ready_config::jsonb,
 	       observed_generation = generation,
 	       attempts = 0,
 	       next_attempt_at = NULL,
@@ -257,24 +245,137 @@ const instantReadySQL = `
 	       lease_expires_at = NULL,
 	       lease_token = lease_token + 1,
 	       admitted_provisioner = $3,
-	       admitted_units = $6
-	 WHERE id = $1
+	       admitted_units = ready.ready_units
+	  FROM unnest($1::uuid[], $2::text[], $4::text[], $5::text[], $6::bigint[]) AS ready(ready_id, ready_message, ready_state, ready_config, ready_units)
+	 WHERE id = ready.ready_id
 	RETURNING ` + resourceColumns + `
 	), passed AS (
 	INSERT INTO resource_events (resource_id, kind, status, message)
-	SELECT $1, 'status', step.status, step.message
-	  FROM updated, unnest($7::text[], $8::text[]) WITH ORDINALITY AS step(status, message, n)
+	SELECT step.resource_id, 'status', step.status, step.message
+	  FROM unnest($7::uuid[], $8::text[], $9::text[]) WITH ORDINALITY AS step(resource_id, status, message, n)
 	 ORDER BY step.n
 	)
 	SELECT * FROM updated`
 
-// instantReadyArgs are instantReadySQL's arguments for resource uid made ready by in with
-// rec.
-func instantReadyArgs(uid pgtype.UUID, in *domain.InstantProvision, rec domain.ReadyRecord) ([]any, error) {
+// instantReady is one row's part of instantReadySQL.
+type instantReady struct {
+	message, state, config string
+	units                  int64
+	statuses, messages     []string // the steps passed on the way, in order
+}
+
+// newInstantReady returns the ready record rec of a resource provisioned by in.
+func newInstantReady(in *domain.InstantProvision, rec domain.ReadyRecord) (instantReady, error) {
 	if rec.State == nil || rec.Config == nil {
-		return nil, fmt.Errorf("the broker reported no state or no config for the resource ready")
+		return instantReady{}, fmt.Errorf("the broker reported no state or no config for the resource ready")
+	}
+	state, err := json.Marshal(rec.State)
+	if err != nil {
+		return instantReady{}, fmt.Errorf("encode the resource's state: %w", err)
+	}
+	config, err := json.Marshal(rec.Config)
+	if err != nil {
+		return instantReady{}, fmt.Errorf("encode the resource's config: %w", err)
 	}
 	statuses, messages := backend.InstantSteps(in)
-	return []any{uid, domain.ReadyMessage(in.Generation, rec.Notice), in.Provisioner, rec.State, rec.Config, in.Units,
-		statuses, messages}, nil
+	return instantReady{
+		message: domain.ReadyMessage(in.Generation, rec.Notice), state: string(state), config: string(config),
+		units: in.Units, statuses: statuses, messages: messages,
+	}, nil
+}
+
+// queueInstantReady queues instantReadySQL for the picked calls, and sets each call's
+// Recorded to its row as recorded. A picked row the statement did not update fails the
+// batch, and so the group's transaction.
+func queueInstantReady(b *pgx.Batch, picked []*reserveCall) {
+	var (
+		ids, stepIDs                                      = make([]pgtype.UUID, len(picked)), []pgtype.UUID(nil)
+		msgs, states, configs, stepStatuses, stepMessages = make([]string, len(picked)), make([]string, len(picked)), make([]string, len(picked)), []string(nil), []string(nil)
+		units                                             = make([]int64, len(picked))
+		byID                                              = make(map[[16]byte]*reserveCall, len(picked))
+	)
+	for i, c := range picked {
+		ids[i], msgs[i], states[i], configs[i], units[i] = c.uid, c.ready.message, c.ready.state, c.ready.config, c.ready.units
+		for j := range c.ready.statuses {
+			stepIDs = append(stepIDs, c.uid)
+			stepStatuses = append(stepStatuses, c.ready.statuses[j])
+			stepMessages = append(stepMessages, c.ready.messages[j])
+		}
+		byID[c.uid.Bytes] = c
+	}
+	b.Queue(instantReadySQL, ids, msgs, picked[0].req.Provisioner, states, configs, units, stepIDs, stepStatuses, stepMessages).Query(func(rows pgx.Rows) error {
+		recorded := 0
+		for rows.Next() {
+			r, err := scanResource(rows)
+			if err != nil {
+				return fmt.Errorf("record the resources ready: %w", describeDBError(err))
+			}
+			uid, err := parseID(r.ID)
+			if err != nil {
+				return err
+			}
+			c, ok := byID[uid.Bytes]
+			if !ok {
+				return fmt.Errorf("record the resources ready: resource %s was not asked for", r.ID)
+			}
+			if c.req.Instant.Recorded != nil {
+				*c.req.Instant.Recorded = r
+			}
+			recorded++
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("record the resources ready: %w", describeDBError(err))
+		}
+		if recorded != len(picked) {
+			return fmt.Errorf("record the resources ready: %d of %d rows recorded", recorded, len(picked))
+		}
+		return nil
+	})
+}
+
+// instantReservationsSQL writes the reservations of a group's resources ($2[i] of owner
+// $3[i] on host $4[i], $5[i] slots) on provisioner $1 in one statement.
+const instantReservationsSQL = `
+	INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
+	SELECT $1, r.resource_id, r.owner, r.host, r.slots
+	  FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int[]) AS r(resource_id, owner, host, slots)
+	ON CONFLICT (provisioner, resource_id) DO UPDATE
+	   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
+	RETURNING provisioner, resource_id::text, owner, host, slots`
+
+// queueInstantReservations queues instantReservationsSQL for the picked calls, and sets each
+// call's reservation to the one written.
+func queueInstantReservations(b *pgx.Batch, provisioner string, picked []*reserveCall) {
+	ids, owners, hosts, slots := make([]pgtype.UUID, len(picked)), make([]string, len(picked)), make([]string, len(picked)), make([]int64, len(picked))
+	byID := make(map[[16]byte]*reserveCall, len(picked))
+	for i, c := range picked {
+		ids[i], owners[i], hosts[i], slots[i] = c.uid, c.req.Owner, c.out.Host, int64(c.req.Slots)
+		byID[c.uid.Bytes] = c
+	}
+	b.Queue(instantReservationsSQL, provisioner, ids, owners, hosts, slots).Query(func(rows pgx.Rows) error {
+		written := 0
+		for rows.Next() {
+			res, err := scanReservation(rows)
+			if err != nil {
+				return fmt.Errorf("record the reservations: %w", describeDBError(err))
+			}
+			uid, err := parseID(res.ResourceID)
+			if err != nil {
+				return err
+			}
+			c, ok := byID[uid.Bytes]
+			if !ok {
+				return fmt.Errorf("record the reservations: resource %s was not asked for", res.ResourceID)
+			}
+			c.out = res
+			written++
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("record the reservations: %w", describeDBError(err))
+		}
+		if written != len(picked) {
+			return fmt.Errorf("record the reservations: %d of %d written", written, len(picked))
+		}
+		return nil
+	})
 }
