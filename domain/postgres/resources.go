@@ -75,22 +75,6 @@ func (s *State) CreateResource(ctx context.Context, nr domain.NewResource) (doma
 	return r, nil
 }
 
-// GetResource returns the resource or an error wrapping domain.ErrNotFound.
-func (s *State) GetResource(ctx context.Context, id string) (domain.Resource, error) {
-	uid, err := parseID(id)
-	if err != nil {
-		return domain.Resource{}, err
-	}
-	r, err := scanResource(s.pool.QueryRow(ctx, `SELECT `+resourceColumns+` FROM resources WHERE id = $1`, uid))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.Resource{}, notFound(id)
-	}
-	if err != nil {
-		return domain.Resource{}, fmt.Errorf("get resource %s: %w", id, err)
-	}
-	return r, nil
-}
-
 // ListResources returns the resources f matches, oldest first. A selector is applied to
 // the rows read, before the limit (see backend.ListQuery).
 func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domain.Resource, error) {

@@ -22,6 +22,8 @@ type State struct {
 	// together: one round trip and one commit for all queued meanwhile (see groups.go).
 	claims   *backend.Group[*claimCall]
 	progress *backend.Group[*progressCall]
+	// reads runs concurrent GetResource calls together, in one statement (see reads.go).
+	reads *backend.Group[*readCall]
 	// reserve holds a group per provisioner: its reservations share one hold of its lock.
 	reserveMu sync.Mutex
 	reserve   map[string]*backend.Group[*reserveCall]
@@ -80,6 +82,7 @@ func newState(pool *pgxpool.Pool, schema int) *State {
 	s := &State{pool: pool, reserve: make(map[string]*backend.Group[*reserveCall]), instant: make(map[string]*instantGroups), schema: schema}
 	s.claims = backend.NewGroup(maxGroup, s.runClaims)
 	s.progress = backend.NewGroup(maxGroup, s.runProgress)
+	s.reads = backend.NewGroup(maxGroup, s.runReads)
 	return s
 }
 
