@@ -60,7 +60,7 @@ func Open(ctx context.Context, path string) (*State, error) {
 	if err := createPrivate(abs); err != nil {
 		return nil, err
 	}
-	common := "_pragma=busy_timeout(" + fmt.Sprint(busyTimeout.Milliseconds()) + ")&_pragma=foreign_keys(1)"
+	common := "_pragma=busy_timeout(" + fmt.Sprint(busyTimeout.Milliseconds()) + ")&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)"
 	write, err := openPool(ctx, abs, common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate", 1)
 	if err != nil {
 		return nil, err
