@@ -42,6 +42,9 @@ func TestClientRoleReadsQuotasOnly(t *testing.T) {
 	wantForbidden(t, "admit", err, "written by the Berth agent only")
 	_, err = client.Pool().Exec(ctx, `INSERT INTO resources (type, name, owner, admitted_units) VALUES ('runtime', 'sneaky', 'acme', 0)`)
 	wantForbidden(t, "insert an admission", err, "written by the Berth agent only")
+	// An admission is refused before any other agent column written with it.
+	_, err = client.Pool().Exec(ctx, `UPDATE resources SET status = 'ready', admitted_units = 1 WHERE id = $1`, r.ID)
+	wantForbidden(t, "admit with a status", err, `columns "admitted_provisioner" and "admitted_units"`)
 	// The client's other writes are untouched by the admission's trigger.
 	if _, err := client.UpdateResourceArgs(ctx, r.ID, map[string]any{"slots": 2}); err != nil {
 		t.Fatalf("update args as a client: %v", err)
