@@ -12,7 +12,8 @@ import (
 type planNode struct {
 	NodeType        string     `json:"Node Type"`
 	IndexName       string     `json:"Index Name"`
-	ActualRows      float64    `json:"Actual Rows"`
+	ActualRows      float64    `json:"Actual Rows"` // per loop
+	ActualLoops     float64    `json:"Actual Loops"`
 	RowsRemoved     float64    `json:"Rows Removed by Filter"`
 	SharedHitBlocks float64    `json:"Shared Hit Blocks"`
 	Plans           []planNode `json:"Plans"`
