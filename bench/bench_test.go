@@ -270,6 +270,34 @@ func TestReportShowsStoresSideBySide(t *testing.T) {
 	}
 }
 
+// The targets name each ratio with its verdict: the standing 1x and the throughput issue's
+// 4x of the Rill peer, and SQLite's throughput and p99 together.
+func TestReportShowsTheTargets(t *testing.T) {
+	rep := &report{cfg: config{compare: true, stores: []string{storePostgres, storeSQLite}, rate: 20}}
+	pg := rep.berthOn(storePostgres)
+	pg.atDefault = -1
+	pg.throughput = []throughputResult{{setting: "concurrency=256", parallel: 256, n: 10000, elapsed: 2 * time.Second}}
+	pg.latency = latencySummary{setting: "concurrency=256", n: 300, p50: 2 * time.Millisecond, p99: 4 * time.Millisecond}
+	lite := rep.berthOn(storeSQLite)
+	lite.atDefault = -1
+	lite.throughput = []throughputResult{{setting: "concurrency=256", parallel: 256, n: 2000, elapsed: time.Second}}
+	lite.latency = latencySummary{setting: "concurrency=256", n: 300, p50: 2 * time.Millisecond, p99: 3 * time.Millisecond}
+	rep.river = []throughputResult{{setting: "max-workers=200", n: 10000, elapsed: 500 * time.Millisecond}}
+	rep.riverLatency = latencySummary{setting: "max-workers=200", n: 300, p50: time.Millisecond, p99: 2 * time.Millisecond}
+	rep.rill = []rillResult{{throughputResult: throughputResult{setting: "max-workers=200", n: 10000, elapsed: 5 * time.Second}}}
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, want := range []string{
+		"berth/rill-on-river >= 1.00 2.50 (5000.0 resources/s / 2000.0 resources/s at max-workers=200) PASS",
+		"berth/rill-on-river >= 4.00 2.50 (5000.0 resources/s / 2000.0 resources/s at max-workers=200) MISS",
+		"sqlite throughput >= 4000/s, p99 latency < 8.0 ms 2000.0 resources/s at concurrency=256, p99 3.0 ms MISS",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(out.String()), " "), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestRillFlags(t *testing.T) {
 	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
 	t.Setenv("BERTH_BINARY", "/bin/sh")

@@ -25,6 +25,12 @@ const (
 	// limit.
 	defaultConcurrency = 256
 	targetRillRatio    = 1.0 // Berth resources/s ÷ Rill-on-River resources/s, each the best run
+	// targetRillRatioAhead is the throughput issue's target for the same ratio.
+	targetRillRatioAhead = 4.0
+	// targetSQLite and targetSQLiteP99 are Berth's throughput on SQLite at its best setting,
+	// in resources/s, and its p99 insert-to-ready at the latency run's rate.
+	targetSQLite    = 4000
+	targetSQLiteP99 = 8 * time.Millisecond
 )
 
 // config is what one bench run measures, from flags and environment.
