@@ -147,54 +147,67 @@
 //
 // A runtime nothing has been done to yet whose default provisioner is a static pool is
 // provisioned in one transaction (environ.InstantProvisioner, domain.InstantProvision): no
-// claim, no lease, one update of its row. One run on 2 cores (10,000 runtimes, concurrency
-// 256, 2,242 runtimes/s; River drained 20,212 jobs/s in the same run): 797 us of database
-// time per runtime in the statements the agent and the bench sent, against 1,368 us for the
-// build before on the same machine, which claimed the row, reserved, and recorded it ready
-// in three transactions (the times include waits for locks and for the 2 cores, so they
-// grow with the load). A runtime's path, each statement once per runtime unless it says:
+// claim, no lease, one update of its row. One full run on 2 cores (10,000 runtimes,
+// concurrency 256, 4,146 runtimes/s; River drained 20,874 jobs/s in the same run): 339 us of
+// database time per runtime in the statements the agent and the bench sent, against 797 us
+// for the build before (one statement per row in each group, a usage trigger per row, one
+// read per runtime) and 1,368 us for the one before that, which claimed the row, reserved,
+// and recorded it ready in three transactions (the times include waits for locks and for
+// the 2 cores, so they grow with the load). A runtime's path, each statement once per
+// runtime unless it says:
 //
 //	step                 statement                                           us   of which triggers
-//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   59   event, change-log row
-//	read                 the row, by key (no lock)                           21
-//	group, round trip 1  BEGIN; the row locked FOR UPDATE where untouched    17
-//	                     reservations by id, owners' and hosts' usage        25   (one each per group)
-//	group, round trip 2  UPDATE to ready, with the two steps passed          459  the ready event
-//	                     the pool's advisory lock; hosts' usage again        75   (one per group: mostly
+//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   54   13 event, 5 change-log row
+//	read                 the rows of the reads made at once, by key          8    (one per 17 runtimes)
+//	group, round trip 1  BEGIN; the row locked FOR UPDATE where untouched    13
+//	                     reservations by id, owners' and hosts' usage        18   (one each per group)
+//	group, round trip 2  one UPDATE of the group's rows to ready, with the   168  22 the ready event
+//	                     steps passed, from arrays (one per group)
+//	                     the pool's advisory lock; hosts' usage again        19   (one per group: mostly
 //	                                                                              the wait for the lock)
-//	group, round trip 3  upsert of the reservation; COMMIT                   107  56: host and owner usage
+//	group, round trip 3  one INSERT of the group's reservations; COMMIT      40   24: host and owner usage,
+//	                                                                              once per statement
 //
-// Groups are of up to 64 runtimes of one pool (30 on average in that run), in up to 4 lanes: a
-// lane's next group fills before the next lane takes calls, so that groups stay large under
-// light load. The rows are updated before the pool's lock is taken, on hosts picked from the
-// usage read without it; under the lock the usage is read again and every picked host must
-// still have room, or the group's transaction is given up whole and its runtimes tried one
-// by one (a host that filled meanwhile then sends its runtime the usual way). So the lock is
-// held for the reservations alone, as before, and lanes update rows in parallel. A runtime
-// costs 1 round trip of its own, 3 of its group and one commit per group. Each runtime
-// writes 10 rows: 2 versions of its resources row (the insert, the ready record), 4 history
-// events (created; provisioning and its wait, written by the agent's statement; ready, by
-// the trigger), a change-log row, its reservation and 2 usage rows. Before this the claim
-// wrote a third version of the row and its own event under a lease, and a lease was held
-// while the reservation was made.
+// Groups are of up to 64 runtimes of one pool (46 on average in that run), in up to 4 lanes:
+// a lane's next group fills before the next lane takes calls, so that groups stay large
+// under light load. The rows are updated before the pool's lock is taken, on hosts picked
+// from the usage read without it; under the lock the usage is read again and every picked
+// host must still have room, or the group's transaction is given up whole and its runtimes
+// tried one by one (a host that filled meanwhile then sends its runtime the usual way). So
+// the lock is held for the reservations alone, and lanes update rows in parallel. A runtime
+// costs a share of one read, 3 round trips of its group and one commit per group. Each
+// runtime writes 10 rows: 2 versions of its resources row (the insert, the ready record), 4
+// history events (created; provisioning and its wait, written by the agent's statement;
+// ready, by the trigger), a change-log row, its reservation and its share of the usage rows.
 //
-// What is left is the one update of the wide row (459 us of the 797, its indexes and its
-// before-update, authorisation and history triggers) and the reservation with its usage
-// triggers. The agent's own CPU is about a quarter of one core at these rates; with the
-// database's, the 2 cores are busy: the limit is CPU, not round trips or locks. River's
-// 0.35x would be about 7,000 runtimes/s here, under 280 us of database time per runtime on
-// 2 cores: less than the row update alone costs. Reaching it would take a narrower row for
-// the agent's writes (the status columns apart from the JSON ones, so that an update neither
-// rewrites the JSON nor touches the sweeps' indexes) or dropping the history triggers for
-// the agent's writes; neither is done. Against the peer users run, Rill's provisioning on
-// River, Berth is 2.0x faster in the same run (1.7x in another).
+// What made the difference against the build before, each measured on its own: the group's
+// ready record and its reservations as one statement each, from arrays, instead of one per row
+// (the update fell from 292 to 196 us a runtime: a statement's own cost, its CTEs and
+// RETURNING, was most of a row's); the reads the agent makes at once as one statement (its CPU
+// per runtime fell from 217 to 120 us: one statement per read was a third of it); the usage of
+// the pool's hosts kept once per statement (migration 0021, 37 to 44 us to 22 to 24). A fence
+// of the group as one statement measured the same as one per row (13 us), so it stays one per
+// row.
+//
+// What is left is the row update's triggers: on 200 rows of one statement on an idle server,
+// 89 us a row, 60 of them in the row triggers and their calls (29 the history event, 14 the
+// authorisation, 6 the before-update ones, 5 the change log, each a PL/pgSQL call per row), 29
+// in the update and its indexes. The agent's own CPU is about 120 us a runtime; with the
+// database's, the 2 cores are busy: the limit is CPU, not round trips or locks. River's 0.35x
+// would be about 7,300 runtimes/s here, under 275 us of CPU per runtime for the agent and the
+// server together on 2 cores; they take about 420 now. Tried on an idle server, history
+// triggers run once per statement (with transition tables) took 9% off the update; by the row
+// triggers' times (55 of the client insert's 70 us a row), they would take about a third off
+// the client's insert. A narrower row for the agent's writes would take what the wide row's
+// JSON and indexes cost. Neither is done. Against the peer users run, Rill's provisioning on
+// River, Berth is 3.3x faster in the same run.
 //
 // # Cost model: 1,000,000 runtimes
 //
 // From the per-runtime figures above:
-//   - A burst of 1,000,000: about 800 s of database time; 8 to 12 minutes at the 1,400 to
-//     2,200 runtimes/s measured here. 10 million rows written; one commit per group of up to
-//     64 (about 50/s at 1,600/s), far below what the server commits (pgbench: 4,400/s with
+//   - A burst of 1,000,000: about 340 s of database time; 4 to 5 minutes at the 3,500 to
+//     4,200 runtimes/s measured here. 10 million rows written; one commit per group of up to
+//     64 (about 80/s at 4,000/s), far below what the server commits (pgbench: 4,400/s with
 //     one client): the limit is CPU, not commits.
 //   - Storage: a resources row with its indexes takes about 0.9 KB, a history event about
 //     210 B (4 per provisioning, kept --event-retention, 7 days), a reservation about 190 B, a
@@ -224,12 +237,13 @@
 // URL of a server on which the bench may create and drop databases.
 //
 // The bench prints a table, Berth's figures by store side by side, then PASS or MISS for each
-// target (Berth on PostgreSQL: Berth/River throughput ratio at least 0.35, Berth at the
-// agent's default settings against River's best run; Berth p99 latency at most River's at
-// the same insert rate; Berth at least as fast as Rill on River's best run), the runs with several agents side by side with PASS or MISS for each count against
-// one agent, the failover figures, the scale run's figures and targets, the health sweep's
-// figures, and "bench: ok".
-// It exits 0 whether targets pass or miss, and non-zero only when a measurement could not be
-// made. The agent is stopped
-// (SIGTERM, then SIGKILL after a grace period) on every exit path, including an interrupt.
+// target (Berth/River throughput ratio at least 0.35, Berth on PostgreSQL at the agent's
+// default settings against River's best run; Berth p99 latency at most River's at the same
+// insert rate; Berth at least as fast as Rill on River's best run, and at least 4x as fast;
+// Berth on SQLite at least 4,000 runtimes/s at its best setting with p99 under 8 ms), the runs
+// with several agents side by side with PASS or MISS for each count against one agent, the
+// failover figures, the scale run's figures and targets, the health sweep's figures, and
+// "bench: ok". It exits 0 whether targets pass or miss, and non-zero only when a measurement
+// could not be made. The agent is stopped (SIGTERM, then SIGKILL after a grace period) on
+// every exit path, including an interrupt.
 package main

@@ -29,7 +29,9 @@
 // reservations made by concurrent reconciles (in this process or another) are serialised and
 // never overfill a host. Concurrent writes share one transaction and one commit (group
 // commit, each write in its own savepoint), so synchronous=FULL syncs the log once for many
-// of them. Reads use a separate pool and run beside the writer. Every connection keeps the
+// of them. The savepoints' sub-journals are kept in memory (temp_store=MEMORY): they only
+// undo a write within its group's transaction, which a crash rolls back whole anyway, and a
+// temporary file took a write call for every page a savepoint first changed. Reads use a separate pool and run beside the writer. Every connection keeps the
 // statements it ran prepared (stmtcache.go): parsing and planning a statement, and coding
 // the triggers of the table it writes, would otherwise cost more than running it.
 //
