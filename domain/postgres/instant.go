@@ -288,12 +288,14 @@ func newInstantReady(in *domain.InstantProvision, rec domain.ReadyRecord) (insta
 // Recorded to its row as recorded. A picked row the statement did not update fails the
 // batch, and so the group's transaction.
 func queueInstantReady(b *pgx.Batch, picked []*reserveCall) {
+	n := len(picked)
+	ids, units := make([]pgtype.UUID, n), make([]int64, n)
+	msgs, states, configs := make([]string, n), make([]string, n), make([]string, n)
 	var (
-		ids, stepIDs                                      = make([]pgtype.UUID, len(picked)), []pgtype.UUID(nil)
-		msgs, states, configs, stepStatuses, stepMessages = make([]string, len(picked)), make([]string, len(picked)), make([]string, len(picked)), []string(nil), []string(nil)
-		units                                             = make([]int64, len(picked))
-		byID                                              = make(map[[16]byte]*reserveCall, len(picked))
+		stepIDs                    []pgtype.UUID
+		stepStatuses, stepMessages []string
 	)
+	byID := make(map[[16]byte]*reserveCall, n)
 	for i, c := range picked {
 		ids[i], msgs[i], states[i], configs[i], units[i] = c.uid, c.ready.message, c.ready.state, c.ready.config, c.ready.units
 		for j := range c.ready.statuses {
