@@ -306,33 +306,46 @@ func queueInstantReady(b *pgx.Batch, picked []*reserveCall) {
 		byID[c.uid.Bytes] = c
 	}
 	b.Queue(instantReadySQL, ids, msgs, picked[0].req.Provisioner, states, configs, units, stepIDs, stepStatuses, stepMessages).Query(func(rows pgx.Rows) error {
-		recorded := 0
-		for rows.Next() {
-			r, err := scanResource(rows)
-			if err != nil {
-				return fmt.Errorf("record the resources ready: %w", describeDBError(err))
-			}
-			uid, err := parseID(r.ID)
-			if err != nil {
-				return err
-			}
-			c, ok := byID[uid.Bytes]
-			if !ok {
-				return fmt.Errorf("record the resources ready: resource %s was not asked for", r.ID)
-			}
-			if c.req.Instant.Recorded != nil {
-				*c.req.Instant.Recorded = r
-			}
-			recorded++
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("record the resources ready: %w", describeDBError(err))
-		}
-		if recorded != len(picked) {
-			return fmt.Errorf("record the resources ready: %d of %d rows recorded", recorded, len(picked))
-		}
-		return nil
+		return eachPicked(rows, byID, "record the resources ready", func(row pgx.Row) (string, func(*reserveCall), error) {
+			r, err := scanResource(row)
+			return r.ID, func(c *reserveCall) {
+				if c.req.Instant.Recorded != nil {
+					*c.req.Instant.Recorded = r
+				}
+			}, err
+		})
 	})
+}
+
+// eachPicked hands each row of rows, a group statement's RETURNING, to the call it is of
+// (byID), as scan reads it: its resource id, and what to set on the call. A row of no call,
+// or a call with no row, fails the statement's batch, and so the group's transaction. what
+// says what the statement does, for its errors.
+func eachPicked(rows pgx.Rows, byID map[[16]byte]*reserveCall, what string, scan func(pgx.Row) (string, func(*reserveCall), error)) error {
+	seen := 0
+	for rows.Next() {
+		id, set, err := scan(rows)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, describeDBError(err))
+		}
+		uid, err := parseID(id)
+		if err != nil {
+			return err
+		}
+		c, ok := byID[uid.Bytes]
+		if !ok {
+			return fmt.Errorf("%s: resource %s was not asked for", what, id)
+		}
+		set(c)
+		seen++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, describeDBError(err))
+	}
+	if seen != len(byID) {
+		return fmt.Errorf("%s: %d of %d rows written", what, seen, len(byID))
+	}
+	return nil
 }
 
 // instantReservationsSQL writes the reservations of a group's resources ($2[i] of owner
@@ -355,29 +368,9 @@ func queueInstantReservations(b *pgx.Batch, provisioner string, picked []*reserv
 		byID[c.uid.Bytes] = c
 	}
 	b.Queue(instantReservationsSQL, provisioner, ids, owners, hosts, slots).Query(func(rows pgx.Rows) error {
-		written := 0
-		for rows.Next() {
-			res, err := scanReservation(rows)
-			if err != nil {
-				return fmt.Errorf("record the reservations: %w", describeDBError(err))
-			}
-			uid, err := parseID(res.ResourceID)
-			if err != nil {
-				return err
-			}
-			c, ok := byID[uid.Bytes]
-			if !ok {
-				return fmt.Errorf("record the reservations: resource %s was not asked for", res.ResourceID)
-			}
-			c.out = res
-			written++
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("record the reservations: %w", describeDBError(err))
-		}
-		if written != len(picked) {
-			return fmt.Errorf("record the reservations: %d of %d written", written, len(picked))
-		}
-		return nil
+		return eachPicked(rows, byID, "record the reservations", func(row pgx.Row) (string, func(*reserveCall), error) {
+			res, err := scanReservation(row)
+			return res.ResourceID, func(c *reserveCall) { c.out = res }, err
+		})
 	})
 }

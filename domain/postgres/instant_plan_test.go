@@ -1,10 +1,8 @@
 package postgres
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -13,20 +11,7 @@ import (
 // while the table was nearly empty, updates its rows by key: it reads the rows it is given,
 // not the table.
 func TestInstantReadyRecordUpdatesByKeyWithAGenericPlan(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st := migratedState(ctx, t)
-	conn, err := st.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	ctx, conn, exec := planTestConn(t)
 	exec(`SET plan_cache_mode = force_generic_plan`)
 	exec(`PREPARE ready AS ` + instantReadySQL)
 	// The table grows with no analyze in between.

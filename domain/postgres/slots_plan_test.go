@@ -5,27 +5,36 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// planTestConn returns a connection to a newly migrated database for a plan test, which
+// ends with the test, and exec, which runs a statement on it or fails the test.
+func planTestConn(t *testing.T) (context.Context, *pgxpool.Conn, func(sql string, args ...any)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	st := migratedState(ctx, t)
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	return ctx, conn, func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
 
 // A reservation group's lookups (and GetReservations') keep reading by key when their generic
 // plan was cached while the tables were nearly empty, as on a new deployment whose tables fill
 // faster than autovacuum analyzes them: each call reads the rows it asks for, not every
 // reservation of the provisioner.
 func TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st := migratedState(ctx, t)
-	conn, err := st.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	ctx, conn, exec := planTestConn(t)
 	exec(`INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
 	      VALUES ('pool', '00000000-0000-0000-0000-000000000001', 'owner-1', 'host-1', 1)`)
 	exec(`SET plan_cache_mode = force_generic_plan`)
