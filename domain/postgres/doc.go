@@ -36,8 +36,7 @@
 //     event NOTIFYs berth_resource_events (ListenEvents), once per transaction.
 //   - Leaving the unhealthy status, by any writer, clears unhealthy_since.
 //   - Every INSERT, UPDATE and DELETE of slot_reservations keeps slot_host_usage (slots
-//     reserved per host) and slot_owner_usage (reservations per owner and host) in step,
-//     once per statement: its changes are added up by key and each sum applied once.
+//     reserved per host) and slot_owner_usage (reservations per owner and host) in step.
 //
 // # Leases
 //

@@ -1,4 +1,4 @@
--- 0022: nothing changes in SQLite, whose triggers refuse no client column (it has no roles).
+-- 0021: nothing changes in SQLite, whose triggers refuse no client column (it has no roles).
 -- The PostgreSQL migration of the same name checks a client's write of an admission in the
 -- trigger that checks the other agent-only columns. This file keeps the two dialects'
 -- migrations in step, version for version.

@@ -1,4 +1,4 @@
--- 0022: a client's write of a resource's admission (admitted_provisioner, admitted_units) is
+-- 0021: a client's write of a resource's admission (admitted_provisioner, admitted_units) is
 -- refused by the trigger that checks every other agent-only column, not by triggers of its
 -- own. The agent's every admission fired them (one-transaction provisioning admits each
 -- runtime), and each looked the table's owner up again; one trigger now looks it up once per
@@ -18,7 +18,7 @@ DECLARE
 BEGIN
     SELECT c.relowner INTO owner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID;
     agent := pg_catalog.pg_has_role(current_user, owner, 'USAGE');
-    -- An admission is checked first, as its own trigger did before 0022.
+    -- An admission is checked first, as its own trigger did before 0021.
     IF NOT agent AND (CASE WHEN TG_OP = 'INSERT' THEN NEW.admitted_provisioner IS NOT NULL OR NEW.admitted_units IS NOT NULL
                            ELSE NEW.admitted_provisioner IS DISTINCT FROM OLD.admitted_provisioner
                                 OR NEW.admitted_units IS DISTINCT FROM OLD.admitted_units END) THEN

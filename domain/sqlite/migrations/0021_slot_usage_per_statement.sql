@@ -1,4 +1,0 @@
--- 0021: nothing changes in SQLite. The PostgreSQL migration of the same name keeps slot usage
--- in step with slot_reservations once per statement; SQLite has row triggers only, and its
--- usage triggers stay as they are. This file keeps the two dialects' migrations in step,
--- version for version.
