@@ -147,66 +147,67 @@
 //
 // A runtime nothing has been done to yet whose default provisioner is a static pool is
 // provisioned in one transaction (environ.InstantProvisioner, domain.InstantProvision): no
-// claim, no lease, one update of its row. One full run on 2 cores (10,000 runtimes,
-// concurrency 256, 4,146 runtimes/s; River drained 20,874 jobs/s in the same run): 339 us of
-// database time per runtime in the statements the agent and the bench sent, against 797 us
-// for the build before (one statement per row in each group, a usage trigger per row, one
-// read per runtime) and 1,368 us for the one before that, which claimed the row, reserved,
-// and recorded it ready in three transactions (the times include waits for locks and for
-// the 2 cores, so they grow with the load). A runtime's path, each statement once per
-// runtime unless it says:
+// claim, no lease, one update of its row. One full run on 2 cores (10,000 runtimes at the
+// agent's default settings, 3,834 runtimes/s; River drained 22,806 jobs/s in the same run):
+// 323 us of database time per runtime in the statements the agent and the bench sent, against
+// 797 us for the build before (one statement per row in each group, one read per runtime) and
+// 1,368 us for the one before that, which claimed the row, reserved, and recorded it ready in
+// three transactions (the times include waits for locks and for the 2 cores, so they grow with
+// the load). A runtime's path, each statement once per runtime unless it says:
 //
 //	step                 statement                                           us   of which triggers
-//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   54   13 event, 5 change-log row
-//	read                 the rows of the reads made at once, by key          8    (one per 17 runtimes)
-//	group, round trip 1  BEGIN; the row locked FOR UPDATE where untouched    13
+//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   55   13 event, 5 change-log row
+//	read                 the rows of the reads made at once, by key          6    (one per 13 runtimes)
+//	group, round trip 1  BEGIN; the row locked FOR UPDATE where untouched    11
 //	                     reservations by id, owners' and hosts' usage        18   (one each per group)
-//	group, round trip 2  one UPDATE of the group's rows to ready, with the   168  22 the ready event
+//	group, round trip 2  one UPDATE of the group's rows to ready, with the   149  20 the ready event
 //	                     steps passed, from arrays (one per group)
-//	                     the pool's advisory lock; hosts' usage again        19   (one per group: mostly
+//	                     the pool's advisory lock; hosts' usage again        14   (one per group: mostly
 //	                                                                              the wait for the lock)
-//	group, round trip 3  one INSERT of the group's reservations; COMMIT      40   24: host and owner usage,
-//	                                                                              once per statement
+//	group, round trip 3  one INSERT of the group's reservations; COMMIT      45   29: host and owner usage,
+//	                                                                              a trigger per row
 //
-// Groups are of up to 64 runtimes of one pool (46 on average in that run), in up to 4 lanes:
-// a lane's next group fills before the next lane takes calls, so that groups stay large
-// under light load. The rows are updated before the pool's lock is taken, on hosts picked
-// from the usage read without it; under the lock the usage is read again and every picked
-// host must still have room, or the group's transaction is given up whole and its runtimes
-// tried one by one (a host that filled meanwhile then sends its runtime the usual way). So
-// the lock is held for the reservations alone, and lanes update rows in parallel. A runtime
-// costs a share of one read, 3 round trips of its group and one commit per group. Each
-// runtime writes 10 rows: 2 versions of its resources row (the insert, the ready record), 4
-// history events (created; provisioning and its wait, written by the agent's statement;
-// ready, by the trigger), a change-log row, its reservation and its share of the usage rows.
+// Groups are of up to 64 runtimes of one pool (35 on average in that run), in up to 4 lanes: a
+// lane's next group fills before the next lane takes calls, so that groups stay large under
+// light load. The rows are updated before the pool's lock is taken, on hosts picked from the
+// usage read without it; under the lock the usage is read again and every picked host must
+// still have room, or the group's transaction is given up whole and its runtimes tried one by
+// one (a host that filled meanwhile then sends its runtime the usual way). So the lock is held
+// for the reservations alone, and lanes update rows in parallel. A runtime costs a share of
+// one read, 3 round trips of its group and one commit per group. Each runtime writes 10 rows:
+// 2 versions of its resources row (the insert, the ready record), 4 history events (created;
+// provisioning and its wait, written by the agent's statement; ready, by the trigger), a
+// change-log row, its reservation and 2 usage rows.
 //
 // What made the difference against the build before, each measured on its own: the group's
 // ready record and its reservations as one statement each, from arrays, instead of one per row
 // (the update fell from 292 to 196 us a runtime: a statement's own cost, its CTEs and
 // RETURNING, was most of a row's); the reads the agent makes at once as one statement (its CPU
-// per runtime fell from 217 to 120 us: one statement per read was a third of it); the usage of
-// the pool's hosts kept once per statement (migration 0021, 37 to 44 us to 22 to 24). A fence
-// of the group as one statement measured the same as one per row (13 us), so it stays one per
-// row.
+// per runtime fell from 217 to 120 us: one statement per read was a third of it). Tried and
+// not kept: the group's fence as one statement (13 us a runtime either way; as a join the
+// planner scanned the table); slot usage kept once per statement with transition tables (24
+// instead of 37 to 44 us a runtime in groups, but a single-row write of a reservation, as
+// releases and the usual way make, cost 460 us against 106).
 //
 // What is left is the row update's triggers: on 200 rows of one statement on an idle server,
 // 89 us a row, 60 of them in the row triggers and their calls (29 the history event, 14 the
 // authorisation, 6 the before-update ones, 5 the change log, each a PL/pgSQL call per row), 29
 // in the update and its indexes. The agent's own CPU is about 120 us a runtime; with the
 // database's, the 2 cores are busy: the limit is CPU, not round trips or locks. River's 0.35x
-// would be about 7,300 runtimes/s here, under 275 us of CPU per runtime for the agent and the
+// would be about 8,000 runtimes/s here, under 250 us of CPU per runtime for the agent and the
 // server together on 2 cores; they take about 420 now. Tried on an idle server, history
 // triggers run once per statement (with transition tables) took 9% off the update; by the row
 // triggers' times (55 of the client insert's 70 us a row), they would take about a third off
-// the client's insert. A narrower row for the agent's writes would take what the wide row's
-// JSON and indexes cost. Neither is done. Against the peer users run, Rill's provisioning on
-// River, Berth is 3.3x faster in the same run.
+// the client's insert, but single-row statements would pay more, as slot usage did. A narrower
+// row for the agent's writes would take what the wide row's JSON and indexes cost. Neither is
+// done. Against the peer users run, Rill's provisioning on River, Berth is 2.9x faster in the
+// same run (3.3x in another).
 //
 // # Cost model: 1,000,000 runtimes
 //
 // From the per-runtime figures above:
-//   - A burst of 1,000,000: about 340 s of database time; 4 to 5 minutes at the 3,500 to
-//     4,200 runtimes/s measured here. 10 million rows written; one commit per group of up to
+//   - A burst of 1,000,000: about 320 s of database time; 4 to 5 minutes at the 3,800 to
+//     4,300 runtimes/s measured here. 10 million rows written; one commit per group of up to
 //     64 (about 80/s at 4,000/s), far below what the server commits (pgbench: 4,400/s with
 //     one client): the limit is CPU, not commits.
 //   - Storage: a resources row with its indexes takes about 0.9 KB, a history event about
