@@ -60,6 +60,18 @@ func migratedAt(t *testing.T) (*postgres.State, string) {
 	return st, dbURL
 }
 
+// withClient returns a migrated database's agent store, and a store on it as a new role
+// granted the client role.
+func withClient(t *testing.T) (agent, client *postgres.State, role string) {
+	t.Helper()
+	agent, dbURL := migratedAt(t)
+	role, clientURL := clientRole(t, agent, dbURL)
+	if err := agent.GrantClientRole(testContext(t), role); err != nil {
+		t.Fatalf("grant client role: %v", err)
+	}
+	return agent, openAs(t, clientURL), role
+}
+
 // wantForbidden checks err is a refusal of the role naming what.
 func wantForbidden(t *testing.T, what string, err error, names string) {
 	t.Helper()

@@ -32,8 +32,11 @@
 //     the error status). RecordHealth runs SET LOCAL berth.event_kind = 'health': its
 //     status changes are health events and its message-only changes are not recorded.
 //     Each change of paused, hibernate, retry_requested_at or labels adds a control event.
-//     Events have no foreign key and outlive a deleted resource until PruneEvents; each
-//     event NOTIFYs berth_resource_events (ListenEvents), once per transaction.
+//     The one write the trigger leaves out is the agent's one-transaction provision (the
+//     only write that moves lease_token on without taking a lease, a column clients cannot
+//     write), whose statement inserts the same events itself (migration 0022). Events have
+//     no foreign key and outlive a deleted resource until PruneEvents; each statement that
+//     inserts events NOTIFYs berth_resource_events (ListenEvents), once per transaction.
 //   - Leaving the unhealthy status, by any writer, clears unhealthy_since.
 //   - Every INSERT, UPDATE and DELETE of slot_reservations keeps slot_host_usage (slots
 //     reserved per host) and slot_owner_usage (reservations per owner and host) in step.

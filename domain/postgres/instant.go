@@ -220,11 +220,13 @@ func queueInstantFence(b *pgx.Batch, c *reserveCall, schema int) {
 // message $2[i], state $4[i], config $5[i] and is admitted at $6[i] units on provisioner $3.
 // The lease token moves on, so that a write under any earlier lease is refused. ready_at is
 // the update's own time, not the transaction's start: the transaction began before the rows
-// were locked and their hosts picked. The steps passed on the way ($8[j] statuses and $9[j]
-// messages of row $7[j], in order) are inserted before the rows' own status events, which
-// the resources table's trigger writes at the end of the statement. One statement for the
-// group, not one per row, because each statement's own cost (executing it, its CTEs and
-// RETURNING) was most of a row's.
+// were locked and their hosts picked. The statement writes the rows' history itself: each
+// row's steps passed on the way and then its ready event ($8[j] statuses and $9[j] messages
+// of row $7[j], in order), the events the history trigger would have written after the
+// steps; the trigger skips this write, the only one that moves lease_token on without taking
+// a lease (migration 0022), because a trigger call per row was a quarter of the statement's
+// time. One statement for the group, not one per row, because each statement's own cost
+// (executing it, its CTEs and RETURNING) was most of a row's.
 const instantReadySQL = `
 	WITH updated AS (
 	UPDATE resources
@@ -249,7 +251,7 @@ const instantReadySQL = `
 	  FROM unnest($1::uuid[], $2::text[], $4::text[], $5::text[], $6::bigint[]) AS ready(ready_id, ready_message, ready_state, ready_config, ready_units)
 	 WHERE id = ready.ready_id
 	RETURNING ` + resourceColumns + `
-	), passed AS (
+	), history AS (
 	INSERT INTO resource_events (resource_id, kind, status, message)
 	SELECT step.resource_id, 'status', step.status, step.message
 	  FROM unnest($7::uuid[], $8::text[], $9::text[]) WITH ORDINALITY AS step(resource_id, status, message, n)
@@ -303,6 +305,9 @@ func queueInstantReady(b *pgx.Batch, picked []*reserveCall) {
 			stepStatuses = append(stepStatuses, c.ready.statuses[j])
 			stepMessages = append(stepMessages, c.ready.messages[j])
 		}
+		stepIDs = append(stepIDs, c.uid)
+		stepStatuses = append(stepStatuses, string(domain.StatusReady))
+		stepMessages = append(stepMessages, c.ready.message)
 		byID[c.uid.Bytes] = c
 	}
 	b.Queue(instantReadySQL, ids, msgs, picked[0].req.Provisioner, states, configs, units, stepIDs, stepStatuses, stepMessages).Query(func(rows pgx.Rows) error {

@@ -14,12 +14,7 @@ import (
 // which role and what to do instead, and the row and its history are kept as they were.
 func TestClientRoleCannotForgetAResource(t *testing.T) {
 	ctx := testContext(t)
-	agent, dbURL := migratedAt(t)
-	role, clientURL := clientRole(t, agent, dbURL)
-	if err := agent.GrantClientRole(ctx, role); err != nil {
-		t.Fatalf("grant client role: %v", err)
-	}
-	client := openAs(t, clientURL)
+	agent, client, role := withClient(t)
 	r, err := client.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "stranded", Provisioner: "nosuch", Args: map[string]any{}})
 	if err != nil {
 		t.Fatalf("create as client: %v", err)

@@ -1,0 +1,6 @@
+-- 0022: nothing changes in SQLite. The PostgreSQL migration of the same name lets the agent's
+-- one-transaction provision write its resources' history in its own statement, fires the
+-- change and history triggers only for the writes they record, and notifies once per
+-- statement; SQLite's triggers are statements run inside the write, with no function call
+-- or event queue per row to save, and it has no notifications. This file keeps the two
+-- dialects' migrations in step, version for version.
