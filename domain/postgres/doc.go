@@ -39,7 +39,8 @@
 //     inserts events NOTIFYs berth_resource_events (ListenEvents), once per transaction.
 //   - Leaving the unhealthy status, by any writer, clears unhealthy_since.
 //   - Every INSERT, UPDATE and DELETE of slot_reservations keeps slot_host_usage (slots
-//     reserved per host) and slot_owner_usage (reservations per owner and host) in step.
+//     reserved per host) and slot_owner_usage (reservations per owner and host) in step;
+//     an INSERT's new reservations are counted once per statement (migration 0023).
 //
 // # Leases
 //

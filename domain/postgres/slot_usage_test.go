@@ -30,6 +30,12 @@ func TestSlotUsageFollowsEveryStatementOnReservations(t *testing.T) {
 		`BEGIN; INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots) VALUES ('pool', '` + id(99) + `', 'owner-5', 'host-5', 4);
 		 UPDATE slot_reservations SET slots = 1 WHERE resource_id = '` + id(99) + `'; DELETE FROM slot_reservations WHERE owner = 'owner-0'; COMMIT`,
 		`UPDATE slot_reservations SET slots = 1 WHERE false`,
+		`INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots) SELECT 'pool', gen_random_uuid(), 'owner-1', 'host-1', 1 WHERE false`,
+		// New reservations and moved ones in one statement, as the agent's group writes them.
+		`INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
+		 SELECT 'pool', ('00000000-0000-0000-0000-' || lpad(i::text, 12, '0'))::uuid, 'owner-' || i % 2, 'host-' || i % 3, 2
+		   FROM generate_series(30, 60) AS i
+		 ON CONFLICT (provisioner, resource_id) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots`,
 		`DELETE FROM slot_reservations WHERE provisioner = 'other'`,
 	}
 	for _, sql := range statements {

@@ -1,0 +1,5 @@
+-- 0023: nothing changes in SQLite. The PostgreSQL migration of the same name adds the slot
+-- usage of a statement's new reservations once per statement instead of once per row;
+-- SQLite has no statement triggers, and each of its reservations is its own statement of
+-- the group commit. This file keeps the two dialects' migrations in step, version for
+-- version.
