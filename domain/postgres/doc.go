@@ -21,6 +21,8 @@
 //     moves the row to deleting or changes paused, hibernate or retry_requested_at append an
 //     entry to change_log and NOTIFY berth_resource_changes. The agent's own writes (status, state, config, leases, and
 //     pinning a provisioner that was unset) log nothing, so the agent never wakes itself.
+//     An INSERT's rows are logged, change log and 'created' events, once per statement
+//     (migration 0024).
 //   - DELETE does not remove the row: it becomes a delete request (status deleting, reason
 //     DeleteRequested, "delete requested"; so does an UPDATE to deleting that names no
 //     reason), so the environ frees what it holds first. The agent removes the

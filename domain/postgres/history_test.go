@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/postgres"
 )
@@ -81,4 +83,42 @@ func countRows(t *testing.T, st *postgres.State, sql string, args ...any) int64 
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A statement's new resources are logged once per statement (migration 0024): each row
+// still gets its change-log entry and its 'created' event, in the statement's row order, and
+// a row an INSERT ... ON CONFLICT updates instead is logged as an update.
+func TestEveryNewResourceOfAStatementIsLogged(t *testing.T) {
+	ctx := testContext(t)
+	agent, client, _ := withClient(t)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := client.Pool().Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`INSERT INTO resources (type, name, owner, args) SELECT 'runtime', 'web-' || i, 'alice', '{}' FROM generate_series(1, 3) i`)
+	exec(`INSERT INTO resources (type, name, owner, args) VALUES ('runtime', 'web-2', 'alice', '{"slots": 2}'), ('runtime', 'web-4', 'alice', '{}')
+	      ON CONFLICT (owner, type, lower(name)) DO UPDATE SET args = EXCLUDED.args`)
+
+	names := func(sql string) []string {
+		t.Helper()
+		rows, err := agent.Pool().Query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	changes := names(`SELECT r.name FROM change_log c JOIN resources r ON r.id = c.resource_id ORDER BY c.seq`)
+	if want := []string{"web-1", "web-2", "web-3", "web-2", "web-4"}; !slices.Equal(changes, want) {
+		t.Errorf("change log %q, want %q (the upsert's update, then its insert)", changes, want)
+	}
+	events := names(`SELECT r.name || ' ' || e.status || ' ' || e.message FROM resource_events e JOIN resources r ON r.id = e.resource_id ORDER BY e.seq`)
+	if want := []string{"web-1 pending created", "web-2 pending created", "web-3 pending created", "web-4 pending created"}; !slices.Equal(events, want) {
+		t.Errorf("history %q, want %q", events, want)
+	}
 }

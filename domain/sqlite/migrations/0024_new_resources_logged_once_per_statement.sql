@@ -1,0 +1,5 @@
+-- 0024: nothing changes in SQLite. The PostgreSQL migration of the same name logs a
+-- statement's new resources (change log, notification, 'created' events) once per statement
+-- instead of once per row; SQLite's triggers are statements run inside the write, with no
+-- function call per row to save. This file keeps the two dialects' migrations in step,
+-- version for version.
