@@ -68,7 +68,8 @@ func (q *Queue) Len() int { return q.n }
 // Owners returns how many owners have ids queued.
 func (q *Queue) Owners() int { return len(q.ring) }
 
-// Depths returns how many ids each owner with ids queued has queued.
+// Depths returns how many ids each owner with ids queued has queued, in a new map the
+// caller may keep.
 func (q *Queue) Depths() map[string]int {
 	out := make(map[string]int, len(q.fifos))
 	for owner, f := range q.fifos {
