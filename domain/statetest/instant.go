@@ -148,6 +148,10 @@ func testInstantProvisionNeedsAnUntouchedRow(t *testing.T, b *Backend) {
 			if _, err := b.ReserveSlots(ctx, req, pick); !errors.Is(err, domain.ErrNotInstant) {
 				t.Fatalf("instant provision: %v, want ErrNotInstant", err)
 			}
+			// A host that could not be picked is not this path's to report for such a row.
+			if _, err := b.ReserveSlots(ctx, req, noRoom); !errors.Is(err, domain.ErrNotInstant) {
+				t.Fatalf("instant provision with no room: %v, want ErrNotInstant", err)
+			}
 			after, err := b.GetResource(ctx, r.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -162,6 +166,37 @@ func testInstantProvisionNeedsAnUntouchedRow(t *testing.T, b *Backend) {
 				t.Errorf("%d events, were %d", n, eventsBefore)
 			}
 		})
+	}
+}
+
+var errNoRoom = errors.New("no host has room")
+
+// noRoom is a PickHost that finds no host with room.
+func noRoom(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+	return "", errNoRoom
+}
+
+// An untouched resource no host can be picked for gets the picker's error, not
+// ErrNotInstant, and nothing is written.
+func testInstantProvisionReportsThePickersError(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "no-room", Owner: "alice", Args: map[string]any{"slots": 1}})
+	req, _ := instantProvision(r, nil)
+	if _, err := b.ReserveSlots(ctx, req, noRoom); !errors.Is(err, errNoRoom) || errors.Is(err, domain.ErrNotInstant) {
+		t.Fatalf("instant provision with no room: %v, want the picker's error", err)
+	}
+	after, err := b.GetResource(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status != domain.StatusPending || after.LeaseToken != r.LeaseToken {
+		t.Errorf("row changed: %+v", after)
+	}
+	if have, _ := b.ListReservations(ctx, "pool"); len(have) != 0 {
+		t.Errorf("reservations %v, want none", have)
+	}
+	if n := len(events(t, b, r.ID, 0)); n != 1 {
+		t.Errorf("%d events, want only the creation's", n)
 	}
 }
 

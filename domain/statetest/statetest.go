@@ -104,6 +104,7 @@ var tests = []struct {
 	{"HistoryIsKeptProvisionedInOneTransaction", testHistoryIsKeptProvisionedInOneTransaction},
 	{"InstantProvisionRecordsReady", testInstantProvisionRecordsReady},
 	{"InstantProvisionNeedsAnUntouchedRow", testInstantProvisionNeedsAnUntouchedRow},
+	{"InstantProvisionReportsThePickersError", testInstantProvisionReportsThePickersError},
 	{"InstantProvisionFencesEarlierLeases", testInstantProvisionFencesEarlierLeases},
 	{"InstantProvisionOnceUnderContention", testInstantProvisionOnceUnderContention},
 	{"InstantProvisionNeverOverfills", testInstantProvisionNeverOverfills},
