@@ -10,8 +10,11 @@ import (
 )
 
 // maxGroup bounds the writes one commit carries, so a long queue cannot delay the first of
-// them without end.
-const maxGroup = 64
+// them without end: a group of 128 one-transaction provisions takes about 35ms. At the
+// agent's 256 reconciles in flight, groups of at most 64 made a burst 11% slower (2,770
+// against 3,110 runtimes/s): half the reconciles waited for the next commit instead of
+// riding the current one, and the writer sat idle while they caught up.
+const maxGroup = 128
 
 // groupCommit runs the write transactions of concurrent callers in shared SQLite
 // transactions (a backend.Group): one commit (one sync of the write-ahead log, which
