@@ -147,84 +147,96 @@
 //
 // A runtime nothing has been done to yet whose default provisioner is a static pool is
 // provisioned in one transaction (environ.InstantProvisioner, domain.InstantProvision): no
-// claim, no lease, one update of its row. One full run on 2 cores (10,000 runtimes at the
-// agent's default settings, 3,834 runtimes/s; River drained 22,806 jobs/s in the same run):
-// 323 us of database time per runtime in the statements the agent and the bench sent, against
-// 797 us for the build before (one statement per row in each group, one read per runtime) and
-// 1,368 us for the one before that, which claimed the row, reserved, and recorded it ready in
-// three transactions (the times include waits for locks and for the 2 cores, so they grow with
-// the load). A runtime's path, each statement once per runtime unless it says:
+// claim, no lease, one update of its row. One full run on 2 cores (10,000 runtimes at
+// concurrency 256, 5,676 runtimes/s; 4,726/s at the agent's default settings; River drained
+// 23,054 jobs/s in the same run): 225 us of database time per runtime in the statements the
+// agent and the bench sent, against 323 us for the build before (every trigger once per row),
+// 797 us for the one before that (one statement per row in each group, one read per runtime)
+// and 1,368 us for the first to provision in one transaction's predecessor, which claimed the
+// row, reserved, and recorded it ready in three transactions (the times include waits for
+// locks and for the 2 cores, so they grow with the load). A runtime's path, each statement
+// once per runtime unless it says:
 //
 //	step                 statement                                           us   of which triggers
-//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   55   13 event, 5 change-log row
-//	read                 the rows of the reads made at once, by key          6    (one per 13 runtimes)
+//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   28   4 events, 3 change log (once
+//	                                                                              per statement)
+//	read                 the rows of the reads made at once, by key          6    (one per 18 runtimes)
 //	group, round trip 1  BEGIN; the row locked FOR UPDATE where untouched    11
 //	                     reservations by id, owners' and hosts' usage        18   (one each per group)
-//	group, round trip 2  one UPDATE of the group's rows to ready, with the   149  20 the ready event
-//	                     steps passed, from arrays (one per group)
-//	                     the pool's advisory lock; hosts' usage again        14   (one per group: mostly
+//	group, round trip 2  one UPDATE of the group's rows to ready, with the   108  (the history trigger does
+//	                     steps passed and the ready events, from arrays           not fire: the statement
+//	                     (one per group)                                          writes the events)
+//	                     the pool's advisory lock; hosts' usage again        15   (one per group: mostly
 //	                                                                              the wait for the lock)
-//	group, round trip 3  one INSERT of the group's reservations; COMMIT      45   29: host and owner usage,
-//	                                                                              a trigger per row
+//	group, round trip 3  one INSERT of the group's reservations; COMMIT      24   10: host and owner usage,
+//	                                                                              once per statement
 //
-// Groups are of up to 64 runtimes of one pool (35 on average in that run), in up to 4 lanes: a
+// Groups are of up to 64 runtimes of one pool (45 on average in that run), in up to 4 lanes: a
 // lane's next group fills before the next lane takes calls, so that groups stay large under
 // light load. The rows are updated before the pool's lock is taken, on hosts picked from the
 // usage read without it; under the lock the usage is read again and every picked host must
 // still have room, or the group's transaction is given up whole and its runtimes tried one by
 // one (a host that filled meanwhile then sends its runtime the usual way). So the lock is held
 // for the reservations alone, and lanes update rows in parallel. A runtime costs a share of
-// one read, 3 round trips of its group and one commit per group. Each runtime writes 10 rows:
-// 2 versions of its resources row (the insert, the ready record), 4 history events (created;
-// provisioning and its wait, written by the agent's statement; ready, by the trigger), a
-// change-log row, its reservation and 2 usage rows.
+// one read, 3 round trips of its group and one commit per group. Each runtime writes about 9
+// rows: 2 versions of its resources row (the insert, the ready record), 4 history events
+// (created, by the insert's statement trigger; provisioning, its wait and ready, by the
+// agent's statement), a change-log row, its reservation, and a share of its group's usage rows
+// (one per owner and host, one per host).
 //
-// What made the difference against the build before, each measured on its own: the group's
-// ready record and its reservations as one statement each, from arrays, instead of one per row
-// (the update fell from 292 to 196 us a runtime: a statement's own cost, its CTEs and
-// RETURNING, was most of a row's); the reads the agent makes at once as one statement (its CPU
-// per runtime fell from 217 to 120 us: one statement per read was a third of it). Tried and
-// not kept: the group's fence as one statement (13 us a runtime either way; as a join the
-// planner scanned the table); slot usage kept once per statement with transition tables (24
-// instead of 37 to 44 us a runtime in groups, but a single-row write of a reservation, as
-// releases and the usual way make, cost 460 us against 106).
+// What made the difference against the build before, each measured on its own (the idle
+// figures on 2,000 rows of one statement, the A/B ones alternating 20,000-runtime bursts at
+// concurrency 256): the group's update writes its ready events itself and the history trigger
+// skips it, the only write that moves lease_token on without taking a lease, a column no
+// client may write (17 us a row off the update on an idle server, a quarter of it; +6% A/B);
+// resource_events notifies once per statement, not once per event (5 us an event); the change
+// and history triggers of updates have WHEN conditions, so an update they do not record calls
+// no function; a statement's new reservations add their usage once per statement from its
+// transition table (38 to 8 us a row in a 2,000-row insert; a single-row insert, as the usual
+// way makes, 49 to 56 us; +20% A/B with the items before); a statement's new resources are
+// logged once per statement (56 to 31 us a row of a bulk insert; a single-row insert 105
+// against 104 us; +37% A/B with all of them, 4,399 to 6,016 runtimes/s: the bench's window
+// includes its insert). The agent's side: its queue report sorted the owners' depths after
+// every outcome (a tenth of its CPU; now when the report is asked for), and its adaptive limit
+// measured windows of 250ms, so that a burst of 10,000 spent most of a second climbing from 16
+// to 256 (100ms: +6.5% at the default settings, 5,195 to 5,537/s A/B). Tried and not kept:
+// slot usage kept once per statement for updates and deletes too (a single-row write of a
+// reservation cost 460 us against 106); the row's check and its update as one statement on
+// PostgreSQL (the group's fence, 13 us a runtime either way; as a join the planner scanned the
+// table).
 //
-// What is left is the row update's triggers: on 200 rows of one statement on an idle server,
-// 89 us a row, 60 of them in the row triggers and their calls (29 the history event, 14 the
-// authorisation, 6 the before-update ones, 5 the change log, each a PL/pgSQL call per row), 29
-// in the update and its indexes. The agent's own CPU is about 120 us a runtime; with the
-// database's, the 2 cores are busy: the limit is CPU, not round trips or locks. River's 0.35x
-// would be about 8,000 runtimes/s here, under 250 us of CPU per runtime for the agent and the
-// server together on 2 cores; they take about 420 now. Tried on an idle server, history
-// triggers run once per statement (with transition tables) took 9% off the update; by the row
-// triggers' times (55 of the client insert's 70 us a row), they would take about a third off
-// the client's insert, but single-row statements would pay more, as slot usage did. A narrower
-// row for the agent's writes would take what the wide row's JSON and indexes cost. Neither is
-// done. Against the peer users run, Rill's provisioning on River, Berth is 2.9x faster in the
-// same run (3.3x in another).
+// What is left: the group's update of the wide row, 108 us a runtime under load (on an idle
+// server about 50 us a row: 14 the authorisation trigger, 8 the before-update ones, the rest
+// the update and its four index entries: status, admission and ready move the row between
+// partial indexes, so no update is HOT). The agent takes about 120 us of CPU a runtime and the
+// server about 170; the 2 cores are busy: the limit is CPU, not round trips or locks. River's
+// 0.35x would be about 8,000 runtimes/s here, under 250 us of CPU per runtime for both
+// together, against about 290 now. A narrower row for the agent's writes (item 3 of the
+// issue) would take what the wide row's JSON and indexes cost; it is not done. Against the
+// peer users run, Rill's provisioning on River, Berth is 4.4x faster in the same run.
 //
 // # Cost model: 1,000,000 runtimes
 //
 // From the per-runtime figures above:
-//   - A burst of 1,000,000: about 320 s of database time; 4 to 5 minutes at the 3,800 to
-//     4,300 runtimes/s measured here. 10 million rows written; one commit per group of up to
-//     64 (about 80/s at 4,000/s), far below what the server commits (pgbench: 4,400/s with
+//   - A burst of 1,000,000: about 225 s of database time; 3 to 4 minutes at the 4,700 to
+//     5,700 runtimes/s measured here. 9 million rows written; one commit per group of up to
+//     64 (about 110/s at 5,000/s), far below what the server commits (pgbench: 4,400/s with
 //     one client): the limit is CPU, not commits.
 //   - Storage: a resources row with its indexes takes about 0.9 KB, a history event about
 //     210 B (4 per provisioning, kept --event-retention, 7 days), a reservation about 190 B, a
 //     change-log row about 100 B (kept --change-log-retention, 24 hours): about 2 GB.
-//   - Watcher fan-out: one change-log row and one NOTIFY per client write, none for the
-//     agents' writes; each agent reads the change log in pages of 1,000, so 1,000,000 client
-//     writes cost each agent 1,000 page reads.
+//   - Watcher fan-out: one change-log row per client write and one NOTIFY per client
+//     statement, none for the agents' writes; each agent reads the change log in pages of
+//     1,000, so 1,000,000 client writes cost each agent 1,000 page reads.
 //   - A restart on a backlog of 1,000,000 reads a page of 1,000 at a time and queues at most
 //     1,000: the first reconcile within a second, memory flat (measured at 20,000 and 100,000).
 //   - The health checks compete with provisioning for the same cores: the burst of 100,000
-//     drained at 723/s against 1,328/s for 20,000, while every ready runtime was checked once
-//     a minute (1,700 checks/s at 100,000 ready).
+//     drained at 2,794/s (the restart's backlog at 2,317/s) against 5,676/s for 10,000, while
+//     every ready runtime was checked once a minute (1,700 checks/s at 100,000 ready).
 //   - Health: every ready runtime once per --health-interval (1 minute) is 16,700 checks/s;
-//     one agent swept 16,700 to 24,400 checks/s on these 2 cores in different runs (4
-//     statements per 1,000 checks), so one agent is at its limit; agents share the checks by rendezvous (3 agents: 5,600/s
-//     each), or --health-interval 5m needs 3,300/s.
+//     one agent swept 16,700 to 28,900 checks/s on these 2 cores in different runs (4
+//     statements per 1,000 checks), so one agent is near its limit; agents share the checks by
+//     rendezvous (3 agents: 5,600/s each), or --health-interval 5m needs 3,300/s.
 //
 // -compare=false skips every Berth and River run, those with several agents and the scale run
 // included (the health sweep alone).
