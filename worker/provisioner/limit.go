@@ -14,7 +14,8 @@ const (
 	// a window also lasts at least as many reconciles as the limit (one round of places),
 	// unless most of them ended with nothing queued. On the static pool a window of 100ms
 	// holds hundreds of reconciles; 250ms made a burst of 10,000 spend most of a second
-	// climbing to the ceiling, 11% of its throughput at the default settings.
+	// climbing to the ceiling, and the burst 6% slower at the default settings (5,195
+	// against 5,537 runtimes/s).
 	limitWindow = 100 * time.Millisecond
 	// limitStep is the factor the limit grows by: a few big steps (16, 64, 256) each change
 	// throughput by more than a busy machine's noise, where many small ones would be
