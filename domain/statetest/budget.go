@@ -118,16 +118,21 @@ func testBudgetNeverGrantsMoreThanBurstPlusRate(t *testing.T, b *Backend) {
 		wg     sync.WaitGroup
 		failed error
 	)
-	start := time.Now()
+	// The store refills on the wall clock, so the test times draws on it too (Round(0) drops
+	// the monotonic reading Sub would otherwise use): the two may drift apart while the wall
+	// clock is slewed, and a window measured on the monotonic clock could then be shorter
+	// than the store's by a fraction of a millisecond.
+	wall := func() time.Time { return time.Now().Round(0) }
+	start := wall()
 	for i := range drawers {
 		st := stores[i%len(stores)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Since(start) < run {
-				sent := time.Now()
+			for wall().Sub(start) < run {
+				sent := wall()
 				g, err := st.DrawBudget(ctx, domain.BudgetDraw{Provisioner: "shared", Rate: rate, Burst: burst, Want: want})
-				answered := time.Now()
+				answered := wall()
 				mu.Lock()
 				if err != nil {
 					failed = err
