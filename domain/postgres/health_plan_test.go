@@ -12,6 +12,7 @@ import (
 type planNode struct {
 	NodeType        string     `json:"Node Type"`
 	IndexName       string     `json:"Index Name"`
+	RelationName    string     `json:"Relation Name"`
 	ActualRows      float64    `json:"Actual Rows"` // per loop
 	ActualLoops     float64    `json:"Actual Loops"`
 	RowsRemoved     float64    `json:"Rows Removed by Filter"`

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -25,16 +26,7 @@ const instantLanes = 4
 // so that groups stay large and one agent holds the provisioner's lock once per group; a
 // lane spills into the next only once it has a full group waiting.
 func (s *State) instants(provisioner string) *backend.Group[*reserveCall] {
-	s.reserveMu.Lock()
-	lanes, ok := s.instant[provisioner]
-	if !ok {
-		lanes = &instantGroups{}
-		for i := range lanes.groups {
-			lanes.groups[i] = backend.NewGroup(maxGroup, s.runInstants)
-		}
-		s.instant[provisioner] = lanes
-	}
-	s.reserveMu.Unlock()
+	lanes := s.instantLanes(provisioner)
 	for _, g := range lanes.groups[:instantLanes-1] {
 		if g.Queued() < maxGroup {
 			return g
@@ -43,13 +35,48 @@ func (s *State) instants(provisioner string) *backend.Group[*reserveCall] {
 	return lanes.groups[instantLanes-1]
 }
 
-// instantGroups are the lanes of one provisioner's one-transaction provisions.
-type instantGroups struct {
-	groups [instantLanes]*backend.Group[*reserveCall]
+// instantLanes returns provisioner's lanes of one-transaction provisions.
+func (s *State) instantLanes(provisioner string) *instantGroups {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	lanes, ok := s.instant[provisioner]
+	if !ok {
+		lanes = &instantGroups{}
+		for i := range lanes.groups {
+			lanes.groups[i] = backend.NewGroup(maxGroup, s.runInstants)
+		}
+		s.instant[provisioner] = lanes
+	}
+	return lanes
 }
 
-// runInstants provisions a group of one provisioner's resources whole in one transaction
-// (see instantGroupOn); when the transaction fails as a whole, each call runs alone.
+// forgetUsage makes provisioner's next one-transaction group read its hosts' usage before
+// it picks: this agent changed the usage outside such a group.
+func (s *State) forgetUsage(provisioner string) {
+	s.reserveMu.Lock()
+	lanes, ok := s.instant[provisioner]
+	s.reserveMu.Unlock()
+	if ok {
+		lanes.usage.forget()
+	}
+}
+
+// instantGroups are the lanes of one provisioner's one-transaction provisions, and the
+// usage of its hosts as their last group committed it.
+type instantGroups struct {
+	groups [instantLanes]*backend.Group[*reserveCall]
+	usage  usageCache
+	// running counts the groups of the lanes in flight: a group guesses its hosts only
+	// when it runs alone, since the usage another group is committing meanwhile would
+	// make its guess stale.
+	running atomic.Int32
+}
+
+// runInstants provisions a group of one provisioner's resources whole in one transaction:
+// guessing their hosts on the usage the group before it left when it runs alone and the
+// cache has the usage (instantWarmOn), else reading the usage first (instantGroupOn). A group whose guess was
+// stale is run again reading the usage first; when the transaction fails otherwise, each
+// call runs alone.
 func (s *State) runInstants(ctx context.Context, calls []*reserveCall) {
 	slices.SortStableFunc(calls, func(a, b *reserveCall) int { return bytes.Compare(a.uid.Bytes[:], b.uid.Bytes[:]) })
 	conn, err := s.pool.Acquire(ctx)
@@ -57,11 +84,34 @@ func (s *State) runInstants(ctx context.Context, calls []*reserveCall) {
 		return
 	}
 	defer conn.Release()
-	if err := instantGroupOn(ctx, conn.Conn(), calls, s.schema); err != nil {
-		rollback(conn.Conn())
-		for _, c := range calls {
-			c.ran, c.out, c.err, c.instant, c.ready = false, domain.Reservation{}, nil, false, instantReady{}
+	lanes := s.instantLanes(calls[0].req.Provisioner)
+	cache := &lanes.usage
+	alone := lanes.running.Add(1) == 1
+	defer lanes.running.Add(-1)
+	_, _, owners := distinct(calls)
+	if usage, ok := cache.take(owners, alone); ok {
+		err := instantWarmOn(ctx, conn.Conn(), calls, s.schema, usage, cache)
+		if err == nil {
+			return
 		}
+		rollback(conn.Conn())
+		unrun(calls)
+		if !errors.Is(err, errStaleGuess) {
+			cache.forget()
+			return
+		}
+		cache.missed()
+	}
+	if err := instantGroupOn(ctx, conn.Conn(), calls, s.schema, cache); err != nil {
+		rollback(conn.Conn())
+		unrun(calls)
+	}
+}
+
+// unrun clears what a group's failed transaction set on its calls, so that each runs alone.
+func unrun(calls []*reserveCall) {
+	for _, c := range calls {
+		c.ran, c.out, c.err, c.instant, c.ready = false, domain.Reservation{}, nil, false, instantReady{}
 	}
 }
 
@@ -74,7 +124,7 @@ func (s *State) provisionAlone(ctx context.Context, call *reserveCall) (domain.R
 		return domain.Reservation{}, err
 	}
 	defer conn.Release()
-	err = instantGroupOn(ctx, conn.Conn(), []*reserveCall{call}, s.schema)
+	err = instantGroupOn(ctx, conn.Conn(), []*reserveCall{call}, s.schema, &s.instantLanes(call.req.Provisioner).usage)
 	if err != nil {
 		rollback(conn.Conn())
 		if errors.Is(err, errHostFilled) {
@@ -98,8 +148,9 @@ var errHostFilled = errors.New("a host picked before the provisioner's lock fill
 // now with every committed reservation; if each picked host still has room for what it was
 // picked for, the third writes the reservations and commits. Otherwise the transaction is
 // given up whole (errHostFilled), and the caller rolls it back. A call whose row is not
-// untouched, or that finds no room, writes nothing and gets its error.
-func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int) error {
+// untouched, or that finds no room, writes nothing and gets its error. cache learns the
+// usage the group committed.
+func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int, cache *usageCache) error {
 	provisioner := calls[0].req.Provisioner
 	group, uids, owners := distinct(calls)
 	usage := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
@@ -117,7 +168,6 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 
 	var picked []*reserveCall
 	for _, c := range group {
-		in := c.req.Instant
 		if _, found := reserved[c.uid.Bytes]; !c.instant || found {
 			c.err = domain.ErrNotInstant
 			continue
@@ -131,12 +181,7 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 			c.err = errors.New("the host picker chose no host")
 			continue
 		}
-		c.out = domain.Reservation{Provisioner: provisioner, ResourceID: c.req.ResourceID, Owner: c.req.Owner, Host: host, Slots: c.req.Slots}
-		rec, err := in.Ready(c.out)
-		if err == nil {
-			c.ready, err = newInstantReady(in, rec)
-		}
-		if err != nil {
+		if err := c.placeOn(host); err != nil {
 			c.err = err
 			continue
 		}
@@ -170,7 +215,95 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 		return err
 	}
 	markRan(group)
+	cache.learn(committed, owners, usage.owned, false)
 	return nil
+}
+
+// errStaleGuess is why a group that picked its hosts on the cached usage is run again
+// reading it first: a pick on the cache found no host, or the usage as committed gives
+// another host than the cache did.
+var errStaleGuess = errors.New("the hosts picked on the cached usage are not those the committed usage gives")
+
+// instantWarmOn provisions the calls' resources whole in one transaction on conn, as
+// instantGroupOn does, but guesses their hosts before it begins, picking them on usage, the
+// usage the provisioner's last group left (usageCache), and so takes two round trips. The
+// first locks every row that is still untouched as read (in id order, with no reservation
+// of the provisioner) and records it ready on its guessed host in one statement
+// (instantWarmReadySQL), then takes the provisioner's lock and reads the usage as
+// committed. Each recorded call is picked a host again on that usage, in turn, as
+// instantGroupOn would pick it if it had read the usage under the lock; if every pick is
+// the guess, the second round trip writes the reservations and commits. Otherwise nothing
+// is written (errStaleGuess: the caller rolls the transaction back and runs the group again
+// reading the usage first), and so a guess never places a resource elsewhere than the usage
+// under the lock gives, and never on a host without room. A call whose row is not untouched
+// writes nothing and gets domain.ErrNotInstant. cache learns the usage the group committed.
+func instantWarmOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int, usage groupUsage, cache *usageCache) error {
+	provisioner := calls[0].req.Provisioner
+	group, _, owners := distinct(calls)
+	var guessed []*reserveCall
+	for _, c := range group {
+		host, err := c.pick(c.req, nil, usage.view(c.req.Owner, nil))
+		if err != nil || host == "" {
+			return errStaleGuess
+		}
+		if err := c.placeOn(host); err != nil {
+			c.err = err
+			continue
+		}
+		usage.move(c.req, nil, host)
+		guessed = append(guessed, c)
+	}
+	if len(guessed) == 0 {
+		markRan(group)
+		return nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	queueInstantWarmReady(b, guessed, schema)
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
+	committed := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
+	queueUsage(b, provisioner, owners, committed)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	var recorded []*reserveCall
+	for _, c := range guessed {
+		if !c.instant {
+			c.err = domain.ErrNotInstant
+			continue
+		}
+		host, err := c.pick(c.req, nil, committed.view(c.req.Owner, nil))
+		if err != nil || host != c.out.Host {
+			return errStaleGuess
+		}
+		committed.move(c.req, nil, host)
+		recorded = append(recorded, c)
+	}
+	if len(recorded) == 0 {
+		_, err := conn.Exec(ctx, `ROLLBACK`)
+		markRan(group)
+		return err
+	}
+	b = &pgx.Batch{}
+	queueInstantReservations(b, provisioner, recorded)
+	b.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	markRan(group)
+	cache.learn(committed.used, owners, committed.owned, true)
+	return nil
+}
+
+// placeOn makes host the call's pick: its reservation, and its row's ready record there.
+func (c *reserveCall) placeOn(host string) error {
+	in := c.req.Instant
+	c.out = domain.Reservation{Provisioner: c.req.Provisioner, ResourceID: c.req.ResourceID, Owner: c.req.Owner, Host: host, Slots: c.req.Slots}
+	rec, err := in.Ready(c.out)
+	if err == nil {
+		c.ready, err = newInstantReady(in, rec)
+	}
+	return err
 }
 
 // markRan marks the calls of group as run in it.
@@ -230,7 +363,20 @@ func queueInstantFence(b *pgx.Batch, c *reserveCall, schema int) {
 const instantReadySQL = `
 	WITH updated AS (
 	UPDATE resources
-	   SET status = 'ready',
+	   SET ` + instantReadySet + `
+	  FROM unnest($1::uuid[], $2::text[], $4::text[], $5::text[], $6::bigint[]) AS ready(ready_id, ready_message, ready_state, ready_config, ready_units)
+	 WHERE id = ready.ready_id
+	RETURNING ` + resourceColumns + `
+	), history AS (
+	INSERT INTO resource_events (resource_id, kind, status, message)
+	SELECT step.resource_id, 'status', step.status, step.message
+	  FROM unnest($7::uuid[], $8::text[], $9::text[]) WITH ORDINALITY AS step(resource_id, status, message, n)
+	 ORDER BY step.n
+	)
+	SELECT * FROM updated`
+
+// instantReadySet is the ready record of instantReadySQL and instantWarmReadySQL.
+const instantReadySet = `status = 'ready',
 	       status_message = ready.ready_message,
 	       reason = 'Available',
 	       waiting_since = NULL,
@@ -247,14 +393,42 @@ const instantReadySQL = `
 	       lease_expires_at = NULL,
 	       lease_token = lease_token + 1,
 	       admitted_provisioner = $3,
-	       admitted_units = ready.ready_units
+	       admitted_units = ready.ready_units`
+
+// instantWarmReadySQL is instantReadySQL for rows not locked yet: it first locks, one by
+// one in the order of $1 (the caller's: id order), those of the rows $1 that are untouched as the caller read them (instantFenceSQL's
+// conditions, row $1[i] at generation $10[i] and of owner $11[i], of the types $12, under a
+// schema no newer than version $13) and that hold no reservation of provisioner $3, and
+// records only those ready, with their history. A row that is not is neither locked nor
+// written, and returns no row. Each row is looked up on its own (LATERAL), by primary key,
+// in the order given: joined with the array, a plan may read every pending row through the
+// index of rows needing attention, and lock in its own order.
+const instantWarmReadySQL = `
+	WITH fenced AS (
+	SELECT l.id
+	  FROM unnest($1::uuid[], $10::bigint[], $11::text[]) AS f(fence_id, fence_generation, fence_owner),
+	       LATERAL (SELECT r.id FROM resources r
+	                 WHERE r.id = f.fence_id
+	                   AND r.status = 'pending' AND r.reason = 'Created' AND r.next_attempt_at IS NULL
+	                   AND NOT r.paused AND NOT r.hibernate
+	                   AND r.provisioner IN ('', $3) AND r.type = ANY ($12::text[])
+	                   AND r.generation = f.fence_generation AND r.owner = f.fence_owner
+	                   AND (r.lease_holder IS NULL OR r.lease_expires_at < now())
+	                   AND NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = r.owner)
+	                   AND NOT EXISTS (SELECT 1 FROM slot_reservations s WHERE s.provisioner = $3 AND s.resource_id = r.id)
+	                   AND NOT EXISTS (` + backend.SchemaNewerSQL + `$13)
+	                   FOR UPDATE) AS l
+	), updated AS (
+	UPDATE resources
+	   SET ` + instantReadySet + `
 	  FROM unnest($1::uuid[], $2::text[], $4::text[], $5::text[], $6::bigint[]) AS ready(ready_id, ready_message, ready_state, ready_config, ready_units)
-	 WHERE id = ready.ready_id
+	 WHERE id = ready.ready_id AND id IN (SELECT id FROM fenced)
 	RETURNING ` + resourceColumns + `
 	), history AS (
 	INSERT INTO resource_events (resource_id, kind, status, message)
 	SELECT step.resource_id, 'status', step.status, step.message
 	  FROM unnest($7::uuid[], $8::text[], $9::text[]) WITH ORDINALITY AS step(resource_id, status, message, n)
+	 WHERE step.resource_id IN (SELECT id FROM fenced)
 	 ORDER BY step.n
 	)
 	SELECT * FROM updated`
@@ -290,6 +464,59 @@ func newInstantReady(in *domain.InstantProvision, rec domain.ReadyRecord) (insta
 // Recorded to its row as recorded. A picked row the statement did not update fails the
 // batch, and so the group's transaction.
 func queueInstantReady(b *pgx.Batch, picked []*reserveCall) {
+	args, byID := instantReadyArgs(picked)
+	b.Queue(instantReadySQL, args...).Query(func(rows pgx.Rows) error {
+		return eachPicked(rows, byID, "record the resources ready", func(row pgx.Row) (string, func(*reserveCall), error) {
+			r, err := scanResource(row)
+			return r.ID, func(c *reserveCall) { c.recorded(r) }, err
+		})
+	})
+}
+
+// queueInstantWarmReady queues instantWarmReadySQL for the picked calls, and sets instant
+// and Recorded on each call whose row it recorded ready.
+func queueInstantWarmReady(b *pgx.Batch, picked []*reserveCall, schema int) {
+	args, byID := instantReadyArgs(picked)
+	gens, owners := make([]int64, len(picked)), make([]string, len(picked))
+	for i, c := range picked {
+		c.instant = false
+		gens[i], owners[i] = c.req.Instant.Generation, c.req.Owner
+	}
+	args = append(args, gens, owners, backend.InstantTypes(picked[0].req.Instant), schema)
+	b.Queue(instantWarmReadySQL, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			r, err := scanResource(rows)
+			if err != nil {
+				return fmt.Errorf("record the resources ready: %w", describeDBError(err))
+			}
+			uid, err := parseID(r.ID)
+			if err != nil {
+				return err
+			}
+			c, ok := byID[uid.Bytes]
+			if !ok {
+				return fmt.Errorf("record the resources ready: resource %s was not asked for", r.ID)
+			}
+			c.instant = true
+			c.recorded(r)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("record the resources ready: %w", describeDBError(err))
+		}
+		return nil
+	})
+}
+
+// recorded sets the call's Recorded, when asked for, to its row as recorded ready.
+func (c *reserveCall) recorded(r domain.Resource) {
+	if c.req.Instant.Recorded != nil {
+		*c.req.Instant.Recorded = r
+	}
+}
+
+// instantReadyArgs returns instantReadySQL's arguments for the picked calls ($1 to $9),
+// and the calls by resource id.
+func instantReadyArgs(picked []*reserveCall) ([]any, map[[16]byte]*reserveCall) {
 	n := len(picked)
 	ids, units := make([]pgtype.UUID, n), make([]int64, n)
 	msgs, states, configs := make([]string, n), make([]string, n), make([]string, n)
@@ -310,16 +537,7 @@ func queueInstantReady(b *pgx.Batch, picked []*reserveCall) {
 		stepMessages = append(stepMessages, c.ready.message)
 		byID[c.uid.Bytes] = c
 	}
-	b.Queue(instantReadySQL, ids, msgs, picked[0].req.Provisioner, states, configs, units, stepIDs, stepStatuses, stepMessages).Query(func(rows pgx.Rows) error {
-		return eachPicked(rows, byID, "record the resources ready", func(row pgx.Row) (string, func(*reserveCall), error) {
-			r, err := scanResource(row)
-			return r.ID, func(c *reserveCall) {
-				if c.req.Instant.Recorded != nil {
-					*c.req.Instant.Recorded = r
-				}
-			}, err
-		})
-	})
+	return []any{ids, msgs, picked[0].req.Provisioner, states, configs, units, stepIDs, stepStatuses, stepMessages}, byID
 }
 
 // eachPicked hands each row of rows, a group statement's RETURNING, to the call it is of

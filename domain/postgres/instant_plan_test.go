@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -30,17 +31,7 @@ func TestInstantReadyRecordUpdatesByKeyWithAGenericPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	var out string
-	err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ready($1::uuid[], $2::text[], 'pool', $3::text[], $4::text[], $5::bigint[], $6::uuid[], $7::text[], $8::text[])`, pgx.QueryExecModeSimpleProtocol,
-		ids, []string{"ready", "ready"}, []string{"{}", "{}"}, []string{"{}", "{}"}, []int64{1, 1},
-		[]string{ids[0]}, []string{"provisioning"}, []string{"provisioning generation 1"}).Scan(&out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct{ Plan planNode }
-	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
-		t.Fatalf("unreadable plan %s: %v", out, err)
-	}
+	plan, out := explainReady(ctx, t, tx, ``, ids)
 	var read float64
 	var walk func(n planNode)
 	walk = func(n planNode) {
@@ -55,8 +46,86 @@ func TestInstantReadyRecordUpdatesByKeyWithAGenericPlan(t *testing.T) {
 			walk(child)
 		}
 	}
-	walk(plans[0].Plan)
+	walk(plan)
 	if read != 2 {
 		t.Errorf("the plan's index scans read %v rows for two keys; want 2\n%s", read, out)
 	}
+}
+
+// A group's ready record on guessed hosts, which locks its rows itself, reads the rows it is
+// given by key whether the server plans it for its parameters or uses the generic plan made
+// while the table was nearly empty, even with every row of the table pending (as in a
+// burst), which is what the index of rows needing attention holds.
+func TestInstantWarmReadyRecordLocksByKey(t *testing.T) {
+	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, conn, exec := planTestConn(t)
+			exec(`SET plan_cache_mode = ` + mode)
+			exec(`PREPARE ready AS ` + instantWarmReadySQL)
+			exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'r-' || i, 'owner-' || i % 50 FROM generate_series(1, 5000) AS i`)
+			if mode == "force_custom_plan" {
+				exec(`ANALYZE resources`)
+			}
+			rows, err := conn.Query(ctx, `SELECT id::text, owner FROM resources ORDER BY id LIMIT 2`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type row struct{ ID, Owner string }
+			picked, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
+			if err != nil || len(picked) != 2 {
+				t.Fatalf("read two rows: %v, %v", picked, err)
+			}
+			ids := []string{picked[0].ID, picked[1].ID}
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			plan, out := explainReady(ctx, t, tx, `, $9::bigint[], $10::text[], $11::text[], 1000`, ids,
+				[]int64{1, 1}, []string{picked[0].Owner, picked[1].Owner}, []string{"runtime"})
+			var read float64
+			var walk func(n planNode)
+			walk = func(n planNode) {
+				if n.RelationName == "resources" && n.NodeType != "ModifyTable" {
+					read += (n.ActualRows + n.RowsRemoved) * n.ActualLoops
+				}
+				for _, child := range n.Plans {
+					walk(child)
+				}
+			}
+			walk(plan)
+			// Two rows to lock, and the same two to update.
+			if read > 4 {
+				t.Errorf("the plan read %v rows of resources for two keys; want at most 4\n%s", read, out)
+			}
+			var ready int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM resources WHERE status = 'ready'`).Scan(&ready); err != nil {
+				t.Fatal(err)
+			}
+			if ready != 2 {
+				t.Errorf("%d rows ready, want the two given", ready)
+			}
+		})
+	}
+}
+
+// explainReady runs the prepared statement "ready", a group's ready record, for the two rows
+// ids in tx, with EXPLAIN ANALYZE, and returns its plan and the plan as the server wrote it.
+// more are the statement's parameters after the ready record's own ($1 to $8 here; $3 is
+// the provisioner "pool"), and extra their placeholders, each with its type.
+func explainReady(ctx context.Context, t *testing.T, tx pgx.Tx, extra string, ids []string, more ...any) (planNode, string) {
+	t.Helper()
+	args := append([]any{pgx.QueryExecModeSimpleProtocol,
+		ids, []string{"ready", "ready"}, []string{"{}", "{}"}, []string{"{}", "{}"}, []int64{1, 1},
+		[]string{ids[0]}, []string{"provisioning"}, []string{"provisioning generation 1"}}, more...)
+	var out string
+	err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ready($1::uuid[], $2::text[], 'pool', $3::text[], $4::text[], $5::bigint[], $6::uuid[], $7::text[], $8::text[]`+extra+`)`, args...).Scan(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct{ Plan planNode }
+	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("unreadable plan %s: %v", out, err)
+	}
+	return plans[0].Plan, out
 }

@@ -45,6 +45,7 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 			call.out, call.err = s.provisionAlone(ctx, call)
 		}
 	default:
+		s.forgetUsage(req.Provisioner)
 		err = s.reservations(req.Provisioner).Do(ctx, call)
 		if err == nil && !call.ran {
 			call.out, call.err = s.reserveSlots(ctx, req, uid, pick)
@@ -211,6 +212,7 @@ func (s *State) ReleaseSlots(ctx context.Context, provisioner, resourceID string
 	if err != nil {
 		return err
 	}
+	s.forgetUsage(provisioner)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var refused error
 		b := &pgx.Batch{}

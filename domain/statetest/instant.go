@@ -2,6 +2,7 @@ package statetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -334,5 +335,74 @@ func testInstantProvisionNeverOverfills(t *testing.T, b *Backend) {
 		case !made[r.ID] && (got.Status != domain.StatusPending || got.Reason != domain.ReasonCreated || reserved[r.ID]):
 			t.Errorf("resource %s refused, but %s/%s with reservation %v", r.ID, got.Status, got.Reason, reserved[r.ID])
 		}
+	}
+}
+
+// An agent that provisions in one transaction may pick hosts on what it last knew of their
+// usage; whatever another agent did meanwhile, its provisions neither overfill a host the
+// other filled nor are refused room the other freed. Agent a provisions once (and so knows
+// h1 holds one slot); agent b then fills h1, and a's next provision goes to h2; b then frees
+// every slot, and a's next provision goes to h1 again.
+func testInstantProvisionSeesWhatAnotherAgentDid(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	other := b.Reopen(t)
+	picker := &firstFit{hosts: []string{"h1", "h2"}}
+	provision := func(name string) domain.Reservation {
+		t.Helper()
+		r := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: name, Owner: "alice", Args: map[string]any{"slots": 1}})
+		var got domain.Resource
+		req, _ := instantProvision(r, &got)
+		res, err := b.ReserveSlots(ctx, req, picker.pick)
+		if err != nil {
+			t.Fatalf("instant provision of %s: %v", name, err)
+		}
+		if got.Status != domain.StatusReady || got.State["host"] != res.Host {
+			t.Errorf("%s recorded %s with state %v, want ready on %s", name, got.Status, got.State, res.Host)
+		}
+		return res
+	}
+	if res := provision("first"); res.Host != "h1" {
+		t.Fatalf("first provision on %s, want h1", res.Host)
+	}
+	var filler []string
+	for i := range hostCapacity - 1 {
+		r := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: fmt.Sprintf("filler-%d", i), Owner: "bob", Args: map[string]any{"slots": 1}})
+		res, err := other.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: "bob", Slots: 1}, picker.pick)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Host != "h1" {
+			t.Fatalf("filler reserved on %s, want h1", res.Host)
+		}
+		filler = append(filler, r.ID)
+	}
+	if res := provision("second"); res.Host != "h2" {
+		t.Errorf("provision after another agent filled h1 went to %s, want h2", res.Host)
+	}
+	reservations, err := b.ListReservations(ctx, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range reservations {
+		if err := other.ReleaseSlots(ctx, "pool", res.ResourceID, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := provision("third"); res.Host != "h1" {
+		t.Errorf("provision after another agent freed every host went to %s, want h1", res.Host)
+	}
+	if len(picker.overfull) > 0 {
+		t.Errorf("the picker was shown hosts beyond capacity: %+v", picker.overfull)
+	}
+	used := map[string]int{}
+	reservations, err = b.ListReservations(ctx, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range reservations {
+		used[res.Host] += res.Slots
+	}
+	if used["h1"] != 1 || used["h2"] != 0 || len(filler) != hostCapacity-1 {
+		t.Errorf("usage at the end = %v, want only the third's slot, on h1", used)
 	}
 }

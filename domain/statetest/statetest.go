@@ -108,6 +108,7 @@ var tests = []struct {
 	{"InstantProvisionFencesEarlierLeases", testInstantProvisionFencesEarlierLeases},
 	{"InstantProvisionOnceUnderContention", testInstantProvisionOnceUnderContention},
 	{"InstantProvisionNeverOverfills", testInstantProvisionNeverOverfills},
+	{"InstantProvisionSeesWhatAnotherAgentDid", testInstantProvisionSeesWhatAnotherAgentDid},
 	{"ListCheckablePages", testListCheckablePages},
 	{"ListCheckableSkipsOthersLeases", testListCheckableSkipsOthersLeases},
 	{"ListWaitingForCapacity", testListWaitingForCapacity},
