@@ -32,10 +32,19 @@ func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]dom
 	if limit > 0 {
 		limitArg = &limit
 	}
-	return s.changes(ctx, "read changes after "+fmt.Sprint(after),
-		`SELECT c.seq, c.resource_id::text, `+changeOwnerSQL+` FROM change_log c
-		  WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limitArg)
+	if s.changed.want() {
+		return s.changesWithRows(ctx, after, limitArg)
+	}
+	out, err := s.changes(ctx, "read changes after "+fmt.Sprint(after), changesAfterSQL, after, limitArg)
+	if err == nil {
+		s.changed.keep(nil, len(out))
+	}
+	return out, err
 }
+
+// changesAfterSQL reads up to $2 change-log entries after $1 (nil: all), in Seq order.
+const changesAfterSQL = `SELECT c.seq, c.resource_id::text, ` + changeOwnerSQL + ` FROM change_log c
+		  WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`
 
 // ChangesIn returns the entries among seqs that are committed now, in Seq order.
 func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, error) {
@@ -57,15 +66,18 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Change, error) {
-		var c domain.Change
-		err := row.Scan(&c.Seq, &c.ResourceID, &c.Owner)
-		return c, err
-	})
+	out, err := pgx.CollectRows(rows, scanChange)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
+}
+
+// scanChange scans a change-log entry: its seq, resource id and owner.
+func scanChange(row pgx.CollectableRow) (domain.Change, error) {
+	var c domain.Change
+	err := row.Scan(&c.Seq, &c.ResourceID, &c.Owner)
+	return c, err
 }
 
 // PruneChanges deletes, while term holds, the entries written more than olderThan ago.

@@ -30,6 +30,8 @@ type State struct {
 	// instant holds a group per provisioner of the reservations that provision their
 	// resources whole (domain.InstantProvision).
 	instant map[string]*instantGroups
+	// changed keeps the rows read with the change log until their reconciles take them.
+	changed changedRows
 	// schema is the schema version this build knows: the fenced writes apply only while
 	// the database's is no newer.
 	schema int

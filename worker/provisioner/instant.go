@@ -17,6 +17,30 @@ type ResourceReader interface {
 	GetResource(ctx context.Context, id string) (domain.Resource, error)
 }
 
+// ChangedRowReader is a State that keeps the rows it read with the change log (domain/postgres
+// is one). An untouched row read so is provisioned without reading it again: the
+// one-transaction provision checks every condition again under the row's lock.
+type ChangedRowReader interface {
+	// ChangedResource returns, once, resource id's row as read with its latest change.
+	ChangedResource(id string) (domain.Resource, bool)
+}
+
+// changedRow returns the resource's row as read with its latest change when the State kept
+// it and it is untouched (see untouched), and false otherwise: then the row is read, since
+// a row kept from an earlier change may say less than the table now does (that it is
+// settled, or held), and only the write of an untouched row checks it again.
+func (a *attempt) changedRow(provisioner string, types []domain.ResourceType) (domain.Resource, bool) {
+	reader, ok := a.w.config.State.(ChangedRowReader)
+	if !ok {
+		return domain.Resource{}, false
+	}
+	r, ok := reader.ChangedResource(a.r.ID)
+	if !ok || !untouched(r, provisioner, types) {
+		return domain.Resource{}, false
+	}
+	return r, true
+}
+
 // instant provisions the resource in one transaction when its default provisioner's environ
 // can (environ.InstantProvisioner) and the row is untouched, and ends the attempt at once
 // when the row it reads is settled (nothing for a claim to do but write it twice): it reads the row, and the
@@ -38,20 +62,22 @@ func (a *attempt) instant() (outcome, bool) {
 	if !ok || !a.w.breakers.closed(a.attemptCtx, name) {
 		return outcome{}, false
 	}
-	r, err := reader.GetResource(a.attemptCtx, a.r.ID)
-	if err != nil {
-		return outcome{}, false
-	}
-	if settled(r) {
-		// A claim would find nothing to do and write the row twice (the claim and its
-		// release) to say so; a change after this read logs a change of its own, which
-		// brings the resource back.
-		a.log.Debug("nothing to do: the resource serves its generation", "status", r.Status)
-		return outcome{}, true
-	}
 	types := cfg.Environs.ServedTypes(env)
-	if !untouched(r, name, types) {
-		return outcome{}, false
+	r, ok := a.changedRow(name, types)
+	if !ok {
+		if r, err = reader.GetResource(a.attemptCtx, a.r.ID); err != nil {
+			return outcome{}, false
+		}
+		if settled(r) {
+			// A claim would find nothing to do and write the row twice (the claim and its
+			// release) to say so; a change after this read logs a change of its own, which
+			// brings the resource back.
+			a.log.Debug("nothing to do: the resource serves its generation", "status", r.Status)
+			return outcome{}, true
+		}
+		if !untouched(r, name, types) {
+			return outcome{}, false
+		}
 	}
 	a.r = r
 	a.resolved(name)

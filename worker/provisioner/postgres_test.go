@@ -262,6 +262,12 @@ type countingState struct {
 	mu      sync.Mutex
 	claims  int
 	records int
+	reads   int
+}
+
+func (s *countingState) GetResource(ctx context.Context, id string) (domain.Resource, error) {
+	s.count(&s.reads)
+	return s.State.GetResource(ctx, id)
 }
 
 func (s *countingState) ClaimResource(ctx context.Context, id, holder string, ttl time.Duration) (domain.Claim, error) {
@@ -302,6 +308,77 @@ func (s *postgresSuite) reconcileCounting(c *gc.C, id string) (claims, records i
 	watcher.send(c, id)
 	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
 	return counting.counts()
+}
+
+// keepChangedRows has the suite's store read the rows of the change log's entries with
+// them, as it does for an agent that keeps up with its changes and provisions in one
+// transaction: a row was asked for, then the entries are read in a small read.
+func (s *postgresSuite) keepChangedRows(c *gc.C) {
+	_, ok := s.state.ChangedResource("00000000-0000-0000-0000-000000000000")
+	c.Assert(ok, gc.Equals, false)
+	_, err := s.state.ChangesAfter(s.ctx, 0, 1000)
+	c.Assert(err, gc.IsNil)
+}
+
+// A runtime whose row the store read with its change is provisioned in one transaction
+// without reading the row again: ready, with the same history.
+func (s *postgresSuite) TestAChangedRowReadWithItsChangeIsNotReadAgain(c *gc.C) {
+	s.keepChangedRows(c)
+	r := s.create(c, "changed")
+	_, err := s.state.ChangesAfter(s.ctx, 0, 1000)
+	c.Assert(err, gc.IsNil)
+	counting := &countingState{State: s.state}
+	metrics := newFakeMetrics()
+	watcher := newFakeWatcher()
+	w := s.startWorkerOn(c, counting, metrics, watcher)
+	defer workertest.CleanKill(c, w)
+	watcher.send(c, r.ID)
+	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
+	counting.mu.Lock()
+	c.Check(counting.reads, gc.Equals, 0)
+	c.Check(counting.claims, gc.Equals, 0)
+	counting.mu.Unlock()
+	c.Check(s.events(c, r.ID), gc.DeepEquals, provisionedHistory)
+}
+
+// A row read with its change that a client paused since is not provisioned on what the read
+// said: the transaction finds it changed, and the attempt reads it again and leaves it
+// paused.
+func (s *postgresSuite) TestAChangedRowChangedSinceIsReadAgain(c *gc.C) {
+	s.keepChangedRows(c)
+	r := s.create(c, "paused-since")
+	_, err := s.state.ChangesAfter(s.ctx, 0, 1000)
+	c.Assert(err, gc.IsNil)
+	_, err = s.state.Pool().Exec(s.ctx, `UPDATE resources SET paused = true WHERE id = $1`, r.ID)
+	c.Assert(err, gc.IsNil)
+	counting := &countingState{State: s.state}
+	metrics := newFakeMetrics()
+	watcher := newFakeWatcher()
+	w := s.startWorkerOn(c, counting, metrics, watcher)
+	defer workertest.CleanKill(c, w)
+	watcher.send(c, r.ID)
+	// The claim's release is how the agent shows it took the change up and left the row
+	// paused.
+	var row domain.Resource
+	for deadline := time.Now().Add(testkit.LongWait); ; time.Sleep(10 * time.Millisecond) {
+		claims, _ := counting.counts()
+		row, err = s.state.GetResource(s.ctx, r.ID)
+		c.Assert(err, gc.IsNil)
+		if claims > 0 && row.LeaseHolder == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Fatalf("the paused row was never claimed and released: %+v", row)
+		}
+	}
+	c.Check(row.Status, gc.Equals, domain.StatusPending)
+	c.Check(row.Paused, gc.Equals, true)
+	counting.mu.Lock()
+	c.Check(counting.reads > 0, gc.Equals, true)
+	counting.mu.Unlock()
+	var reserved int
+	c.Assert(s.state.Pool().QueryRow(s.ctx, `SELECT count(*) FROM slot_reservations WHERE resource_id = $1`, r.ID).Scan(&reserved), gc.IsNil)
+	c.Check(reserved, gc.Equals, 0)
 }
 
 // provisionedHistory is the history of a runtime provisioned to ready at generation 1.
