@@ -300,14 +300,21 @@ func (s *countingState) counts() (claims, records int) {
 // reconcileCounting runs the worker on the suite's store through a countingState until it
 // reconciled resource id to ready once, and returns the claims and records it made.
 func (s *postgresSuite) reconcileCounting(c *gc.C, id string) (claims, records int) {
+	counting, metrics, w := s.startCounting(c, id)
+	defer workertest.CleanKill(c, w)
+	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
+	return counting.counts()
+}
+
+// startCounting starts the worker on the suite's store through a countingState and has it
+// reconcile resource id; the caller kills it.
+func (s *postgresSuite) startCounting(c *gc.C, id string) (*countingState, *fakeMetrics, worker.Worker) {
 	counting := &countingState{State: s.state}
 	metrics := newFakeMetrics()
 	watcher := newFakeWatcher()
 	w := s.startWorkerOn(c, counting, metrics, watcher)
-	defer workertest.CleanKill(c, w)
 	watcher.send(c, id)
-	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
-	return counting.counts()
+	return counting, metrics, w
 }
 
 // keepChangedRows has the suite's store read the rows of the change log's entries with
@@ -327,12 +334,8 @@ func (s *postgresSuite) TestAChangedRowReadWithItsChangeIsNotReadAgain(c *gc.C) 
 	r := s.create(c, "changed")
 	_, err := s.state.ChangesAfter(s.ctx, 0, 1000)
 	c.Assert(err, gc.IsNil)
-	counting := &countingState{State: s.state}
-	metrics := newFakeMetrics()
-	watcher := newFakeWatcher()
-	w := s.startWorkerOn(c, counting, metrics, watcher)
+	counting, metrics, w := s.startCounting(c, r.ID)
 	defer workertest.CleanKill(c, w)
-	watcher.send(c, r.ID)
 	c.Check(metrics.waitOutcomes(c, 1), gc.DeepEquals, []string{provisioner.OutcomeReady})
 	counting.mu.Lock()
 	c.Check(counting.reads, gc.Equals, 0)
@@ -351,12 +354,8 @@ func (s *postgresSuite) TestAChangedRowChangedSinceIsReadAgain(c *gc.C) {
 	c.Assert(err, gc.IsNil)
 	_, err = s.state.Pool().Exec(s.ctx, `UPDATE resources SET paused = true WHERE id = $1`, r.ID)
 	c.Assert(err, gc.IsNil)
-	counting := &countingState{State: s.state}
-	metrics := newFakeMetrics()
-	watcher := newFakeWatcher()
-	w := s.startWorkerOn(c, counting, metrics, watcher)
+	counting, _, w := s.startCounting(c, r.ID)
 	defer workertest.CleanKill(c, w)
-	watcher.send(c, r.ID)
 	// The claim's release is how the agent shows it took the change up and left the row
 	// paused.
 	var row domain.Resource
