@@ -82,6 +82,10 @@ func (c BreakerConfig) Validate() error {
 // breakerRefresh is how old the worker's copy of the breakers may get.
 const breakerRefresh = time.Second
 
+// breakerStale is how old the copy may be for closed to take it as it is, and refresh it
+// only after the attempt's write.
+const breakerStale = 2 * breakerRefresh
+
 // breakerProbeLease is how long a probe holds the breaker half-open: should its agent go
 // before its broker answers, another agent takes the probe then.
 const breakerProbeLease = 30 * time.Second
@@ -145,16 +149,32 @@ func (e *brokerWait) Error() string {
 func (e *brokerWait) Unwrap() error { return e.err }
 
 // closed reports whether provisioner's breaker is off or closed, as admit reads it, without
-// taking a probe: an attempt that finds it otherwise leaves the call to admit.
+// taking a probe: an attempt that finds it otherwise leaves the call to admit. It reads the
+// store only when the worker's copy is breakerStale old: a younger copy is taken as it is,
+// and the attempt refreshes it after its write (catchUp), so that the read is not in the
+// way of the resource's provision.
 func (b *breakers) closed(ctx context.Context, provisioner string) bool {
 	if _, on := b.settings(provisioner); !on {
 		return true
 	}
-	b.refresh(ctx)
+	b.mu.Lock()
+	recent := !b.readAt.IsZero() && b.clock.Now().Sub(b.readAt) < breakerStale
+	b.mu.Unlock()
+	if !recent {
+		b.refresh(ctx)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	v, ok := b.views[provisioner]
 	return !ok || v.State == domain.BreakerClosed
+}
+
+// catchUp refreshes the worker's copy of the breakers when provisioner has one and the copy
+// is breakerRefresh old, as closed left it.
+func (b *breakers) catchUp(ctx context.Context, provisioner string) {
+	if _, on := b.settings(provisioner); on {
+		b.refresh(ctx)
+	}
 }
 
 // admit says whether the attempt of resource id may call provisioner's broker: nil when

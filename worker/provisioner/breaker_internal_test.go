@@ -442,3 +442,49 @@ func TestBreakersWaitForTheFirstRead(t *testing.T) {
 		t.Error("an attempt waiting for the first read was admitted to an open breaker")
 	}
 }
+
+// An attempt that provisions in one transaction takes a copy of the breakers younger than
+// breakerStale as it is, and reads the store only after its write (catchUp), once the copy
+// is breakerRefresh old; an older copy is read first. A provisioner whose breaker is off
+// never reads the store.
+func TestBreakersClosedReadsTheStoreAfterTheWrite(t *testing.T) {
+	ctx := context.Background()
+	clk := testclock.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	store := newFakeBreakerStore(clk)
+	b, _ := newTestBreakers(store, clk, "agent-a")
+	lists := func() int {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.lists
+	}
+	if !b.closed(ctx, "kube") || lists() != 1 {
+		t.Fatalf("first closed: %d reads, want the first read", lists())
+	}
+	clk.Advance(breakerRefresh + time.Millisecond)
+	// Another agent opens the breaker meanwhile.
+	for range 3 {
+		if _, err := store.RecordBrokerFailure(ctx, "kube", domain.BrokerFailure{Settings: testBreakerSettings, Error: "503"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !b.closed(ctx, "kube") || lists() != 1 {
+		t.Errorf("closed on a copy %s old: %d reads; want the copy taken as it is", breakerRefresh, lists())
+	}
+	b.catchUp(ctx, "kube")
+	if lists() != 2 {
+		t.Errorf("catchUp on a copy %s old: %d reads, want 2", breakerRefresh, lists())
+	}
+	if b.closed(ctx, "kube") {
+		t.Error("closed after catching up with an open breaker")
+	}
+	clk.Advance(breakerStale)
+	b.closed(ctx, "kube")
+	if lists() != 3 {
+		t.Errorf("closed on a copy %s old: %d reads; want it read first", breakerStale, lists())
+	}
+	b.catchUp(ctx, "off")
+	b.closed(ctx, "off")
+	if lists() != 3 {
+		t.Errorf("a provisioner whose breaker is off read the store: %d reads", lists())
+	}
+}

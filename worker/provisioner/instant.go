@@ -59,7 +59,11 @@ func (a *attempt) instant() (outcome, bool) {
 		return outcome{}, false
 	}
 	provisioner, ok := env.(environ.InstantProvisioner)
-	if !ok || !a.w.breakers.closed(a.attemptCtx, name) {
+	if !ok {
+		return outcome{}, false
+	}
+	defer a.w.breakers.catchUp(a.attemptCtx, name)
+	if !a.w.breakers.closed(a.attemptCtx, name) {
 		return outcome{}, false
 	}
 	types := cfg.Environs.ServedTypes(env)

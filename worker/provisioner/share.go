@@ -36,10 +36,10 @@ type leftResource struct {
 	at time.Time
 }
 
-// refreshAgents lists the live agents when the list is older than ShareGrace. A failed
-// list keeps the one before; none at all means alone, so that nothing is left undone.
-func (w *Worker) refreshAgents(ctx context.Context, sh *sharing, now time.Time) {
-	if w.config.Agents == nil || (sh.agents != nil && now.Sub(sh.listedAt) < w.config.ShareGrace) {
+// refreshAgents lists the live agents when the list is maxAge old. A failed list keeps the
+// one before; none at all means alone, so that nothing is left undone.
+func (w *Worker) refreshAgents(ctx context.Context, sh *sharing, now time.Time, maxAge time.Duration) {
+	if w.config.Agents == nil || (sh.agents != nil && now.Sub(sh.listedAt) < maxAge) {
 		return
 	}
 	ctx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, bookkeepingTimeout)
@@ -61,10 +61,12 @@ func (w *Worker) refreshAgents(ctx context.Context, sh *sharing, now time.Time) 
 // route queues the ids of a watcher event: at once those this agent owns (and those it has
 // in flight or queued already), the others once their owner had ShareGrace to take them.
 // Rendezvous spreads every tenant's ids over the agents, so each agent's fair queue sees its
-// share of every tenant's work and the turns hold across agents.
+// share of every tenant's work and the turns hold across agents. It routes on a list of
+// agents up to twice ShareGrace old: the loop lists them again once the reconciles the
+// event started are on their way, so that the list is not read in the way of a change.
 func (w *Worker) route(ctx context.Context, s *schedule, sh *sharing, batch []watcher.Owned) {
 	now := w.config.Clock.Now()
-	w.refreshAgents(ctx, sh, now)
+	w.refreshAgents(ctx, sh, now, 2*w.config.ShareGrace)
 	for _, o := range batch {
 		if len(sh.agents) <= 1 || s.pending(o.ID) || rendezvous.Owner(sh.agents, o.ID) == w.config.Agent.ID {
 			s.enqueue(o.ID, o.Owner)

@@ -249,7 +249,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	done := make(chan outcome, 2*(w.config.Concurrency+w.config.AwaitConcurrency))
 	s := newSchedule()
 	sh := &sharing{isLeft: make(map[string]bool)}
-	w.refreshAgents(ctx, sh, w.config.Clock.Now())
+	w.refreshAgents(ctx, sh, w.config.Clock.Now(), w.config.ShareGrace)
 	owners := &ownerPolicies{}
 	limit := newConcurrencyLimit(w.config.MinConcurrency, w.config.Concurrency)
 	var timer clock.Timer
@@ -277,6 +277,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 				done <- w.reconcile(ctx, id, woken, awaiting)
 			}()
 		}
+		w.refreshAgents(ctx, sh, w.config.Clock.Now(), w.config.ShareGrace)
 		// One timer, for the earliest retry or look at what was left to other agents.
 		var timerC <-chan time.Time
 		if at, ok := earliest(s.nextRetry, sh.nextLeft); ok {
