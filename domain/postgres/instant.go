@@ -74,9 +74,9 @@ type instantGroups struct {
 
 // runInstants provisions a group of one provisioner's resources whole in one transaction:
 // guessing their hosts on the usage the group before it left when it runs alone and the
-// cache has the usage (instantWarmOn), else reading the usage first (instantGroupOn). A group whose guess was
-// stale is run again reading the usage first; when the transaction fails otherwise, each
-// call runs alone.
+// cache has the usage (instantWarmOn), else reading the usage first (instantGroupOn). A
+// group whose guess was stale is run again reading the usage first; when the transaction
+// fails otherwise, each call runs alone.
 func (s *State) runInstants(ctx context.Context, calls []*reserveCall) {
 	slices.SortStableFunc(calls, func(a, b *reserveCall) int { return bytes.Compare(a.uid.Bytes[:], b.uid.Bytes[:]) })
 	conn, err := s.pool.Acquire(ctx)
@@ -108,10 +108,12 @@ func (s *State) runInstants(ctx context.Context, calls []*reserveCall) {
 	}
 }
 
-// unrun clears what a group's failed transaction set on its calls, so that each runs alone.
+// unrun clears what a group's failed transaction set on its calls, the rows it recorded
+// included, so that each runs again.
 func unrun(calls []*reserveCall) {
 	for _, c := range calls {
 		c.ran, c.out, c.err, c.instant, c.ready = false, domain.Reservation{}, nil, false, instantReady{}
+		c.recorded(domain.Resource{})
 	}
 }
 
@@ -408,10 +410,10 @@ const instantReadySet = `status = 'ready',
 	       admitted_units = ready.ready_units`
 
 // instantWarmReadySQL is instantReadySQL for rows not locked yet: it first locks, one by
-// one in the order of $1 (the caller's: id order), those of the rows $1 that are untouched as the caller read them (instantFenceSQL's
-// conditions, row $1[i] at generation $10[i] and of owner $11[i], of the types $12, under a
-// schema no newer than version $13) and that hold no reservation of provisioner $3, and
-// records only those ready, with their history. A row that is not is neither locked nor
+// one in the order of $1 (the caller's: id order), those of the rows $1 that are untouched
+// as the caller read them (instantFenceSQL's conditions, row $1[i] at generation $10[i] and
+// of owner $11[i], of the types $12, under a schema no newer than version $13) and that hold
+// no reservation of provisioner $3, and records only those ready, with their history. A row that is not is neither locked nor
 // written, and returns no row. Each row is looked up on its own (LATERAL), by primary key,
 // in the order given: joined with the array, a plan may read every pending row through the
 // index of rows needing attention, and lock in its own order.

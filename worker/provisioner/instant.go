@@ -43,9 +43,10 @@ func (a *attempt) changedRow(provisioner string, types []domain.ResourceType) (d
 
 // instant provisions the resource in one transaction when its default provisioner's environ
 // can (environ.InstantProvisioner) and the row is untouched, and ends the attempt at once
-// when the row it reads is settled (nothing for a claim to do but write it twice): it reads the row, and the
-// environ's transaction locks it, checks it is still so, provisions it and records it ready
-// with the history the claim and the records would have written. It reports whether it did;
+// when the row it reads is settled (nothing for a claim to do but write it twice): it takes
+// the row as read with its change (changedRow) or reads it, and the environ's transaction
+// locks it, checks it is still so, provisions it and records it ready with the history the
+// claim and the records would have written. It reports whether it did;
 // when it did not, nothing was written and the attempt goes the usual way (claim, lease,
 // records), which reports and retries whatever failed here.
 func (a *attempt) instant() (outcome, bool) {
