@@ -498,26 +498,14 @@ func queueInstantWarmReady(b *pgx.Batch, picked []*reserveCall, schema int) {
 	}
 	args = append(args, gens, owners, backend.InstantTypes(picked[0].req.Instant), schema)
 	b.Queue(instantWarmReadySQL, args...).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			r, err := scanResource(rows)
-			if err != nil {
-				return fmt.Errorf("record the resources ready: %w", describeDBError(err))
-			}
-			uid, err := parseID(r.ID)
-			if err != nil {
-				return err
-			}
-			c, ok := byID[uid.Bytes]
-			if !ok {
-				return fmt.Errorf("record the resources ready: resource %s was not asked for", r.ID)
-			}
-			c.instant = true
-			c.recorded(r)
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("record the resources ready: %w", describeDBError(err))
-		}
-		return nil
+		_, err := eachReturned(rows, byID, "record the resources ready", func(row pgx.Row) (string, func(*reserveCall), error) {
+			r, err := scanResource(row)
+			return r.ID, func(c *reserveCall) {
+				c.instant = true
+				c.recorded(r)
+			}, err
+		})
+		return err
 	})
 }
 
@@ -559,30 +547,37 @@ func instantReadyArgs(picked []*reserveCall) ([]any, map[[16]byte]*reserveCall) 
 // or a call with no row, fails the statement's batch, and so the group's transaction. what
 // says what the statement does, for its errors.
 func eachPicked(rows pgx.Rows, byID map[[16]byte]*reserveCall, what string, scan func(pgx.Row) (string, func(*reserveCall), error)) error {
+	seen, err := eachReturned(rows, byID, what, scan)
+	if err == nil && seen != len(byID) {
+		err = fmt.Errorf("%s: %d of %d rows written", what, seen, len(byID))
+	}
+	return err
+}
+
+// eachReturned is eachPicked for a statement that may leave calls without a row: it returns
+// how many rows it handed out.
+func eachReturned(rows pgx.Rows, byID map[[16]byte]*reserveCall, what string, scan func(pgx.Row) (string, func(*reserveCall), error)) (int, error) {
 	seen := 0
 	for rows.Next() {
 		id, set, err := scan(rows)
 		if err != nil {
-			return fmt.Errorf("%s: %w", what, describeDBError(err))
+			return seen, fmt.Errorf("%s: %w", what, describeDBError(err))
 		}
 		uid, err := parseID(id)
 		if err != nil {
-			return err
+			return seen, err
 		}
 		c, ok := byID[uid.Bytes]
 		if !ok {
-			return fmt.Errorf("%s: resource %s was not asked for", what, id)
+			return seen, fmt.Errorf("%s: resource %s was not asked for", what, id)
 		}
 		set(c)
 		seen++
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, describeDBError(err))
+		return seen, fmt.Errorf("%s: %w", what, describeDBError(err))
 	}
-	if seen != len(byID) {
-		return fmt.Errorf("%s: %d of %d rows written", what, seen, len(byID))
-	}
-	return nil
+	return seen, nil
 }
 
 // instantReservationsSQL writes the reservations of a group's resources ($2[i] of owner

@@ -91,7 +91,9 @@ func (u *usageCache) missed() {
 	defer u.mu.Unlock()
 	u.known = false
 	u.pause = min(1<<u.stale, maxGuessPause)
-	u.stale = min(u.stale+1, 7)
+	if u.pause < maxGuessPause {
+		u.stale++
+	}
 }
 
 // forget makes the next group read the usage first: this agent changed it outside a

@@ -157,12 +157,7 @@ func (b *breakers) closed(ctx context.Context, provisioner string) bool {
 	if _, on := b.settings(provisioner); !on {
 		return true
 	}
-	b.mu.Lock()
-	recent := !b.readAt.IsZero() && b.clock.Now().Sub(b.readAt) < breakerStale
-	b.mu.Unlock()
-	if !recent {
-		b.refresh(ctx)
-	}
+	b.refresh(ctx, breakerStale)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	v, ok := b.views[provisioner]
@@ -173,7 +168,7 @@ func (b *breakers) closed(ctx context.Context, provisioner string) bool {
 // is breakerRefresh old, as closed left it.
 func (b *breakers) catchUp(ctx context.Context, provisioner string) {
 	if _, on := b.settings(provisioner); on {
-		b.refresh(ctx)
+		b.refresh(ctx, breakerRefresh)
 	}
 }
 
@@ -185,7 +180,7 @@ func (b *breakers) admit(ctx context.Context, provisioner, id string) *brokerWai
 	if !on {
 		return nil
 	}
-	b.refresh(ctx)
+	b.refresh(ctx, breakerRefresh)
 	b.mu.Lock()
 	v, ok := b.views[provisioner]
 	if !ok || v.State == domain.BreakerClosed {
@@ -319,14 +314,14 @@ func (b *breakers) settings(provisioner string) (domain.BreakerSettings, bool) {
 	return b.config.Settings(provisioner)
 }
 
-// refresh reads every breaker when the last read is breakerRefresh old, outside the lock:
+// refresh reads every breaker when the last read is maxAge old, outside the lock:
 // meanwhile the other attempts use the views as they are, except before the first read,
 // which they wait for. A store that cannot be read leaves the views as they were until the
 // next refresh.
-func (b *breakers) refresh(ctx context.Context) {
+func (b *breakers) refresh(ctx context.Context, maxAge time.Duration) {
 	b.mu.Lock()
 	now := b.clock.Now()
-	if b.refreshing || (!b.readAt.IsZero() && now.Sub(b.readAt) < breakerRefresh) {
+	if b.refreshing || (!b.readAt.IsZero() && now.Sub(b.readAt) < maxAge) {
 		first := b.firstRead
 		b.mu.Unlock()
 		select {
