@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -94,6 +95,12 @@ func (g *Group[C]) Do(ctx context.Context, call C) error {
 // lead to the first caller still waiting, or gives it up when none is. A waiting call whose
 // caller's ctx has ended is dropped, and its caller told so: it may be the very caller
 // running runNext, which waits for its own call's done.
+//
+// The lead is handed on before the group's callers are woken, and the handing caller then
+// yields: a goroutine woken last runs next, and each woken caller that wakes another (the
+// worker its loop) pushes the one before it to the back of the run queue. Woken after them,
+// the next lead waited for a group's whole worth of callers to run (5 ms a group of 128 on
+// SQLite, a seventh of the writer's time), while the calls it was to run waited with it.
 func (g *Group[C]) runNext() {
 	g.mu.Lock()
 	var taken []*member[C]
@@ -113,16 +120,29 @@ func (g *Group[C]) runNext() {
 	if len(taken) > 0 {
 		g.runTaken(taken)
 	}
+	handed := g.handOn()
+	for _, m := range taken {
+		close(m.done)
+	}
+	if handed {
+		runtime.Gosched()
+	}
+}
+
+// handOn hands the lead to the first caller still waiting, or gives it up when none is. It
+// reports whether it handed it on.
+func (g *Group[C]) handOn() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for len(g.queue) > 0 {
 		if next := g.queue[0]; next.state == memberWaiting {
 			close(next.lead)
-			return
+			return true
 		}
 		g.pop()
 	}
 	g.leading = false
+	return false
 }
 
 // runTaken runs the calls of taken, on a context that ends once every one of their callers'
@@ -143,9 +163,6 @@ func (g *Group[C]) runTaken(taken []*member[C]) {
 		defer stop()
 	}
 	g.run(ctx, calls)
-	for _, m := range taken {
-		close(m.done)
-	}
 }
 
 // pop takes the head of the queue; the caller holds mu.
