@@ -26,10 +26,11 @@ image:
 		-version $(VERSION) -revision $(REVISION) -created $(SOURCE_DATE_EPOCH) \
 		-oci-layout $(IMAGE_DIR)/oci -tarball $(IMAGE_DIR)/berth.tar -tag $(IMAGE_TAG)
 
-# Every test, against a real throwaway PostgreSQL (started here when BERTH_TEST_DATABASE_URL is unset).
+# Every test, against a real throwaway PostgreSQL (started here when BERTH_TEST_DATABASE_URL is unset),
+# and every Go benchmark once (-benchtime 1x), so that none stops working unnoticed.
 test: build
 	@url="$${BERTH_TEST_DATABASE_URL:-$$($(PG) start)}" && \
-	BERTH_TEST_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" $(GO) test -race -count=1 -timeout 20m ./...
+	BERTH_TEST_DATABASE_URL="$$url" BERTH_BINARY="$(CURDIR)/$(BIN)" $(GO) test -race -count=1 -timeout 20m -bench . -benchtime 1x ./...
 
 # Every fuzz target of the repository (each func FuzzXxx of a test file, found afresh on every
 # run by scripts/fuzz.sh), fuzzed one at a time for FUZZTIME each, e.g. make fuzz FUZZTIME=5m;

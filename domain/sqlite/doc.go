@@ -44,6 +44,13 @@
 // with RETURNING.
 // BenchmarkProvisionStatic measures the four writes.
 //
+// A runtime nothing has been done to yet is provisioned in one write instead
+// (domain.InstantProvision, instant.go); BenchmarkProvisionInstant measures it. The slot
+// usage it picks a host on is read once per group commit, and per owner once per group,
+// then kept as the group's provisions reserve (usagememo.go): the group's transaction holds
+// the write lock, so nothing else changes it meanwhile, and any other write of the group
+// makes the next provision read it again.
+//
 // # Wake-ups without LISTEN/NOTIFY
 //
 // ListenChanges returns a listener woken by this State's own commits and, for writes made by

@@ -24,10 +24,12 @@ const maxGroup = 128
 // only once the commit that carried its write is durable, or with the error that kept it out.
 type groupCommit = backend.Group[*groupWrite]
 
-// groupWrite is one caller's write transaction and its outcome.
+// groupWrite is one caller's write transaction and its outcome. A one-transaction provision
+// sets instant instead of f: it is handed the group's usage memo.
 type groupWrite struct {
-	f   func(tx *sql.Tx) error
-	err error
+	f       func(tx *sql.Tx) error
+	instant func(tx *sql.Tx, usage *usageMemo) error
+	err     error
 }
 
 func newGroupCommit(db *sql.DB) *groupCommit {
@@ -45,9 +47,16 @@ func commitGroup(ctx context.Context, db *sql.DB, batch []*groupWrite) {
 		}
 		return
 	}
+	var usage usageMemo
 	for _, w := range batch {
+		f := w.f
+		if w.instant != nil {
+			f = func(tx *sql.Tx) error { return w.instant(tx, &usage) }
+		} else {
+			usage.forget()
+		}
 		var txErr error
-		if w.err, txErr = runInSavepoint(tx, w.f); txErr != nil {
+		if w.err, txErr = runInSavepoint(tx, f); txErr != nil {
 			// The transaction itself broke (an interrupted statement rolls all of it
 			// back): nothing of the batch is written.
 			_ = tx.Rollback()

@@ -32,8 +32,9 @@ const untouchedSQL = `r.status = 'pending' AND r.reason = 'Created' AND r.next_a
 // wraps domain.ErrNotInstant and nothing stays written. The row's check is the update's own
 // condition, not a read of its own before it: a read per runtime was a sixth of the writer's
 // time, and a row that is not untouched is rare. It returns the reservation and the row as
-// recorded.
-func (s *State) reserveInstant(ctx context.Context, tx *sql.Tx, req domain.SlotRequest, uid string, pick domain.PickHost) (domain.Reservation, rawResource, error) {
+// recorded. The host usage comes from usage, the group's memo, and the reservation is added
+// to it once the row is recorded ready.
+func (s *State) reserveInstant(ctx context.Context, tx *sql.Tx, usageMemo *usageMemo, req domain.SlotRequest, uid string, pick domain.PickHost) (domain.Reservation, rawResource, error) {
 	in := req.Instant
 	types, err := json.Marshal(backend.InstantTypes(in))
 	if err != nil {
@@ -54,7 +55,7 @@ func (s *State) reserveInstant(ctx context.Context, tx *sql.Tx, req domain.SlotR
 		}
 		return err
 	}
-	usage, err := hostUsage(ctx, tx, req)
+	usage, err := usageMemo.usage(ctx, tx, req)
 	if err != nil {
 		return domain.Reservation{}, rawResource{}, fmt.Errorf("read host usage: %w", err)
 	}
@@ -142,5 +143,6 @@ func (s *State) reserveInstant(ctx context.Context, tx *sql.Tx, req domain.SlotR
 	if err != nil {
 		return domain.Reservation{}, rawResource{}, fmt.Errorf("record resource %s ready: %w", req.ResourceID, describeDBError(err))
 	}
+	usageMemo.reserved(res)
 	return res, raw, nil
 }

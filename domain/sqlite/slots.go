@@ -27,9 +27,9 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 	var out domain.Reservation
 	if req.Instant != nil {
 		var raw rawResource
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+		err = s.inInstantTx(ctx, func(tx *sql.Tx, usage *usageMemo) error {
 			var err error
-			out, raw, err = s.reserveInstant(ctx, tx, req, uid, pick)
+			out, raw, err = s.reserveInstant(ctx, tx, usage, req, uid, pick)
 			return err
 		})
 		if err == nil && req.Instant.Recorded != nil {

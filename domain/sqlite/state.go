@@ -161,7 +161,16 @@ func (s *State) DB() *sql.DB { return s.write }
 // commits (groupCommit), each in its own savepoint: to f it is a transaction of its own. f
 // must use tx only: the State has one writing connection and tx holds it.
 func (s *State) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	w := &groupWrite{f: f}
+	return s.runWrite(ctx, &groupWrite{f: f})
+}
+
+// inInstantTx is inTx for a one-transaction provision, which reads the slot usage through
+// its group's usageMemo and adds its reservation to it once nothing of it can fail.
+func (s *State) inInstantTx(ctx context.Context, f func(tx *sql.Tx, usage *usageMemo) error) error {
+	return s.runWrite(ctx, &groupWrite{instant: f})
+}
+
+func (s *State) runWrite(ctx context.Context, w *groupWrite) error {
 	if err := s.group.Do(ctx, w); err != nil {
 		return err
 	}

@@ -1,0 +1,100 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/berth-dev/berth/domain"
+)
+
+// One group's one-transaction provisions are shown the usage a read in their place would
+// give: the provisions before them in the group, of any owner, counted; one whose row was
+// not untouched, and whose savepoint was rolled back, not counted; and what another write
+// of the group released gone.
+func TestGroupProvisionsSeeTheUsageAReadWould(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "berth.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	create := func(name, owner string) string {
+		var id string
+		if err := s.write.QueryRow(`INSERT INTO resources (type, name, owner, args) VALUES ('runtime', $1, $2, '{}') RETURNING id`,
+			name, owner).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// Usage there before the group: one slot of carol's on h1.
+	if _, err := s.write.Exec(`INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots) VALUES ('pool', $1, 'carol', 'h1', 1)`,
+		create("before", "carol")); err != nil {
+		t.Fatal(err)
+	}
+	paused := create("paused", "alice")
+	if _, err := s.write.Exec(`UPDATE resources SET paused = 1 WHERE id = $1`, paused); err != nil {
+		t.Fatal(err)
+	}
+	a1, b1, a2, a3 := create("a1", "alice"), create("b1", "bob"), create("a2", "alice"), create("a3", "alice")
+
+	var shown [][]domain.HostUsage
+	provision := func(id, owner, host string, slots int) *groupWrite {
+		return &groupWrite{instant: func(tx *sql.Tx, usage *usageMemo) error {
+			req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots, Instant: &domain.InstantProvision{
+				Generation: 1, Provisioner: "pool", Types: []domain.ResourceType{domain.ResourceTypeRuntime}, Units: 1,
+				Message: domain.ReadyMessage(1, ""),
+				Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
+					return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{}}, nil
+				},
+				HostSlots: func(string) int { return 100 },
+			}}
+			read, err := hostUsage(ctx, tx, req)
+			if err != nil {
+				return err
+			}
+			_, _, err = s.reserveInstant(ctx, tx, usage, req, id, func(_ domain.SlotRequest, _ *domain.Reservation, got []domain.HostUsage) (string, error) {
+				if !reflect.DeepEqual(got, read) {
+					t.Errorf("provision of %s was shown %+v, a read gives %+v", id, got, read)
+				}
+				shown = append(shown, got)
+				return host, nil
+			})
+			return err
+		}}
+	}
+	release := &groupWrite{f: func(tx *sql.Tx) error {
+		_, err := tx.Exec(`DELETE FROM slot_reservations WHERE resource_id = $1`, a1)
+		return err
+	}}
+	batch := []*groupWrite{
+		provision(a1, "alice", "h2", 2),
+		provision(b1, "bob", "h2", 1),
+		provision(paused, "alice", "h0", 5),
+		provision(a2, "alice", "h0", 1),
+		release,
+		provision(a3, "alice", "h3", 1),
+	}
+	commitGroup(ctx, s.write, batch)
+	for i, w := range batch {
+		if want := i == 2; errors.Is(w.err, domain.ErrNotInstant) != want {
+			t.Errorf("write %d: err = %v, want ErrNotInstant %v", i, w.err, want)
+		}
+	}
+	want := [][]domain.HostUsage{
+		{{Host: "h1", UsedSlots: 1}},
+		{{Host: "h1", UsedSlots: 1}, {Host: "h2", UsedSlots: 2}},
+		{{Host: "h1", UsedSlots: 1}, {Host: "h2", UsedSlots: 3, OwnerResources: 1}},
+		{{Host: "h1", UsedSlots: 1}, {Host: "h2", UsedSlots: 3, OwnerResources: 1}},
+		{{Host: "h0", UsedSlots: 1, OwnerResources: 1}, {Host: "h1", UsedSlots: 1}, {Host: "h2", UsedSlots: 1}},
+	}
+	if !reflect.DeepEqual(shown, want) {
+		t.Errorf("usage shown =\n%+v\nwant\n%+v", shown, want)
+	}
+}
