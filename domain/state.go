@@ -407,6 +407,9 @@ type InstantProvision struct {
 	HostSlots func(host string) int
 	// Recorded, when not nil, is set to the row as recorded ready.
 	Recorded *Resource
+	// ReadyAt, when not nil, is set to the row's ready_at as recorded. A caller that needs
+	// no more of the row asks for this alone: a store then reads no more of it back.
+	ReadyAt *time.Time
 }
 
 // ReadyRecord is what a broker that provisions in one transaction reports of a resource

@@ -112,7 +112,13 @@ func (s *State) reserveInstant(ctx context.Context, tx *sql.Tx, usageMemo *usage
 	// As the claim that starts provisioning and the ready record that releases its lease
 	// would together, in one update of the row; the lease token moves on, so that a write
 	// under any earlier lease is refused.
-	raw, err := scanRawResource(tx.QueryRowContext(ctx, `
+	// The row is read back whole only when the caller asks for it (Recorded), its ready_at
+	// otherwise.
+	returning := `ready_at`
+	if in.Recorded != nil {
+		returning = resourceColumns
+	}
+	readyRow := tx.QueryRowContext(ctx, `
 		UPDATE resources AS r
 		   SET status = 'ready',
 		       `+statusChangedSQL("'ready'")+`,
@@ -135,8 +141,14 @@ func (s *State) reserveInstant(ctx context.Context, tx *sql.Tx, usageMemo *usage
 		       admitted_units = $10,
 		       `+touchSQL+`
 		 WHERE r.id = $1 AND `+untouchedSQL+`
-		RETURNING `+resourceColumns,
-		append(untouchedArgs, domain.ReadyMessage(in.Generation, rec.Notice), state, config, in.Units)...))
+		RETURNING `+returning,
+		append(untouchedArgs, domain.ReadyMessage(in.Generation, rec.Notice), state, config, in.Units)...)
+	var raw rawResource
+	if in.Recorded != nil {
+		raw, err = scanRawResource(readyRow)
+	} else {
+		err = readyRow.Scan(&raw.ready)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return domain.Reservation{}, rawResource{}, domain.ErrNotInstant
 	}

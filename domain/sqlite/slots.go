@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/internal/backend"
@@ -34,6 +35,12 @@ func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick d
 		})
 		if err == nil && req.Instant.Recorded != nil {
 			*req.Instant.Recorded, err = raw.decode()
+		}
+		if err == nil && req.Instant.ReadyAt != nil {
+			var readyAt *time.Time
+			if readyAt, err = parseOptionalTime("ready_at", raw.ready); readyAt != nil {
+				*req.Instant.ReadyAt = *readyAt
+			}
 		}
 		if err != nil {
 			return domain.Reservation{}, fmt.Errorf("reserve %d slots of %s for resource %s: %w", req.Slots, req.Provisioner, req.ResourceID, err)

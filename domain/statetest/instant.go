@@ -406,3 +406,40 @@ func testInstantProvisionSeesWhatAnotherAgentDid(t *testing.T, b *Backend) {
 		t.Errorf("usage at the end = %v, want only the third's slot, on h1", used)
 	}
 }
+
+// A one-transaction provision that asks for its row's ready time alone (ReadyAt, no
+// Recorded) gets the time the row was recorded ready, as one that asks for both does, and
+// the row and its history are the same either way.
+func testInstantProvisionReportsItsReadyTime(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	for _, whole := range []bool{false, true} {
+		r := mustCreate(t, b, runtime(fmt.Sprintf("ready-time-%v", whole)))
+		var recorded domain.Resource
+		var readyAt time.Time
+		req, pick := instantProvision(r, nil)
+		if whole {
+			req.Instant.Recorded = &recorded
+		}
+		req.Instant.ReadyAt = &readyAt
+		if _, err := b.ReserveSlots(ctx, req, pick); err != nil {
+			t.Fatalf("instant provision (row asked for: %v): %v", whole, err)
+		}
+		read, err := b.GetResource(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read.Status != domain.StatusReady || read.ReadyAt == nil || !readyAt.Equal(*read.ReadyAt) {
+			t.Errorf("row asked for %v: ReadyAt = %v, row read back ready at %v (status %s)", whole, readyAt, read.ReadyAt, read.Status)
+		}
+		if whole && (recorded.ReadyAt == nil || !recorded.ReadyAt.Equal(readyAt)) {
+			t.Errorf("Recorded ready at %v, ReadyAt %v: want the same", recorded.ReadyAt, readyAt)
+		}
+		if !whole && recorded.ID != "" {
+			t.Errorf("Recorded set to %+v though not asked for", recorded)
+		}
+		want := strings.Split(strings.TrimSpace(historyGolden), "\n")[:4]
+		if got := describe(events(t, b, r.ID, 0)); !slices.Equal(got, want) {
+			t.Errorf("row asked for %v: history =\n%s\nwant\n%s", whole, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}

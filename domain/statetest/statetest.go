@@ -103,6 +103,7 @@ var tests = []struct {
 	{"HistoryIsKeptEventForEvent", testHistoryIsKeptEventForEvent},
 	{"HistoryIsKeptProvisionedInOneTransaction", testHistoryIsKeptProvisionedInOneTransaction},
 	{"InstantProvisionRecordsReady", testInstantProvisionRecordsReady},
+	{"InstantProvisionReportsItsReadyTime", testInstantProvisionReportsItsReadyTime},
 	{"InstantProvisionNeedsAnUntouchedRow", testInstantProvisionNeedsAnUntouchedRow},
 	{"InstantProvisionReportsThePickersError", testInstantProvisionReportsThePickersError},
 	{"InstantProvisionFencesEarlierLeases", testInstantProvisionFencesEarlierLeases},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/environ"
@@ -95,7 +96,7 @@ func (a *attempt) instant() (outcome, bool) {
 	}
 	gen := r.Generation
 	step := domain.ProvisioningMessage(gen)
-	var recorded domain.Resource
+	var readyAt time.Time
 	in := domain.InstantProvision{
 		Generation:  gen,
 		Provisioner: name,
@@ -105,8 +106,8 @@ func (a *attempt) instant() (outcome, bool) {
 			{Status: domain.StatusProvisioning, Reason: domain.ReasonProvisioning, Message: step},
 			{Status: domain.StatusProvisioning, Reason: domain.ReasonAwaitingReady, Message: step + ": waiting for it to serve"},
 		},
-		Message:  domain.ReadyMessage(gen, ""),
-		Recorded: &recorded,
+		Message: domain.ReadyMessage(gen, ""),
+		ReadyAt: &readyAt,
 	}
 	ctx, end := a.environSpan(SpanEnvironReconcile, env)
 	_, err = provisioner.ProvisionInstantly(ctx, &environ.Resource{ID: r.ID, Type: r.Type, State: r.State, Config: r.Config}, a.options(), in)
@@ -127,11 +128,8 @@ func (a *attempt) instant() (outcome, bool) {
 		}
 		return outcome{}, false
 	}
-	a.r = recorded
 	a.log.Info("provisioned and ready in one transaction")
-	if recorded.ReadyAt != nil {
-		a.w.config.Metrics.ObserveCreateToReady(a.metricsProvisioner(), recorded.Type, recorded.ReadyAt.Sub(recorded.CreatedAt))
-	}
+	a.w.config.Metrics.ObserveCreateToReady(a.metricsProvisioner(), r.Type, readyAt.Sub(r.CreatedAt))
 	return outcome{result: OutcomeReady}, true
 }
 
