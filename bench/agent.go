@@ -108,6 +108,43 @@ func (a *agent) peakRSS() (int64, error) {
 	return vmHWM(status)
 }
 
+// cpuTime is the CPU time the agent has used so far, user and system (utime and stime of
+// /proc/<pid>/stat).
+func (a *agent) cpuTime() (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read the agent's CPU time (needs Linux /proc): %w", err)
+	}
+	return statCPUTime(stat)
+}
+
+// clockTicks is the unit of /proc/<pid>/stat's CPU times: USER_HZ, 100 on Linux.
+const clockTicks = 100
+
+// statCPUTime parses utime and stime, the 14th and 15th fields, of a /proc/<pid>/stat file.
+// The fields are counted after the command name's closing parenthesis, since the name may
+// hold spaces.
+func statCPUTime(stat []byte) (time.Duration, error) {
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("no command name in the agent's /proc stat")
+	}
+	fields := strings.Fields(string(stat[end+1:]))
+	// fields[0] is the 3rd field (state): utime and stime are fields[11] and fields[12].
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("the agent's /proc stat has %d fields after its name, want at least 13", len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse the agent's CPU time %q: %w", f, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
 // stop sends SIGTERM and waits; after stopGrace it kills the agent. An agent that had
 // already exited is not reported again (alive reports it).
 func (a *agent) stop() error {

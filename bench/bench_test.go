@@ -36,6 +36,26 @@ func TestVMHWM(t *testing.T) {
 	}
 }
 
+func TestStatCPUTime(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want time.Duration
+		ok   bool
+	}{
+		// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+		{"4242 (berth) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 31 0 0 20 0 12 0", 2810 * time.Millisecond, true},
+		{"4242 (a (b) c) R 1 1 1 0 -1 0 0 0 0 0 7 3 0 0", 100 * time.Millisecond, true},
+		{"4242 (berth) S 1 4242", 0, false},
+		{"4242 berth S", 0, false},
+		{"4242 (berth) S 1 4242 4242 0 -1 4194560 900 0 0 0 lots 31", 0, false},
+	} {
+		got, err := statCPUTime([]byte(tc.stat))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("statCPUTime(%q) = %v, %v; want %v, ok=%v", tc.stat, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
 func TestSummarize(t *testing.T) {
 	var sample []time.Duration
 	for i := 100; i >= 1; i-- {

@@ -269,6 +269,22 @@ func (r *berthRun) peakRSS() (int64, error) {
 	return peak, nil
 }
 
+// cpuTime is the CPU time the run's agents that are still running have used so far.
+func (r *berthRun) cpuTime() (time.Duration, error) {
+	var total time.Duration
+	for _, a := range r.agents {
+		if a.killed {
+			continue
+		}
+		cpu, err := a.cpuTime()
+		if err != nil {
+			return 0, err
+		}
+		total += cpu
+	}
+	return total, nil
+}
+
 // statusCounts summarises the resources table for a failure report.
 func (r *berthRun) statusCounts() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -308,11 +324,22 @@ type throughputResult struct {
 	n        int           // resources or jobs
 	elapsed  time.Duration // time to make all of them ready or completed
 	peakRSS  int64         // agent's VmHWM in bytes; 0 when not measured
+	// agentCPU is the CPU time the agents used from the insert until all were ready; 0 when
+	// not measured. Per resource, it is a steadier figure than the rate on a busy machine.
+	agentCPU time.Duration
 	// statements is where the database time went, for a run of one agent on PostgreSQL.
 	statements *statementProfile
 }
 
 func (t throughputResult) perSecond() float64 { return float64(t.n) / t.elapsed.Seconds() }
+
+// cpuPerResource is the agents' CPU time per resource, e.g. "118 us/resource".
+func (t throughputResult) cpuPerResource() string {
+	if t.n == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%d us/resource", (t.agentCPU / time.Duration(t.n)).Microseconds())
+}
 
 // berthThroughput inserts n resources at once and times them to ready with one agent of
 // the given concurrency.
@@ -334,6 +361,10 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 			err = cerr
 		}
 	}()
+	cpu0, err := r.cpuTime()
+	if err != nil {
+		return res, nil, err
+	}
 	if err := r.insert(ctx, "bench", n); err != nil {
 		return res, nil, err
 	}
@@ -343,6 +374,11 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 	if res.peakRSS, err = r.peakRSS(); err != nil {
 		return res, nil, err
 	}
+	cpu1, err := r.cpuTime()
+	if err != nil {
+		return res, nil, err
+	}
+	res.agentCPU = cpu1 - cpu0
 	ready, err := r.ready(ctx, "bench")
 	if err != nil {
 		return res, nil, err

@@ -17,7 +17,10 @@
 //     statement, as another program writing the table would, and the bench polls until all
 //     are ready. Throughput is n / (max(ready_at) - min(created_at)), both set by the database
 //     clock and read through the store's own API. The agent's peak RSS is VmHWM from
-//     /proc/<pid>/status, read just before it is stopped. Each -berth-concurrency value
+//     /proc/<pid>/status, read just before it is stopped. Its CPU time per resource is the
+//     utime and stime it added (/proc/<pid>/stat) from the insert until all were ready,
+//     divided by n: on a machine whose other tenants move the rates from run to run, a
+//     steadier figure to compare two builds by. Each -berth-concurrency value
 //     (-sqlite-concurrency on SQLite; both default 16, 64 and 256) is a separate run;
 //     PostgreSQL's best is compared with River, and each store's best is shown side by side.
 //     More reconciles in flight make bigger groups of writes, one commit each. The agent's

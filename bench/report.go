@@ -89,8 +89,8 @@ func (r *report) printComparison(w io.Writer) {
 	fmt.Fprintln(tw, "SYSTEM\tSTORE\tMEASUREMENT\tSETTING\tRESULT")
 	for _, b := range r.berth {
 		for _, t := range b.throughput {
-			fmt.Fprintf(tw, "berth\t%s\tthroughput, %d resources\t%s\t%.1f resources/s (%.3f s; agent peak RSS %s)\n",
-				b.store, t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), mib(t.peakRSS))
+			fmt.Fprintf(tw, "berth\t%s\tthroughput, %d resources\t%s\t%.1f resources/s (%.3f s; agent peak RSS %s, CPU %s)\n",
+				b.store, t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), mib(t.peakRSS), t.cpuPerResource())
 		}
 		r.printLatency(tw, "berth", b.store, "insert->ready", b.latency)
 	}
@@ -162,6 +162,7 @@ func (r *report) printStores(w io.Writer) {
 		return fmt.Sprintf("%s / %s", ms(b.latency.p50), ms(b.latency.p99))
 	})
 	row("agent peak RSS", func(b *berthResults) string { return mib(fastest(b.throughput).peakRSS) })
+	row("agent CPU", func(b *berthResults) string { return fastest(b.throughput).cpuPerResource() })
 	tw.Flush()
 	fmt.Fprintln(w)
 }
@@ -210,11 +211,11 @@ func (r *report) printScaling(w io.Writer) {
 	fmt.Fprintf(w, "\n\n")
 	best := fastestByAgents(r.scaling)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENTS\tSETTING\tTHROUGHPUT\tINSERT->READY\tPEAK RSS")
+	fmt.Fprintln(tw, "AGENTS\tSETTING\tTHROUGHPUT\tINSERT->READY\tPEAK RSS\tCPU (ALL AGENTS)")
 	for _, s := range best {
-		fmt.Fprintf(tw, "%d\tconcurrency=%d each\t%.1f resources/s (%d in %.3f s)\tp50 %s, p99 %s, max %s\t%s per agent at most\n",
+		fmt.Fprintf(tw, "%d\tconcurrency=%d each\t%.1f resources/s (%d in %.3f s)\tp50 %s, p99 %s, max %s\t%s per agent at most\t%s\n",
 			s.agents, s.throughput.parallel, s.throughput.perSecond(), s.throughput.n, s.throughput.elapsed.Seconds(),
-			ms(s.latency.p50), ms(s.latency.p99), ms(s.latency.max), mib(s.throughput.peakRSS))
+			ms(s.latency.p50), ms(s.latency.p99), ms(s.latency.max), mib(s.throughput.peakRSS), s.throughput.cpuPerResource())
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nInsert->ready is each resource's ready_at - created_at within its burst (all inserted at once).\n\n")
