@@ -14,7 +14,7 @@ import (
 func TestInstantReadyRecordUpdatesByKeyWithAGenericPlan(t *testing.T) {
 	ctx, conn, exec := planTestConn(t)
 	exec(`SET plan_cache_mode = force_generic_plan`)
-	exec(`PREPARE ready AS ` + instantReadyRowsSQL)
+	exec(`PREPARE ready AS ` + instantReadyTimesSQL) // as the agent runs it
 	// The table grows with no analyze in between.
 	exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'r-' || i, 'owner-' || i % 50 FROM generate_series(1, 5000) AS i`)
 	var ids []string
@@ -61,7 +61,7 @@ func TestInstantWarmReadyRecordLocksByKey(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ctx, conn, exec := planTestConn(t)
 			exec(`SET plan_cache_mode = ` + mode)
-			exec(`PREPARE ready AS ` + instantWarmReadyRowsSQL)
+			exec(`PREPARE ready AS ` + instantWarmReadyTimesSQL) // as the agent runs it
 			exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'r-' || i, 'owner-' || i % 50 FROM generate_series(1, 5000) AS i`)
 			if mode == "force_custom_plan" {
 				exec(`ANALYZE resources`)
