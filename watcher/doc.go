@@ -59,12 +59,16 @@
 // again on every read; when it shows up its resource is reported. A gap that stays empty for
 // GapTimeout is taken to be a rolled-back transaction (which burns its number for good) and
 // forgotten. At start, the BatchSize numbers below the cursor that are missing are gaps too,
-// since a transaction that took one of them may still commit. A run of more than BatchSize
-// missing numbers (a burst of rollbacks, or history the pruner removed) is remembered by its
-// newest BatchSize numbers only: those are the ones an open transaction most likely holds,
-// and the bound keeps a pruned log from turning into millions of gaps. A transaction that
-// stays open across more than BatchSize rolled-back numbers can thus go unreported by the
-// log; the resource is still picked up from the attention list when the watcher restarts.
+// since a transaction that took one of them may still commit; of a longer run there (history
+// the pruner removed) only the newest BatchSize are, so that a pruned log does not turn into
+// millions of gaps. A run the cursor skips while it runs is remembered up to ReadAhead
+// numbers (its newest): one transaction may hold a whole bulk insert's numbers open while a
+// later one commits, and a bound of BatchSize lost all but the bulk insert's last page (of
+// a burst of 8,000 runtimes with another owner's insert landing in it, 4,973 and 7,000 in
+// two runs were never provisioned until the agent restarted). Gaps are looked up in chunks of 10,000. A
+// transaction that stays open across more than ReadAhead skipped numbers, or longer than
+// GapTimeout, can still go unreported by the log; the resource is then picked up from the
+// attention list when the watcher restarts.
 //
 // # Delivery
 //

@@ -105,6 +105,40 @@ func (s *postgresSuite) TestSeesCommitsOutOfOrder(c *gc.C) {
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{slow})
 }
 
+// A bulk insert holds more change-log numbers open than a page (BatchSize 100 here) when a
+// small insert commits after them: the watcher reports the whole bulk insert once it commits,
+// not only its newest page.
+func (s *postgresSuite) TestSeesABulkInsertCommittedAfterALaterNumber(c *gc.C) {
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	tx, err := s.state.Pool().Begin(s.ctx)
+	c.Assert(err, gc.IsNil)
+	defer tx.Rollback(s.ctx)
+	rows, err := tx.Query(s.ctx, `INSERT INTO resources (type, name) SELECT 'runtime', 'bulk-' || i FROM generate_series(1, 350) i RETURNING id::text`)
+	c.Assert(err, gc.IsNil)
+	var bulk []string
+	for rows.Next() {
+		var id string
+		c.Assert(rows.Scan(&id), gc.IsNil)
+		bulk = append(bulk, id)
+	}
+	c.Assert(rows.Err(), gc.IsNil)
+
+	small := s.insert(c, "small")
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{small})
+
+	c.Assert(tx.Commit(s.ctx), gc.IsNil)
+	var got []string
+	for len(got) < len(bulk) {
+		got = append(got, nextEvent(c, w)...)
+	}
+	slices.Sort(got)
+	slices.Sort(bulk)
+	c.Check(got, gc.DeepEquals, bulk)
+}
+
 func (s *postgresSuite) TestChangeAfterListenConnectionDropsArrives(c *gc.C) {
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)

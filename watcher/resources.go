@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -218,10 +218,10 @@ func (w *resourcesWatcher) start(ctx context.Context) error {
 		if change.Seq > cursor {
 			break
 		}
-		w.noteGaps(next, change.Seq, now)
+		w.noteGaps(next, change.Seq, w.config.BatchSize, now)
 		next = change.Seq + 1
 	}
-	w.noteGaps(next, cursor+1, now)
+	w.noteGaps(next, cursor+1, w.config.BatchSize, now)
 
 	w.mu.Lock()
 	w.cursor = cursor
@@ -307,7 +307,7 @@ func (w *resourcesWatcher) readLog(ctx context.Context) error {
 	ids, owners := changedIDs(changes)
 	w.mu.Lock()
 	for _, change := range changes {
-		w.noteGapsLocked(w.cursor+1, change.Seq, now)
+		w.noteGapsLocked(w.cursor+1, change.Seq, w.config.ReadAhead, now)
 		w.cursor = change.Seq
 	}
 	w.addPendingLocked(ids, owners)
@@ -405,6 +405,7 @@ func changedIDs(changes []domain.Change) ([]string, map[string]string) {
 }
 
 // recheckGaps reports the gaps that have been filled and forgets those older than GapTimeout.
+// The gaps are looked up gapCheckChunk at a time, so that no statement carries a huge list.
 func (w *resourcesWatcher) recheckGaps(ctx context.Context, now time.Time) error {
 	w.mu.Lock()
 	seqs := make([]int64, 0, len(w.gaps))
@@ -415,10 +416,14 @@ func (w *resourcesWatcher) recheckGaps(ctx context.Context, now time.Time) error
 	if len(seqs) == 0 {
 		return nil
 	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	filled, err := w.config.Source.ChangesIn(ctx, seqs)
-	if err != nil {
-		return fmt.Errorf("look up %d skipped change-log entries: %w", len(seqs), err)
+	slices.Sort(seqs)
+	var filled []domain.Change
+	for chunk := range slices.Chunk(seqs, gapCheckChunk) {
+		found, err := w.config.Source.ChangesIn(ctx, chunk)
+		if err != nil {
+			return fmt.Errorf("look up %d skipped change-log entries: %w", len(seqs), err)
+		}
+		filled = append(filled, found...)
 	}
 	ids, owners := changedIDs(filled)
 	w.mu.Lock()
@@ -437,16 +442,19 @@ func (w *resourcesWatcher) recheckGaps(ctx context.Context, now time.Time) error
 	return nil
 }
 
+// gapCheckChunk is how many skipped sequence numbers one lookup carries.
+const gapCheckChunk = 10000
+
 // noteGaps remembers the sequence numbers in [from, to) as gaps, keeping only the newest
-// BatchSize of a longer run (see the package doc).
-func (w *resourcesWatcher) noteGaps(from, to int64, now time.Time) {
+// limit of a longer run (see the package doc).
+func (w *resourcesWatcher) noteGaps(from, to int64, limit int, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.noteGapsLocked(from, to, now)
+	w.noteGapsLocked(from, to, limit, now)
 }
 
-func (w *resourcesWatcher) noteGapsLocked(from, to int64, now time.Time) {
-	from = max(from, to-int64(w.config.BatchSize))
+func (w *resourcesWatcher) noteGapsLocked(from, to int64, limit int, now time.Time) {
+	from = max(from, to-int64(limit))
 	for seq := from; seq < to; seq++ {
 		if _, known := w.gaps[seq]; !known {
 			w.gaps[seq] = now

@@ -2,8 +2,10 @@ package watcher_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/juju/clock/testclock"
@@ -182,17 +184,52 @@ func (s *resourcesSuite) TestGapBelowStartCursorIsWatched(c *gc.C) {
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"late"})
 }
 
+// A transaction that writes many log entries (a bulk insert) takes their numbers one by
+// one; another that commits first with a number among them must not cost the watcher the
+// bulk insert's older entries, however many more than a page they are.
+func (s *resourcesSuite) TestLongRunSkippedByAnEarlierCommitIsDeliveredWhole(c *gc.C) {
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	var bulk []int64
+	for range 10 {
+		bulk = append(bulk, s.source.reserve())
+	}
+	s.source.commit("small")
+	s.source.notify()
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"small"})
+	c.Check(report(w)["gaps"], gc.Equals, 10)
+
+	var want []string
+	for i, seq := range bulk {
+		id := fmt.Sprintf("bulk-%d", i)
+		s.source.commitReserved(seq, id)
+		want = append(want, id)
+	}
+	s.source.notify()
+	var got []string
+	for len(got) < len(want) {
+		got = append(got, nextEvent(c, w)...)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	c.Check(got, gc.DeepEquals, want)
+	c.Check(report(w)["gaps"], gc.Equals, 0)
+}
+
+// A run of missing numbers is remembered by its newest ReadAhead numbers only: a bound on
+// the watcher's memory and on its lookups, far above what one transaction holds open.
 func (s *resourcesSuite) TestLongRunOfMissingSeqsIsBounded(c *gc.C) {
 	w := s.startListening(c)
 	defer workertest.CleanKill(c, w)
 
-	for range 10 {
+	for range s.config.ReadAhead + 10 {
 		s.source.reserve()
 	}
 	s.source.commit("a")
 	s.source.notify()
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a"})
-	c.Check(report(w)["gaps"], gc.Equals, s.config.BatchSize)
+	c.Check(report(w)["gaps"], gc.Equals, s.config.ReadAhead)
 }
 
 func (s *resourcesSuite) TestPollsWithoutWakeups(c *gc.C) {
