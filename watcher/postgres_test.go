@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/juju/clock"
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
@@ -91,18 +92,14 @@ func (s *postgresSuite) TestSeesCommitsOutOfOrder(c *gc.C) {
 	c.Check(nextEvent(c, w), gc.HasLen, 0)
 
 	// slow takes its change-log number first and commits last.
-	tx, err := s.state.Pool().Begin(s.ctx)
-	c.Assert(err, gc.IsNil)
+	tx, slow := s.insertOpen(c, `INSERT INTO resources (type, name) VALUES ('runtime', 'slow') RETURNING id::text`)
 	defer tx.Rollback(s.ctx)
-	var slow string
-	err = tx.QueryRow(s.ctx, `INSERT INTO resources (type, name) VALUES ('runtime', 'slow') RETURNING id::text`).Scan(&slow)
-	c.Assert(err, gc.IsNil)
 
 	fast := s.insert(c, "fast")
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{fast})
 
 	c.Assert(tx.Commit(s.ctx), gc.IsNil)
-	c.Check(nextEvent(c, w), gc.DeepEquals, []string{slow})
+	c.Check(nextEvent(c, w), gc.DeepEquals, slow)
 }
 
 // A bulk insert holds more change-log numbers open than a page (BatchSize 100 here) when a
@@ -113,30 +110,27 @@ func (s *postgresSuite) TestSeesABulkInsertCommittedAfterALaterNumber(c *gc.C) {
 	defer workertest.CleanKill(c, w)
 	c.Check(nextEvent(c, w), gc.HasLen, 0)
 
-	tx, err := s.state.Pool().Begin(s.ctx)
-	c.Assert(err, gc.IsNil)
+	tx, bulk := s.insertOpen(c, `INSERT INTO resources (type, name) SELECT 'runtime', 'bulk-' || i FROM generate_series(1, 350) i RETURNING id::text`)
 	defer tx.Rollback(s.ctx)
-	rows, err := tx.Query(s.ctx, `INSERT INTO resources (type, name) SELECT 'runtime', 'bulk-' || i FROM generate_series(1, 350) i RETURNING id::text`)
-	c.Assert(err, gc.IsNil)
-	var bulk []string
-	for rows.Next() {
-		var id string
-		c.Assert(rows.Scan(&id), gc.IsNil)
-		bulk = append(bulk, id)
-	}
-	c.Assert(rows.Err(), gc.IsNil)
 
 	small := s.insert(c, "small")
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{small})
 
 	c.Assert(tx.Commit(s.ctx), gc.IsNil)
-	var got []string
-	for len(got) < len(bulk) {
-		got = append(got, nextEvent(c, w)...)
-	}
-	slices.Sort(got)
 	slices.Sort(bulk)
-	c.Check(got, gc.DeepEquals, bulk)
+	c.Check(eventsOf(c, w, len(bulk)), gc.DeepEquals, bulk)
+}
+
+// insertOpen runs insert, which returns the ids it inserted, in a transaction it leaves open
+// for the caller to commit (or roll back).
+func (s *postgresSuite) insertOpen(c *gc.C, insert string) (pgx.Tx, []string) {
+	tx, err := s.state.Pool().Begin(s.ctx)
+	c.Assert(err, gc.IsNil)
+	rows, err := tx.Query(s.ctx, insert)
+	c.Assert(err, gc.IsNil)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	c.Assert(err, gc.IsNil)
+	return tx, ids
 }
 
 func (s *postgresSuite) TestChangeAfterListenConnectionDropsArrives(c *gc.C) {

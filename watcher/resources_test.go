@@ -207,13 +207,8 @@ func (s *resourcesSuite) TestLongRunSkippedByAnEarlierCommitIsDeliveredWhole(c *
 		want = append(want, id)
 	}
 	s.source.notify()
-	var got []string
-	for len(got) < len(want) {
-		got = append(got, nextEvent(c, w)...)
-	}
-	slices.Sort(got)
 	slices.Sort(want)
-	c.Check(got, gc.DeepEquals, want)
+	c.Check(eventsOf(c, w, len(want)), gc.DeepEquals, want)
 	c.Check(report(w)["gaps"], gc.Equals, 0)
 }
 
@@ -514,6 +509,16 @@ func (s *resourcesSuite) sync(c *gc.C) {
 
 func nextEvent(c *gc.C, w watcher.OwnedWatcher) []string {
 	return ids(nextOwnedEvent(c, w))
+}
+
+// eventsOf takes events until they hold n ids, and returns those ids in order.
+func eventsOf(c *gc.C, w watcher.OwnedWatcher, n int) []string {
+	var got []string
+	for len(got) < n {
+		got = append(got, nextEvent(c, w)...)
+	}
+	slices.Sort(got)
+	return got
 }
 
 func nextOwnedEvent(c *gc.C, w watcher.OwnedWatcher) []watcher.Owned {
