@@ -128,6 +128,14 @@ type AgentStore interface {
 	// (it stopped or died after releasing it): no change is logged for it, so nothing else
 	// would tell another agent. A permanent failure schedules no retry and is never listed.
 	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
+	// QuietResources lists up to limit resources needing attention that have not been
+	// written for quietFor while no one holds their lease and no retry is scheduled, least
+	// recently written first. Every such resource waits for an agent to take it up, which
+	// the change log's entry for its last write was to tell the agents; a resource still
+	// listed long after that write is one whose entry a watcher never saw (a transaction that
+	// stayed open longer than the watcher looked for its sequence number). A permanent
+	// failure waits for its client, not an agent, and is never listed.
+	QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error)
 }
 
 // Term is one leadership lease as a claim granted it: the agent and the session it claimed

@@ -65,10 +65,20 @@
 // numbers (its newest): one transaction may hold a whole bulk insert's numbers open while a
 // later one commits, and a bound of BatchSize lost all but the bulk insert's last page (of
 // a burst of 8,000 runtimes with another owner's insert landing in it, 4,973 and 7,000 in
-// two runs were never provisioned until the agent restarted). Gaps are looked up in chunks of 10,000. A
-// transaction that stays open across more than ReadAhead skipped numbers, or longer than
-// GapTimeout, can still go unreported by the log; the resource is then picked up from the
-// attention list when the watcher restarts.
+// two runs were never provisioned until the agent restarted). Gaps are looked up in chunks
+// of 10,000.
+//
+// # Quiet resources
+//
+// A transaction that stays open across more than ReadAhead skipped numbers, or longer than
+// GapTimeout (a client's BEGIN; INSERT ...; left open), goes unreported by the log: its
+// number was given up on before it committed. So every GapTimeout the watcher also lists the
+// resources needing attention that no agent holds or will retry and that have not been
+// written for GapTimeout (a permanent failure, which waits for its client, aside), and
+// reports them like changed ones: such a resource is reported within about two GapTimeouts
+// of its commit. A backlog the agents are working through is listed too once it is that old
+// (as many ids as there is room for ahead of the consumer, at least BatchSize); its ids join
+// themselves where they wait, so it costs one query per GapTimeout.
 //
 // # Delivery
 //

@@ -23,6 +23,12 @@ type fakeSource struct {
 	// overdue are the resources OverdueResources lists; overdueFor is what it was last given.
 	overdue    []string
 	overdueFor time.Duration
+	// quiet are the resources QuietResources lists; quietFor and quietLimit are what it was
+	// last given, quietReads how often it was called.
+	quiet      []string
+	quietFor   time.Duration
+	quietLimit int
+	quietReads int
 	// owners are the resources' owners (an id it does not name is the default owner's);
 	// policies are what ListOwnerPolicies lists.
 	owners   map[string]string
@@ -216,6 +222,23 @@ func (s *fakeSource) setOverdue(ids ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.overdue = ids
+}
+
+func (s *fakeSource) setQuiet(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.quiet = ids
+}
+
+func (s *fakeSource) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	s.quietFor, s.quietLimit = quietFor, limit
+	s.quietReads++
+	return append([]string(nil), s.quiet[:min(limit, len(s.quiet))]...), nil
 }
 
 func (s *fakeSource) OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error) {

@@ -36,6 +36,10 @@ type ResourcesSource interface {
 	// overdueFor past: the agent that scheduled the retry let go of them and did not come
 	// back (see domain.AgentStore).
 	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
+	// QuietResources lists up to limit resources needing attention, unleased and with no
+	// retry scheduled, that have not been written for quietFor: their change-log entry
+	// may have been skipped (see domain.AgentStore).
+	QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error)
 	// ResourceOwners returns the owner of each of ids that exists: the owners of the
 	// resources of dead agents and overdue (the change log's reads and the attention pages
 	// give theirs).
@@ -100,6 +104,9 @@ type resourcesWatcher struct {
 	attentionRead  bool
 	// policiesReadAt is when the owners' weights were last read.
 	policiesReadAt time.Time
+	// quietReadAt is when the resources left quiet were last looked up (the start, at
+	// first: the attention list read then holds every one).
+	quietReadAt time.Time
 }
 
 // NewResourcesWatcher starts a resources watcher.
@@ -193,6 +200,9 @@ func (w *resourcesWatcher) loop() error {
 			if err := w.readOverdue(ctx); err != nil {
 				return w.deathReason(err)
 			}
+			if err := w.readQuiet(ctx); err != nil {
+				return w.deathReason(err)
+			}
 			w.readPolicies(ctx, false)
 			poll.Reset(w.config.PollInterval)
 		}
@@ -226,6 +236,7 @@ func (w *resourcesWatcher) start(ctx context.Context) error {
 	w.mu.Lock()
 	w.cursor = cursor
 	w.mu.Unlock()
+	w.quietReadAt = now
 	w.readPolicies(ctx, true)
 	return w.readAttention(ctx)
 }
@@ -334,6 +345,26 @@ func (w *resourcesWatcher) readOverdue(ctx context.Context) error {
 		return fmt.Errorf("list resources whose retry is overdue: %w", err)
 	}
 	return w.addLeftBehind(ctx, ids, "resources whose retry is overdue")
+}
+
+// readQuiet queues, every GapTimeout, the resources needing attention that no agent holds
+// or will retry and that have not been written for GapTimeout, as if they had changed: the
+// change-log entry of their last write may be one this watcher skipped as a gap and gave up
+// on (a transaction open longer than GapTimeout, say a client's BEGIN; INSERT ...; left
+// open). It reads as many as there is room for ahead of the consumer, at least BatchSize.
+// Those the agents are working through already are queued where they wait, so a long
+// backlog costs one query per GapTimeout.
+func (w *resourcesWatcher) readQuiet(ctx context.Context) error {
+	now := w.config.Clock.Now()
+	if now.Sub(w.quietReadAt) < w.config.GapTimeout {
+		return nil
+	}
+	w.quietReadAt = now
+	ids, err := w.config.Source.QuietResources(ctx, w.config.GapTimeout, max(w.room(), w.config.BatchSize))
+	if err != nil {
+		return fmt.Errorf("list resources left quiet: %w", err)
+	}
+	return w.addLeftBehind(ctx, ids, "resources needing attention left quiet")
 }
 
 // addLeftBehind queues ids, which no change would report, logging what they are.

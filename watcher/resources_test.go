@@ -391,6 +391,43 @@ func (s *resourcesSuite) TestPollsReportOverdueRetries(c *gc.C) {
 	assertNoEvent(c, w)
 }
 
+// Every GapTimeout, not every poll, the resources left quiet for GapTimeout are reported:
+// their change-log entries may have been given up on as gaps.
+func (s *resourcesSuite) TestReportsResourcesLeftQuietEveryGapTimeout(c *gc.C) {
+	s.config.PollInterval = 10 * time.Second
+	s.source.listenHangs = true
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	c.Check(nextEvent(c, w), gc.HasLen, 0)
+
+	// A client committed an insert whose change-log number the watcher gave up on.
+	s.source.setQuiet("stranded-1", "stranded-2")
+	for range 2 {
+		c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
+		assertNoEvent(c, w)
+	}
+	s.source.mu.Lock()
+	c.Check(s.source.quietReads, gc.Equals, 0)
+	s.source.mu.Unlock()
+
+	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
+	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"stranded-1", "stranded-2"})
+	s.source.mu.Lock()
+	c.Check(s.source.quietReads, gc.Equals, 1)
+	c.Check(s.source.quietFor, gc.Equals, s.config.GapTimeout)
+	c.Check(s.source.quietLimit, gc.Equals, s.config.ReadAhead)
+	s.source.mu.Unlock()
+
+	s.source.setQuiet()
+	for range 3 {
+		c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
+	}
+	assertNoEvent(c, w)
+	s.source.mu.Lock()
+	c.Check(s.source.quietReads, gc.Equals, 2)
+	s.source.mu.Unlock()
+}
+
 // A late owner's change is delivered in the next batch while another owner's backlog,
 // read ahead, waits: the owners take turns.
 func (s *resourcesSuite) TestALateOwnersChangeIsDeliveredInTheNextBatch(c *gc.C) {

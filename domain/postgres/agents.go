@@ -204,6 +204,37 @@ const overdueSQL = `
 	 ORDER BY next_attempt_at, id
 	 LIMIT $2`
 
+// QuietResources lists the resources needing attention that have not been written for
+// quietFor while their lease is free or expired and no retry is scheduled, a permanent
+// failure aside. The rows it reads are those of resources_needing_attention_idx with no
+// retry (its key is NULL): in a healthy store, the backlog the agents are working through.
+func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error) {
+	if err := backend.CheckQuiet(quietFor, limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, quietSQL, quietFor.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list resources left quiet: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list resources left quiet: %w", err)
+	}
+	return out, nil
+}
+
+// quietSQL lists up to $2 resources needing attention, with no retry scheduled and not failed
+// for good, written more than $1 microseconds ago while their lease is free or expired.
+const quietSQL = `
+	SELECT id::text FROM resources
+	 WHERE ` + backend.NeedsAttentionSQL + `
+	   AND next_attempt_at IS NULL
+	   AND NOT (status = 'error' AND last_error <> '')
+	   AND updated_at < now() - $1 * interval '1 microsecond'
+	   AND (lease_holder IS NULL OR lease_expires_at < now())
+	 ORDER BY updated_at, id
+	 LIMIT $2`
+
 // deadAgents lists the ids of the registered agents that are not live.
 func (s *State) deadAgents(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT a.id FROM agents a WHERE `+agentDeadSQL)

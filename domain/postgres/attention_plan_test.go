@@ -25,9 +25,9 @@ func TestAttentionQueriesStateTheIndexPredicate(t *testing.T) {
 }
 
 // With a table of resources the agent has nothing to do for, the overdue handoff's query
-// reads the few that need attention through the partial index: its WHERE implies the index's
-// predicate.
-func TestOverdueResourcesUseTheAttentionIndex(t *testing.T) {
+// and the quiet resources' read the few that need attention through the partial index: their
+// WHERE implies the index's predicate.
+func TestOverdueAndQuietResourcesUseTheAttentionIndex(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st := migratedState(ctx, t)
@@ -38,6 +38,8 @@ func TestOverdueResourcesUseTheAttentionIndex(t *testing.T) {
 			  FROM generate_series(1, 50000) AS i`,
 		`INSERT INTO resources (type, name, status, next_attempt_at, paused)
 			SELECT 'runtime', 'p' || i, 'pending', now() - interval '1 hour', i % 2 = 0 FROM generate_series(1, 20) AS i`,
+		`INSERT INTO resources (type, name, status, updated_at, paused)
+			SELECT 'runtime', 'q' || i, 'pending', now() - interval '1 hour', i % 2 = 0 FROM generate_series(1, 30) AS i`,
 		`ALTER TABLE resources ENABLE TRIGGER USER`,
 		`VACUUM ANALYZE resources`,
 	} {
@@ -45,30 +47,40 @@ func TestOverdueResourcesUseTheAttentionIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var out string
-	if err := st.pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+strings.Replace(strings.Replace(overdueSQL, "$1", "0", 1), "$2", "100", 1)).Scan(&out); err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct{ Plan planNode }
-	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
-		t.Fatalf("unreadable plan %s: %v", out, err)
-	}
-	var indexes []string
-	var walk func(n planNode)
-	walk = func(n planNode) {
-		if n.IndexName != "" {
-			indexes = append(indexes, n.IndexName)
+	for _, q := range []struct {
+		name string
+		sql  string
+		list func(ctx context.Context, age time.Duration, limit int) ([]string, error)
+		want int
+	}{
+		{"overdue", overdueSQL, st.OverdueResources, 10},
+		{"quiet", quietSQL, st.QuietResources, 15},
+	} {
+		var out string
+		if err := st.pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+strings.Replace(strings.Replace(q.sql, "$1", "0", 1), "$2", "100", 1)).Scan(&out); err != nil {
+			t.Fatal(err)
 		}
-		for _, child := range n.Plans {
-			walk(child)
+		var plans []struct{ Plan planNode }
+		if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("unreadable plan %s: %v", out, err)
 		}
-	}
-	walk(plans[0].Plan)
-	if fmt.Sprint(indexes) != "[resources_needing_attention_idx]" {
-		t.Errorf("overdue query scans indexes %v; want resources_needing_attention_idx: %s", indexes, out)
-	}
-	ids, err := st.OverdueResources(ctx, 0, 100)
-	if err != nil || len(ids) != 10 {
-		t.Errorf("overdue: %d resources, %v; want the 10 not paused", len(ids), err)
+		var indexes []string
+		var walk func(n planNode)
+		walk = func(n planNode) {
+			if n.IndexName != "" {
+				indexes = append(indexes, n.IndexName)
+			}
+			for _, child := range n.Plans {
+				walk(child)
+			}
+		}
+		walk(plans[0].Plan)
+		if fmt.Sprint(indexes) != "[resources_needing_attention_idx]" {
+			t.Errorf("%s query scans indexes %v; want resources_needing_attention_idx: %s", q.name, indexes, out)
+		}
+		ids, err := q.list(ctx, time.Minute, 100)
+		if err != nil || len(ids) != q.want {
+			t.Errorf("%s: %d resources, %v; want the %d not paused", q.name, len(ids), err, q.want)
+		}
 	}
 }

@@ -239,6 +239,40 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 	return out, nil
 }
 
+// QuietResources lists the resources needing attention that have not been written for
+// quietFor while their lease is free or expired and no retry is scheduled, a permanent
+// failure aside. SQLite commits one write at a time, so its change log has no entries a
+// watcher could skip; the list is the same contract as PostgreSQL's.
+func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error) {
+	if err := backend.CheckQuiet(quietFor, limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.read.QueryContext(ctx, quietSQL, secondsAgo(quietFor), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list resources left quiet: %w", err)
+	}
+	out, err := collectRows(rows, func(row rowScanner) (id string, err error) {
+		err = row.Scan(&id)
+		return id, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list resources left quiet: %w", err)
+	}
+	return out, nil
+}
+
+// quietSQL lists up to $2 resources needing attention, with no retry scheduled and not failed
+// for good, written before now moved by the modifier $1 while their lease is free or expired.
+const quietSQL = `
+	SELECT id FROM resources
+	 WHERE ` + backend.NeedsAttentionSQL + `
+	   AND next_attempt_at IS NULL
+	   AND NOT (status = 'error' AND last_error <> '')
+	   AND updated_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)
+	   AND (lease_holder IS NULL OR lease_expires_at < ` + nowSQL + `)
+	 ORDER BY updated_at, id
+	 LIMIT $2`
+
 // overdueSQL lists up to $2 resources needing attention whose retry is before now moved by
 // the modifier $1 while their lease is free or expired.
 const overdueSQL = `

@@ -302,3 +302,64 @@ func testUnclaimedResources(t *testing.T, b *Backend) {
 		t.Errorf("unclaimed of none: %v, %v", got, err)
 	}
 }
+
+func mustQuiet(t *testing.T, st domain.AgentStore, quietFor time.Duration, limit int) []string {
+	t.Helper()
+	ids, err := st.QuietResources(testContext(t), quietFor, limit)
+	if err != nil {
+		t.Fatalf("quiet resources: %v", err)
+	}
+	return ids
+}
+
+func testQuietResources(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	untouched := mustCreate(t, b, runtime("untouched"))
+	leased := mustCreate(t, b, runtime("leased"))
+	if _, err := b.ClaimResource(ctx, leased.ID, "a", ttl); err != nil {
+		t.Fatal(err)
+	}
+	retrying := mustCreate(t, b, runtime("retrying"))
+	scheduleRetry(t, b, retrying, "a", time.Now().Add(-time.Hour), false)
+	failed := mustCreate(t, b, runtime("failed-for-good"))
+	claim, err := b.ClaimResource(ctx, failed.ID, "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RecordProgress(ctx, failed.ID, claim.Lease, domain.ProgressUpdate{
+		Generation: 1, Status: domain.StatusError, Reason: domain.ReasonBrokerError, StatusMessage: "bad args", Attempts: 1, LastError: "bad args", ReleaseLease: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	paused := mustCreate(t, b, runtime("paused"))
+	mustExec(t, b, `UPDATE resources SET paused = true WHERE id = $1`, paused.ID)
+	expired := mustCreate(t, b, runtime("lease-expired"))
+	if _, err := b.ClaimResource(ctx, expired.ID, "a", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// Both stores compare written times with their clock: past the millisecond the stored
+	// times keep, and past the expired lease.
+	time.Sleep(20 * time.Millisecond)
+
+	if got, want := mustQuiet(t, b, 0, 10), []string{untouched.ID, expired.ID}; !slices.Equal(got, want) {
+		t.Errorf("quiet for 0s: %v; want %v (least recently written first; not leased, retrying, failed for good or paused)", got, want)
+	}
+	if got, want := mustQuiet(t, b, 0, 1), []string{untouched.ID}; !slices.Equal(got, want) {
+		t.Errorf("quiet for 0s, limit 1: %v; want %v", got, want)
+	}
+	if got := mustQuiet(t, b, time.Hour, 10); len(got) != 0 {
+		t.Errorf("quiet for 1h: %v; want none (every row was written just now)", got)
+	}
+
+	for _, bad := range []struct {
+		quietFor time.Duration
+		limit    int
+		field    string
+	}{{-time.Second, 10, "quietFor"}, {time.Second, 0, "limit"}} {
+		_, err := b.QuietResources(testContext(t), bad.quietFor, bad.limit)
+		var fe *domain.FieldError
+		if !errors.As(err, &fe) || fe.Field != bad.field {
+			t.Errorf("QuietResources(%s, %d) = %v; want a FieldError naming %s", bad.quietFor, bad.limit, err, bad.field)
+		}
+	}
+}

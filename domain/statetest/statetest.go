@@ -122,6 +122,7 @@ var tests = []struct {
 	{"AgentInputsAreChecked", testAgentInputsAreChecked},
 	{"DeadAgentsLeasesAreVoid", testDeadAgentsLeasesAreVoid},
 	{"OverdueResources", testOverdueResources},
+	{"QuietResources", testQuietResources},
 	{"UnclaimedResources", testUnclaimedResources},
 	{"HeartbeatRenewsTheAgentsLeases", testHeartbeatRenewsTheAgentsLeases},
 	{"LeadershipIsClaimedRenewedAndResigned", testLeadershipIsClaimedRenewedAndResigned},

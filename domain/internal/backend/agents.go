@@ -66,8 +66,19 @@ func CheckLeadershipClaim(id string, session int64, ttl time.Duration) error {
 
 // CheckOverdue checks what OverdueResources is given.
 func CheckOverdue(overdueFor time.Duration, limit int) error {
-	if overdueFor < 0 {
-		return &domain.FieldError{Field: "overdueFor", Msg: fmt.Sprintf("must not be negative, got %s: pass the agents' --agent-ttl", overdueFor)}
+	return checkAgeAndLimit("overdueFor", overdueFor, "the agents' --agent-ttl", limit)
+}
+
+// CheckQuiet checks what QuietResources is given.
+func CheckQuiet(quietFor time.Duration, limit int) error {
+	return checkAgeAndLimit("quietFor", quietFor, "the watcher's gap timeout", limit)
+}
+
+// checkAgeAndLimit checks the age (named field, which callers pass from what source says)
+// and the limit of a list of resources left behind.
+func checkAgeAndLimit(field string, age time.Duration, source string, limit int) error {
+	if age < 0 {
+		return &domain.FieldError{Field: field, Msg: fmt.Sprintf("must not be negative, got %s: pass %s", age, source)}
 	}
 	if limit < 1 {
 		return &domain.FieldError{Field: "limit", Msg: fmt.Sprintf("must be at least 1, got %d", limit)}
