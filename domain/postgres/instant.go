@@ -149,8 +149,9 @@ var errHostFilled = errors.New("a host picked before the provisioner's lock fill
 
 // instantGroupOn provisions the calls' resources whole in one transaction on conn, in three
 // round trips, so that the rows' updates are not made under the provisioner's lock: the
-// first locks every row that is untouched as read (FOR UPDATE, in id order; a row that is
-// not is neither locked nor written) and reads its reservation and the usage of the hosts;
+// first locks every row that is untouched as read (instantLockSQL: one statement, FOR UPDATE
+// in id order; a row that is not, one with a reservation of the provisioner included, is
+// neither locked nor written) and reads the usage of the hosts;
 // each call is then picked a host in turn on the usage the picks before it left; the second
 // records the rows ready, takes the provisioner's lock and reads the hosts' usage again,
 // now with every committed reservation; if each picked host still has room for what it was
@@ -160,15 +161,11 @@ var errHostFilled = errors.New("a host picked before the provisioner's lock fill
 // usage the group committed.
 func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int, cache *usageCache) error {
 	provisioner := calls[0].req.Provisioner
-	group, uids, owners := distinct(calls)
+	group, _, owners := distinct(calls)
 	usage := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
-	reserved := make(map[[16]byte]domain.Reservation)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	for _, c := range group {
-		queueInstantFence(b, c, schema)
-	}
-	queueReservations(b, provisioner, uids, reserved)
+	queueInstantLock(b, group, schema)
 	queueUsage(b, provisioner, owners, usage)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
@@ -176,7 +173,7 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 
 	var picked []*reserveCall
 	for _, c := range group {
-		if _, found := reserved[c.uid.Bytes]; !c.instant || found {
+		if !c.instant {
 			c.err = domain.ErrNotInstant
 			continue
 		}
@@ -333,41 +330,64 @@ func markRan(group []*reserveCall) {
 	}
 }
 
-// instantFenceSQL locks row $1 for update when it is untouched as the caller read it (see
-// domain.InstantProvision), and returns true; a row that is not is neither locked nor
-// returned. Untouched: pending since created, at generation $4 and of owner $5, of the
-// types $3, with the provisioner $2 or none, no live lease, no retry due, neither paused nor
-// to be hibernated, an owner without a quota, and a schema no newer than version $6. A
+// untouchedLockSQL is a select that locks for update, one by one in the order of the array
+// ids (the caller's: id order), those of its rows that are untouched as the caller read them,
+// and returns their ids (l.id). Untouched: pending since created, row ids[i] at generation
+// gens[i] and of owner owners[i], of the types types, with the provisioner provisioner or
+// none, no live lease, no retry due, neither paused nor to be hibernated, an owner without a
+// quota, no reservation of provisioner yet, and a schema no newer than version schema. A
 // lease whose holder is a dead agent is left to the claim, which reports the takeover. The
-// conditions are the statement's WHERE, so that a row another agent holds is not locked:
-// its holder's reservation, under the provisioner's lock, waits for none of these.
-const instantFenceSQL = `
-	SELECT true FROM resources
-	 WHERE id = $1
-	   AND status = 'pending' AND reason = 'Created' AND next_attempt_at IS NULL
-	   AND NOT paused AND NOT hibernate
-	   AND provisioner IN ('', $2) AND type = ANY ($3::text[])
-	   AND generation = $4 AND owner = $5
-	   AND (lease_holder IS NULL OR lease_expires_at < now())
-	   AND NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = resources.owner)
-	   AND NOT EXISTS (` + backend.SchemaNewerSQL + `$6)
-	   FOR UPDATE`
+// conditions are the lookup's WHERE, so that a row another agent holds is not locked: its
+// holder's reservation, under the provisioner's lock, waits for none of these. Each row is
+// looked up on its own (LATERAL), by primary key, in the order given: joined with the
+// array, a plan may read every pending row through the index of rows needing attention, and
+// lock in its own order. The arguments are the statement's placeholders.
+func untouchedLockSQL(ids, gens, owners, provisioner, types, schema string) string {
+	return `
+	SELECT l.id
+	  FROM unnest(` + ids + `::uuid[], ` + gens + `::bigint[], ` + owners + `::text[]) AS f(fence_id, fence_generation, fence_owner),
+	       LATERAL (SELECT r.id FROM resources r
+	                 WHERE r.id = f.fence_id
+	                   AND r.status = 'pending' AND r.reason = 'Created' AND r.next_attempt_at IS NULL
+	                   AND NOT r.paused AND NOT r.hibernate
+	                   AND r.provisioner IN ('', ` + provisioner + `) AND r.type = ANY (` + types + `::text[])
+	                   AND r.generation = f.fence_generation AND r.owner = f.fence_owner
+	                   AND (r.lease_holder IS NULL OR r.lease_expires_at < now())
+	                   AND NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = r.owner)
+	                   AND NOT EXISTS (SELECT 1 FROM slot_reservations s WHERE s.provisioner = ` + provisioner + ` AND s.resource_id = r.id)
+	                   AND NOT EXISTS (` + backend.SchemaNewerSQL + schema + `)
+	                   FOR UPDATE) AS l`
+}
 
-// queueInstantFence queues instantFenceSQL for c, whose request has Instant, and sets
-// c.instant to its answer.
-func queueInstantFence(b *pgx.Batch, c *reserveCall, schema int) {
-	in := c.req.Instant
-	b.Queue(instantFenceSQL, c.uid, in.Provisioner, backend.InstantTypes(in), in.Generation, c.req.Owner, schema).QueryRow(func(row pgx.Row) error {
+// instantLockSQL locks those of the rows $1 (at generations $2, of owners $3) that are
+// untouched for provisioner $4, of the types $5, under schema version $6 (untouchedLockSQL),
+// and returns their ids.
+var instantLockSQL = `SELECT id::text FROM (` + untouchedLockSQL("$1", "$2", "$3", "$4", "$5", "$6") + `) AS locked`
+
+// queueInstantLock queues instantLockSQL for the calls of group, one provisioner's in id
+// order, and sets instant on each call whose row it locked: one statement for the group,
+// where one per row cost each row a statement's round of the server's work.
+func queueInstantLock(b *pgx.Batch, group []*reserveCall, schema int) {
+	n := len(group)
+	ids, gens, owners := make([]pgtype.UUID, n), make([]int64, n), make([]string, n)
+	byID := make(map[[16]byte]*reserveCall, n)
+	for i, c := range group {
 		c.instant = false
-		err := row.Scan(&c.instant)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("read resource %s: %w", c.req.ResourceID, err)
-		}
-		return nil
+		ids[i], gens[i], owners[i] = c.uid, c.req.Instant.Generation, c.req.Owner
+		byID[c.uid.Bytes] = c
+	}
+	in := group[0].req.Instant
+	b.Queue(instantLockSQL, ids, gens, owners, group[0].req.Provisioner, backend.InstantTypes(in), schema).Query(func(rows pgx.Rows) error {
+		_, err := eachReturned(rows, byID, "lock the resources", func(row pgx.Row) (string, func(*reserveCall), error) {
+			var id string
+			err := row.Scan(&id)
+			return id, func(c *reserveCall) { c.instant = true }, err
+		})
+		return err
 	})
 }
 
-// instantReadySQL records a group's rows, locked by instantFenceSQL in the same transaction,
+// instantReadySQL records a group's rows, locked by instantLockSQL in the same transaction,
 // ready, in one statement: each as the claim that starts provisioning and the ready record
 // that releases its lease would together, in one update of the row. Row $1[i] gets the
 // message $2[i], state $4[i], config $5[i] and is admitted at $6[i] units on provisioner $3.
@@ -418,30 +438,14 @@ const instantReadySet = `status = 'ready',
 	       admitted_provisioner = $3,
 	       admitted_units = ready.ready_units`
 
-// instantWarmReadySQL is instantReadySQL for rows not locked yet: it first locks, one by
-// one in the order of $1 (the caller's: id order), those of the rows $1 that are untouched
-// as the caller read them (instantFenceSQL's conditions, row $1[i] at generation $10[i] and
-// of owner $11[i], of the types $12, under a schema no newer than version $13) and that hold
-// no reservation of provisioner $3, and records only those ready, with their history. A row that is not is neither locked nor
-// written, and returns no row. Each row is looked up on its own (LATERAL), by primary key,
-// in the order given: joined with the array, a plan may read every pending row through the
-// index of rows needing attention, and lock in its own order.
+// instantWarmReadySQL is instantReadySQL for rows not locked yet: it first locks those of
+// the rows $1 that are untouched as the caller read them (untouchedLockSQL: row $1[i] at
+// generation $10[i] and of owner $11[i], of the types $12, for provisioner $3, under a
+// schema no newer than version $13), and records only those ready, with their history. A
+// row that is not is neither locked nor written, and returns no row.
 func instantWarmReadySQL(returning string) string {
 	return `
-	WITH fenced AS (
-	SELECT l.id
-	  FROM unnest($1::uuid[], $10::bigint[], $11::text[]) AS f(fence_id, fence_generation, fence_owner),
-	       LATERAL (SELECT r.id FROM resources r
-	                 WHERE r.id = f.fence_id
-	                   AND r.status = 'pending' AND r.reason = 'Created' AND r.next_attempt_at IS NULL
-	                   AND NOT r.paused AND NOT r.hibernate
-	                   AND r.provisioner IN ('', $3) AND r.type = ANY ($12::text[])
-	                   AND r.generation = f.fence_generation AND r.owner = f.fence_owner
-	                   AND (r.lease_holder IS NULL OR r.lease_expires_at < now())
-	                   AND NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = r.owner)
-	                   AND NOT EXISTS (SELECT 1 FROM slot_reservations s WHERE s.provisioner = $3 AND s.resource_id = r.id)
-	                   AND NOT EXISTS (` + backend.SchemaNewerSQL + `$13)
-	                   FOR UPDATE) AS l
+	WITH fenced AS (` + untouchedLockSQL("$1", "$10", "$11", "$3", "$12", "$13") + `
 	), updated AS (
 	UPDATE resources
 	   SET ` + instantReadySet + `

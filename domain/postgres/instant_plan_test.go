@@ -3,9 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A group's ready record, with the generic plan the server caches after a few runs and made
@@ -59,22 +61,7 @@ func TestInstantReadyRecordUpdatesByKeyWithAGenericPlan(t *testing.T) {
 func TestInstantWarmReadyRecordLocksByKey(t *testing.T) {
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 		t.Run(mode, func(t *testing.T) {
-			ctx, conn, exec := planTestConn(t)
-			exec(`SET plan_cache_mode = ` + mode)
-			exec(`PREPARE ready AS ` + instantWarmReadyTimesSQL) // as the agent runs it
-			exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'r-' || i, 'owner-' || i % 50 FROM generate_series(1, 5000) AS i`)
-			if mode == "force_custom_plan" {
-				exec(`ANALYZE resources`)
-			}
-			rows, err := conn.Query(ctx, `SELECT id::text, owner FROM resources ORDER BY id LIMIT 2`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			type row struct{ ID, Owner string }
-			picked, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
-			if err != nil || len(picked) != 2 {
-				t.Fatalf("read two rows: %v, %v", picked, err)
-			}
+			ctx, conn, picked := pendingPlanRows(t, mode, "ready", instantWarmReadyTimesSQL, 2)
 			ids := []string{picked[0].ID, picked[1].ID}
 			tx, err := conn.Begin(ctx)
 			if err != nil {
@@ -107,6 +94,84 @@ func TestInstantWarmReadyRecordLocksByKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A group's lock of its rows, when it reads the usage first, reads the rows it is given by
+// key, and locks them in the order given, whether the server plans it for its parameters or
+// uses the generic plan made while the table was nearly empty, even with every row of the
+// table pending (as in a burst), which is what the index of rows needing attention holds.
+func TestInstantLockLocksByKeyInTheOrderGiven(t *testing.T) {
+	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, conn, picked := pendingPlanRows(t, mode, "lock", instantLockSQL, 3)
+			var (
+				rows pgx.Rows
+				err  error
+			)
+			// The second is another owner's now: it is not locked.
+			ids := []string{picked[0].ID, picked[1].ID, picked[2].ID}
+			owners := []string{picked[0].Owner, "someone-else", picked[2].Owner}
+			var out string
+			err = conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lock($1::uuid[], $2::bigint[], $3::text[], 'pool', $4::text[], 1000)`,
+				pgx.QueryExecModeSimpleProtocol, ids, []int64{1, 1, 1}, owners, []string{"runtime"}).Scan(&out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plans []struct{ Plan planNode }
+			if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+				t.Fatalf("unreadable plan %s: %v", out, err)
+			}
+			var read float64
+			var walk func(n planNode)
+			walk = func(n planNode) {
+				if n.RelationName == "resources" {
+					read += (n.ActualRows + n.RowsRemoved) * n.ActualLoops
+				}
+				for _, child := range n.Plans {
+					walk(child)
+				}
+			}
+			walk(plans[0].Plan)
+			if read > 3 {
+				t.Errorf("the plan read %v rows of resources for three keys; want at most 3\n%s", read, out)
+			}
+			var locked []string
+			rows, err = conn.Query(ctx, `EXECUTE lock($1::uuid[], $2::bigint[], $3::text[], 'pool', $4::text[], 1000)`,
+				pgx.QueryExecModeSimpleProtocol, ids, []int64{1, 1, 1}, owners, []string{"runtime"})
+			if err == nil {
+				locked, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+			if err != nil || !slices.Equal(locked, []string{ids[0], ids[2]}) {
+				t.Errorf("locked %v, %v; want %v, in the order given (the second is another owner's)", locked, err, []string{ids[0], ids[2]})
+			}
+		})
+	}
+}
+
+// plannedRow is a row pendingPlanRows read.
+type plannedRow struct{ ID, Owner string }
+
+// pendingPlanRows prepares query as name on a connection whose plan_cache_mode is mode, fills
+// the table with 5,000 pending rows (analyzed when plans are made for their parameters), and
+// returns the first n of them in id order.
+func pendingPlanRows(t *testing.T, mode, name, query string, n int) (context.Context, *pgxpool.Conn, []plannedRow) {
+	t.Helper()
+	ctx, conn, exec := planTestConn(t)
+	exec(`SET plan_cache_mode = ` + mode)
+	exec(`PREPARE ` + name + ` AS ` + query) // as the agent runs it
+	exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'r-' || i, 'owner-' || i % 50 FROM generate_series(1, 5000) AS i`)
+	if mode == "force_custom_plan" {
+		exec(`ANALYZE resources`)
+	}
+	rows, err := conn.Query(ctx, `SELECT id::text, owner FROM resources ORDER BY id LIMIT $1`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked, err := pgx.CollectRows(rows, pgx.RowToStructByPos[plannedRow])
+	if err != nil || len(picked) != n {
+		t.Fatalf("read %d rows: %v, %v", n, picked, err)
+	}
+	return ctx, conn, picked
 }
 
 // explainReady runs the prepared statement "ready", a group's ready record, for the two rows
