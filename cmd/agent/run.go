@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -175,6 +176,27 @@ func (f settingFlags) say(invalid *manifolds.SettingError) error {
 	return errors.New(msg)
 }
 
+// agentGCPercent is the agent's garbage-collection target when GOGC is not set: the collector
+// runs once the heap has grown by twice what was live after the last collection, not by as
+// much (Go's default, 100). At 100 a quarter of the agent's CPU under a burst went to the
+// collector; at 200 a runtime costs the agent about a tenth less CPU (97 against 87 us on
+// the static pool, +8% throughput in three pairs) and a burst of 100,000 runtimes peaks at
+// 121 against 93 MiB.
+const agentGCPercent = 200
+
+// setGCPercent sets the collector's target to agentGCPercent unless the operator set GOGC,
+// which wins (as does GOMEMLIMIT, which Go applies whatever the target), and returns the
+// target in force.
+func setGCPercent() int {
+	if _, set := os.LookupEnv("GOGC"); set {
+		current := debug.SetGCPercent(100)
+		debug.SetGCPercent(current)
+		return current
+	}
+	debug.SetGCPercent(agentGCPercent)
+	return agentGCPercent
+}
+
 func runAgent(parent context.Context, opts *globalOptions, run runOptions) error {
 	if err := run.validate(); err != nil {
 		return err
@@ -196,7 +218,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 		return err
 	}
 	defer func() { _ = release() }()
-	logger.Info("starting berth agent", "agent-id", run.config.Membership.Agent.ID, "database", location.String())
+	logger.Info("starting berth agent", "agent-id", run.config.Membership.Agent.ID, "database", location.String(), "gc-percent", setGCPercent())
 	set, setJSON, source, err := loadProvisionerSet(opts, logger)
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +70,27 @@ func TestRunHelpGivesTheConcurrencyDefault(t *testing.T) {
 		if !strings.Contains(lines[flag], want) {
 			t.Errorf("berth run --help: the %s line %q lacks %q", flag, lines[flag], want)
 		}
+	}
+}
+
+// The agent sets its collector's target unless the operator set GOGC, whose value stays.
+func TestRunSetsTheGCPercentUnlessGOGCIsSet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+
+	t.Setenv("GOGC", "50")
+	debug.SetGCPercent(50) // as the runtime read it at start
+	if got := setGCPercent(); got != 50 {
+		t.Errorf("with GOGC=50 the target in force is %d; want 50", got)
+	}
+	if got := debug.SetGCPercent(50); got != 50 {
+		t.Errorf("with GOGC=50 the target was changed to %d", got)
+	}
+
+	os.Unsetenv("GOGC")
+	if got := setGCPercent(); got != agentGCPercent {
+		t.Errorf("without GOGC the target in force is %d; want %d", got, agentGCPercent)
+	}
+	if got := debug.SetGCPercent(100); got != agentGCPercent {
+		t.Errorf("without GOGC the collector's target is %d; want %d", got, agentGCPercent)
 	}
 }
