@@ -22,7 +22,13 @@ func newQueueDepth() *prometheus.GaugeVec {
 func (m *Metrics) ObserveQueue(depthByClass map[string]int, inFlight int) {
 	m.queueMu.Lock()
 	defer m.queueMu.Unlock()
-	seen := make(map[string]bool, len(depthByClass)+1)
+	// The classes seen last time become this time's spare map: the worker observes after
+	// every outcome, thousands of times a second under a burst.
+	seen := m.spareClasses
+	if seen == nil {
+		seen = make(map[string]bool, len(depthByClass)+1)
+	}
+	clear(seen)
 	for class, depth := range depthByClass {
 		label := classLabel(class)
 		seen[label] = true
@@ -37,7 +43,7 @@ func (m *Metrics) ObserveQueue(depthByClass map[string]int, inFlight int) {
 			m.queueDepth.DeleteLabelValues(label)
 		}
 	}
-	m.queueClasses = seen
+	m.queueClasses, m.spareClasses = seen, m.queueClasses
 	m.inFlight.Set(float64(inFlight))
 }
 

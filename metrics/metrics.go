@@ -47,8 +47,9 @@ type Metrics struct {
 	reconciles        *prometheus.CounterVec
 	reconcileDuration *prometheus.HistogramVec
 	queueDepth        *prometheus.GaugeVec // by owner class; see fairness.go
-	queueMu           sync.Mutex           // guards queueClasses
+	queueMu           sync.Mutex           // guards queueClasses and spareClasses
 	queueClasses      map[string]bool      // the class labels queueDepth reports
+	spareClasses      map[string]bool      // ObserveQueue's map for the next call's labels
 	inFlight          prometheus.Gauge
 	createToReady     *prometheus.HistogramVec
 	capacityWarning   *prometheus.GaugeVec

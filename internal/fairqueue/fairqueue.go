@@ -68,14 +68,14 @@ func (q *Queue) Len() int { return q.n }
 // Owners returns how many owners have ids queued.
 func (q *Queue) Owners() int { return len(q.ring) }
 
-// Depths returns how many ids each owner with ids queued has queued, in a new map the
-// caller may keep.
-func (q *Queue) Depths() map[string]int {
-	out := make(map[string]int, len(q.fifos))
+// DepthsInto makes depths how many ids each owner with ids queued has queued: a map the
+// caller keeps, filled again in place, since a caller that publishes the depths after every
+// change would otherwise make a map each time.
+func (q *Queue) DepthsInto(depths map[string]int) {
+	clear(depths)
 	for owner, f := range q.fifos {
-		out[owner] = len(f)
+		depths[owner] = len(f)
 	}
-	return out
 }
 
 // Peek returns the next n ids Pop would return (fewer when fewer are queued), leaving the

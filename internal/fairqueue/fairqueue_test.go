@@ -111,7 +111,8 @@ func TestPeekShowsWhatTakeTakes(t *testing.T) {
 	if !slices.Equal(taken, want) {
 		t.Fatalf("took %v, want %v", taken, want)
 	}
-	if d := q.Depths(); len(d) != 1 || d["a"] != 1 {
+	d := map[string]int{"gone": 5}
+	if q.DepthsInto(d); len(d) != 1 || d["a"] != 1 {
 		t.Fatalf("depths %v", d)
 	}
 	if got := q.Peek(10); len(got) != 1 {

@@ -44,10 +44,10 @@ func (w *Worker) refreshOwners(ctx context.Context, s *schedule, p *ownerPolicie
 	}
 }
 
-// depthByClass sums the owners' queue depths by class: the owner's class, or the owner
-// itself when MetricsOwnerLabels allows owners as labels.
-func (w *Worker) depthByClass(depths map[string]int, p *ownerPolicies) map[string]int {
-	out := make(map[string]int)
+// depthByClassInto makes out the owners' queue depths summed by class: the owner's class,
+// or the owner itself when MetricsOwnerLabels allows owners as labels.
+func (w *Worker) depthByClassInto(out, depths map[string]int, p *ownerPolicies) {
+	clear(out)
 	for owner, n := range depths {
 		class := p.classes[owner]
 		if w.config.MetricsOwnerLabels {
@@ -55,7 +55,6 @@ func (w *Worker) depthByClass(depths map[string]int, p *ownerPolicies) map[strin
 		}
 		out[class] += n
 	}
-	return out
 }
 
 // ownerDepth is an owner's queue depth, as the engine report lists it.

@@ -253,8 +253,8 @@ func (s *schedule) nextRetry() (time.Time, bool) {
 // queueDepth is how many entries are queued.
 func (s *schedule) queueDepth() int { return s.queue.Len() }
 
-// queueDepths is how many entries each owner with some queued has queued.
-func (s *schedule) queueDepths() map[string]int { return s.queue.Depths() }
+// queueDepthsInto makes depths how many entries each owner with some queued has queued.
+func (s *schedule) queueDepthsInto(depths map[string]int) { s.queue.DepthsInto(depths) }
 
 // inFlight is how many entries are running, those awaiting their resource included.
 func (s *schedule) inFlight() int { return s.counts.inFlight }

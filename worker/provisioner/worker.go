@@ -183,10 +183,47 @@ type Worker struct {
 	tracer   trace.Tracer
 	breakers *breakers
 
-	mu     sync.Mutex
-	report map[string]any
+	// classDepths is the queue depths by owner class the loop last gave Metrics, filled
+	// again at each publish; only the loop goroutine touches it.
+	classDepths map[string]int
+
+	mu sync.Mutex
+	// report is the loop's state as last published (published false: not yet).
+	report loopReport
 	// depths is the owners' queue depths as last published; Report lists the deepest.
 	depths map[string]int
+}
+
+// loopReport is the loop's state as Report shows it. The loop publishes it after every
+// outcome, so it is a value Report turns into a map, not a map made each time.
+type loopReport struct {
+	published                                            bool
+	queueDepth, queuedOwners, inFlight, concurrencyLimit int
+	awaitingReady, waitingForCapacity, waitingForQuota   int
+	waitingForBroker, scheduledRetries                   int
+	leftToOwners, sharingWith                            int
+	nextRetryAt                                          time.Time // zero: none scheduled
+}
+
+// asMap is r as the engine report lists it.
+func (r loopReport) asMap() map[string]any {
+	out := map[string]any{
+		"queue-depth":          r.queueDepth,
+		"queued-owners":        r.queuedOwners,
+		"in-flight":            r.inFlight,
+		"concurrency-limit":    r.concurrencyLimit,
+		"awaiting-ready":       r.awaitingReady,
+		"waiting-for-capacity": r.waitingForCapacity,
+		"waiting-for-quota":    r.waitingForQuota,
+		"waiting-for-broker":   r.waitingForBroker,
+		"scheduled-retries":    r.scheduledRetries,
+		"left-to-owners":       r.leftToOwners,
+		"sharing-with":         r.sharingWith,
+	}
+	if !r.nextRetryAt.IsZero() {
+		out["next-retry-at"] = r.nextRetryAt.UTC().Format(time.RFC3339)
+	}
+	return out
 }
 
 // NewWorker starts a worker that reconciles resources as config's watcher reports them.
@@ -198,7 +235,7 @@ func NewWorker(config Config) (worker.Worker, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	w := &Worker{config: config, tracer: tp.Tracer(TracerName), report: map[string]any{},
+	w := &Worker{config: config, tracer: tp.Tracer(TracerName), depths: map[string]int{}, classDepths: map[string]int{},
 		breakers: newBreakers(config.Breakers, config.Clock, config.Agent.ID, config.Logger)}
 	if err := catacomb.Invoke(catacomb.Plan{Site: &w.catacomb, Work: w.loop}); err != nil {
 		return nil, err
@@ -216,13 +253,11 @@ func (w *Worker) Wait() error { return w.catacomb.Wait() }
 func (w *Worker) Report() map[string]any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make(map[string]any, len(w.report))
-	for k, v := range w.report {
-		out[k] = v
+	out := map[string]any{}
+	if w.report.published {
+		out = w.report.asMap()
 	}
-	if w.report != nil {
-		out["queue-depth-by-owner"] = topOwners(w.depths, reportedOwners)
-	}
+	out["queue-depth-by-owner"] = topOwners(w.depths, reportedOwners)
 	if b := w.breakers.report(); len(b) > 0 {
 		out["breakers"] = b
 	}
@@ -320,31 +355,34 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 }
 
 // publish makes the loop's state the report's and the queue metrics'. The loop publishes
-// after every outcome, so the owners' depths are kept as they are (a map of their own) and
-// sorted only when Report asks: at thousands of outcomes a second, sorting them each time
-// took a tenth of the agent's CPU, on the one goroutine that starts every reconcile.
+// after every outcome, thousands a second under a burst, on the one goroutine that starts
+// every reconcile: so the owners' depths are kept as they are, in maps filled again in place,
+// and sorted only when Report asks (sorting them each time took a tenth of the agent's CPU),
+// and the report is a value, made into a map only when asked for.
 func (w *Worker) publish(s *schedule, sh *sharing, owners *ownerPolicies, limit int) {
-	depths := s.queueDepths()
-	report := map[string]any{
-		"queue-depth":          s.queueDepth(),
-		"queued-owners":        len(depths),
-		"in-flight":            s.inFlight(),
-		"concurrency-limit":    limit,
-		"awaiting-ready":       s.awaitingReady(),
-		"waiting-for-capacity": s.waitingForCapacity(),
-		"waiting-for-quota":    s.waitingForQuota(),
-		"waiting-for-broker":   s.waitingForBroker(),
-		"scheduled-retries":    s.scheduledRetries(),
-		"left-to-owners":       len(sh.left),
-		"sharing-with":         len(sh.agents) - 1,
+	report := loopReport{
+		published:          true,
+		queueDepth:         s.queueDepth(),
+		queuedOwners:       s.queue.Owners(),
+		inFlight:           s.inFlight(),
+		concurrencyLimit:   limit,
+		awaitingReady:      s.awaitingReady(),
+		waitingForCapacity: s.waitingForCapacity(),
+		waitingForQuota:    s.waitingForQuota(),
+		waitingForBroker:   s.waitingForBroker(),
+		scheduledRetries:   s.scheduledRetries(),
+		leftToOwners:       len(sh.left),
+		sharingWith:        len(sh.agents) - 1,
 	}
 	if at, ok := s.nextRetry(); ok {
-		report["next-retry-at"] = at.UTC().Format(time.RFC3339)
+		report.nextRetryAt = at
 	}
 	w.mu.Lock()
-	w.report, w.depths = report, depths
+	w.report = report
+	s.queueDepthsInto(w.depths)
 	w.mu.Unlock()
-	w.config.Metrics.ObserveQueue(w.depthByClass(depths, owners), s.inFlight())
+	w.depthByClassInto(w.classDepths, w.depths, owners)
+	w.config.Metrics.ObserveQueue(w.classDepths, report.inFlight)
 }
 
 // earliest returns the earlier of two optional times.
