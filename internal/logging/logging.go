@@ -1,4 +1,5 @@
-// Package logging adapts log/slog to the loggers Berth's libraries expect.
+// Package logging adapts log/slog to the loggers Berth's libraries expect, and keeps the
+// agent's many short-lived loggers cheap (Deferred).
 package logging
 
 import (
