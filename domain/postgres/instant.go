@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/berth-dev/berth/domain"
@@ -147,18 +148,19 @@ func (s *State) provisionAlone(ctx context.Context, call *reserveCall) (domain.R
 // provisioner's lock was taken has no room for what committed meanwhile.
 var errHostFilled = errors.New("a host picked before the provisioner's lock filled meanwhile")
 
-// instantGroupOn provisions the calls' resources whole in one transaction on conn, in three
+// instantGroupOn provisions the calls' resources whole in one transaction on conn, in two
 // round trips, so that the rows' updates are not made under the provisioner's lock: the
 // first locks every row that is untouched as read (instantLockSQL: one statement, FOR UPDATE
 // in id order; a row that is not, one with a reservation of the provisioner included, is
-// neither locked nor written) and reads the usage of the hosts;
-// each call is then picked a host in turn on the usage the picks before it left; the second
-// records the rows ready, takes the provisioner's lock and reads the hosts' usage again,
-// now with every committed reservation; if each picked host still has room for what it was
-// picked for, the third writes the reservations and commits. Otherwise the transaction is
-// given up whole (errHostFilled), and the caller rolls it back. A call whose row is not
-// untouched, or that finds no room, writes nothing and gets its error. cache learns the
-// usage the group committed.
+// neither locked nor written) and reads the usage of the hosts; each call is then picked a
+// host in turn on the usage the picks before it left; the second records the rows ready,
+// takes the provisioner's lock, writes the reservations once each picked host is found to
+// still have room for what it was picked for against every committed reservation
+// (instantCheckedReservationsSQL), reads the usage so committed and commits. The lock is so
+// held for the statements after it, not across a round trip to the agent. A host without
+// room fails the statement, and so the transaction whole (errHostFilled): the caller rolls
+// it back. A call whose row is not untouched, or that finds no room, writes nothing and
+// gets its error. cache learns the usage the group committed.
 func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int, cache *usageCache) error {
 	provisioner := calls[0].req.Provisioner
 	group, _, owners := distinct(calls)
@@ -200,23 +202,16 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 	}
 	b = &pgx.Batch{}
 	queueInstantReady(b, picked)
-	committed := make(map[string]int)
 	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
+	queueCheckedReservations(b, provisioner, picked)
+	committed := make(map[string]int)
 	queueHostUsage(b, provisioner, committed)
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return err
-	}
-	for _, c := range picked {
-		committed[c.out.Host] += c.req.Slots
-		if committed[c.out.Host] > c.req.Instant.HostSlots(c.out.Host) {
-			return errHostFilled
-		}
-	}
-
-	b = &pgx.Batch{}
-	queueInstantReservations(b, provisioner, picked)
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == "slot_host_room" {
+			return fmt.Errorf("%w: %s", errHostFilled, pgErr.Message)
+		}
 		return err
 	}
 	markRan(group)
@@ -651,16 +646,59 @@ const instantReservationsSQL = `
 	   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
 	RETURNING provisioner, resource_id::text, owner, host, slots`
 
+// instantCheckedReservationsSQL is instantReservationsSQL for a group whose hosts were
+// picked before the provisioner's lock was taken, run under the lock: it first checks that
+// each host it puts reservations on ($4) has room for all of them against every committed
+// reservation and the host's slots ($7[i] of host $6[i]; a host not given has none), and
+// fails with a check violation of slot_host_room naming the first host that has not
+// (berth_host_has_room, 0025). The check is made before any row is written.
+const instantCheckedReservationsSQL = `
+	WITH picked AS (
+	SELECT r.resource_id, r.owner, r.host, r.slots
+	  FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int[]) AS r(resource_id, owner, host, slots)
+	), roomy AS (
+	SELECT bool_and(berth_host_has_room($1, n.host, coalesce(u.slots, 0), n.slots, coalesce(c.slots, 0))) AS ok
+	  FROM (SELECT host, sum(slots) AS slots FROM picked GROUP BY host) AS n
+	  LEFT JOIN unnest($6::text[], $7::bigint[]) AS c(host, slots) ON c.host = n.host
+	  LEFT JOIN slot_host_usage u ON u.provisioner = $1 AND u.host = n.host
+	)
+	INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
+	SELECT $1, p.resource_id, p.owner, p.host, p.slots FROM picked p, roomy WHERE roomy.ok
+	ON CONFLICT (provisioner, resource_id) DO UPDATE
+	   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
+	RETURNING provisioner, resource_id::text, owner, host, slots`
+
+// queueCheckedReservations queues instantCheckedReservationsSQL for the picked calls, with
+// the slots of each host they were picked, and sets each call's reservation to the one
+// written.
+func queueCheckedReservations(b *pgx.Batch, provisioner string, picked []*reserveCall) {
+	var hosts []string
+	var capacities []int64
+	for _, c := range picked {
+		if !slices.Contains(hosts, c.out.Host) {
+			hosts = append(hosts, c.out.Host)
+			capacities = append(capacities, int64(c.req.Instant.HostSlots(c.out.Host)))
+		}
+	}
+	queueReservationsOf(b, instantCheckedReservationsSQL, provisioner, picked, hosts, capacities)
+}
+
 // queueInstantReservations queues instantReservationsSQL for the picked calls, and sets each
 // call's reservation to the one written.
 func queueInstantReservations(b *pgx.Batch, provisioner string, picked []*reserveCall) {
+	queueReservationsOf(b, instantReservationsSQL, provisioner, picked)
+}
+
+// queueReservationsOf queues query, instantReservationsSQL or a statement of its parameters
+// and more, for the picked calls, and sets each call's reservation to the one written.
+func queueReservationsOf(b *pgx.Batch, query, provisioner string, picked []*reserveCall, more ...any) {
 	ids, owners, hosts, slots := make([]pgtype.UUID, len(picked)), make([]string, len(picked)), make([]string, len(picked)), make([]int64, len(picked))
 	byID := make(map[[16]byte]*reserveCall, len(picked))
 	for i, c := range picked {
 		ids[i], owners[i], hosts[i], slots[i] = c.uid, c.req.Owner, c.out.Host, int64(c.req.Slots)
 		byID[c.uid.Bytes] = c
 	}
-	b.Queue(instantReservationsSQL, provisioner, ids, owners, hosts, slots).Query(func(rows pgx.Rows) error {
+	b.Queue(query, append([]any{provisioner, ids, owners, hosts, slots}, more...)...).Query(func(rows pgx.Rows) error {
 		return eachPicked(rows, byID, "record the reservations", func(row pgx.Row) (string, func(*reserveCall), error) {
 			res, err := scanReservation(row)
 			return res.ResourceID, func(c *reserveCall) { c.out = res }, err
