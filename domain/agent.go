@@ -134,8 +134,9 @@ type AgentStore interface {
 	// the change log's entry for its last write was to tell the agents; a resource still
 	// listed long after that write is one whose entry a watcher never saw (a transaction that
 	// stayed open longer than the watcher looked for its sequence number). A permanent
-	// failure waits for its client, not an agent, and is never listed.
-	QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error)
+	// failure waits for its client, not an agent, and is never listed. Each comes with its
+	// owner.
+	QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]Attention, error)
 }
 
 // Term is one leadership lease as a claim granted it: the agent and the session it claimed

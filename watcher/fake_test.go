@@ -230,7 +230,7 @@ func (s *fakeSource) setQuiet(ids ...string) {
 	s.quiet = ids
 }
 
-func (s *fakeSource) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error) {
+func (s *fakeSource) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]domain.Attention, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.readErr != nil {
@@ -238,7 +238,11 @@ func (s *fakeSource) QuietResources(ctx context.Context, quietFor time.Duration,
 	}
 	s.quietFor, s.quietLimit = quietFor, limit
 	s.quietReads++
-	return append([]string(nil), s.quiet[:min(limit, len(s.quiet))]...), nil
+	var out []domain.Attention
+	for _, id := range s.quiet[:min(limit, len(s.quiet))] {
+		out = append(out, domain.Attention{ID: id, Owner: s.owners[id]})
+	}
+	return out, nil
 }
 
 func (s *fakeSource) OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error) {

@@ -37,12 +37,12 @@ type ResourcesSource interface {
 	// back (see domain.AgentStore).
 	OverdueResources(ctx context.Context, overdueFor time.Duration, limit int) ([]string, error)
 	// QuietResources lists up to limit resources needing attention, unleased and with no
-	// retry scheduled, that have not been written for quietFor: their change-log entry
-	// may have been skipped (see domain.AgentStore).
-	QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error)
+	// retry scheduled, that have not been written for quietFor, with their owners: their
+	// change-log entry may have been skipped (see domain.AgentStore).
+	QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]domain.Attention, error)
 	// ResourceOwners returns the owner of each of ids that exists: the owners of the
-	// resources of dead agents and overdue (the change log's reads and the attention pages
-	// give theirs).
+	// resources of dead agents and overdue (the change log's reads, the attention pages and
+	// the quiet resources give theirs).
 	ResourceOwners(ctx context.Context, ids []string) (map[string]string, error)
 	// ListOwnerPolicies lists the owners' policies, whose weights order the batches.
 	ListOwnerPolicies(ctx context.Context) ([]domain.OwnerPolicy, error)
@@ -274,12 +274,7 @@ func (w *resourcesWatcher) readAttention(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list resources needing attention: %w", err)
 	}
-	ids := make([]string, len(page))
-	owners := make(map[string]string, len(page))
-	for i, a := range page {
-		ids[i] = a.ID
-		owners[a.ID] = a.Owner
-	}
+	ids, owners := attentionIDs(page)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.addPendingLocked(ids, owners)
@@ -351,20 +346,28 @@ func (w *resourcesWatcher) readOverdue(ctx context.Context) error {
 // or will retry and that have not been written for GapTimeout, as if they had changed: the
 // change-log entry of their last write may be one this watcher skipped as a gap and gave up
 // on (a transaction open longer than GapTimeout, say a client's BEGIN; INSERT ...; left
-// open). It reads as many as there is room for ahead of the consumer, at least BatchSize.
-// Those the agents are working through already are queued where they wait, so a long
-// backlog costs one query per GapTimeout.
+// open). It reads as many as there is room for ahead of the consumer, at least BatchSize,
+// with their owners. Those the agents are working through already are queued where they
+// wait, so a long backlog costs one query per GapTimeout.
 func (w *resourcesWatcher) readQuiet(ctx context.Context) error {
 	now := w.config.Clock.Now()
 	if now.Sub(w.quietReadAt) < w.config.GapTimeout {
 		return nil
 	}
 	w.quietReadAt = now
-	ids, err := w.config.Source.QuietResources(ctx, w.config.GapTimeout, max(w.room(), w.config.BatchSize))
+	quiet, err := w.config.Source.QuietResources(ctx, w.config.GapTimeout, max(w.room(), w.config.BatchSize))
 	if err != nil {
 		return fmt.Errorf("list resources left quiet: %w", err)
 	}
-	return w.addLeftBehind(ctx, ids, "resources needing attention left quiet")
+	if len(quiet) == 0 {
+		return nil
+	}
+	w.config.Logger.Debug("resources needing attention left quiet", "count", len(quiet))
+	ids, owners := attentionIDs(quiet)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.addPendingLocked(ids, owners)
+	return nil
 }
 
 // addLeftBehind queues ids, which no change would report, logging what they are.
@@ -422,6 +425,17 @@ func (w *resourcesWatcher) ownersOf(ctx context.Context, ids []string) (map[stri
 		return nil, fmt.Errorf("look up the owners of %d resources: %w", len(unknown), err)
 	}
 	return owners, nil
+}
+
+// attentionIDs returns the ids of page and their owners, which the read gives.
+func attentionIDs(page []domain.Attention) ([]string, map[string]string) {
+	ids := make([]string, len(page))
+	owners := make(map[string]string, len(page))
+	for i, a := range page {
+		ids[i] = a.ID
+		owners[a.ID] = a.Owner
+	}
+	return ids, owners
 }
 
 // changedIDs returns the ids of changes and their owners, which the log read gives.

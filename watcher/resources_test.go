@@ -401,6 +401,7 @@ func (s *resourcesSuite) TestReportsResourcesLeftQuietEveryGapTimeout(c *gc.C) {
 	c.Check(nextEvent(c, w), gc.HasLen, 0)
 
 	// A client committed an insert whose change-log number the watcher gave up on.
+	s.source.owners["stranded-1"] = "team-a"
 	s.source.setQuiet("stranded-1", "stranded-2")
 	for range 2 {
 		c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
@@ -411,7 +412,7 @@ func (s *resourcesSuite) TestReportsResourcesLeftQuietEveryGapTimeout(c *gc.C) {
 	s.source.mu.Unlock()
 
 	c.Assert(s.clock.WaitAdvance(s.config.PollInterval, testkit.LongWait, 1), gc.IsNil)
-	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"stranded-1", "stranded-2"})
+	c.Check(nextOwnedEvent(c, w), gc.DeepEquals, []watcher.Owned{{ID: "stranded-1", Owner: "team-a"}, {ID: "stranded-2"}})
 	s.source.mu.Lock()
 	c.Check(s.source.quietReads, gc.Equals, 1)
 	c.Check(s.source.quietFor, gc.Equals, s.config.GapTimeout)

@@ -208,7 +208,7 @@ const overdueSQL = `
 // quietFor while their lease is free or expired and no retry is scheduled, a permanent
 // failure aside. The rows it reads are those of resources_needing_attention_idx with no
 // retry (its key is NULL): in a healthy store, the backlog the agents are working through.
-func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error) {
+func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]domain.Attention, error) {
 	if err := backend.CheckQuiet(quietFor, limit); err != nil {
 		return nil, err
 	}
@@ -216,17 +216,20 @@ func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limi
 	if err != nil {
 		return nil, fmt.Errorf("list resources left quiet: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (a domain.Attention, err error) {
+		err = row.Scan(&a.ID, &a.Owner)
+		return a, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list resources left quiet: %w", err)
 	}
 	return out, nil
 }
 
-// quietSQL lists up to $2 resources needing attention, with no retry scheduled and not failed
+// quietSQL lists, with their owners, up to $2 resources needing attention, with no retry scheduled and not failed
 // for good, written more than $1 microseconds ago while their lease is free or expired.
 const quietSQL = `
-	SELECT id::text FROM resources
+	SELECT id::text, owner FROM resources
 	 WHERE ` + backend.NeedsAttentionSQL + `
 	   AND next_attempt_at IS NULL
 	   AND NOT (status = 'error' AND last_error <> '')

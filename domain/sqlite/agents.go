@@ -243,7 +243,7 @@ func (s *State) OverdueResources(ctx context.Context, overdueFor time.Duration, 
 // quietFor while their lease is free or expired and no retry is scheduled, a permanent
 // failure aside. SQLite commits one write at a time, so its change log has no entries a
 // watcher could skip; the list is the same contract as PostgreSQL's.
-func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]string, error) {
+func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limit int) ([]domain.Attention, error) {
 	if err := backend.CheckQuiet(quietFor, limit); err != nil {
 		return nil, err
 	}
@@ -251,9 +251,9 @@ func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limi
 	if err != nil {
 		return nil, fmt.Errorf("list resources left quiet: %w", err)
 	}
-	out, err := collectRows(rows, func(row rowScanner) (id string, err error) {
-		err = row.Scan(&id)
-		return id, err
+	out, err := collectRows(rows, func(row rowScanner) (a domain.Attention, err error) {
+		err = row.Scan(&a.ID, &a.Owner)
+		return a, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list resources left quiet: %w", err)
@@ -261,10 +261,10 @@ func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limi
 	return out, nil
 }
 
-// quietSQL lists up to $2 resources needing attention, with no retry scheduled and not failed
+// quietSQL lists, with their owners, up to $2 resources needing attention, with no retry scheduled and not failed
 // for good, written before now moved by the modifier $1 while their lease is free or expired.
 const quietSQL = `
-	SELECT id FROM resources
+	SELECT id, owner FROM resources
 	 WHERE ` + backend.NeedsAttentionSQL + `
 	   AND next_attempt_at IS NULL
 	   AND NOT (status = 'error' AND last_error <> '')

@@ -303,18 +303,23 @@ func testUnclaimedResources(t *testing.T, b *Backend) {
 	}
 }
 
+// mustQuiet lists the resources left quiet, each as its id and owner ("id owner").
 func mustQuiet(t *testing.T, st domain.AgentStore, quietFor time.Duration, limit int) []string {
 	t.Helper()
-	ids, err := st.QuietResources(testContext(t), quietFor, limit)
+	quiet, err := st.QuietResources(testContext(t), quietFor, limit)
 	if err != nil {
 		t.Fatalf("quiet resources: %v", err)
 	}
-	return ids
+	out := make([]string, len(quiet))
+	for i, a := range quiet {
+		out[i] = a.ID + " " + a.Owner
+	}
+	return out
 }
 
 func testQuietResources(t *testing.T, b *Backend) {
 	ctx := testContext(t)
-	untouched := mustCreate(t, b, runtime("untouched"))
+	untouched := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "untouched", Owner: "alice", Args: map[string]any{"slots": 1}})
 	leased := mustCreate(t, b, runtime("leased"))
 	if _, err := b.ClaimResource(ctx, leased.ID, "a", ttl); err != nil {
 		t.Fatal(err)
@@ -341,10 +346,10 @@ func testQuietResources(t *testing.T, b *Backend) {
 	// times keep, and past the expired lease.
 	time.Sleep(20 * time.Millisecond)
 
-	if got, want := mustQuiet(t, b, 0, 10), []string{untouched.ID, expired.ID}; !slices.Equal(got, want) {
-		t.Errorf("quiet for 0s: %v; want %v (least recently written first; not leased, retrying, failed for good or paused)", got, want)
+	if got, want := mustQuiet(t, b, 0, 10), []string{untouched.ID + " alice", expired.ID + " " + expired.Owner}; !slices.Equal(got, want) {
+		t.Errorf("quiet for 0s: %v; want %v (least recently written first, with their owners; not leased, retrying, failed for good or paused)", got, want)
 	}
-	if got, want := mustQuiet(t, b, 0, 1), []string{untouched.ID}; !slices.Equal(got, want) {
+	if got, want := mustQuiet(t, b, 0, 1), []string{untouched.ID + " alice"}; !slices.Equal(got, want) {
 		t.Errorf("quiet for 0s, limit 1: %v; want %v", got, want)
 	}
 	if got := mustQuiet(t, b, time.Hour, 10); len(got) != 0 {
