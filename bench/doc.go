@@ -151,43 +151,66 @@
 // A runtime nothing has been done to yet whose default provisioner is a static pool is
 // provisioned in one transaction (environ.InstantProvisioner, domain.InstantProvision): no
 // claim, no lease, one update of its row. One full run on 2 cores (10,000 runtimes at
-// concurrency 256, 5,676 runtimes/s; 4,726/s at the agent's default settings; River drained
-// 23,054 jobs/s in the same run): 225 us of database time per runtime in the statements the
-// agent and the bench sent, against 323 us for the build before (every trigger once per row),
-// 797 us for the one before that (one statement per row in each group, one read per runtime)
-// and 1,368 us for the first to provision in one transaction's predecessor, which claimed the
-// row, reserved, and recorded it ready in three transactions (the times include waits for
-// locks and for the 2 cores, so they grow with the load). A runtime's path, each statement
-// once per runtime unless it says:
+// concurrency 256, 5,964 runtimes/s; 5,303/s at the agent's default settings; River drained
+// 22,165 jobs/s in the same run): 252 us of database time per runtime in the statements the
+// agent and the bench sent (the bench's own polling included), against 225 us in the run of
+// build 15c711f, 323 us for the build before that (every trigger once per row), 797 us for
+// the one before (one statement per row in each group, one read per runtime) and 1,368 us
+// for the first to provision in one transaction's predecessor, which claimed the row,
+// reserved, and recorded it ready in three transactions. The times include waits for locks
+// and for the 2 cores, so they grow with the load and the runs' throughput: the agent's and
+// the server's CPU per runtime (below) compare builds better. A runtime's path, each
+// statement once per runtime unless it says:
 //
 //	step                 statement                                           us   of which triggers
-//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   28   4 events, 3 change log (once
+//	insert (the client)  one INSERT for all; change log, NOTIFY, 'created'   30   8 events, change log (once
 //	                                                                              per statement)
-//	read                 the rows of the reads made at once, by key          6    (one per 18 runtimes)
-//	group, round trip 1  BEGIN; the row locked FOR UPDATE where untouched    11
-//	                     reservations by id, owners' and hosts' usage        18   (one each per group)
-//	group, round trip 2  one UPDATE of the group's rows to ready, with the   108  (the history trigger does
+//	read                 the rows of the reads made at once, by key          6    (one per 24 runtimes)
+//	group, round trip 1  BEGIN; the group's untouched rows locked FOR        12   (one per group)
+//	                     UPDATE by key in id order, one statement
+//	                     owners' and hosts' usage                            13   (one each per group)
+//	group, round trip 2  one UPDATE of the group's rows to ready, with the   124  (the history trigger does
 //	                     steps passed and the ready events, from arrays           not fire: the statement
 //	                     (one per group)                                          writes the events)
-//	                     the pool's advisory lock; hosts' usage again        15   (one per group: mostly
+//	                     the pool's advisory lock                            10   (one per group: mostly
 //	                                                                              the wait for the lock)
-//	group, round trip 3  one INSERT of the group's reservations; COMMIT      24   10: host and owner usage,
-//	                                                                              once per statement
+//	                     one INSERT of the group's reservations, each host   31   12: host and owner usage,
+//	                     checked for room first; hosts' usage; COMMIT             once per statement
 //
-// Groups are of up to 64 runtimes of one pool (45 on average in that run), in up to 4 lanes: a
+// Groups are of up to 64 runtimes of one pool (53 on average in that run), in up to 4 lanes: a
 // lane's next group fills before the next lane takes calls, so that groups stay large under
 // light load. The rows are updated before the pool's lock is taken, on hosts picked from the
-// usage read without it; under the lock the usage is read again and every picked host must
-// still have room, or the group's transaction is given up whole and its runtimes tried one by
-// one (a host that filled meanwhile then sends its runtime the usual way). So the lock is held
-// for the reservations alone, and lanes update rows in parallel. A runtime costs a share of
-// one read, 3 round trips of its group and one commit per group. Each runtime writes about 9
-// rows: 2 versions of its resources row (the insert, the ready record), 4 history events
-// (created, by the insert's statement trigger; provisioning, its wait and ready, by the
-// agent's statement), a change-log row, its reservation, and a share of its group's usage rows
-// (one per owner and host, one per host).
+// usage read without it; under the lock the reservations' statement checks that every picked
+// host still has room against every committed reservation (berth_host_has_room), or it fails,
+// the group's transaction is given up whole and its runtimes tried one by one (a host that
+// filled meanwhile then sends its runtime the usual way). So the lock is held for the
+// reservations alone, within one round trip, and lanes update rows in parallel. A runtime
+// costs a share of one read, 2 round trips of its group and one commit per group. Each
+// runtime writes about 9 rows: 2 versions of its resources row (the insert, the ready
+// record), 4 history events (created, by the insert's statement trigger; provisioning, its
+// wait and ready, by the agent's statement), a change-log row, its reservation, and a share of
+// its group's usage rows (one per owner and host, one per host).
 //
-// What made the difference against the build before, each measured on its own (the idle
+// What this build changed, each measured against the build before it in alternating bursts of
+// 20,000 runtimes at the default settings (three pairs each; rate, then the agent's and the
+// server's CPU per runtime):
+//   - A group that reads the usage first locks its rows in one statement (instantLockSQL), by
+//     key in id order, where each row had a statement of its own and the group read its
+//     reservations apart: 3,983, 4,298 and 3,908/s became 5,377, 5,108 and 4,797/s (+25%);
+//     the agent 130 to 111 us, the server 200 to 157 us. In the bench's own runs (two pairs,
+//     10,000 runtimes): at the default settings 3,357 and 3,177/s against 5,240 and 5,752/s.
+//   - The agent's garbage collector runs at GOGC=200 unless GOGC is set: the agent 97 to 87 us
+//     (+8%); a burst of 100,000 peaks at 121 against 93 MiB.
+//   - The worker publishes its state after each outcome without making maps: the agent 95
+//     against 109 us in two pairs, 133 against 142 in the third.
+//   - The agent's loggers format a resource's attributes only when they write a line: at the
+//     bench's --log-level warn the agent 4 to 11% lower.
+//   - The group checks its hosts' room in the statement that writes its reservations and
+//     commits in the same round trip, where the agent read the usage under the lock and wrote
+//     the reservations in a third round trip, the lock held across it: +18% and +20% in two
+//     pairs, -6% in the third; with several agents, no difference this machine's noise shows.
+//
+// What made the difference in the build before (15c711f), each measured on its own (the idle
 // figures on 2,000 rows of one statement, the A/B ones alternating 20,000-runtime bursts at
 // concurrency 256): the group's update writes its ready events itself and the history trigger
 // skips it, the only write that moves lease_token on without taking a lease, a column no
@@ -237,29 +260,38 @@
 // 10 ms longer, but checkpointing after each commit took more CPU than it saved on the 2
 // cores (a burst 10 to 40% slower in four pairs of runs).
 //
-// What is left: the group's update of the wide row, 108 us a runtime under load (on an idle
+// What is left: the group's update of the wide row, 124 us a runtime under load (on an idle
 // server about 50 us a row: 14 the authorisation trigger, 8 the before-update ones, the rest
 // the update and its four index entries: status, admission and ready move the row between
-// partial indexes, so no update is HOT). The agent takes about 120 us of CPU a runtime and the
-// server about 170; the 2 cores are busy: the limit is CPU, not round trips or locks. River's
-// 0.35x would be about 8,000 runtimes/s here, under 250 us of CPU per runtime for both
-// together, against about 290 now. A narrower row for the agent's writes (item 3 of the
-// issue) would take what the wide row's JSON and indexes cost; it is not done. Against the
-// peer users run, Rill's provisioning on River, Berth is 4.4x faster in the same run.
+// partial indexes, so no update is HOT). The agent takes about 90 us of CPU a runtime at
+// concurrency 256 and the server about 150 to 160: together about 245 us, which 2 cores
+// would serve at about 8,000 runtimes/s; the runs reach 5,000 to 6,000, so the cores are
+// idle a quarter of the time and the limit is no longer CPU alone. A fixed --concurrency of
+// 1,024 beat 256 in five pairs of 20,000-runtime bursts out of five (+10% to +26%): more in
+// flight keeps every group full. At the default settings (a ceiling of 1,024, the limit
+// adapting to it) the same bursts gave +59%, -23% and +5%: the ceiling is left at 256 until
+// that is understood. River's 0.35x was 7,760 runtimes/s in the table's run. A narrower row
+// for the agent's writes (item 3 of the issue) would take what the wide row's JSON and
+// indexes cost; it is not done. Against the peer users run, Rill's provisioning on River,
+// Berth is 5.65x faster in the same run.
 //
 // # Cost model: 1,000,000 runtimes
 //
 // From the per-runtime figures above:
-//   - A burst of 1,000,000: about 225 s of database time; 3 to 4 minutes at the 4,700 to
-//     5,700 runtimes/s measured here. 9 million rows written; one commit per group of up to
-//     64 (about 110/s at 5,000/s), far below what the server commits (pgbench: 4,400/s with
-//     one client): the limit is CPU, not commits.
+//   - A burst of 1,000,000: about 250 s of database time; about 3 minutes at the 5,300 to
+//     6,000 runtimes/s measured here (the agent about 90 s of CPU). 9 million rows written;
+//     one commit per group of up to 64 (about 110/s at 6,000/s), far below what the server
+//     commits (pgbench: 4,400/s with one client): the limit is CPU and the groups' round
+//     trips, not commits.
 //   - Storage: a resources row with its indexes takes about 0.9 KB, a history event about
 //     210 B (4 per provisioning, kept --event-retention, 7 days), a reservation about 190 B, a
 //     change-log row about 100 B (kept --change-log-retention, 24 hours): about 2 GB.
 //   - Watcher fan-out: one change-log row per client write and one NOTIFY per client
 //     statement, none for the agents' writes; each agent reads the change log in pages of
-//     1,000, so 1,000,000 client writes cost each agent 1,000 page reads.
+//     1,000, so 1,000,000 client writes cost each agent 1,000 page reads. Once a minute each
+//     agent also lists the resources that need attention and that nothing wrote for a minute
+//     (a change its watcher may have missed): through a backlog that takes longer, one query
+//     of up to 100,000 ids a minute, which join themselves where they wait.
 //   - A restart on a backlog of 1,000,000 reads a page of 1,000 at a time and queues at most
 //     1,000: the first reconcile within a second, memory flat (measured at 20,000 and 100,000).
 //   - The health checks compete with provisioning for the same cores: the burst of 100,000
