@@ -19,7 +19,8 @@ import (
 )
 
 // NewEngine starts the agent: a dependency engine configured by EngineConfig, running
-// Manifolds(config). It makes config.Engine (the engine itself) and config.Metrics (which
+// Manifolds(config), whose loggers format their attributes only when they write a line
+// (logging.Deferred). It makes config.Engine (the engine itself) and config.Metrics (which
 // the engine counts worker starts into), so the caller leaves both unset. The caller owns
 // the engine: it kills it and waits for it to stop.
 func NewEngine(config Config) (*dependency.Engine, error) {
@@ -33,6 +34,9 @@ func NewEngine(config Config) (*dependency.Engine, error) {
 	if err := config.ValidateSettings(); err != nil {
 		return nil, err
 	}
+	// The workers make a logger for every attempt and check; Deferred formats their
+	// attributes only when one writes a line.
+	config.Logger = slog.New(logging.Deferred(config.Logger.Handler()))
 	config.Metrics = metrics.New(config.ResourceTypes...)
 	engine, err := dependency.NewEngine(EngineConfig(config.Clock, config.Logger, config.Metrics))
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/berth-dev/berth/environ/kubernetes"
 	"github.com/berth-dev/berth/environ/postgres"
 	"github.com/berth-dev/berth/environ/static"
-	"github.com/berth-dev/berth/internal/logging"
 )
 
 // newRegistry registers every provisioner type this build supports.
@@ -77,9 +76,9 @@ func (o *globalOptions) newLogger(w io.Writer) (*slog.Logger, error) {
 	}
 	handlerOpts := &slog.HandlerOptions{Level: level}
 	if o.output == outputJSON {
-		return slog.New(logging.Deferred(slog.NewJSONHandler(w, handlerOpts))), nil
+		return slog.New(slog.NewJSONHandler(w, handlerOpts)), nil
 	}
-	return slog.New(logging.Deferred(slog.NewTextHandler(w, handlerOpts))), nil
+	return slog.New(slog.NewTextHandler(w, handlerOpts)), nil
 }
 
 // outputFormat validates -o/--output.

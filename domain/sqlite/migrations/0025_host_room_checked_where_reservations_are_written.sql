@@ -1,0 +1,5 @@
+-- 0025: nothing changes in SQLite. The PostgreSQL migration of the same name adds the
+-- function that checks a group's hosts' room in the statement that writes its reservations,
+-- under the provisioner's lock; SQLite's group commit holds the file's write lock for the
+-- whole transaction, so each provision picks its host on the usage as committed and needs
+-- no check after. This file keeps the two dialects' migrations in step, version for version.
