@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/metrics"
 	"syscall"
 	"time"
 
@@ -189,9 +190,9 @@ const agentGCPercent = 200
 // target in force.
 func setGCPercent() int {
 	if _, set := os.LookupEnv("GOGC"); set {
-		current := debug.SetGCPercent(100)
-		debug.SetGCPercent(current)
-		return current
+		sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(sample)
+		return int(sample[0].Value.Uint64())
 	}
 	debug.SetGCPercent(agentGCPercent)
 	return agentGCPercent
