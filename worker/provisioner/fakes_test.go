@@ -766,7 +766,7 @@ func (m *fakeMetrics) ObserveQueue(depthByClass map[string]int, inFlight int) {
 		depth += n
 	}
 	m.queues = append(m.queues, queueObservation{depth, inFlight})
-	m.lastByClass = depthByClass
+	m.lastByClass = maps.Clone(depthByClass)
 }
 
 func (m *fakeMetrics) ObserveCreateToReady(provisioner string, t domain.ResourceType, d time.Duration) {

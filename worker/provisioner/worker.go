@@ -67,7 +67,8 @@ type Metrics interface {
 	// ObserveReconcile counts one attempt that did something, by its outcome (Outcome*).
 	ObserveReconcile(provisioner string, t domain.ResourceType, outcome string, d time.Duration)
 	// ObserveQueue records the queue's depth by owner class ("" is the default class) and
-	// the reconciles in flight.
+	// the reconciles in flight. depthByClass is the worker's, filled again at each call:
+	// it is read during the call and never kept.
 	ObserveQueue(depthByClass map[string]int, inFlight int)
 	// ObserveCreateToReady records a resource's time from creation to its first ready, as
 	// the database's timestamps say.
