@@ -258,12 +258,26 @@
 // checkpoint moved off the writer to a goroutine and connection of its own, after every
 // commit. The writer's own checkpoint, at every fourth commit of a burst, made that commit
 // 10 ms longer, but checkpointing after each commit took more CPU than it saved on the 2
-// cores (a burst 10 to 40% slower in four pairs of runs).
+// cores (a burst 10 to 40% slower in four pairs of runs). Measured again later, with the
+// writer's page cache at 64 MiB besides: BenchmarkProvisionInstant 12% less time a write in
+// four pairs, the agent no faster (+27%, -2% and -6% in three pairs of 20,000). Neither is
+// kept; nor is taking the time once per ready update instead of in each column that sets
+// it (no difference: the time is in the triggers and constraints). SQLite's rate falls with
+// the burst's size: 1,450 to 2,100 runtimes/s for 20,000 at concurrency 256 against 2,000 to
+// 2,800 for 2,000 to 5,000, as each commit of a group writes more distinct pages of the
+// indexes keyed by random ids (the writer's pwrite calls are 11% of the agent's CPU at
+// 20,000). Groups of up to 512 at --concurrency 1,024 drained 20,000 at 1,775 and 2,141/s
+// against 1,481 and 1,529 at 128 and 256 (two pairs), and gave nothing at 256: bigger
+// groups pay only with more in flight, as on PostgreSQL below.
 //
 // What is left: the group's update of the wide row, 124 us a runtime under load (on an idle
 // server about 50 us a row: 14 the authorisation trigger, 8 the before-update ones, the rest
 // the update and its four index entries: status, admission and ready move the row between
-// partial indexes, so no update is HOT). The agent takes about 90 us of CPU a runtime at
+// partial indexes, so no update is HOT). Two thirds of the authorisation trigger's time is
+// its read of the table's owner from the catalog, one query per row: written into the
+// function instead, the trigger took 4 to 7 us a row against 15 to 18 in a 2,000-row update.
+// That is not done, because a function that names the owner goes wrong once the table
+// changes hands, and a cache a session could set is what the role contract rules out. The agent takes about 90 us of CPU a runtime at
 // concurrency 256 and the server about 150 to 160: together about 245 us, which 2 cores
 // would serve at about 8,000 runtimes/s; the runs reach 5,000 to 6,000, so the cores are
 // idle a quarter of the time and the limit is no longer CPU alone. A fixed --concurrency of
