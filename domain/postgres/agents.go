@@ -212,24 +212,13 @@ func (s *State) QuietResources(ctx context.Context, quietFor time.Duration, limi
 	if err := backend.CheckQuiet(quietFor, limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, quietSQL, quietFor.Microseconds(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list resources left quiet: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (a domain.Attention, err error) {
-		err = row.Scan(&a.ID, &a.Owner)
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list resources left quiet: %w", err)
-	}
-	return out, nil
+	return s.attention(ctx, "list resources left quiet", quietSQL, quietFor.Microseconds(), limit)
 }
 
 // quietSQL lists, with their owners, up to $2 resources needing attention, with no retry scheduled and not failed
 // for good, written more than $1 microseconds ago while their lease is free or expired.
 const quietSQL = `
-	SELECT id::text, owner FROM resources
+	SELECT id::text, owner, next_attempt_at FROM resources
 	 WHERE ` + backend.NeedsAttentionSQL + `
 	   AND next_attempt_at IS NULL
 	   AND NOT (status = 'error' AND last_error <> '')

@@ -21,14 +21,20 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
+	return s.attention(ctx, "list resources needing attention", `
 		SELECT id::text, owner, next_attempt_at FROM resources
 		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND id > $1
 		 ORDER BY id
 		 LIMIT $2`, after, limit)
+}
+
+// attention runs query, which reads resources' id, owner and next_attempt_at, and returns
+// them as a list of resources needing attention; what says what it lists in its errors.
+func (s *State) attention(ctx context.Context, what, query string, args ...any) ([]domain.Attention, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list resources needing attention: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Attention, error) {
 		var a domain.Attention
@@ -36,7 +42,7 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 		return a, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list resources needing attention: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

@@ -19,14 +19,20 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 	if err := backend.CheckAttentionPage(limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `
+	return s.attention(ctx, "list resources needing attention", `
 		SELECT id, owner, next_attempt_at FROM resources
 		 WHERE `+backend.NeedsAttentionSQL+`
 		   AND id > $1
 		 ORDER BY id
 		 LIMIT $2`, afterID, limit)
+}
+
+// attention runs query, which reads resources' id, owner and next_attempt_at, and returns
+// them as a list of resources needing attention; what says what it lists in its errors.
+func (s *State) attention(ctx context.Context, what, query string, args ...any) ([]domain.Attention, error) {
+	rows, err := s.read.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list resources needing attention: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out, err := collectRows(rows, func(row rowScanner) (a domain.Attention, err error) {
 		var next sql.NullString
@@ -37,7 +43,7 @@ func (s *State) ResourcesNeedingAttention(ctx context.Context, afterID string, l
 		return a, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list resources needing attention: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
