@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,8 +81,70 @@ func execWith(db execer) statetest.ExecFunc {
 	}
 }
 
+// migratedTemplate is a database file migrated once for the whole test binary, which
+// newBackend copies: applying the migrations takes over a second under the race detector,
+// and the contract suite wants a fresh database for each of its more than a hundred tests.
+// Each copy still goes through Open and Migrate (which finds nothing to apply);
+// TestMigrateIsIdempotentAndSafeConcurrently and the migration tests migrate from nothing.
+// The copies share the template's DatabaseIdentity, which the contract suite does not read.
+var migratedTemplate struct {
+	once sync.Once
+	dir  string
+	data []byte
+	err  error
+}
+
+// TestMain removes the template's directory once the tests are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if migratedTemplate.dir != "" {
+		_ = os.RemoveAll(migratedTemplate.dir)
+	}
+	os.Exit(code)
+}
+
+// migratedFile writes a copy of the migrated template at path.
+func migratedFile(t *testing.T, path string) {
+	t.Helper()
+	tpl := &migratedTemplate
+	tpl.once.Do(func() {
+		tpl.dir, tpl.err = os.MkdirTemp("", "berth-sqlite-template-")
+		if tpl.err != nil {
+			return
+		}
+		file := filepath.Join(tpl.dir, "berth.db")
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		st, err := sqlite.Open(ctx, file)
+		if err != nil {
+			tpl.err = err
+			return
+		}
+		err = st.Migrate(ctx)
+		// Closing the last connection checkpoints the log into the file and removes it,
+		// so the file alone is the whole database.
+		st.Close()
+		if err != nil {
+			tpl.err = err
+			return
+		}
+		if _, err := os.Stat(file + "-wal"); !errors.Is(err, os.ErrNotExist) {
+			tpl.err = fmt.Errorf("the template's write-ahead log outlived its close (stat: %v)", err)
+			return
+		}
+		tpl.data, tpl.err = os.ReadFile(file)
+	})
+	if tpl.err != nil {
+		t.Fatalf("migrated template: %v", tpl.err)
+	}
+	if err := os.WriteFile(path, tpl.data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newBackend(t *testing.T) *statetest.Backend {
 	path := filepath.Join(t.TempDir(), "berth.db")
+	migratedFile(t, path)
 	st := openState(t, path)
 	raw := openRaw(t, path)
 	return &statetest.Backend{

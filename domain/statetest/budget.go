@@ -171,7 +171,14 @@ func testBudgetNeverGrantsMoreThanBurstPlusRate(t *testing.T, b *Backend) {
 	if b.Dialect == SQLite {
 		slack = rate * time.Millisecond.Seconds()
 	}
+	// A window that starts at a draw granted nothing grants what the window from the next
+	// granted draw does, with a bound at least as large, so only windows starting at a
+	// granted draw are checked: the others cannot fail where those pass, and there are
+	// thousands of empty draws on a fast store.
 	for i := range grants {
+		if grants[i].granted == 0 {
+			continue
+		}
 		sum := 0
 		var end time.Time
 		for j := i; j < len(grants); j++ {
