@@ -270,14 +270,22 @@
 // against 1,481 and 1,529 at 128 and 256 (two pairs), and gave nothing at 256: bigger
 // groups pay only with more in flight, as on PostgreSQL below.
 //
+// The authorisation trigger tells the agent's role by has_table_privilege(TG_RELID, 'TRIGGER
+// WITH GRANT OPTION') (migration 0026), a right PostgreSQL gives the tables' owner, its
+// members and superusers, answered from the catalog cache; it read the table's owner from
+// pg_class with a query per row before, two thirds of its time. On an idle server the
+// trigger takes 3.5 to 5.8 us a row of a 2,000-row update as the agent against 10 to 19.
+// Without the trigger at all the agent drained 20,000 runtimes 17 to 20% faster (three
+// pairs, the server 35 to 53 us less a runtime); with 0026's test, the bench's bursts of
+// 10,000 at the default settings gave +1%, +21% and +12% (three alternating pairs; +2, +23
+// and +28% at a fixed 256), the agent's and the server's CPU 14 to 34 us less a runtime.
+// Writing the owner into the function instead was as fast, but goes wrong once the table
+// changes hands; a cache a session could set is what the role contract rules out.
+//
 // What is left: the group's update of the wide row, 124 us a runtime under load (on an idle
-// server about 50 us a row: 14 the authorisation trigger, 8 the before-update ones, the rest
+// server about 40 us a row: 5 the authorisation trigger, 8 the before-update ones, the rest
 // the update and its four index entries: status, admission and ready move the row between
-// partial indexes, so no update is HOT). Two thirds of the authorisation trigger's time is
-// its read of the table's owner from the catalog, one query per row: written into the
-// function instead, the trigger took 4 to 7 us a row against 15 to 18 in a 2,000-row update.
-// That is not done, because a function that names the owner goes wrong once the table
-// changes hands, and a cache a session could set is what the role contract rules out. The agent takes about 90 us of CPU a runtime at
+// partial indexes, so no update is HOT). The agent takes about 90 us of CPU a runtime at
 // concurrency 256 and the server about 150 to 160: together about 245 us, which 2 cores
 // would serve at about 8,000 runtimes/s; the runs reach 5,000 to 6,000, so the cores are
 // idle a quarter of the time and the limit is no longer CPU alone. A fixed --concurrency of

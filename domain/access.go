@@ -9,7 +9,9 @@ type Access struct {
 	Role        string
 	TablesOwner string
 	// Agent says the role acts as the agent: it owns the tables, is a member of their owner
-	// or is a superuser. The column guards do not apply to it.
+	// or is a superuser, which the triggers tell by its holding TRIGGER on resources with
+	// the grant option (no one else does unless the owner grants it, and a client role
+	// loses it to berth migrate --client-role). The column guards do not apply to it.
 	Agent     bool
 	Superuser bool
 	// Read, Create, Update and Delete are the role's rights on resources; ReadEvents on

@@ -196,6 +196,62 @@ func TestGrantClientRoleRefusesWhatCannotBeAClient(t *testing.T) {
 	}
 }
 
+// The triggers tell the agent by its holding TRIGGER on resources with the grant option
+// (migration 0026), which PostgreSQL gives the tables' owner and its members: a member
+// writes the agent's columns, a NOINHERIT member and a plain role do not, and a client role
+// the owner gave that grant option (which makes it the agent) loses it to GrantClientRole.
+func TestTheAgentIsTheTablesOwnerOrAMemberOfIt(t *testing.T) {
+	ctx := testContext(t)
+	agent, dbURL := migratedAt(t)
+	var owner string
+	if err := agent.Pool().QueryRow(ctx, `SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'resources'::regclass`).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	r, err := agent.CreateResource(ctx, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "web", Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// writeStatus writes an agent column, a new value each time, as a role that may
+	// otherwise update resources.
+	writes := 0
+	writeStatus := func(as *postgres.State) error {
+		writes++
+		_, err := as.Pool().Exec(ctx, `UPDATE resources SET status_message = format('write %s by %s', $2::int, current_user) WHERE id = $1`, r.ID, writes)
+		return err
+	}
+	roleAs := func(grants ...string) (string, *postgres.State) {
+		role, roleURL := clientRole(t, agent, dbURL)
+		mustExec(t, agent, `GRANT USAGE ON SCHEMA public TO `+role)
+		for _, g := range grants {
+			mustExec(t, agent, strings.ReplaceAll(g, "$role", role))
+		}
+		return role, openAs(t, roleURL)
+	}
+
+	_, member := roleAs(`GRANT "` + owner + `" TO $role`)
+	if err := writeStatus(member); err != nil {
+		t.Fatalf("a member of the tables' owner writes an agent column: %v, want it accepted", err)
+	}
+	if a, err := member.Access(ctx); err != nil || !a.Agent {
+		t.Fatalf("a member's access = %+v, %v; want it the agent", a, err)
+	}
+
+	_, noinherit := roleAs(`ALTER ROLE $role NOINHERIT`, `GRANT "`+owner+`" TO $role`, `GRANT SELECT, UPDATE ON resources TO $role`)
+	wantForbidden(t, "a NOINHERIT member's write of an agent column", writeStatus(noinherit), `column "status_message"`)
+
+	role, delegated := roleAs(`GRANT SELECT, UPDATE ON resources TO $role`, `GRANT TRIGGER ON resources TO $role WITH GRANT OPTION`)
+	if err := writeStatus(delegated); err != nil {
+		t.Fatalf("a role granted the owner's TRIGGER with grant option writes an agent column: %v, want it accepted as the agent's", err)
+	}
+	if err := agent.GrantClientRole(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	wantForbidden(t, "the same role's write once granted the client role", writeStatus(delegated), `column "status_message"`)
+	if a, err := delegated.Access(ctx); err != nil || a.Agent {
+		t.Fatalf("its access once granted the client role = %+v, %v; want a client", a, err)
+	}
+}
+
 func TestOwnerIsolationKeepsClientsToTheirOwners(t *testing.T) {
 	ctx := testContext(t)
 	agent, dbURL := migratedAt(t)

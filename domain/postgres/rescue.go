@@ -29,8 +29,7 @@ func (s *State) ForgetResource(ctx context.Context, id string, f domain.Forgetti
 			agent bool
 		)
 		if err := tx.QueryRow(ctx, `
-			SELECT current_user, pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE')
-			  FROM pg_catalog.pg_class c WHERE c.oid = 'resources'::regclass`).Scan(&role, &agent); err != nil {
+			SELECT current_user, pg_catalog.has_table_privilege('resources'::regclass, 'TRIGGER WITH GRANT OPTION')`).Scan(&role, &agent); err != nil {
 			return err
 		}
 		if !agent {

@@ -1,0 +1,3 @@
+-- 0026: nothing changes in SQLite, which has no roles. The PostgreSQL migration of the same
+-- name has its triggers recognise the agent's role from the catalog cache instead of a query
+-- per row. This file keeps the two dialects' migrations in step, version for version.
