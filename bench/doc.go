@@ -291,8 +291,10 @@
 // idle a quarter of the time and the limit is no longer CPU alone. A fixed --concurrency of
 // 1,024 beat 256 in five pairs of 20,000-runtime bursts out of five (+10% to +26%): more in
 // flight keeps every group full. At the default settings (a ceiling of 1,024, the limit
-// adapting to it) the same bursts gave +59%, -23% and +5%: the ceiling is left at 256 until
-// that is understood. River's 0.35x was 7,760 runtimes/s in the table's run. A narrower row
+// adapting to it) the same bursts gave +59%, -23% and +5%, and later, in the bench's own
+// bursts of 10,000 (three pairs), -15%, -12% and -4%, where a fixed 1,024 beat the default
+// by 6 to 13% in the same runs: the ceiling is left at 256 until the climb's loss is
+// understood. River's 0.35x was 7,760 runtimes/s in the table's run. A narrower row
 // for the agent's writes (item 3 of the issue) would take what the wide row's JSON and
 // indexes cost; it is not done. Against the peer users run, Rill's provisioning on River,
 // Berth is 5.65x faster in the same run.
