@@ -100,13 +100,17 @@ func (s *State) checkAgentRole(ctx context.Context) error {
 	return nil
 }
 
-// Access reports what the connection's role may do with Berth's tables. The role acts as
-// the agent when it holds TRIGGER on resources with the grant option, the test the triggers
-// make (migration 0026).
+// actsAsAgentSQL is true when the connection's role acts as the agent: it holds TRIGGER on
+// resources with the grant option, the test the triggers make (migration 0026), which
+// PostgreSQL answers for the tables' owner, its members and superusers from the catalog
+// cache. Ownership itself (checkAgentRole) is what migrating needs.
+const actsAsAgentSQL = `pg_catalog.has_table_privilege('resources'::regclass, 'TRIGGER WITH GRANT OPTION')`
+
+// Access reports what the connection's role may do with Berth's tables.
 func (s *State) Access(ctx context.Context) (domain.Access, error) {
 	var a domain.Access
 	err := s.pool.QueryRow(ctx, `
-		SELECT current_user, pg_get_userbyid(c.relowner), has_table_privilege(c.oid, 'TRIGGER WITH GRANT OPTION'), r.rolsuper,
+		SELECT current_user, pg_get_userbyid(c.relowner), `+actsAsAgentSQL+`, r.rolsuper,
 		       has_table_privilege(c.oid, 'SELECT'), has_table_privilege(c.oid, 'INSERT'),
 		       has_table_privilege(c.oid, 'UPDATE'), has_table_privilege(c.oid, 'DELETE'),
 		       has_table_privilege('resource_events', 'SELECT'), c.relrowsecurity

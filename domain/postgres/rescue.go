@@ -29,7 +29,7 @@ func (s *State) ForgetResource(ctx context.Context, id string, f domain.Forgetti
 			agent bool
 		)
 		if err := tx.QueryRow(ctx, `
-			SELECT current_user, pg_catalog.has_table_privilege('resources'::regclass, 'TRIGGER WITH GRANT OPTION')`).Scan(&role, &agent); err != nil {
+			SELECT current_user, `+actsAsAgentSQL).Scan(&role, &agent); err != nil {
 			return err
 		}
 		if !agent {
