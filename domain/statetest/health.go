@@ -91,6 +91,27 @@ func testRecordHealth(t *testing.T, b *Backend) {
 	}
 }
 
+// Whoever moves a resource out of the unhealthy status, plain SQL included, clears the time
+// it became unhealthy; a write that leaves it unhealthy keeps it.
+func testUnhealthySinceFollowsTheStatus(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := provisioned(t, b, "web")
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, err := b.RecordHealth(ctx, r.ID, checkedAt(1), domain.HealthUpdate{
+		Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "down", UnhealthySince: since,
+	}); err != nil {
+		t.Fatalf("record unhealthy: %v", err)
+	}
+	mustExec(t, b, `UPDATE resources SET status_message = 'down: looked at by hand' WHERE id = $1`, r.ID)
+	if got := mustGet(t, b, r.ID); got.Status != domain.StatusUnhealthy || got.UnhealthySince == nil || !got.UnhealthySince.Equal(since) {
+		t.Fatalf("after a write that left it unhealthy: status %s, unhealthy since %v; want unhealthy since %s", got.Status, got.UnhealthySince, since)
+	}
+	mustExec(t, b, `UPDATE resources SET status = 'ready', reason = 'Available', status_message = 'up again by hand' WHERE id = $1`, r.ID)
+	if got := mustGet(t, b, r.ID); got.Status != domain.StatusReady || got.UnhealthySince != nil {
+		t.Fatalf("after a write that made it ready: status %s, unhealthy since %v; want ready and no time", got.Status, got.UnhealthySince)
+	}
+}
+
 func testRecordHealthLosesToArgsChangesAndDeletes(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	unhealthy := domain.HealthUpdate{Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "failing", UnhealthySince: time.Now()}

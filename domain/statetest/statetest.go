@@ -95,6 +95,7 @@ var tests = []struct {
 	{"ProvisionerBackFromAbsentBumps", testProvisionerBackFromAbsentBumps},
 	{"MarkProvisionersAbsentSparesThePresent", testMarkProvisionersAbsentSparesThePresent},
 	{"RecordHealth", testRecordHealth},
+	{"UnhealthySinceFollowsTheStatus", testUnhealthySinceFollowsTheStatus},
 	{"RecordHealthLosesToArgsChangesAndDeletes", testRecordHealthLosesToArgsChangesAndDeletes},
 	{"StaleHealthRecordsAreRefused", testStaleHealthRecordsAreRefused},
 	{"RepairsLoseToAHibernate", testRepairsLoseToAHibernate},

@@ -1,0 +1,4 @@
+-- 0027: nothing changes in SQLite, whose update trigger clears unhealthy_since in the
+-- statement it runs anyway (0014). The PostgreSQL migration of the same name has the trigger
+-- that clears it run only when there is something to clear. This file keeps the two
+-- dialects' migrations in step, version for version.
