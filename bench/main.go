@@ -20,11 +20,8 @@ import (
 
 // Targets Berth is held to.
 const (
-	targetRatio = 0.35 // Berth resources/s at the agent's default settings ÷ River jobs/s at its best
-	// defaultConcurrency is the agent's default --concurrency, the ceiling of its adaptive
-	// limit.
-	defaultConcurrency = 256
-	targetRillRatio    = 1.0 // Berth resources/s ÷ Rill-on-River resources/s, each the best run
+	targetRatio     = 0.35 // Berth resources/s at the agent's default settings ÷ River jobs/s at its best
+	targetRillRatio = 1.0  // Berth resources/s ÷ Rill-on-River resources/s, each the best run
 	// targetRillRatioAhead is the throughput issue's target for the same ratio.
 	targetRillRatioAhead = 4.0
 	// targetSQLite and targetSQLiteP99 are Berth's throughput on SQLite at its best setting,
@@ -123,7 +120,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	stores := fs.String("stores", storePostgres+","+storeSQLite, "comma-separated stores to measure Berth on: postgres, sqlite")
 	fs.IntVar(&cfg.sqliteN, "sqlite-n", 2000, "resources in each Berth throughput run on SQLite (it commits one write at a time: a smaller run says as much)")
 	sqliteConcurrency := fs.String("sqlite-concurrency", "16,64,256", "comma-separated agent --concurrency values on SQLite, one throughput run each")
-	fs.BoolVar(&cfg.berthDefault, "berth-default", true, fmt.Sprintf("also one throughput run on each store at the agent's default settings (its limit adapting from 16 up to --concurrency %d)", defaultConcurrency))
+	fs.BoolVar(&cfg.berthDefault, "berth-default", true, fmt.Sprintf("also one throughput run on each store at the agent's default settings (its limit adapting from 16 up to --concurrency %d)", provisioner.DefaultConcurrency))
 	concurrency := fs.String("berth-concurrency", "16,64,256", "comma-separated agent --concurrency values on PostgreSQL, one throughput run each")
 	workers := fs.String("river-workers", "10,50,100,200", "comma-separated River MaxWorkers values, one throughput run each")
 	rillWorkers := fs.String("rill-workers", "10,100,200", "comma-separated River MaxWorkers values of Rill's static provisioning on River, one throughput run each (10 is Rill's default); \"\" skips it")
@@ -344,7 +341,7 @@ func measureBerth(ctx context.Context, cfg config, kind string, res *berthResult
 	}
 	if cfg.berthDefault {
 		res.atDefault = len(res.throughput)
-		run, _, err := burst(ctx, cfg, kind, fleet{agents: 1, concurrency: defaultConcurrency, adaptive: true}, n)
+		run, _, err := burst(ctx, cfg, kind, fleet{agents: 1, concurrency: provisioner.DefaultConcurrency, adaptive: true}, n)
 		if err != nil {
 			return fmt.Errorf("throughput at the default settings: %w", err)
 		}
