@@ -184,7 +184,11 @@
 // The limit adapts (limit.go): it starts at InitialConcurrency (16) and, while a backlog
 // keeps every place busy, grows fourfold (64, 256) as long as each step raises the
 // reconciles ended per second by 10%, up to Concurrency (256 by default); a step that does
-// not pay is undone and tried again later, less often each time it fails. Once the backlog
+// not pay is undone and tried again later, less often each time it fails. Throughput is
+// measured over windows of 100ms and a round of reconciles, but the floor's first window of a
+// backlog and the window after a step that raised throughput by 30% end after 25ms and a
+// round: those answers no noise overturns, and waiting out full windows kept a burst at the
+// low limits, in small groups, for a fifth of a second. Once the backlog
 // is done, or demand and not the limit sets the pace, the limit is back at 16. A broker
 // that is faster with more in flight (the static pool's grouped writes, a broker that waits
 // on a remote call) gets the places; one that a client rate limit caps (Kubernetes) gains

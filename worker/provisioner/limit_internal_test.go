@@ -45,6 +45,22 @@ func TestLimitClimbsWhileThroughputRises(t *testing.T) {
 	}
 }
 
+// Where each step up raises throughput by far more than noise could (the static pool's
+// first steps: +47% each here), the climb does not wait out full windows: the floor's first
+// window and each window after a step that clearly paid end after a round of reconciles and
+// limitShortWindow.
+func TestLimitClimbsWithoutFullWindowsWhereEachStepClearlyPays(t *testing.T) {
+	l := newConcurrencyLimit(InitialConcurrency, 256)
+	start := time.Unix(0, 0)
+	at := start
+	for l.current() < 256 && at.Sub(start) < time.Second {
+		at, _ = drive(l, at, time.Millisecond, databaseRate, true)
+	}
+	if took := at.Sub(start); l.current() != 256 || took >= 2*limitWindow {
+		t.Errorf("the limit is %d after %s of a backlog, want 256 in less than two full windows (%s)", l.current(), took, 2*limitWindow)
+	}
+}
+
 // A broker whose throughput a rate limit caps gains nothing from more places: the limit
 // tries one step up now and then, undoes it, and spends most of its time at the floor.
 func TestLimitHoldsWhereThroughputDoesNot(t *testing.T) {
