@@ -29,8 +29,8 @@
 //     at the value it names (--min-concurrency set to it, for builds that have the flag), so
 //     that 16 is the agent's default before the limit adapted and each row measures one
 //     setting. With -berth-default (default true) one more run on each store leaves the
-//     agent at its default settings, its limit adapting from 16 up to 256 ("default (16 to
-//     256)"): the throughput target compares that run with River's best.
+//     agent at its default settings, its limit adapting from 16 up to 1,024 ("default (16 to
+//     1024)"): the throughput target compares that run with River's best.
 //   - Berth latency, on each store: after a warm-up resource, -latency-n resources are
 //     inserted one at a time at -rate per second; latency is ready_at - created_at, both
 //     database timestamps (milliseconds on SQLite), so no clock skew between agent and bench
@@ -132,8 +132,9 @@
 //     nothing, as a broker waiting on a remote API does), in an agent built with the tag
 //     benchbroker (BERTH_BENCHBROKER_BINARY, default ./bin/berth-benchbroker; make
 //     bench-static builds it: the agent users run has no such broker). Each agent runs at
-//     --concurrency -sleep-concurrency (default 256, the agent's default), so one agent does
-//     at most concurrency / delay (512/s), below what the database takes: a burst of
+//     --concurrency -sleep-concurrency (default 256; the agent's default ceiling of 1,024
+//     would take one agent to what the database takes, 2,048/s), so one agent does at most
+//     concurrency / delay (512/s), below what the database takes: a burst of
 //     -sleep-n (default 3,000) runtimes per count, -agents-rounds rounds. Target: three
 //     agents at least 1.2x one agent's throughput (agents must add speed where the database
 //     is not the limit). With 50ms a reconcile one agent at the default settings reaches
@@ -293,8 +294,24 @@
 // flight keeps every group full. At the default settings (a ceiling of 1,024, the limit
 // adapting to it) the same bursts gave +59%, -23% and +5%, and later, in the bench's own
 // bursts of 10,000 (three pairs), -15%, -12% and -4%, where a fixed 1,024 beat the default
-// by 6 to 13% in the same runs: the ceiling is left at 256 until the climb's loss is
-// understood. River's 0.35x was 7,760 runtimes/s in the table's run. A narrower row
+// by 6 to 13% in the same runs. The loss was the climb: the limit measured full windows of
+// 100ms at 16 and at 64, where a round of the static pool takes 5 to 13ms, so a burst
+// spent a fifth of a second or more in small groups (297 reconciles at 2,935/s in the
+// traced floor window, against 7,000 to 9,000/s at 256), and paid more CPU a runtime for
+// them. The limit now decides the floor's first window and a step that raised the rate by
+// 30% after 25ms and a round (limit.go), and reaches 256 70 to 80ms into a burst. Against
+// the build before it, in the bench's bursts of 10,000 at the default settings (seven
+// alternating pairs, ceiling 256): 3,896, 6,016, 5,356, 4,716, 4,560, 5,502 and 6,351/s
+// against 5,689, 3,103, 4,419, 4,558, 5,420, 4,375 and 5,261/s, the agent's CPU a runtime
+// lower in six of the seven (102 against 114 us on average). With that climb the ceiling of
+// 1,024 pays at the default settings: against a ceiling of 256 in seven pairs, +24%, +45%,
+// -3%, -8%, +23%, +11% and 0% (6,489 against 5,790/s on average in the first four), so it
+// is the default ceiling now (DefaultConcurrency). The step from 256 to 1,024 is still decided
+// on full windows, whose rates at 256 run from 7,000 to 8,900/s in one burst, and a first
+// try is often undone and made again a few windows later. Trying groups of completions as
+// the unit of a window instead (a window of at least 16 batches, a batch ending within 1ms of
+// the one before) was measured and not kept: +7% on average in six pairs, -15% to +22%.
+// River's 0.35x was 7,760 runtimes/s in the table's run. A narrower row
 // for the agent's writes (item 3 of the issue) would take what the wide row's JSON and
 // indexes cost; it is not done. Against the peer users run, Rill's provisioning on River,
 // Berth is 5.65x faster in the same run.

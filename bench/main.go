@@ -18,6 +18,13 @@ import (
 	"github.com/berth-dev/berth/worker/provisioner"
 )
 
+// defaultSleepConcurrency is the sleep broker's agents' --concurrency: 512 reconciles a second
+// an agent at the default -sleep-delay, below the about 1,000 a second the database takes of a
+// broker's usual claim, lease and records on 2 cores, so that what the runs measure is whether
+// agents add speed where the database is not the limit. The agent's default ceiling (1,024)
+// would let one agent reach the database's limit alone.
+const defaultSleepConcurrency = 256
+
 // Targets Berth is held to.
 const (
 	targetRatio     = 0.35 // Berth resources/s at the agent's default settings ÷ River jobs/s at its best
@@ -143,7 +150,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	sleepAgents := fs.String("sleep-agents", "1,3", `comma-separated agent counts, one run each on the sleep broker (every reconcile waits -sleep-delay; the agent of BERTH_BENCHBROKER_BINARY, built with the tag benchbroker) ("" skips them)`)
 	fs.IntVar(&cfg.sleepN, "sleep-n", 3000, "resources in each run of -sleep-agents")
 	fs.DurationVar(&cfg.sleepDelay, "sleep-delay", 500*time.Millisecond, "how long each reconcile of the sleep broker waits")
-	fs.IntVar(&cfg.sleepConcurrency, "sleep-concurrency", provisioner.DefaultConcurrency, "each agent's --concurrency in the runs of -sleep-agents (default the agent's): one agent does at most this / -sleep-delay a second, which must stay below what the database takes")
+	fs.IntVar(&cfg.sleepConcurrency, "sleep-concurrency", defaultSleepConcurrency, "each agent's --concurrency in the runs of -sleep-agents: one agent does at most this / -sleep-delay a second, which must stay below what the database takes")
 	fs.IntVar(&cfg.healthN, "health-n", 100000, "ready resources in the health sweep; 0 skips it")
 	fs.IntVar(&cfg.healthConcurrency, "health-concurrency", 8, "resource checks in flight at once in the health sweep (the agent's --health-concurrency)")
 	if err := fs.Parse(args); err != nil {

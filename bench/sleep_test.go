@@ -11,7 +11,6 @@ import (
 
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/sleep"
-	"github.com/berth-dev/berth/worker/provisioner"
 )
 
 func TestSleepFlags(t *testing.T) {
@@ -20,8 +19,8 @@ func TestSleepFlags(t *testing.T) {
 	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
 	cfg, err := parseConfig(nil, io.Discard)
 	if err != nil || !slices.Equal(cfg.sleepAgents, []int{1, 3}) || cfg.sleepN != 3000 || cfg.sleepDelay != 500*time.Millisecond ||
-		cfg.sleepConcurrency != provisioner.DefaultConcurrency || cfg.sleepBinary != "/bin/sh" {
-		t.Errorf("defaults %+v, %v; want 1 and 3 agents of 3000 resources, 500ms a reconcile, the agent's default concurrency, the binary of BERTH_BENCHBROKER_BINARY", cfg, err)
+		cfg.sleepConcurrency != 256 || cfg.sleepBinary != "/bin/sh" {
+		t.Errorf("defaults %+v, %v; want 1 and 3 agents of 3000 resources, 500ms a reconcile, concurrency 256 (512/s an agent, below what the database takes), the binary of BERTH_BENCHBROKER_BINARY", cfg, err)
 	}
 	cfg, err = parseConfig([]string{"-sleep-agents", ""}, io.Discard)
 	if err != nil || cfg.sleepAgents != nil {

@@ -182,8 +182,8 @@
 // agents (below), the loop takes no watcher event, so a backlog waits in the watcher.
 //
 // The limit adapts (limit.go): it starts at InitialConcurrency (16) and, while a backlog
-// keeps every place busy, grows fourfold (64, 256) as long as each step raises the
-// reconciles ended per second by 10%, up to Concurrency (256 by default); a step that does
+// keeps every place busy, grows fourfold (64, 256, 1,024) as long as each step raises the
+// reconciles ended per second by 10%, up to Concurrency (1,024 by default); a step that does
 // not pay is undone and tried again later, less often each time it fails. Throughput is
 // measured over windows of 100ms and a round of reconciles, but the floor's first window of a
 // backlog and the window after a step that raised throughput by 30% end after 25ms and a

@@ -26,8 +26,8 @@ const (
 	// burst ran at well under half the rate it reached at 256.
 	limitShortWindow = 25 * time.Millisecond
 	limitClearGain   = 0.30
-	// limitStep is the factor the limit grows by: a few big steps (16, 64, 256) each change
-	// throughput by more than a busy machine's noise, where many small ones would be
+	// limitStep is the factor the limit grows by: a few big steps (16, 64, 256, 1,024) each
+	// change throughput by more than a busy machine's noise, where many small ones would be
 	// decided on noise.
 	limitStep = 4
 	// limitGain is how much a raised limit must raise throughput to be kept: less is noise,
