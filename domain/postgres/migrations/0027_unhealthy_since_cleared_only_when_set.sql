@@ -2,10 +2,11 @@
 --
 -- berth_resources_unhealthy_since (0002) sets unhealthy_since to NULL whenever a resource's
 -- status is not unhealthy. It ran on every update of every row, almost always to set a NULL
--- column to NULL: 2 to 3 us of each row the agent's group records ready. A WHEN condition is
--- evaluated by the server without calling the function, and for a BEFORE trigger on the row
--- as the triggers before it left it (they fire in name order), just as the function's own
--- test was, so the column ends the same for every write.
+-- column to NULL: about 1 us a row of a 2,000-row update on an idle server, 2.5% of the
+-- statement, and more under load. A WHEN condition is evaluated by the server without
+-- calling the function, and for a BEFORE trigger on the row as the triggers before it left
+-- it (they fire in name order), just as the function's own test was, so the column ends the
+-- same for every write.
 
 DROP TRIGGER resources_before_update_unhealthy ON resources;
 
