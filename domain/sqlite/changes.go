@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -223,7 +222,7 @@ func (l *listener) drainHints() (fromFiles bool) {
 // per commit, and a transaction of its own would hold the one writing connection between
 // every two commits.
 func (s *State) awaitWriters(ctx context.Context) error {
-	w := &groupWrite{f: func(*sql.Tx) error { return nil }}
+	w := &groupWrite{}
 	if err := s.group.Do(ctx, w); err != nil {
 		return err
 	}

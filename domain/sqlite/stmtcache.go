@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"sync/atomic"
 )
 
 // stmtCacheSize bounds the statements each connection keeps prepared. The store's own
@@ -44,13 +45,18 @@ func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("the SQLite driver's connection (%T) cannot run statements with a context", conn)
 	}
-	return &cachingConn{sqliteConn: sc, order: list.New(), byQuery: make(map[string]*list.Element)}, nil
+	return &cachingConn{sqliteConn: sc, serial: connSerials.Add(1), order: list.New(), byQuery: make(map[string]*list.Element)}, nil
 }
+
+// connSerials numbers the connections opened, from 1: a connection's serial tells it from
+// every other of the process, one opened later at the same address included.
+var connSerials atomic.Uint64
 
 // cachingConn is a connection with its prepared statements, the most recently used first.
 // database/sql uses a connection from one goroutine at a time, so it needs no lock.
 type cachingConn struct {
 	sqliteConn
+	serial  uint64
 	order   *list.List // of *cachedStmt
 	byQuery map[string]*list.Element
 }

@@ -9,14 +9,15 @@ import (
 	"github.com/berth-dev/berth/domain"
 )
 
-// usageMemo is the slot usage read in one group transaction, kept as the group's
-// one-transaction provisions change it: the slots on each host of a provisioner, read once
-// per group, and each owner's resources on them, read once per owner of the group. It gives
-// the rows backend.HostUsageSQL would read. It is exact: the group's transaction holds the
-// file's write lock, so only the group's own writes change the usage meanwhile; a provision
-// adds its reservation once it has succeeded (its savepoint then stays), and every other
-// write forgets all of it (commitGroup), since it may have reserved or released anything.
-// Reading the usage for each provision was a sixth of the writer's time per runtime.
+// usageMemo is the slot usage the group transactions' one-transaction provisions read, kept
+// as they change it: the slots on each host of a provisioner, read once, and each owner's
+// resources on them, read once per owner. It gives the rows backend.HostUsageSQL would
+// read. It is exact: a group's transaction holds the file's write lock, so only the group's
+// own writes change the usage meanwhile; a provision adds its reservation once it has
+// succeeded (its savepoint then stays), and every other write forgets all of it (committer),
+// since it may have reserved or released anything. Between groups it is kept only while
+// nothing else wrote the file (writeMark). Reading the usage for each provision was a sixth
+// of the writer's time per runtime.
 type usageMemo struct {
 	hosts  map[string]*hostSlots // by provisioner
 	owners map[usageKey]map[string]int

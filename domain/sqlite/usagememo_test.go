@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -81,7 +82,7 @@ func TestGroupProvisionsSeeTheUsageAReadWould(t *testing.T) {
 		release,
 		provision(a3, "alice", "h3", 1),
 	}
-	commitGroup(ctx, s.write, batch)
+	(&committer{db: s.write}).commit(ctx, batch)
 	for i, w := range batch {
 		if want := i == 2; errors.Is(w.err, domain.ErrNotInstant) != want {
 			t.Errorf("write %d: err = %v, want ErrNotInstant %v", i, w.err, want)
@@ -96,5 +97,107 @@ func TestGroupProvisionsSeeTheUsageAReadWould(t *testing.T) {
 	}
 	if !reflect.DeepEqual(shown, want) {
 		t.Errorf("usage shown =\n%+v\nwant\n%+v", shown, want)
+	}
+}
+
+// The usage kept from one group to the next is used only while nothing else wrote the
+// file: a write by another connection (another program) or by the writing connection
+// outside a group makes the next group read it again, and the lock-only write of
+// awaitWriters does not.
+func TestGroupsKeepTheUsageOnlyWhileNothingElseWrites(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "berth.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	n := 0
+	createOn := func(db *sql.DB) string {
+		n++
+		var id string
+		if err := db.QueryRow(`INSERT INTO resources (type, name, owner, args) VALUES ('runtime', $1, 'alice', '{}') RETURNING id`,
+			fmt.Sprint("r", n)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	var todo []string
+	for range 4 {
+		todo = append(todo, createOn(s.write))
+	}
+	c := &committer{db: s.write}
+	// provision runs a group of the lock-only write and a provision of the next resource on
+	// h1, and returns the usage the provision was shown and the usage a read gave.
+	provision := func() (shown, read []domain.HostUsage) {
+		id := todo[0]
+		todo = todo[1:]
+		w := &groupWrite{instant: func(tx *sql.Tx, usage *usageMemo) error {
+			req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: "alice", Slots: 1, Instant: &domain.InstantProvision{
+				Generation: 1, Provisioner: "pool", Types: []domain.ResourceType{domain.ResourceTypeRuntime}, Units: 1,
+				Message: domain.ReadyMessage(1, ""),
+				Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
+					return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{}}, nil
+				},
+				HostSlots: func(string) int { return 100 },
+			}}
+			var err error
+			if read, err = hostUsage(ctx, tx, req); err != nil {
+				return err
+			}
+			_, _, err = s.reserveInstant(ctx, tx, usage, req, id, func(_ domain.SlotRequest, _ *domain.Reservation, got []domain.HostUsage) (string, error) {
+				shown = got
+				return "h1", nil
+			})
+			return err
+		}}
+		c.commit(ctx, []*groupWrite{{}, w})
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+		return shown, read
+	}
+	// marked sets the slots kept for h1 to a value no read gives, so that a group that
+	// uses what was kept shows it.
+	const marker = 1000
+	marked := func() {
+		hosts, ok := c.usage.hosts["pool"]
+		if !ok {
+			t.Fatal("the first group's usage was not kept")
+		}
+		hosts.slots["h1"] = marker
+	}
+	// reserve writes a reservation of bob's on host through db.
+	reserve := func(db *sql.DB, host string) {
+		if _, err := db.Exec(`INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots) VALUES ('pool', $1, 'bob', $2, 1)`,
+			createOn(db), host); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	provision()
+	marked()
+	if shown, _ := provision(); len(shown) != 1 || shown[0].UsedSlots != marker {
+		t.Errorf("with nothing written between two groups, the second was shown %+v, want the usage kept (h1 %d slots)", shown, marker)
+	}
+
+	marked()
+	reserve(other, "h2")
+	if shown, read := provision(); !reflect.DeepEqual(shown, read) || len(read) != 2 {
+		t.Errorf("after another connection's write, the group was shown %+v, a read gives %+v", shown, read)
+	}
+
+	marked()
+	reserve(s.write, "h3")
+	if shown, read := provision(); !reflect.DeepEqual(shown, read) || len(read) != 3 {
+		t.Errorf("after a write outside a group, the group was shown %+v, a read gives %+v", shown, read)
 	}
 }
