@@ -46,10 +46,12 @@
 //
 // A runtime nothing has been done to yet is provisioned in one write instead
 // (domain.InstantProvision, instant.go); BenchmarkProvisionInstant measures it. The slot
-// usage it picks a host on is read once per group commit, and per owner once per group,
-// then kept as the group's provisions reserve (usagememo.go): the group's transaction holds
-// the write lock, so nothing else changes it meanwhile, and any other write of the group
-// makes the next provision read it again.
+// usage it picks a host on is read once, and per owner once, then kept as the groups'
+// provisions reserve (usagememo.go): a group's transaction holds the write lock, so nothing
+// else changes it meanwhile, and any other write of the group makes the next provision read
+// it again. It is kept from one group to the next only while the writing connection's
+// total_changes() and the file's data_version say nothing else wrote in between (a write
+// of this process outside a group, or of any other connection or program).
 //
 // # Wake-ups without LISTEN/NOTIFY
 //
