@@ -115,10 +115,10 @@ func (c *committer) commit(ctx context.Context, batch []*groupWrite) {
 			// The transaction itself broke (an interrupted statement rolls all of it
 			// back): nothing of the batch is written.
 			_ = tx.Rollback()
+			c.forget()
 			for _, w := range batch {
-				w.err = nil
+				w.err = fmt.Errorf("write transaction: %w", txErr)
 			}
-			fail(fmt.Errorf("write transaction: %w", txErr))
 			return
 		}
 	}

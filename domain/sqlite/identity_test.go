@@ -10,20 +10,9 @@ import (
 // The identity is the file's, whatever path opens it, and another file has another.
 func TestDatabaseIdentity(t *testing.T) {
 	ctx := context.Background()
-	migrated := func(path string) *State {
-		st, err := Open(ctx, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		if err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "berth.db")
-	id, err := migrated(path).DatabaseIdentity(ctx)
+	id, err := migratedState(t, path).DatabaseIdentity(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +23,14 @@ func TestDatabaseIdentity(t *testing.T) {
 	if err := os.Symlink(path, link); err != nil {
 		t.Fatal(err)
 	}
-	viaLink, err := migrated(link).DatabaseIdentity(ctx)
+	viaLink, err := migratedState(t, link).DatabaseIdentity(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if viaLink.ID != id.ID {
 		t.Errorf("the file through a link has the identity %s, through its path %s: want one", viaLink.ID, id.ID)
 	}
-	other, err := migrated(filepath.Join(dir, "other.db")).DatabaseIdentity(ctx)
+	other, err := migratedState(t, filepath.Join(dir, "other.db")).DatabaseIdentity(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,20 +12,52 @@ import (
 	"github.com/berth-dev/berth/domain"
 )
 
+// migratedState opens a State on the file at path and migrates it.
+func migratedState(t *testing.T, path string) *State {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// provisionOn is a group's one-transaction provision of resource id, of owner, on host with
+// slots; seen is told the usage the provision was shown and the usage a read in its place
+// gives.
+func provisionOn(ctx context.Context, s *State, id, owner, host string, slots int, seen func(shown, read []domain.HostUsage)) *groupWrite {
+	return &groupWrite{instant: func(tx *sql.Tx, usage *usageMemo) error {
+		req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots, Instant: &domain.InstantProvision{
+			Generation: 1, Provisioner: "pool", Types: []domain.ResourceType{domain.ResourceTypeRuntime}, Units: 1,
+			Message: domain.ReadyMessage(1, ""),
+			Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
+				return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{}}, nil
+			},
+			HostSlots: func(string) int { return 100 },
+		}}
+		read, err := hostUsage(ctx, tx, req)
+		if err != nil {
+			return err
+		}
+		_, _, err = s.reserveInstant(ctx, tx, usage, req, id, func(_ domain.SlotRequest, _ *domain.Reservation, got []domain.HostUsage) (string, error) {
+			seen(got, read)
+			return host, nil
+		})
+		return err
+	}}
+}
+
 // One group's one-transaction provisions are shown the usage a read in their place would
 // give: the provisions before them in the group, of any owner, counted; one whose row was
 // not untouched, and whose savepoint was rolled back, not counted; and what another write
 // of the group released gone.
 func TestGroupProvisionsSeeTheUsageAReadWould(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "berth.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedState(t, filepath.Join(t.TempDir(), "berth.db"))
 	create := func(name, owner string) string {
 		var id string
 		if err := s.write.QueryRow(`INSERT INTO resources (type, name, owner, args) VALUES ('runtime', $1, $2, '{}') RETURNING id`,
@@ -47,28 +79,12 @@ func TestGroupProvisionsSeeTheUsageAReadWould(t *testing.T) {
 
 	var shown [][]domain.HostUsage
 	provision := func(id, owner, host string, slots int) *groupWrite {
-		return &groupWrite{instant: func(tx *sql.Tx, usage *usageMemo) error {
-			req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots, Instant: &domain.InstantProvision{
-				Generation: 1, Provisioner: "pool", Types: []domain.ResourceType{domain.ResourceTypeRuntime}, Units: 1,
-				Message: domain.ReadyMessage(1, ""),
-				Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
-					return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{}}, nil
-				},
-				HostSlots: func(string) int { return 100 },
-			}}
-			read, err := hostUsage(ctx, tx, req)
-			if err != nil {
-				return err
+		return provisionOn(ctx, s, id, owner, host, slots, func(got, read []domain.HostUsage) {
+			if !reflect.DeepEqual(got, read) {
+				t.Errorf("provision of %s was shown %+v, a read gives %+v", id, got, read)
 			}
-			_, _, err = s.reserveInstant(ctx, tx, usage, req, id, func(_ domain.SlotRequest, _ *domain.Reservation, got []domain.HostUsage) (string, error) {
-				if !reflect.DeepEqual(got, read) {
-					t.Errorf("provision of %s was shown %+v, a read gives %+v", id, got, read)
-				}
-				shown = append(shown, got)
-				return host, nil
-			})
-			return err
-		}}
+			shown = append(shown, got)
+		})
 	}
 	release := &groupWrite{f: func(tx *sql.Tx) error {
 		_, err := tx.Exec(`DELETE FROM slot_reservations WHERE resource_id = $1`, a1)
@@ -107,14 +123,7 @@ func TestGroupProvisionsSeeTheUsageAReadWould(t *testing.T) {
 func TestGroupsKeepTheUsageOnlyWhileNothingElseWrites(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "berth.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedState(t, path)
 	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
@@ -140,25 +149,7 @@ func TestGroupsKeepTheUsageOnlyWhileNothingElseWrites(t *testing.T) {
 	provision := func() (shown, read []domain.HostUsage) {
 		id := todo[0]
 		todo = todo[1:]
-		w := &groupWrite{instant: func(tx *sql.Tx, usage *usageMemo) error {
-			req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: "alice", Slots: 1, Instant: &domain.InstantProvision{
-				Generation: 1, Provisioner: "pool", Types: []domain.ResourceType{domain.ResourceTypeRuntime}, Units: 1,
-				Message: domain.ReadyMessage(1, ""),
-				Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
-					return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{}}, nil
-				},
-				HostSlots: func(string) int { return 100 },
-			}}
-			var err error
-			if read, err = hostUsage(ctx, tx, req); err != nil {
-				return err
-			}
-			_, _, err = s.reserveInstant(ctx, tx, usage, req, id, func(_ domain.SlotRequest, _ *domain.Reservation, got []domain.HostUsage) (string, error) {
-				shown = got
-				return "h1", nil
-			})
-			return err
-		}}
+		w := provisionOn(ctx, s, id, "alice", "h1", 1, func(got, r []domain.HostUsage) { shown, read = got, r })
 		c.commit(ctx, []*groupWrite{{}, w})
 		if w.err != nil {
 			t.Fatal(w.err)
