@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/store"
 	"github.com/berth-dev/berth/environ"
 	"github.com/berth-dev/berth/environ/static"
@@ -230,15 +231,19 @@ func migratedRun(t *testing.T, kind, url string) *berthRun {
 	return &berthRun{kind: kind, url: url, sql: db, state: st}
 }
 
+// testStoreURL is a new empty database of kind for the test.
+func testStoreURL(t *testing.T, kind string) string {
+	if kind == storePostgres {
+		return pgtest.New(t)
+	}
+	return "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
+}
+
 func TestBenchSQLOnBothStores(t *testing.T) {
 	for _, kind := range []string{storePostgres, storeSQLite} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			url := "sqlite://" + filepath.Join(t.TempDir(), "berth.db")
-			if kind == storePostgres {
-				url = pgtest.New(t)
-			}
-			r := migratedRun(t, kind, url)
+			r := migratedRun(t, kind, testStoreURL(t, kind))
 			db := r.sql
 			if err := r.insert(ctx, "bench", 5); err != nil {
 				t.Fatal(err)
@@ -440,6 +445,62 @@ func TestStatementProfilePrintsSharesOfTheClientsStatements(t *testing.T) {
 	statementProfile{unavailable: "pg_stat_statements is not available"}.print(&missing, "concurrency=64")
 	if !strings.Contains(missing.String(), "not measured: pg_stat_statements is not available") {
 		t.Errorf("a missing profile prints %q", missing.String())
+	}
+}
+
+// A timed insert's clock reading falls between the rows' creation and the commit that makes
+// them visible: the drain is timed from it, the insert before it is not.
+func TestTimedInsertReadsTheClockBeforeItsCommit(t *testing.T) {
+	for _, kind := range []string{storePostgres, storeSQLite} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			r := migratedRun(t, kind, testStoreURL(t, kind))
+			committing, err := r.insertTimed(ctx, "bench", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := r.state.ListResources(ctx, domain.ListFilter{})
+			if err != nil || len(after) != 3 {
+				t.Fatalf("listed %d resources, %v; want the 3 inserted, committed", len(after), err)
+			}
+			for _, res := range after {
+				if committing.Before(res.CreatedAt) {
+					t.Errorf("%s created at %s, after the clock read before the commit (%s)", res.Name, res.CreatedAt, committing)
+				}
+			}
+			var later time.Time
+			if kind == storePostgres {
+				err = r.sql.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&later)
+			} else {
+				later = time.Now()
+			}
+			if err != nil || later.Before(committing) {
+				t.Errorf("the clock after the commit reads %s, %v; want at or after %s", later, err, committing)
+			}
+		})
+	}
+}
+
+// The report shows each side's throughput counting its insert too, beside the drain the
+// target compares.
+func TestThroughputWithTheInsertCounted(t *testing.T) {
+	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20}}
+	pg := rep.berthOn(storePostgres)
+	pg.throughput = []throughputResult{{setting: "concurrency=256", parallel: 256, n: 10000, elapsed: 2 * time.Second, insert: 500 * time.Millisecond}}
+	pg.latency = latencySummary{setting: "concurrency=256", n: 300, p50: time.Millisecond, p99: 2 * time.Millisecond, max: 3 * time.Millisecond}
+	rep.river = []throughputResult{{setting: "max-workers=200", parallel: 200, n: 10000, elapsed: time.Second, insert: 250 * time.Millisecond}}
+	rep.riverLatency = pg.latency
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, want := range []string{
+		"throughput ratio berth (concurrency=256)/river >= 0.35  0.50 (5000.0 resources/s / 10000.0 jobs/s)  PASS",
+		"With each side's insert counted in its time, the throughput ratio is 0.50 (4000.0 resources/s / 8000.0 jobs/s).",
+		"5000.0 resources/s (2.000 s after the insert's 0.500 s;",
+		"10000.0 jobs/s (1.000 s after the insert's 0.250 s)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 

@@ -173,17 +173,54 @@ func (r *berthRun) close() error {
 
 // insert adds n runtime resources named prefix-0 … prefix-(n-1) in one statement.
 func (r *berthRun) insert(ctx context.Context, prefix string, n int) error {
-	rows := `SELECT i FROM generate_series(0, $2 - 1) AS i`
-	if r.kind == storeSQLite {
-		rows = `WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < $2 - 1) SELECT i FROM s`
-	}
-	_, err := r.sql.ExecContext(ctx, `
-		INSERT INTO resources (type, name, owner, args)
-		SELECT 'runtime', $1 || '-' || i, 'owner-' || (i % 50), '{"slots":1}' FROM (`+rows+`) AS n`, prefix, n)
-	if err != nil {
+	if _, err := r.sql.ExecContext(ctx, insertSQL(r.kind), prefix, n); err != nil {
 		return fmt.Errorf("insert %d resources: %w", n, err)
 	}
 	return nil
+}
+
+// insertSQL inserts $2 runtimes named $1-i, i from 0, of 50 owners in turn, in one statement
+// on the store kind.
+func insertSQL(kind string) string {
+	rows := `SELECT i FROM generate_series(0, $2 - 1) AS i`
+	if kind == storeSQLite {
+		rows = `WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < $2 - 1) SELECT i FROM s`
+	}
+	return `
+		INSERT INTO resources (type, name, owner, args)
+		SELECT 'runtime', $1 || '-' || i, 'owner-' || (i % 50), '{"slots":1}' FROM (` + rows + `) AS n`
+}
+
+// insertTimed inserts n resources named prefix-i as insert does, in a transaction, and
+// returns the database clock read in it just before its COMMIT: no agent can see a row
+// earlier, so a drain timed from it counts the commit and none of the insert before it. On
+// SQLite the clock is the host's, to the millisecond, as the store's timestamps are.
+func (r *berthRun) insertTimed(ctx context.Context, prefix string, n int) (time.Time, error) {
+	var committing time.Time
+	tx, err := r.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return committing, fmt.Errorf("begin the insert of %d resources: %w", n, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, insertSQL(r.kind), prefix, n); err != nil {
+		return committing, fmt.Errorf("insert %d resources: %w", n, err)
+	}
+	if r.kind == storeSQLite {
+		var now string
+		err = tx.QueryRowContext(ctx, `SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`).Scan(&now)
+		if err == nil {
+			committing, err = time.Parse(time.RFC3339Nano, now)
+		}
+	} else {
+		err = tx.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&committing)
+	}
+	if err != nil {
+		return committing, fmt.Errorf("read the database clock before the insert's commit: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return committing, fmt.Errorf("commit the insert of %d resources: %w", n, err)
+	}
+	return committing, nil
 }
 
 // defaultPoll is how often waitReady counts the ready resources. The count reads the whole
@@ -322,7 +359,10 @@ type throughputResult struct {
 	setting  string        // e.g. "concurrency=16"
 	parallel int           // the agent's concurrency or River's MaxWorkers
 	n        int           // resources or jobs
-	elapsed  time.Duration // time to make all of them ready or completed
+	elapsed  time.Duration // time to make all of them ready or completed once inserted
+	// insert is how long the client's insert of them took, before elapsed; 0 when not
+	// measured.
+	insert time.Duration
 	peakRSS  int64         // agent's VmHWM in bytes; 0 when not measured
 	// agentCPU is the CPU time the agents used from the insert until all were ready; 0 when
 	// not measured. Per resource, it is a steadier figure than the rate on a busy machine.
@@ -332,6 +372,11 @@ type throughputResult struct {
 }
 
 func (t throughputResult) perSecond() float64 { return float64(t.n) / t.elapsed.Seconds() }
+
+// perSecondWithInsert is the rate counting the client's insert in the run's time.
+func (t throughputResult) perSecondWithInsert() float64 {
+	return float64(t.n) / (t.insert + t.elapsed).Seconds()
+}
 
 // cpuPerResource is the agents' CPU time per resource, e.g. "118 us/resource".
 func (t throughputResult) cpuPerResource() string {
@@ -348,8 +393,11 @@ func berthThroughput(ctx context.Context, cfg config, kind string, n, concurrenc
 	return res, err
 }
 
-// burst inserts n resources at once on a database with the fleet's agents and times them to
-// ready: max(ready_at) - min(created_at), both set by the database clock. It returns each
+// burst inserts n resources at once on a database with the fleet's agents and times their
+// drain: from the database clock read in the insert's transaction just before its COMMIT (no
+// agent can see a row before that) to the last ready_at, as River's drain is timed from the
+// client's start after its jobs were inserted. The insert's own time (that clock reading -
+// min(created_at)) is kept apart: a client's cost, not the agents'. It returns each
 // resource's ready_at - created_at too.
 func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res throughputResult, lat []time.Duration, err error) {
 	r, err := startBerth(ctx, cfg, kind, f, n)
@@ -365,7 +413,8 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 	if err != nil {
 		return res, nil, err
 	}
-	if err := r.insert(ctx, "bench", n); err != nil {
+	committing, err := r.insertTimed(ctx, "bench", n)
+	if err != nil {
 		return res, nil, err
 	}
 	if err := r.waitReady(ctx, cfg, "bench", n); err != nil {
@@ -383,7 +432,8 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 	if err != nil {
 		return res, nil, err
 	}
-	res.elapsed, lat = readySpan(ready)
+	firstCreated, lastReady, lat := readyTimes(ready)
+	res.elapsed, res.insert = lastReady.Sub(committing), committing.Sub(firstCreated)
 	res.n = len(ready)
 	if kind == storePostgres && f.agents == 1 && f.set == "" {
 		p := readStatementProfile(ctx, cfg.server, r.dbName, res.n)
@@ -403,18 +453,25 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 // readySpan is the time from the first resource's creation to the last one's readiness, and
 // each one's ready_at - created_at; every resource of ready (not empty) has its ReadyAt.
 func readySpan(ready []domain.Resource) (time.Duration, []time.Duration) {
-	first, last := ready[0].CreatedAt, *ready[0].ReadyAt
-	lat := make([]time.Duration, 0, len(ready))
+	first, last, lat := readyTimes(ready)
+	return last.Sub(first), lat
+}
+
+// readyTimes returns the first resource's creation, the last one's readiness and each one's
+// ready_at - created_at; every resource of ready (not empty) has its ReadyAt.
+func readyTimes(ready []domain.Resource) (firstCreated, lastReady time.Time, lat []time.Duration) {
+	firstCreated, lastReady = ready[0].CreatedAt, *ready[0].ReadyAt
+	lat = make([]time.Duration, 0, len(ready))
 	for _, x := range ready {
-		if x.CreatedAt.Before(first) {
-			first = x.CreatedAt
+		if x.CreatedAt.Before(firstCreated) {
+			firstCreated = x.CreatedAt
 		}
-		if x.ReadyAt.After(last) {
-			last = *x.ReadyAt
+		if x.ReadyAt.After(lastReady) {
+			lastReady = *x.ReadyAt
 		}
 		lat = append(lat, x.ReadyAt.Sub(x.CreatedAt))
 	}
-	return last.Sub(first), lat
+	return firstCreated, lastReady, lat
 }
 
 // berthLatency inserts cfg.latencyN resources one at a time at cfg.rate and returns each

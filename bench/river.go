@@ -147,6 +147,7 @@ func riverThroughput(ctx context.Context, cfg config, maxWorkers int) (res throu
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: noopArgs{}}
 	}
+	inserting := time.Now()
 	if _, err := r.client.InsertMany(ctx, params); err != nil {
 		return res, fmt.Errorf("insert %d River jobs: %w", cfg.n, err)
 	}
@@ -162,6 +163,7 @@ func riverThroughput(ctx context.Context, cfg config, maxWorkers int) (res throu
 		parallel: maxWorkers,
 		n:        cfg.n,
 		elapsed:  time.Since(began),
+		insert:   began.Sub(inserting),
 	}
 	slog.Info("river throughput", "max-workers", maxWorkers, "jobs", res.n, "elapsed", res.elapsed.Round(time.Millisecond))
 	return res, nil
