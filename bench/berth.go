@@ -362,8 +362,8 @@ type throughputResult struct {
 	elapsed  time.Duration // time to make all of them ready or completed once inserted
 	// insert is how long the client's insert of them took, before elapsed; 0 when not
 	// measured.
-	insert time.Duration
-	peakRSS  int64         // agent's VmHWM in bytes; 0 when not measured
+	insert  time.Duration
+	peakRSS int64 // agent's VmHWM in bytes; 0 when not measured
 	// agentCPU is the CPU time the agents used from the insert until all were ready; 0 when
 	// not measured. Per resource, it is a steadier figure than the rate on a busy machine.
 	agentCPU time.Duration
