@@ -349,8 +349,8 @@ func TestRillPeerProvisionsEveryResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.n != cfg.n || res.elapsed <= 0 || res.setting != "max-workers=8" {
-		t.Errorf("result %+v; want %d resources drained in a positive time at max-workers=8", res.throughputResult, cfg.n)
+	if res.n != cfg.n || res.elapsed <= 0 || res.insert <= 0 || res.setting != "max-workers=8" {
+		t.Errorf("result %+v; want %d resources inserted and drained in positive times at max-workers=8", res.throughputResult, cfg.n)
 	}
 	if res.overfilledHosts != 0 {
 		t.Errorf("%d hosts overfilled with %d one-slot resources on %d slots", res.overfilledHosts, cfg.n, minHosts*slotsPerHost)
@@ -372,7 +372,7 @@ func TestReportShowsRillTarget(t *testing.T) {
 	var out bytes.Buffer
 	rep.print(&out)
 	for _, want := range []string{
-		"800.0 resources/s (12.500 s; hosts over their slots: 2)",
+		"800.0 resources/s (12.500 s after the insert's 0.000 s; hosts over their slots: 2)",
 		"1.25 (1000.0 resources/s / 800.0 resources/s at max-workers=100)  PASS",
 	} {
 		if !strings.Contains(out.String(), want) {

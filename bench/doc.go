@@ -24,7 +24,9 @@
 //     d5e0ac5 Berth's time ran from min(created_at), its insert inside its time and River's
 //     outside: the bench's insert of 10,000 takes 220 ms and River's InsertMany of as many
 //     jobs 330 to 380 ms, so that measure charged Berth alone for a write both make, and its
-//     ratios are not comparable with those after. The times are the database clock's, read
+//     ratios to River are not comparable with those after. (Build d5e0ac5 still timed the
+//     Rill peer from its insert's start; the build after it times that peer's drain too.)
+//     The times are the database clock's, read
 //     through the store's own API. The agent's peak RSS is VmHWM from
 //     /proc/<pid>/status, read just before it is stopped. Its CPU time per resource is the
 //     utime and stime it added (/proc/<pid>/stat) from the insert until all were ready,
@@ -57,8 +59,10 @@
 //     inserted with a River job each, in one transaction, before the client starts; each job
 //     makes the statements of Rill's static provisioner (read the resource, sum the slots
 //     assigned per host with no lock, pick a host with room round-robin, upsert the
-//     assignment, mark the resource ok) on the pool Berth's agent gets. Throughput is n /
-//     (max(updated_on) - min(created_on)) of its resources table; each -rill-workers value
+//     assignment, mark the resource ok) on the pool Berth's agent gets. Throughput is a drain
+//     as River's is: n / (max(updated_on) of its resources table - the database clock read
+//     just before the client starts), the insert's own time shown beside it (it ran from
+//     min(created_on), its insert inside, as Berth's did); each -rill-workers value
 //     (River MaxWorkers, default 10, 100, 200: 10 is Rill's default) is a separate run, and
 //     the hosts it filled past their slots are counted, since nothing locks the choice. Its
 //     client has the no-op runs' fetch settings: with River's defaults, as Rill runs it, a

@@ -100,11 +100,11 @@ func (r *report) printComparison(w io.Writer) {
 	}
 	r.printLatency(tw, "river", storePostgres, "insert->start", r.riverLatency)
 	for _, t := range r.rill {
-		fmt.Fprintf(tw, "rill-on-river	postgres	throughput, %d resources	%s	%.1f resources/s (%.3f s; hosts over their slots: %d)\n",
-			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.overfilledHosts)
+		fmt.Fprintf(tw, "rill-on-river	postgres	throughput, %d resources	%s	%.1f resources/s (%.3f s after the insert's %.3f s; hosts over their slots: %d)\n",
+			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds(), t.overfilledHosts)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nThroughput is a drain: from the moment the inserted rows or jobs can be seen (berth: the database clock in the insert's transaction, just before its COMMIT; river: the client's start, after InsertMany returned) to the last ready or completed.\n")
+	fmt.Fprintf(w, "\nThroughput is a drain: from the moment the inserted rows or jobs can be seen (berth: the database clock in the insert's transaction, just before its COMMIT; river and rill-on-river: the client's start, after the insert returned) to the last ready or completed.\n")
 	fmt.Fprintf(w, "Latencies are database-clock differences (berth: ready_at - created_at, to the millisecond on SQLite; river: attempted_at - created_at).\n")
 	fmt.Fprintf(w, "River client: FetchCooldown %s, FetchPollInterval %s, LISTEN/NOTIFY wake-ups.\n\n",
 		riverFetchCooldown, riverFetchPollInterval)
