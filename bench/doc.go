@@ -21,10 +21,10 @@
 //     before it, as River's drain starts once InsertMany has returned. The insert's own time
 //     (that clock reading - min(created_at)) is shown beside each run, and the throughput
 //     ratio is shown once more with each side's insert counted in its time. Before build
-//     d5e0ac5 Berth's time ran from min(created_at), its insert inside its time and River's
+//     0ce393c Berth's time ran from min(created_at), its insert inside its time and River's
 //     outside: the bench's insert of 10,000 takes 220 ms and River's InsertMany of as many
 //     jobs 330 to 380 ms, so that measure charged Berth alone for a write both make, and its
-//     ratios to River are not comparable with those after. (Build d5e0ac5 still timed the
+//     ratios to River are not comparable with those after. (Build 0ce393c still timed the
 //     Rill peer from its insert's start; the build after it times that peer's drain too.)
 //     The times are the database clock's, read
 //     through the store's own API. The agent's peak RSS is VmHWM from
