@@ -26,12 +26,11 @@
 //     jobs 330 to 380 ms, so that measure charged Berth alone for a write both make, and its
 //     ratios to River are not comparable with those after. (Build 0ce393c still timed the
 //     Rill peer from its insert's start; the build after it times that peer's drain too.)
-//     The times are the database clock's, read
-//     through the store's own API. The agent's peak RSS is VmHWM from
-//     /proc/<pid>/status, read just before it is stopped. Its CPU time per resource is the
-//     utime and stime it added (/proc/<pid>/stat) from the insert until all were ready,
-//     divided by n: on a machine whose other tenants move the rates from run to run, a
-//     steadier figure to compare two builds by. Each -berth-concurrency value
+//     The times are the database clock's, read through the store's own API. The agent's peak
+//     RSS is VmHWM from /proc/<pid>/status, read just before it is stopped. Its CPU time per
+//     resource is the utime and stime it added (/proc/<pid>/stat) from the insert until all
+//     were ready, divided by n: on a machine whose other tenants move the rates from run to
+//     run, a steadier figure to compare two builds by. Each -berth-concurrency value
 //     (-sqlite-concurrency on SQLite; both default 16, 64 and 256) is a separate run;
 //     PostgreSQL's best is compared with River, and each store's best is shown side by side.
 //     More reconciles in flight make bigger groups of writes, one commit each. The agent's
@@ -48,9 +47,8 @@
 //     enters.
 //   - River throughput: -n no-op jobs are inserted with InsertMany before the client starts
 //     (its time is shown beside the run); the time from Start until the last completion event
-//     is the drain time. Each
-//     -river-workers value (MaxWorkers of the default queue) is a separate run; the best
-//     counts.
+//     is the drain time. Each -river-workers value (MaxWorkers of the default queue) is a
+//     separate run; the best counts.
 //   - River latency: like Berth's, at the same rate and with a warm-up job; latency is
 //     attempted_at - created_at of river_job, both database timestamps, matching Berth's
 //     method. The client uses the best MaxWorkers, FetchCooldown 1ms and FetchPollInterval
