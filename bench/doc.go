@@ -23,9 +23,9 @@
 //     ratio is shown once more with each side's insert counted in its time. Before build
 //     0ce393c Berth's time ran from min(created_at), its insert inside its time and River's
 //     outside: the bench's insert of 10,000 takes 220 ms and River's InsertMany of as many
-//     jobs 330 to 380 ms, so that measure charged Berth alone for a write both make, and its
+//     jobs 320 to 490 ms, so that measure charged Berth alone for a write both make, and its
 //     ratios to River are not comparable with those after. (Build 0ce393c still timed the
-//     Rill peer from its insert's start; the build after it times that peer's drain too.)
+//     Rill peer from its insert's start; baf1416 times that peer's drain too.)
 //     The times are the database clock's, read through the store's own API. The agent's peak
 //     RSS is VmHWM from /proc/<pid>/status, read just before it is stopped. Its CPU time per
 //     resource is the utime and stime it added (/proc/<pid>/stat) from the insert until all
