@@ -165,6 +165,7 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 	usage := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
+	b.Queue(genericPlansSQL)
 	queueInstantLock(b, group, schema)
 	queueUsage(b, provisioner, owners, usage)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
@@ -305,15 +306,15 @@ func (c *reserveCall) placeOn(host string) error {
 	return err
 }
 
-// genericPlansSQL has a group that guessed its hosts run its statements on the plans the
-// server caches for them. Left to choose, the server plans the ready record afresh at every
-// run, because its arrays' sizes make the cached plan look dearer: half a millisecond a
-// group, as long as the statement's whole run for a group of one. Its cached plan, and those
-// of the usage reads, read by key whatever the tables held when they were made
-// (TestInstantWarmReadyRecordLocksByKey, TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables).
-// A group that reads the usage first is left to choose: the generic plan of its per-row
-// check (instantFenceSQL) reads the index of rows needing attention, 56 us a row against 12
-// under a burst.
+// genericPlansSQL has a group run its statements on the plans the server caches for them.
+// Left to choose, the server plans a group's statements afresh at every run, because their
+// arrays' sizes make the cached plans look dearer: the ready record half a millisecond a
+// group, as long as the statement's whole run for a group of one, and the lock of a group
+// that reads the usage first 0.25 ms (a fifth of its server time per runtime, three agents
+// sharing a pool taking that path nearly always). Their cached plans read by key whatever
+// the tables held when they were made (TestInstantWarmReadyRecordLocksByKey,
+// TestInstantLockLocksByKeyInTheOrderGiven, TestInstantReadyRecordUpdatesByKeyWithAGenericPlan,
+// TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables).
 const genericPlansSQL = `SET LOCAL plan_cache_mode = force_generic_plan`
 
 // markRan marks the calls of group as run in it.

@@ -342,16 +342,19 @@ const instantReservationsSQL = `
 // each host it puts reservations on ($4) has room for all of them against every committed
 // reservation and the host's slots ($7[i] of host $6[i]; a host not given has none), and
 // fails with a check violation of slot_host_room naming the first host that has not
-// (berth_host_has_room, 0025). The check is made before any row is written.
+// (berth_host_has_room, 0025). The check is made before any row is written. Each picked
+// host's usage is looked up by key, so that the plan the server caches reads as many rows of
+// slot_host_usage as the group has hosts, not the provisioner's every host.
 const instantCheckedReservationsSQL = `
 	WITH picked AS (
 	SELECT r.resource_id, r.owner, r.host, r.slots
 	  FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int[]) AS r(resource_id, owner, host, slots)
 	), roomy AS (
-	SELECT bool_and(berth_host_has_room($1, n.host, coalesce(u.slots, 0), n.slots, coalesce(c.slots, 0))) AS ok
+	SELECT bool_and(berth_host_has_room($1, n.host,
+	           coalesce((SELECT u.slots FROM slot_host_usage u WHERE u.provisioner = $1 AND u.host = n.host), 0),
+	           n.slots, coalesce(c.slots, 0))) AS ok
 	  FROM (SELECT host, sum(slots) AS slots FROM picked GROUP BY host) AS n
 	  LEFT JOIN unnest($6::text[], $7::bigint[]) AS c(host, slots) ON c.host = n.host
-	  LEFT JOIN slot_host_usage u ON u.provisioner = $1 AND u.host = n.host
 	)
 	INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
 	SELECT $1, p.resource_id, p.owner, p.host, p.slots FROM picked p, roomy WHERE roomy.ok

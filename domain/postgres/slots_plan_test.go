@@ -29,7 +29,8 @@ func planTestConn(t *testing.T) (context.Context, *pgxpool.Conn, func(sql string
 	}
 }
 
-// A reservation group's lookups (and GetReservations') keep reading by key when their generic
+// A reservation group's lookups (and GetReservations'), and the checked reservations of a
+// one-transaction group that read the usage first, keep reading by key when their generic
 // plan was cached while the tables were nearly empty, as on a new deployment whose tables fill
 // faster than autovacuum analyzes them: each call reads the rows it asks for, not every
 // reservation of the provisioner.
@@ -44,6 +45,9 @@ func TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables(t *testing.T) {
 		{"reservations by id", "slot_reservations", reservationsByIDSQL,
 			`('pool', ARRAY['00000000-0000-0000-0000-000000000001', '00000000-0000-0000-0000-000000000002']::uuid[])`},
 		{"usage by owner", "slot_owner_usage", ownersUsageSQL, `('pool', ARRAY['owner-1', 'owner-2'])`},
+		{"checked reservations", "slot_reservations", instantCheckedReservationsSQL,
+			`('pool', ARRAY['00000000-0000-0000-0000-000000000001', '00000000-0000-0000-0001-000000000002']::uuid[],
+			  ARRAY['owner-1', 'owner-2'], ARRAY['host-1', 'host-2'], ARRAY[1, 1], ARRAY['host-1', 'host-2'], ARRAY[100000, 100000]::bigint[])`},
 	}
 	for i, l := range lookups {
 		name := "lookup" + string(rune('a'+i))
@@ -72,7 +76,7 @@ func TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables(t *testing.T) {
 		walk = func(n planNode) {
 			switch n.NodeType {
 			case "Seq Scan", "Bitmap Heap Scan":
-				t.Errorf("%s: the plan has a %s node; want index lookups by key", l.name, n.NodeType)
+				t.Errorf("%s: the plan has a %s node on %s; want index lookups by key\n%s", l.name, n.NodeType, n.RelationName, out)
 			}
 			if n.NodeType != "Function Scan" {
 				read += n.ActualRows + n.RowsRemoved
