@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
@@ -15,7 +16,7 @@ import (
 )
 
 // apply server-side applies d's objects in order, forcing Berth's ownership of the fields it
-// sets, and records f on each. Each apply of an object that exists is conditional on the
+// sets, and records f on each; d.read then holds each object as written. Each apply of an object that exists is conditional on the
 // version drift read (metadata.resourceVersion), so the fence is checked on what the apply
 // replaces: an object written since is read again and checked again before the apply is
 // retried, and one a later claim wrote is never overwritten (StaleWriteError).
@@ -26,9 +27,12 @@ func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *env
 	for _, obj := range d.objects {
 		obj.SetAnnotations(merge(obj.GetAnnotations(), stamp))
 		info, _ := kindOf(obj.GetAPIVersion(), obj.GetKind())
-		if err := e.applyObject(ctx, info.client(cs, e.spec.Namespace), r, obj, d.read[objectKey(info.kind, obj.GetName())], f.generation); err != nil {
+		key := objectKey(info.kind, obj.GetName())
+		written, err := e.applyObject(ctx, info.client(cs, e.spec.Namespace), r, obj, d.read[key], f.generation)
+		if err != nil {
 			return err
 		}
+		d.read[key] = liveObject{obj: written}
 	}
 	e.logger.Debug("applied objects", "resource", r.ID, "objects", len(d.objects), "checksum", d.checksum)
 	return nil
@@ -39,34 +43,35 @@ func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *env
 const applyConflictRetries = 5
 
 // applyObject applies obj on the version of live, the object as last read, checking first
-// that live carries no newer fence than the attempt's (generation and r.Lease).
-func (e *kubeEnviron) applyObject(ctx context.Context, c objectClient, r *environ.Resource, obj *unstructured.Unstructured, live liveObject, generation int64) error {
+// that live carries no newer fence than the attempt's (generation and r.Lease), and returns
+// the object as written.
+func (e *kubeEnviron) applyObject(ctx context.Context, c objectClient, r *environ.Resource, obj *unstructured.Unstructured, live liveObject, generation int64) (metav1.Object, error) {
 	what := fmt.Sprintf("apply of %s %s", strings.ToLower(obj.GetKind()), obj.GetName())
 	for try := 0; ; try++ {
 		obj.SetResourceVersion("")
 		if !live.missing && live.obj != nil {
 			if err := staleWrite(r, generation, fenceOf(live.obj), what); err != nil {
-				return e.refused(err)
+				return nil, e.refused(err)
 			}
 			obj.SetResourceVersion(live.obj.GetResourceVersion())
 		}
 		body, err := json.Marshal(obj.Object)
 		if err != nil {
-			return fmt.Errorf("encode %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			return nil, fmt.Errorf("encode %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
-		err = c.apply(ctx, obj.GetName(), body)
-		if err == nil || !apierrors.IsConflict(err) || try == applyConflictRetries {
-			if err != nil {
-				return fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
-			}
-			return nil
+		written, err := c.apply(ctx, obj.GetName(), body)
+		if err == nil {
+			return written, nil
+		}
+		if !apierrors.IsConflict(err) || try == applyConflictRetries {
+			return nil, fmt.Errorf("apply %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		}
 		got, err := c.get(ctx, obj.GetName())
 		switch {
 		case apierrors.IsNotFound(err):
 			live = liveObject{missing: true}
 		case err != nil:
-			return fmt.Errorf("get %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			return nil, fmt.Errorf("get %s %s: %w", obj.GetKind(), obj.GetName(), err)
 		default:
 			live = liveObject{obj: got}
 		}

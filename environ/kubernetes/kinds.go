@@ -65,9 +65,10 @@ func kindNames() []string {
 
 // objectClient is what Berth does with objects of one kind in one namespace.
 type objectClient struct {
-	get   func(ctx context.Context, name string) (metav1.Object, error)
-	list  func(ctx context.Context, selector string) ([]metav1.Object, error)
-	apply func(ctx context.Context, name string, body []byte) error
+	get  func(ctx context.Context, name string) (metav1.Object, error)
+	list func(ctx context.Context, selector string) ([]metav1.Object, error)
+	// apply server-side applies body and returns the object as written.
+	apply func(ctx context.Context, name string, body []byte) (metav1.Object, error)
 	// del deletes the object, on condition that it is at resourceVersion when one is given.
 	del func(ctx context.Context, name, resourceVersion string) error
 	// patch applies a JSON merge patch to the object.
@@ -112,9 +113,12 @@ func typed[T metav1.Object, L runtime.Object](c typedClient[T, L]) objectClient 
 			}
 			return out, nil
 		},
-		apply: func(ctx context.Context, name string, body []byte) error {
-			_, err := c.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldManager, Force: &force})
-			return explainForbidden(err)
+		apply: func(ctx context.Context, name string, body []byte) (metav1.Object, error) {
+			o, err := c.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldManager, Force: &force})
+			if err != nil {
+				return nil, explainForbidden(err)
+			}
+			return o, nil
 		},
 		del: func(ctx context.Context, name, resourceVersion string) error {
 			opts := metav1.DeleteOptions{PropagationPolicy: &foreground}

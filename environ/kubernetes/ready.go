@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/berth-dev/berth/environ"
 )
@@ -28,7 +29,10 @@ var errTimeout = errors.New("timed out")
 
 // AwaitReady implements environ.Environ: it watches the resource's workload (a runtime's
 // Deployment, a ClickHouse StatefulSet) until its rollout is complete, for at most
-// timeout_seconds. When it is not, the error says why, from the workload's conditions and its
+// timeout_seconds: on the provisioner's shared cache of its workloads (cachedRollouts) when
+// this environ's last Reconcile of the resource said which generation to wait for and the
+// cache has listed them, else by listing and watching the workload alone (after a restart,
+// or while the cache makes its first list). When it is not, the error says why, from the workload's conditions and its
 // pods' scheduling and container states.
 func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) (err error) {
 	defer func() { err = markUnavailable(err) }()
@@ -49,7 +53,12 @@ func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) (err 
 	}()
 	w := e.workloadOf(cs, t)
 	spanCtx, end := startSpan(waitCtx, SpanRolloutWait, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.String("berth.kubernetes.kind", w.kind))
-	why, err := w.await(spanCtx, e.selector(r.ID), e.closed, e.clock)
+	var why string
+	if ro, floor, ok := e.cachedRollouts(cs, r.ID, t.workload); ok {
+		why, err = ro.await(spanCtx, r.ID, floor, e.closed)
+	} else {
+		why, err = w.await(spanCtx, e.selector(r.ID), e.closed, e.clock)
+	}
 	switch {
 	case err == nil:
 	case context.Cause(waitCtx) == errTimeout && ctx.Err() == nil:
@@ -66,17 +75,34 @@ func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) (err 
 type workloadKind struct {
 	kind   string // as objects name it: "Deployment"
 	client func(cs kubernetes.Interface, ns string) workload
+	// informed lists and watches the objects of the kind in namespace ns that selector
+	// selects, for an informer of objects like example.
+	informed func(cs kubernetes.Interface, ns, selector string) (lw cache.ListerWatcher, example runtime.Object)
 }
 
 // The workload kinds, for the resource types' entries.
 var (
-	deployments = workloadKind{"Deployment", func(cs kubernetes.Interface, ns string) workload {
-		return watchable("deployment", cs.AppsV1().Deployments(ns))
-	}}
-	statefulSets = workloadKind{"StatefulSet", func(cs kubernetes.Interface, ns string) workload {
-		return watchable("statefulset", cs.AppsV1().StatefulSets(ns))
-	}}
+	deployments = newWorkloadKind("Deployment", &appsv1.Deployment{}, func(cs kubernetes.Interface, ns string) listWatcher[*appsv1.DeploymentList] {
+		return cs.AppsV1().Deployments(ns)
+	})
+	statefulSets = newWorkloadKind("StatefulSet", &appsv1.StatefulSet{}, func(cs kubernetes.Interface, ns string) listWatcher[*appsv1.StatefulSetList] {
+		return cs.AppsV1().StatefulSets(ns)
+	})
 )
+
+// newWorkloadKind is the workload kind of objects like example, which c lists and watches
+// in a namespace.
+func newWorkloadKind[L runtime.Object](kind string, example runtime.Object, c func(cs kubernetes.Interface, ns string) listWatcher[L]) workloadKind {
+	return workloadKind{
+		kind: kind,
+		client: func(cs kubernetes.Interface, ns string) workload {
+			return watchable(strings.ToLower(kind), c(cs, ns))
+		},
+		informed: func(cs kubernetes.Interface, ns, selector string) (cache.ListerWatcher, runtime.Object) {
+			return listWatchOf(cs, c(cs, ns), selector), example.DeepCopyObject()
+		},
+	}
+}
 
 // workload is how Berth lists and watches the objects of one workload kind in a namespace.
 type workload struct {
