@@ -106,6 +106,7 @@ func BenchmarkInsertToReady(b *testing.B) {
 		e := e2etest.New(b, provisionerSet(benchSpec(b, ns)))
 		e.StartAgent("bench-k8s-agent")
 		created := watchCreations(b, cs, ns)
+		readsBefore := deploymentReads(b, cs)
 		b.StartTimer()
 
 		inserted := time.Now()
@@ -119,6 +120,7 @@ func BenchmarkInsertToReady(b *testing.B) {
 
 		b.StopTimer()
 		objects, lastCreated := created.stop()
+		reads := deploymentReads(b, cs) - readsBefore
 		var total, p50, p95, worst float64
 		if err := e.Pool.QueryRow(context.Background(), `
 			SELECT extract(epoch FROM max(ready_at) - min(created_at))::float8,
@@ -157,8 +159,23 @@ func BenchmarkInsertToReady(b *testing.B) {
 		fmt.Printf("kubernetes reconcile phases per runtime: apply p50 %.2fs p95 %.2fs; rollout p50 %.2fs p95 %.2fs\n", applyP50, applyP95, rolloutP50, rolloutP95)
 		fmt.Printf("kubernetes objects applied by the agent: %d in %.1fs from insert to the last one created: %.0f objects/s\n",
 			objects, applyWindow, float64(objects)/applyWindow)
+		b.ReportMetric(reads/benchRuntimes, "deployment-reads/runtime")
+		fmt.Printf("kubernetes Deployment lists and watches the API server completed during the burst: %.0f, %.2f a runtime\n", reads, reads/benchRuntimes)
 		b.StartTimer()
 	}
+}
+
+// deploymentReads is how many lists and watches of Deployments in a namespace the API
+// server has completed (apiserver_request_total): a rollout awaited alone lists and
+// watches its Deployment; one awaited on the agent's cache of them, neither.
+func deploymentReads(b *testing.B, cs k8s.Interface) float64 {
+	b.Helper()
+	metrics := apiserverMetrics(b, cs)
+	reads := 0.0
+	for _, verb := range []string{"LIST", "WATCH"} {
+		reads += sumMetric(b, metrics, "apiserver_request_total", `resource="deployments",scope="namespace",subresource="",verb="`+verb+`"`)
+	}
+	return reads
 }
 
 // BenchmarkApplyThroughput reconciles 100 runtimes straight through the environ, 16 at a

@@ -240,12 +240,12 @@ func dispatched(t *testing.T, admin kubernetes.Interface, schema string) float64
 }
 
 // requestTotal is the API server's apiserver_request_total summed over every series.
-func requestTotal(t *testing.T, admin kubernetes.Interface) float64 {
+func requestTotal(t testing.TB, admin kubernetes.Interface) float64 {
 	t.Helper()
 	return sumMetric(t, apiserverMetrics(t, admin), "apiserver_request_total", "")
 }
 
-func apiserverMetrics(t *testing.T, admin kubernetes.Interface) string {
+func apiserverMetrics(t testing.TB, admin kubernetes.Interface) string {
 	t.Helper()
 	raw, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
@@ -256,7 +256,7 @@ func apiserverMetrics(t *testing.T, admin kubernetes.Interface) string {
 
 // sumMetric sums the samples of the metric name in a Prometheus text exposition whose
 // labels contain match.
-func sumMetric(t *testing.T, text, name, match string) float64 {
+func sumMetric(t testing.TB, text, name, match string) float64 {
 	t.Helper()
 	sum := 0.0
 	sc := bufio.NewScanner(strings.NewReader(text))
