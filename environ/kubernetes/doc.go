@@ -117,19 +117,19 @@
 // scheduling and container states. Deployments and StatefulSets are judged by one test, on
 // the status fields both report: the controller has observed the current generation, and
 // the updated, total and available replica counts are all the replicas asked for (kubectl's
-// rollout-complete test of a Deployment). AwaitReady waits on one cache of the
-// provisioner's workloads of each kind, fed by one list and one watch (an informer, started
-// by the first AwaitReady, stopped by Close, holding only each workload's labels,
-// generation, replicas and status): a wait that lists and watches its workload alone makes
-// two requests per rollout, and the API server answers each such list by going through
-// every workload of the namespace. The cache is used for a rollout that this environ's last
-// Reconcile of the resource applied or found, at that workload generation or a later one,
-// so that a cached status from before the apply is never taken for the rollout; a rollout
-// awaited without one (after a restart) or before the cache's first list is watched alone,
-// as before. Deprovision deletes every labelled object of the
-// resource with foreground propagation (not found is success) and polls until they are
-// gone. Check lists the provisioner's objects (which proves the API answers) and deletes
-// those whose resource no longer exists.
+// rollout-complete test of a Deployment). AwaitReady, and Hibernate's wait for its
+// scale-down, wait on one cache of the provisioner's workloads of each kind, fed by one
+// list and one watch (an informer, started by the first wait, stopped by Close, holding only
+// each workload's labels, generation, replicas and status): a wait that lists and watches
+// its workload alone makes two requests per rollout, and the API server answers each such
+// list by going through every workload of the namespace. The cache is used for a rollout
+// that this environ's last Reconcile (or Hibernate) of the resource applied or found, at
+// that workload generation or a later one, so that a cached status from before the apply
+// is never taken for the rollout; a rollout awaited without one (after a restart) or before
+// the cache's first list is watched alone, as before. Deprovision deletes every labelled
+// object of the resource with foreground propagation (not found is success) and polls
+// until they are gone. Check lists the provisioner's objects (which proves the API answers)
+// and deletes those whose resource no longer exists.
 //
 // # Fencing
 //

@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
@@ -286,7 +285,7 @@ func (e *kubeEnviron) Hibernate(ctx context.Context, r *environ.Resource, opts *
 	}()
 	// A workload scaled to zero is "ready" once no pod of it is left.
 	spanCtx, end := startSpan(waitCtx, SpanScaleDownWait, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.String("berth.kubernetes.kind", w.kind))
-	why, err := w.await(spanCtx, e.selector(r.ID), e.closed, e.clock)
+	why, err := e.awaitRollout(spanCtx, cs, r.ID, t.workload, w)
 	switch {
 	case err == nil:
 	case context.Cause(waitCtx) == errTimeout && ctx.Err() == nil:
@@ -486,88 +485,6 @@ func (e *kubeEnviron) Close() error {
 	return nil
 }
 
-// errClosed is why a closed environ starts no cache of workloads.
-var errClosed = errors.New("provisioner closed")
-
-// rolloutsOf returns the cache of the provisioner's workloads of kind k, started on first
-// use and run until the environ is closed.
-func (e *kubeEnviron) rolloutsOf(cs kubernetes.Interface, k workloadKind) (*rollouts, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if ro, ok := e.rollouts[k.kind]; ok {
-		return ro, nil
-	}
-	select {
-	case <-e.closed:
-		return nil, errClosed
-	default:
-	}
-	selector, err := labels.Parse(e.provisionerSelector())
-	if err != nil {
-		return nil, fmt.Errorf("provisioner %q: select its workloads: %w", e.name, err)
-	}
-	lw, example := k.informed(cs, e.spec.Namespace, e.provisionerSelector())
-	ro, err := newRollouts(strings.ToLower(k.kind), lw, example, selector)
-	if err != nil {
-		return nil, fmt.Errorf("provisioner %q: watch its %ss: %w", e.name, strings.ToLower(k.kind), err)
-	}
-	e.rollouts[k.kind] = ro
-	e.running.Add(1)
-	go func() {
-		defer e.running.Done()
-		ro.run(e.closed)
-	}()
-	return ro, nil
-}
-
-// recordFloor records the generation of r's workload as d holds it, applied or read, for
-// the AwaitReady that follows.
-func (e *kubeEnviron) recordFloor(r *environ.Resource, d *desired) {
-	for _, obj := range d.objects {
-		if obj.GetKind() != d.t.workload.kind {
-			continue
-		}
-		live, ok := d.read[objectKey(obj.GetKind(), obj.GetName())]
-		if !ok || live.obj == nil {
-			return
-		}
-		e.floorsMu.Lock()
-		e.floors[r.ID] = live.obj.GetGeneration()
-		e.floorsMu.Unlock()
-		return
-	}
-}
-
-// cachedRollouts returns the cache of the provisioner's workloads of kind k to await
-// resource id's rollout on, and the generation of its workload to wait for, recorded by its
-// last Reconcile, which it forgets. It returns false when there is none, or the cache has
-// not listed the workloads yet (it starts the cache): the caller lists and watches the
-// workload itself.
-func (e *kubeEnviron) cachedRollouts(cs kubernetes.Interface, id string, k workloadKind) (*rollouts, int64, bool) {
-	floor, ok := e.takeFloor(id)
-	if !ok {
-		return nil, 0, false
-	}
-	ro, err := e.rolloutsOf(cs, k)
-	if err != nil {
-		if !errors.Is(err, errClosed) {
-			e.logger.Warn("cannot watch the provisioner's workloads; each rollout is watched alone", "provisioner", e.name, "error", err)
-		}
-		return nil, 0, false
-	}
-	return ro, floor, ro.synced()
-}
-
-// takeFloor returns, and forgets, the workload generation recorded for resource id by its
-// last Reconcile, and false when there is none.
-func (e *kubeEnviron) takeFloor(id string) (int64, bool) {
-	e.floorsMu.Lock()
-	defer e.floorsMu.Unlock()
-	floor, ok := e.floors[id]
-	delete(e.floors, id)
-	return floor, ok
-}
-
 // client returns the cluster client, building it on first use.
 func (e *kubeEnviron) client() (kubernetes.Interface, error) {
 	e.mu.Lock()
@@ -645,7 +562,7 @@ func (e *kubeEnviron) converge(ctx context.Context, r *environ.Resource, t resou
 			return nil, nil, fmt.Errorf("%s %s: %w", r.Type, r.ID, err)
 		}
 	}
-	if !checking && !asleep {
+	if !checking {
 		e.recordFloor(r, d)
 	}
 	return e.result(r, d), drifts, nil

@@ -53,12 +53,7 @@ func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) (err 
 	}()
 	w := e.workloadOf(cs, t)
 	spanCtx, end := startSpan(waitCtx, SpanRolloutWait, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.String("berth.kubernetes.kind", w.kind))
-	var why string
-	if ro, floor, ok := e.cachedRollouts(cs, r.ID, t.workload); ok {
-		why, err = ro.await(spanCtx, r.ID, floor, e.closed)
-	} else {
-		why, err = w.await(spanCtx, e.selector(r.ID), e.closed, e.clock)
-	}
+	why, err := e.awaitRollout(spanCtx, cs, r.ID, t.workload, w)
 	switch {
 	case err == nil:
 	case context.Cause(waitCtx) == errTimeout && ctx.Err() == nil:

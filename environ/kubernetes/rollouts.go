@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/berth-dev/berth/environ"
 )
 
 // resourceIDIndex indexes the rollouts cache by the resource id label.
@@ -216,4 +219,95 @@ func listWatchOf[L runtime.Object](cs kubernetes.Interface, c listWatcher[L], se
 			return c.Watch(ctx, opts)
 		},
 	}, cs)
+}
+
+// errClosed is why a closed environ starts no cache of workloads.
+var errClosed = errors.New("provisioner closed")
+
+// rolloutsOf returns the cache of the provisioner's workloads of kind k, started on first
+// use and run until the environ is closed.
+func (e *kubeEnviron) rolloutsOf(cs kubernetes.Interface, k workloadKind) (*rollouts, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ro, ok := e.rollouts[k.kind]; ok {
+		return ro, nil
+	}
+	select {
+	case <-e.closed:
+		return nil, errClosed
+	default:
+	}
+	selector, err := labels.Parse(e.provisionerSelector())
+	if err != nil {
+		return nil, fmt.Errorf("provisioner %q: select its workloads: %w", e.name, err)
+	}
+	lw, example := k.informed(cs, e.spec.Namespace, e.provisionerSelector())
+	ro, err := newRollouts(strings.ToLower(k.kind), lw, example, selector)
+	if err != nil {
+		return nil, fmt.Errorf("provisioner %q: watch its %ss: %w", e.name, strings.ToLower(k.kind), err)
+	}
+	e.rollouts[k.kind] = ro
+	e.running.Add(1)
+	go func() {
+		defer e.running.Done()
+		ro.run(e.closed)
+	}()
+	return ro, nil
+}
+
+// recordFloor records the generation of r's workload as d holds it, applied or read, for
+// the wait for its rollout that follows (AwaitReady, or Hibernate's for its scale-down).
+func (e *kubeEnviron) recordFloor(r *environ.Resource, d *desired) {
+	for _, obj := range d.objects {
+		if obj.GetKind() != d.t.workload.kind {
+			continue
+		}
+		live, ok := d.read[objectKey(obj.GetKind(), obj.GetName())]
+		if !ok || live.obj == nil {
+			return
+		}
+		e.floorsMu.Lock()
+		e.floors[r.ID] = live.obj.GetGeneration()
+		e.floorsMu.Unlock()
+		return
+	}
+}
+
+// awaitRollout waits until the rollout of resource id's workload w, of kind k, is complete
+// (cachedRollouts, or w alone), and returns the last reason it was not.
+func (e *kubeEnviron) awaitRollout(ctx context.Context, cs kubernetes.Interface, id string, k workloadKind, w workload) (string, error) {
+	if ro, floor, ok := e.cachedRollouts(cs, id, k); ok {
+		return ro.await(ctx, id, floor, e.closed)
+	}
+	return w.await(ctx, e.selector(id), e.closed, e.clock)
+}
+
+// cachedRollouts returns the cache of the provisioner's workloads of kind k to await
+// resource id's rollout on, and the generation of its workload to wait for, recorded by its
+// last Reconcile, which it forgets. It returns false when there is none, or the cache has
+// not listed the workloads yet (it starts the cache): the caller lists and watches the
+// workload itself.
+func (e *kubeEnviron) cachedRollouts(cs kubernetes.Interface, id string, k workloadKind) (*rollouts, int64, bool) {
+	floor, ok := e.takeFloor(id)
+	if !ok {
+		return nil, 0, false
+	}
+	ro, err := e.rolloutsOf(cs, k)
+	if err != nil {
+		if !errors.Is(err, errClosed) {
+			e.logger.Warn("cannot watch the provisioner's workloads; each rollout is watched alone", "provisioner", e.name, "error", err)
+		}
+		return nil, 0, false
+	}
+	return ro, floor, ro.synced()
+}
+
+// takeFloor returns, and forgets, the workload generation recorded for resource id by its
+// last Reconcile, and false when there is none.
+func (e *kubeEnviron) takeFloor(id string) (int64, bool) {
+	e.floorsMu.Lock()
+	defer e.floorsMu.Unlock()
+	floor, ok := e.floors[id]
+	delete(e.floors, id)
+	return floor, ok
 }

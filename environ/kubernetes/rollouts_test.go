@@ -10,6 +10,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/berth-dev/berth/domain"
+	"github.com/berth-dev/berth/environ"
 )
 
 // syncedRollouts starts e's cache of Deployments and waits until it has listed them.
@@ -42,21 +45,29 @@ func awaitInBackground(t *testing.T, e *testEnv, ro *rollouts) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- e.AwaitReady(t.Context(), runtimeResource(testID)) }()
+	waitForCachedWait(t, ro, done)
+	return done
+}
+
+// waitForCachedWait returns once ro has a wait for resource testID in progress, and fails
+// the test if the call waiting (whose result done carries) returns first.
+func waitForCachedWait(t *testing.T, ro *rollouts, done chan error) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ro.mu.Lock()
 		waiting := len(ro.waiters[testID]) > 0
 		ro.mu.Unlock()
 		if waiting {
-			return done
+			return
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("AwaitReady returned %v without waiting on the cache", err)
+			t.Fatalf("returned %v without waiting on the cache", err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("AwaitReady never waited on the cache")
+			t.Fatal("never waited on the cache")
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -166,5 +177,31 @@ func TestCloseStopsTheWorkloadCache(t *testing.T) {
 	}
 	if _, err := e.rolloutsOf(cs, statefulSets); err == nil {
 		t.Error("a closed environ started a cache")
+	}
+}
+
+// Once the Deployments are cached, Hibernate waits for the scale-down it applied on the
+// cache: it lists the running workloads once, and watches nothing of its own.
+func TestHibernateOnTheCacheWatchesNothing(t *testing.T) {
+	e, cs := newTestEnviron(t, testSpec)
+	ro := syncedRollouts(t, e, cs)
+	opts := &environ.ResourceOptions{Args: map[string]any{"slots": 1}, Generation: 1}
+	running := reconcile(t, e, runtimeResource(testID), opts.Args)
+	setDeploymentAvailable(t, cs, "rt-"+testPID)
+	before := deploymentRequests(cs)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Hibernate(t.Context(), &environ.Resource{ID: testID, Type: domain.ResourceTypeRuntime, State: running.State, Config: running.Config}, opts)
+		done <- err
+	}()
+	waitForCachedWait(t, ro, done)
+	requireWaiting(t, done, "before the pods were gone")
+	setDeploymentScaledDown(t, cs, "rt-"+testPID)
+	if err := <-done; err != nil {
+		t.Fatalf("Hibernate: %v", err)
+	}
+	if after := deploymentRequests(cs); after != before+1 {
+		t.Errorf("Hibernate made %d list or watch requests for Deployments; want its one list of the running workloads", after-before)
 	}
 }
