@@ -223,6 +223,21 @@
 //     the reservations in a third round trip, the lock held across it: +18% and +20% in two
 //     pairs, -6% in the third; with several agents, no difference this machine's noise shows.
 //
+// Several agents on one pool (build c8c114c). A group guesses its hosts only when its usage
+// memo is what the pool's last commit left; with three agents the others commit between any
+// two of its groups, so almost every group reads the usage first. That path's statements were
+// planned afresh at every group: in five bursts of 3,000 at concurrency 16 with one agent
+// forced onto it, the lock planned for 0.25 ms a group (32 us a runtime, more than its 22 us
+// run) and the ready record 9 us a runtime. It now runs on the server's cached plans as the
+// guessing path does, and its reservations' check looks up each picked host's usage by key:
+// that agent's five bursts went from 2,331 to 2,775/s (median 2,417) to 2,466 to 2,917/s
+// (median 2,868), and the medians of three agents' later four bursts were 0.93 and 0.97x
+// one agent's. A single burst on freshly
+// started agents, as the bench runs it, stays behind: alternating one and three agents four
+// times, medians 2,737 and 2,054/s (0.75x). Each agent serves a third of the burst in smaller
+// groups (its reads and round trips per runtime grow: 300 against 166 us of agent CPU per
+// runtime served), and every agent reads every change.
+//
 // What made the difference in the build before (15c711f), each measured on its own (the idle
 // figures on 2,000 rows of one statement, the A/B ones alternating 20,000-runtime bursts at
 // concurrency 256): the group's update writes its ready events itself and the history trigger
