@@ -16,10 +16,11 @@ import (
 )
 
 // apply server-side applies d's objects in order, forcing Berth's ownership of the fields it
-// sets, and records f on each; d.read then holds each object as written. Each apply of an object that exists is conditional on the
-// version drift read (metadata.resourceVersion), so the fence is checked on what the apply
-// replaces: an object written since is read again and checked again before the apply is
-// retried, and one a later claim wrote is never overwritten (StaleWriteError).
+// sets, and records f on each; d.read then holds each object as written. Each apply of an
+// object that exists is conditional on the version drift read (metadata.resourceVersion), so
+// the fence is checked on what the apply replaces: an object written since is read again
+// and checked again before the apply is retried, and one a later claim wrote is never
+// overwritten (StaleWriteError).
 func (e *kubeEnviron) apply(ctx context.Context, cs kubernetes.Interface, r *environ.Resource, d *desired, f fence) (err error) {
 	ctx, end := startSpan(ctx, SpanApply, r, attribute.String("k8s.namespace.name", e.spec.Namespace), attribute.Int("berth.kubernetes.objects", len(d.objects)))
 	defer func() { end(err) }()

@@ -199,8 +199,8 @@ type kubeEnviron struct {
 	closed   chan struct{}
 	once     sync.Once
 
-	// floors are the workload generations the last Reconcile of each resource applied or
-	// found, for the AwaitReady that follows it (takeFloor).
+	// floors are the workload generations the last Reconcile (or Hibernate) of each
+	// resource applied or found, for the wait for its rollout that follows (takeFloor).
 	floorsMu sync.Mutex
 	floors   map[string]int64
 }
@@ -369,6 +369,7 @@ func (e *kubeEnviron) CheckResource(ctx context.Context, r *environ.Resource, op
 // their labels, and such a type holds no slots.
 func (e *kubeEnviron) Deprovision(ctx context.Context, r *environ.Resource) (err error) {
 	defer func() { err = markUnavailable(err) }()
+	e.takeFloor(r.ID) // no rollout of it is awaited any more
 	t, _ := e.lookupType(r.Type)
 	cs, err := e.client()
 	if err != nil {

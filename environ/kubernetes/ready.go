@@ -32,8 +32,8 @@ var errTimeout = errors.New("timed out")
 // timeout_seconds: on the provisioner's shared cache of its workloads (cachedRollouts) when
 // this environ's last Reconcile of the resource said which generation to wait for and the
 // cache has listed them, else by listing and watching the workload alone (after a restart,
-// or while the cache makes its first list). When it is not, the error says why, from the workload's conditions and its
-// pods' scheduling and container states.
+// or while the cache makes its first list). When it is not, the error says why, from the
+// workload's conditions and its pods' scheduling and container states.
 func (e *kubeEnviron) AwaitReady(ctx context.Context, r *environ.Resource) (err error) {
 	defer func() { err = markUnavailable(err) }()
 	t, err := e.typeOf(r)

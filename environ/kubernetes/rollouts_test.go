@@ -187,7 +187,19 @@ func TestHibernateOnTheCacheWatchesNothing(t *testing.T) {
 	ro := syncedRollouts(t, e, cs)
 	opts := &environ.ResourceOptions{Args: map[string]any{"slots": 1}, Generation: 1}
 	running := reconcile(t, e, runtimeResource(testID), opts.Args)
-	setDeploymentAvailable(t, cs, "rt-"+testPID)
+	// Two pods still run, none of the current template: no rollout, to one replica or to
+	// none, is complete until the pods are gone. (The fake API server does not move a
+	// workload's generation on, so a status must not look complete for the spec either
+	// side of the apply.)
+	name := "rt-" + testPID
+	d, err := cs.AppsV1().Deployments("ns").Get(t.Context(), name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2}
+	if _, err := cs.AppsV1().Deployments("ns").UpdateStatus(t.Context(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	before := deploymentRequests(cs)
 
 	done := make(chan error, 1)
@@ -197,7 +209,7 @@ func TestHibernateOnTheCacheWatchesNothing(t *testing.T) {
 	}()
 	waitForCachedWait(t, ro, done)
 	requireWaiting(t, done, "before the pods were gone")
-	setDeploymentScaledDown(t, cs, "rt-"+testPID)
+	setDeploymentScaledDown(t, cs, name)
 	if err := <-done; err != nil {
 		t.Fatalf("Hibernate: %v", err)
 	}
