@@ -321,8 +321,10 @@ func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 type Change struct {
 	Seq        int64
 	ResourceID string
-	// Owner is the resource's owner as the entry is read ("" once the row is removed),
-	// for the fair queues.
+	// Owner is the resource's owner as the write the entry records left it (a removal's:
+	// the removed row's), for the fair queues. An entry written without one (before the
+	// log carried owners) gives the resource's owner as the entry is read, "" once the row
+	// is removed.
 	Owner string
 }
 

@@ -93,9 +93,9 @@ func (s *State) ResignAgent(ctx context.Context, id string, session int64) error
 				UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
 				 WHERE id IN (SELECT id FROM resources WHERE lease_holder = $1 ORDER BY id FOR UPDATE)
 				   AND lease_holder = $1
-				RETURNING id
+				RETURNING id, owner
 			)
-			INSERT INTO change_log (resource_id) SELECT id FROM cleared`, id)
+			INSERT INTO change_log (resource_id, owner) SELECT id, owner FROM cleared`, id)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}

@@ -26,7 +26,7 @@ func (s *State) LatestChangeSeq(ctx context.Context) (int64, error) {
 }
 
 // ChangesAfter returns up to limit entries with Seq > after, in Seq order (limit <= 0: all),
-// each with its resource's owner (the join reads the resource by primary key).
+// each with its resource's owner (backend.ChangeOwnerSQL).
 func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error) {
 	var limitArg *int
 	if limit > 0 {
@@ -43,7 +43,7 @@ func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]dom
 }
 
 // changesAfterSQL reads up to $2 change-log entries after $1 (nil: all), in Seq order.
-const changesAfterSQL = `SELECT c.seq, c.resource_id::text, ` + changeOwnerSQL + ` FROM change_log c
+const changesAfterSQL = `SELECT c.seq, c.resource_id::text, ` + backend.ChangeOwnerSQL + ` FROM change_log c
 		  WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`
 
 // ChangesIn returns the entries among seqs that are committed now, in Seq order.
@@ -52,14 +52,9 @@ func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, e
 		return nil, nil
 	}
 	return s.changes(ctx, "read changes by sequence",
-		`SELECT c.seq, c.resource_id::text, `+changeOwnerSQL+` FROM change_log c
+		`SELECT c.seq, c.resource_id::text, `+backend.ChangeOwnerSQL+` FROM change_log c
 		  WHERE c.seq = ANY($1) ORDER BY c.seq`, seqs)
 }
-
-// changeOwnerSQL is the owner of change c's resource (” when its row is gone), looked up
-// per entry read: a join lets the planner hash the whole resources table for every page,
-// which cost a burst's reads ten times as much as the lookups.
-const changeOwnerSQL = `coalesce((SELECT r.owner FROM resources r WHERE r.id = c.resource_id), '')`
 
 func (s *State) changes(ctx context.Context, what, query string, args ...any) ([]domain.Change, error) {
 	rows, err := s.pool.Query(ctx, query, args...)

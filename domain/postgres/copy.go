@@ -202,7 +202,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	}
 	if err := readTable(ctx, v.tx, emit, storecopy.Changes.ReadQuery(readColumn),
 		func(rows pgx.Rows) (r storecopy.Change, err error) {
-			err = rows.Scan(&r.Seq, &r.ResourceID, &r.CreatedAt)
+			err = rows.Scan(&r.Seq, &r.ResourceID, &r.CreatedAt, &r.Owner)
 			return r, err
 		},
 		func(rows []storecopy.Change) storecopy.Batch { return storecopy.Batch{Changes: rows} },

@@ -22,7 +22,8 @@
 //     entry to change_log and NOTIFY berth_resource_changes. The agent's own writes (status, state, config, leases, and
 //     pinning a provisioner that was unset) log nothing, so the agent never wakes itself.
 //     An INSERT's rows are logged, change log and 'created' events, once per statement
-//     (migration 0024).
+//     (migration 0024). Each entry carries the row's owner (a removal's: the removed row's;
+//     migration 0028), so that the watchers' reads need not look it up.
 //   - DELETE does not remove the row: it becomes a delete request (status deleting, reason
 //     DeleteRequested, "delete requested"; so does an UPDATE to deleting that names no
 //     reason), so the environ frees what it holds first. The agent removes the

@@ -201,7 +201,7 @@ func listQuotas(ctx context.Context, q querier, f domain.QuotaFilter) ([]domain.
 func wakeQuotaWaiters(ctx context.Context, tx pgx.Tx, owner, provisioner string) error {
 	tag, err := tx.Exec(ctx, `
 		WITH woken AS (`+backend.WakeQuotaWaitersSQL+`)
-		INSERT INTO change_log (resource_id) SELECT id FROM woken`, owner, provisioner)
+		INSERT INTO change_log (resource_id, owner) SELECT id, $1 FROM woken`, owner, provisioner)
 	if err != nil || tag.RowsAffected() == 0 {
 		return err
 	}

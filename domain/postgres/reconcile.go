@@ -226,9 +226,9 @@ func (s *State) HandOverResource(ctx context.Context, id string, lease domain.Le
 			WITH released AS (
 				UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL
 				 WHERE id = $1 AND lease_holder = $2 AND lease_token = $3
-				RETURNING id
+				RETURNING id, owner
 			)
-			INSERT INTO change_log (resource_id) SELECT id FROM released`, uid, lease.Holder, lease.Token)
+			INSERT INTO change_log (resource_id, owner) SELECT id, owner FROM released`, uid, lease.Holder, lease.Token)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}

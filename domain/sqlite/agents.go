@@ -107,7 +107,7 @@ func (s *State) resign(ctx context.Context, id string, session int64) error {
 			return backend.SessionEnded(id, session)
 		}
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO change_log (resource_id) SELECT id FROM resources WHERE lease_holder = $1`, id); err != nil {
+			INSERT INTO change_log (resource_id, owner) SELECT id, owner FROM resources WHERE lease_holder = $1`, id); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `

@@ -32,7 +32,7 @@ func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]dom
 		limit = -1 // no limit
 	}
 	return s.changes(ctx, "read changes after "+strconv.FormatInt(after, 10),
-		`SELECT c.seq, c.resource_id, coalesce(r.owner, '') FROM change_log c LEFT JOIN resources r ON r.id = c.resource_id
+		`SELECT c.seq, c.resource_id, `+backend.ChangeOwnerSQL+` FROM change_log c
 		  WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limit)
 }
 
@@ -48,7 +48,7 @@ func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, e
 		args[i] = seq
 	}
 	return s.changes(ctx, "read changes by sequence",
-		`SELECT c.seq, c.resource_id, coalesce(r.owner, '') FROM change_log c LEFT JOIN resources r ON r.id = c.resource_id
+		`SELECT c.seq, c.resource_id, `+backend.ChangeOwnerSQL+` FROM change_log c
 		  WHERE c.seq IN (`+strings.Join(placeholders, ", ")+`) ORDER BY c.seq`, args...)
 }
 

@@ -215,7 +215,7 @@ func (v copyView) Read(ctx context.Context, emit func(storecopy.Batch) error) er
 	if err := readTable(ctx, v.tx, emit, storecopy.Changes.ReadQuery(readColumn),
 		func(rows *sql.Rows) (r storecopy.Change, err error) {
 			var created string
-			if err = rows.Scan(&r.Seq, &r.ResourceID, &created); err != nil {
+			if err = rows.Scan(&r.Seq, &r.ResourceID, &created, &r.Owner); err != nil {
 				return r, err
 			}
 			t := timeReader{}

@@ -160,6 +160,7 @@ func testResignLogsAChangePerLease(t *testing.T, b *Backend) {
 	if !slices.Equal(got, want) {
 		t.Errorf("changes logged by the resignation: %v; want %v, the resources whose leases it cleared", got, want)
 	}
+	expectChangesOwned(t, b)
 }
 
 func testHandOverLogsAChange(t *testing.T, b *Backend) {
@@ -179,6 +180,7 @@ func testHandOverLogsAChange(t *testing.T, b *Backend) {
 	if got := changesSince(t, b, seq); len(got) != 1 || got[0] != r.ID {
 		t.Errorf("the hand-over logged %v; want one change of %s", got, r.ID)
 	}
+	expectChangesOwned(t, b)
 	if holder := leaseHolder(t, b, r.ID); holder != "" {
 		t.Errorf("lease held by %q after the hand-over; want none", holder)
 	}

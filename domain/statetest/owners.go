@@ -214,4 +214,49 @@ func testChangesCarryOwners(t *testing.T, b *Backend) {
 			t.Errorf("ChangesIn: %+v, want owner %q", c, owners[c.ResourceID])
 		}
 	}
+
+	// A removal's entry carries the removed row's owner, which no read of resources can give.
+	from = changes[len(changes)-1].Seq
+	if _, err := b.UpdateResourceArgs(ctx, a.ID, map[string]any{"v": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RequestDelete(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.FinalizeDelete(ctx, a.ID, mustClaim(t, b, a.ID, "agent-a")); err != nil {
+		t.Fatal(err)
+	}
+	changes, err = b.ChangesAfter(ctx, from, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 3 || changes[0].Owner != "alice" || changes[1].Owner != "alice" || changes[2].Owner != "alice" {
+		t.Fatalf("changes of the update, the delete and the removal %+v: want three of alice's", changes)
+	}
+	expectChangesOwned(t, b)
+
+	// An entry written without an owner, as every entry was before the owner was logged,
+	// reads its resource's owner now, and "" once the row is gone.
+	from = changes[len(changes)-1].Seq
+	e := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "e", Owner: "erin"})
+	mustExec(t, b, `INSERT INTO change_log (resource_id) VALUES ($1)`, e.ID)
+	mustExec(t, b, `INSERT INTO change_log (resource_id) VALUES ($1)`, a.ID)
+	changes, err = b.ChangesAfter(ctx, from, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 3 || changes[1].ResourceID != e.ID || changes[1].Owner != "erin" ||
+		changes[2].ResourceID != a.ID || changes[2].Owner != "" {
+		t.Fatalf("changes %+v: want %s's creation and an entry without owner of erin's, then one of removed %s of ''", changes, e.ID, a.ID)
+	}
+}
+
+// expectChangesOwned fails t unless every change-log entry was written with its owner, so
+// that no read has to look it up.
+func expectChangesOwned(t *testing.T, b *Backend) {
+	t.Helper()
+	var unowned int
+	if err := b.QueryRow(testContext(t), `SELECT count(*) FROM change_log WHERE owner IS NULL`).Scan(&unowned); err != nil || unowned != 0 {
+		t.Errorf("change-log entries written without their owner: %d, %v; want none", unowned, err)
+	}
 }

@@ -237,6 +237,7 @@ func testQuotaChangeWakesItsWaiters(t *testing.T, b *Backend) {
 	if ids := changesSince(t, b, seq); len(ids) != 1 || ids[0] != r.ID {
 		t.Fatalf("changes = %v, want the waiting resource", ids)
 	}
+	expectChangesOwned(t, b)
 	lease = mustClaim(t, b, r.ID, "agent-1")
 	if _, err := b.AdmitResource(ctx, r.ID, lease, domain.Admission{Provisioner: "pool", Units: 1}); err != nil {
 		t.Fatalf("admit after the quota rose: %v", err)

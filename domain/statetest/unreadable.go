@@ -99,6 +99,7 @@ func testUnreadableRowsAreReadOneByOne(t *testing.T, b *Backend) {
 	if err != nil || len(changes) != 1 || changes[0].ResourceID != badConfig.ID {
 		t.Fatalf("changes after marking = %v, %v; want one of bad-config, for the provisioner to take it over", changes, err)
 	}
+	expectChangesOwned(t, b)
 
 	claim, err := b.ClaimResource(ctx, badState.ID, "agent-a", ttl)
 	if err != nil {

@@ -158,6 +158,7 @@ type Change struct {
 	Seq        int64
 	ResourceID string
 	CreatedAt  time.Time
+	Owner      *string // nil for an entry written without one (before migration 0028)
 }
 
 // CapacitySample is a row of capacity_samples.
@@ -254,7 +255,7 @@ var columns = map[Table][]string{
 		"admitted_provisioner", "admitted_units"},
 	Reservations:     {"provisioner", "resource_id", "owner", "host", "slots", "created_at", "updated_at"},
 	Events:           {"seq", "resource_id", "at", "kind", "status", "message"},
-	Changes:          {"seq", "resource_id", "created_at"},
+	Changes:          {"seq", "resource_id", "created_at", "owner"},
 	CapacitySamples:  {"at", "provisioner", "host", "unit", "total", "used", "down"},
 	CapacityWarnings: {"provisioner", "kind", "active", "message", "since", "updated_at"},
 	ProvisionerSpecs: {"provisioner", "fingerprint", "applied_at"},
@@ -309,7 +310,7 @@ func (b Batch) Values() [][]any {
 		out = append(out, []any{r.Seq, r.ResourceID, r.At, r.Kind, r.Status, r.Message})
 	}
 	for _, r := range b.Changes {
-		out = append(out, []any{r.Seq, r.ResourceID, r.CreatedAt})
+		out = append(out, []any{r.Seq, r.ResourceID, r.CreatedAt, r.Owner})
 	}
 	for _, r := range b.CapacitySamples {
 		out = append(out, []any{r.At, r.Provisioner, r.Host, r.Unit, r.Total, r.Used, r.Down})
