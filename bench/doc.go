@@ -238,6 +238,34 @@
 // groups (its reads and round trips per runtime grow: 300 against 166 us of agent CPU per
 // runtime served), and every agent reads every change.
 //
+// The change log carries each entry's owner (build 5cc7de8, migration 0028). Every agent's
+// watcher reads every entry and routes it to its owner's fair queue; the read looked each
+// owner up in resources (a page of 1,000 at idle: 3.9 ms with the lookups, 0.48 ms without).
+// The writer has the row at hand, so the entry now takes the owner with it, and the read looks
+// up only entries written without one (before the migration). Three agents, three bursts of
+// 3,000 each, pg_stat_statements: the server's time for the reads of the burst's 9,003
+// entries fell from 195 to 72 ms, 7.2 to 2.7 us an entry (three reads of each). The
+// throughput with three agents and the fairness runs did not move beyond this machine's
+// noise: four fresh single bursts each, one agent 873 to 940 ms and three 1.16 to 1.37 s
+// (0.72x, as before); B behind A's burst is bimodal, about 6 ms or 50 to 150 ms, in the
+// build before, this one and this one reading the owners the old way alike. A profile of
+// five bursts of 3,000 (the agents' CPU profiles, the bursts inserted with psql) put three
+// agents' CPU at 230 us a runtime against one agent's 179 us, the reconciles' share the same
+// (2.0 s each side): the rest is each agent's watcher, loop and scheduler.
+//
+// Where three agents lose, as measured after that change. Neither the agents' CPU nor the
+// database's room is the limit: at --concurrency 6 each, three agents drained 3,000 in 1.78
+// to 2.16 s against one agent's 1.51 to 1.58 s at 6, while one agent at 16 took 0.88 to
+// 1.10 s. Nor is the usage-first path: one agent forced onto it (a temporary switch, not
+// kept) drained in 0.98 to 1.33 s against 0.92 to 1.09 s guessing. Sampling the server's
+// sessions every 10 ms through a burst of 20,000 (concurrency 6 each) shows it: with three
+// agents 85 of 334 active sessions waited on the pool's advisory lock and 41 were committing
+// (a group commits holding it), with one agent 1 of 132. Every group of every agent takes
+// the one lock per pool for its room check, its reservations and its commit, and three
+// agents' groups are smaller and queue for it in turn. The lead: let each host's usage row
+// carry the room check (a conditional update, which a concurrent writer of the same host
+// waits for and sees), so that groups on different hosts need no common lock.
+//
 // What made the difference in the build before (15c711f), each measured on its own (the idle
 // figures on 2,000 rows of one statement, the A/B ones alternating 20,000-runtime bursts at
 // concurrency 256): the group's update writes its ready events itself and the history trigger
@@ -414,7 +442,8 @@
 //     change-log row about 100 B (kept --change-log-retention, 24 hours): about 2 GB.
 //   - Watcher fan-out: one change-log row per client write and one NOTIFY per client
 //     statement, none for the agents' writes; each agent reads the change log in pages of
-//     1,000, so 1,000,000 client writes cost each agent 1,000 page reads. Once a minute each
+//     1,000, so 1,000,000 client writes cost each agent 1,000 page reads (each entry carries
+//     its owner: about 2.7 ms of server time a page under a burst, 2.7 s for the 1,000,000). Once a minute each
 //     agent also lists the resources that need attention and that nothing wrote for a minute
 //     (a change its watcher may have missed): through a backlog that takes longer, one query
 //     of up to 100,000 ids a minute, which join themselves where they wait.
