@@ -443,10 +443,10 @@
 //   - Watcher fan-out: one change-log row per client write and one NOTIFY per client
 //     statement, none for the agents' writes; each agent reads the change log in pages of
 //     1,000, so 1,000,000 client writes cost each agent 1,000 page reads (each entry carries
-//     its owner: about 2.7 ms of server time a page under a burst, 2.7 s for the 1,000,000). Once a minute each
-//     agent also lists the resources that need attention and that nothing wrote for a minute
-//     (a change its watcher may have missed): through a backlog that takes longer, one query
-//     of up to 100,000 ids a minute, which join themselves where they wait.
+//     its owner: about 2.7 ms of server time a page under a burst, 2.7 s for the 1,000,000).
+//     Once a minute each agent also lists the resources that need attention and that nothing
+//     wrote for a minute (a change its watcher may have missed): through a backlog that takes
+//     longer, one query of up to 100,000 ids a minute, which join themselves where they wait.
 //   - A restart on a backlog of 1,000,000 reads a page of 1,000 at a time and queues at most
 //     1,000: the first reconcile within a second, memory flat (measured at 20,000 and 100,000).
 //   - The health checks compete with provisioning for the same cores: the burst of 100,000

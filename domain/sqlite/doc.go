@@ -15,10 +15,9 @@
 // SQL (the sqlite3 shell, a script) gets the behaviour the CLI gets: an args or labels change
 // bumps generation and resets the retry bookkeeping, desired-state changes (the controls
 // paused, hibernate and retry_requested_at included) are logged to change_log with the row's
-// owner, a DELETE
-// becomes a delete request, a started resource keeps its provisioner, status changes and
-// controls are recorded as events, slot reservations keep the slot usage tables in
-// step, and times written in any form SQLite reads are stored in the one sortable form. What PostgreSQL does with SET LOCAL berth.* (the agent's
+// owner, a DELETE becomes a delete request, a started resource keeps its provisioner,
+// status changes and controls are recorded as events, slot reservations keep the slot usage
+// tables in step, and times written in any form SQLite reads are stored in the one sortable form. What PostgreSQL does with SET LOCAL berth.* (the agent's
 // finalizing delete, a health check's writes) is done with a row in write_intents.
 //
 // # Connections
