@@ -3,8 +3,8 @@
 -- Every agent's watcher reads every entry, and routes it to its owner's fair queue. The read
 -- looked the owner up in resources for each entry: on an idle server a page of 1,000 entries
 -- took 3.9 ms with the lookups and 0.48 ms without, and with three agents on one database a
--- burst's entries were looked up three times over, while another owner's one change waited
--- behind them. The writer has the row at hand, so the entry now takes the owner with it.
+-- burst's entries were looked up three times over. The writer has the row at hand, so the
+-- entry now takes the owner with it.
 --
 -- A removal's entry carries the removed row's owner (the read could only give '' for it).
 -- Entries written before this migration, and any written without an owner, keep owner NULL:
