@@ -373,6 +373,11 @@ type SlotRequest struct {
 	// transaction provision the resource whole and record it ready (see InstantProvision).
 	// Nil for none.
 	Instant *InstantProvision
+	// HostSlots returns how many slots host has in all (0: none, or not configured): what
+	// the store holds every reservation that adds slots to a host to, against every other
+	// committed one, whatever the usage pick was shown (see SlotStore). It must agree with
+	// pick's idea of a host's slots, and must not block or do I/O.
+	HostSlots func(host string) int
 }
 
 // InstantProvision makes a reservation the whole of a resource's provisioning, for a broker
@@ -401,12 +406,6 @@ type InstantProvision struct {
 	// Ready returns the record of the resource made ready with reservation res. It runs
 	// inside the transaction: it must not block or do I/O.
 	Ready func(res Reservation) (ReadyRecord, error)
-	// HostSlots returns how many slots host has in all (0: none, or not configured). A
-	// store may pick the host before it takes the provisioner's lock, so that the row's
-	// update is not made under it; it then checks under the lock, against every committed
-	// reservation, that the host still has room, and writes nothing when it has not. It
-	// must not block or do I/O.
-	HostSlots func(host string) int
 	// Recorded, when not nil, is set to the row as recorded ready.
 	Recorded *Resource
 	// ReadyAt, when not nil, is set to the row's ready_at as recorded. A caller that needs
@@ -449,14 +448,20 @@ type HostUsage struct {
 	OwnerResources int // how many of the requesting owner's resources the host holds
 }
 
-// PickHost chooses a host for req given the current usage of every host that holds a
+// PickHost chooses a host for req given the committed usage of every host that holds a
 // reservation of the provisioner (hosts with none are absent). existing is the resource's
 // current reservation, or nil. It returns the host, or an error wrapping ErrNoCapacity.
-// It runs inside the reservation's transaction: it must not block or do I/O.
+// It runs inside the reservation's transaction: it must not block or do I/O. It may be
+// called more than once for one request: again on the new usage, when another
+// reservation filled the host it chose before this one committed.
 type PickHost func(req SlotRequest, existing *Reservation, usage []HostUsage) (string, error)
 
 // SlotStore keeps slot reservations so that no two reconciles, in one agent or in several,
-// can ever overfill a host.
+// can ever overfill a host: a reservation that adds slots to a host is written only while
+// the host, with every other committed reservation, holds no more than
+// SlotRequest.HostSlots gives. A store may show pick a usage that a concurrent reservation
+// changes before this one commits; it then writes nothing of this one and asks pick again on
+// the usage as committed.
 //
 // Reservations are fenced by the resource's lease, checked in the reservation's own
 // transaction with the resource row locked against a claim: a write under a lease applies
@@ -469,9 +474,9 @@ type PickHost func(req SlotRequest, existing *Reservation, usage []HostUsage) (s
 // under the same lock: otherwise it gives an error wrapping ErrStale (ErrNotFound when the
 // row is gone) and reserves nothing.
 type SlotStore interface {
-	// ReserveSlots atomically records (or resizes) req's reservation on the host pick chooses,
-	// serialised per provisioner. When the existing reservation already has req.Slots it is
-	// returned without calling pick.
+	// ReserveSlots atomically records (or resizes) req's reservation on the host pick
+	// chooses. When the existing reservation already has req.Slots it is returned without
+	// calling pick.
 	ReserveSlots(ctx context.Context, req SlotRequest, pick PickHost) (Reservation, error)
 	// ReleaseSlots removes the resource's reservation under lease (nil: none); a missing
 	// one is not an error.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func TestCapacityUsedSlotsAreLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := decodeResource(t, c.mustRun("resource", "create", "--type", "runtime", "--name", "hello", "--owner", "demo", "--provisioner", "dev", "--arg", "slots=2", "-o", "json"))["id"].(string)
-	if _, err := c.st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "dev", ResourceID: id, Owner: "demo", Slots: 2},
+	if _, err := c.st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "dev", ResourceID: id, Owner: "demo", Slots: 2, HostSlots: func(string) int { return math.MaxInt32 }},
 		func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 			return "http://a", nil
 		}); err != nil {

@@ -60,14 +60,20 @@
 //
 // # Slots
 //
-// ReserveSlots serialises reservations per provisioner with a transaction-scoped advisory
-// lock, so the host choice (made by the caller's PickHost inside the transaction) always sees
-// every committed reservation and no host is ever overfilled, by one agent or several. The
-// usage it shows PickHost is read from slot_host_usage and slot_owner_usage (one row per
-// host), not added up from the reservations, and the transaction takes two pipelined round
-// trips (open, lock and read; write and commit), so the lock is held briefly whatever the
-// number of reservations. The first also locks the resource row FOR SHARE and reads its
-// lease, so a reservation made under a lease the row no longer has (or under none while
-// someone holds one) is rolled back before PickHost is asked; ReleaseSlots checks the same
-// way in its own transaction.
+// ReserveSlots holds no lock across a provisioner. The host choice (made by the caller's
+// PickHost inside the transaction) is shown the usage committed when the transaction read it,
+// from slot_host_usage and slot_owner_usage (one row per host), not added up from the
+// reservations. The reservations are written, and then, in the same round trip, every host
+// they add slots to is checked against the slots the request gives it (hostRoomSQL): the
+// write's trigger has updated the host's usage row, so the transaction holds that row's lock
+// to its end and the check sees every reservation committed before it with its own, which is
+// exactly what the host holds when it commits. A reservation of another transaction on the
+// same host waits for that lock and is checked after it; one that finds its host filled
+// since its pick is rolled back and picked again on the new usage. So no host is ever
+// overfilled, by one agent or several, and reservations on different hosts never wait for
+// each other. The transaction takes two pipelined round trips (open and read; write, check
+// and commit). The first also locks the resource row FOR SHARE and reads its lease, so a
+// reservation made under a lease the row no longer has (or under none while someone holds
+// one) is rolled back before PickHost is asked; ReleaseSlots checks the same way in its own
+// transaction.
 package postgres

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -152,13 +153,14 @@ func (s *State) reservations(provisioner string) *backend.Group[*reserveCall] {
 	return g
 }
 
-// runReservations makes a group of one provisioner's reservations in one transaction, under
-// one hold of the provisioner's lock: the first round trip takes the lock, reads every
-// resource's lease (FOR SHARE, in id order) and reservation and the usage of the hosts; then
-// each call is picked a host in turn on the usage the picks before it left, and the second
-// round trip writes the reservations and commits. A call the lease refuses, or that finds no
-// room, writes nothing and gets its error; when the transaction fails as a whole, each call
-// runs alone.
+// runReservations makes a group of one provisioner's reservations in one transaction: the
+// first round trip reads every resource's lease (FOR SHARE, in id order) and reservation and
+// the usage of the hosts; then each call is picked a host in turn on the usage the picks
+// before it left, and the second round trip writes the reservations (in host order, so that
+// two groups update the hosts' usage rows in the same order), checks the room of every host
+// they add slots to (hostRoomSQL) and commits. A call the lease refuses, or that finds no
+// room, writes nothing and gets its error; when the transaction fails as a whole (a host
+// that filled meanwhile included), each call runs alone.
 func (s *State) runReservations(ctx context.Context, calls []*reserveCall) {
 	slices.SortStableFunc(calls, func(a, b *reserveCall) int { return bytes.Compare(a.uid.Bytes[:], b.uid.Bytes[:]) })
 	conn, err := s.pool.Acquire(ctx)
@@ -181,7 +183,6 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 	existing := make(map[[16]byte]domain.Reservation)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
 	for _, c := range group {
 		queueFence(b, c.uid, c.req.Lease, c.req.Checked, &c.fenceErr)
 	}
@@ -190,7 +191,12 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
-	b = &pgx.Batch{}
+	type write struct {
+		c    *reserveCall
+		host string
+	}
+	var writes []write
+	added := newHostsAdded()
 	for _, c := range group {
 		if c.fenceErr != nil {
 			c.err = c.fenceErr
@@ -215,6 +221,13 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 			continue
 		}
 		usage.move(c.req, current, host)
+		added.write(c.req, current, host)
+		writes = append(writes, write{c, host})
+	}
+	slices.SortStableFunc(writes, func(a, b write) int { return strings.Compare(a.host, b.host) })
+	b = &pgx.Batch{}
+	for _, w := range writes {
+		c, host := w.c, w.host
 		b.Queue(upsertReservationSQL, provisioner, c.uid, c.req.Owner, host, c.req.Slots).QueryRow(func(row pgx.Row) error {
 			var err error
 			if c.out, err = scanReservation(row); err != nil {
@@ -223,6 +236,7 @@ func reserveGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall) e
 			return nil
 		})
 	}
+	added.queueCheck(b, provisioner)
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return err

@@ -10,21 +10,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
 // instantLanes is how many groups of one provisioner's one-transaction provisions may be in
-// flight at once. Their rows are updated outside the provisioner's lock, so groups in
-// flight together update rows in parallel and queue only for the reservations.
+// flight at once. Groups in flight together update their rows in parallel, and queue only
+// for the usage rows of the hosts they share, from their reservations' write to their commit.
 const instantLanes = 4
 
 // instants returns the group a one-transaction provision of provisioner's joins: the first
 // lane whose next group is not full yet. Under light load every call takes the first lane,
-// so that groups stay large and one agent holds the provisioner's lock once per group; a
-// lane spills into the next only once it has a full group waiting.
+// so that groups stay large and the hosts' usage rows are written once per group; a lane
+// spills into the next only once it has a full group waiting.
 func (s *State) instants(provisioner string) *backend.Group[*reserveCall] {
 	lanes := s.instantLanes(provisioner)
 	for _, g := range lanes.groups[:instantLanes-1] {
@@ -142,23 +141,17 @@ func (s *State) provisionAlone(ctx context.Context, call *reserveCall) (domain.R
 	return call.out, call.err
 }
 
-// errHostFilled is why a group's transaction is given up: a host picked before the
-// provisioner's lock was taken has no room for what committed meanwhile.
-var errHostFilled = errors.New("a host picked before the provisioner's lock filled meanwhile")
-
 // instantGroupOn provisions the calls' resources whole in one transaction on conn, in two
-// round trips, so that the rows' updates are not made under the provisioner's lock: the
-// first locks every row that is untouched as read (instantLockSQL: one statement, FOR UPDATE
-// in id order; a row that is not, one with a reservation of the provisioner included, is
-// neither locked nor written) and reads the usage of the hosts; each call is then picked a
-// host in turn on the usage the picks before it left; the second records the rows ready,
-// takes the provisioner's lock, writes the reservations once each picked host is found to
-// still have room for what it was picked for against every committed reservation
-// (instantCheckedReservationsSQL), reads the usage so committed and commits. The lock is so
-// held for the statements after it, not across a round trip to the agent. A host without
-// room fails the statement, and so the transaction whole (errHostFilled): the caller rolls
-// it back. A call whose row is not untouched, or that finds no room, writes nothing and
-// gets its error. cache learns the usage the group committed.
+// round trips: the first locks every row that is untouched as read (instantLockSQL: one
+// statement, FOR UPDATE in id order; a row that is not, one with a reservation of the
+// provisioner included, is neither locked nor written) and reads the usage of the hosts;
+// each call is then picked a host in turn on the usage the picks before it left; the second
+// records the rows ready, writes the reservations, checks that each host they add slots to
+// has room for them against every committed reservation (hostRoomSQL), reads the usage so
+// committed and commits. A host without room fails the statement, and so the transaction
+// whole (errHostFilled): the caller rolls it back. A call whose row is not untouched, or
+// that finds no room, writes nothing and gets its error. cache learns the usage the group
+// committed.
 func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int, cache *usageCache) error {
 	provisioner := calls[0].req.Provisioner
 	group, _, owners := distinct(calls)
@@ -201,17 +194,12 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 	}
 	b = &pgx.Batch{}
 	queueInstantReady(b, picked)
-	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
-	queueCheckedReservations(b, provisioner, picked)
+	queueInstantReservations(b, provisioner, picked)
 	committed := make(map[string]int)
 	queueHostUsage(b, provisioner, committed)
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == "slot_host_room" {
-			return fmt.Errorf("%w: %s", errHostFilled, pgErr.Message)
-		}
-		return err
+		return roomRefusal(err)
 	}
 	markRan(group)
 	cache.learn(committed, owners, usage.owned, false)
@@ -219,8 +207,8 @@ func instantGroupOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, s
 }
 
 // errStaleGuess is why a group that picked its hosts on the cached usage is run again
-// reading it first: a pick on the cache found no host, or the usage as committed gives
-// another host than the cache did.
+// reading it first: a pick on the cache found no host, the usage as committed gives another
+// host than the cache did, or a host guessed filled before the group could write there.
 var errStaleGuess = errors.New("the hosts picked on the cached usage are not those the committed usage gives")
 
 // instantWarmOn provisions the calls' resources whole in one transaction on conn, as
@@ -228,14 +216,14 @@ var errStaleGuess = errors.New("the hosts picked on the cached usage are not tho
 // usage the provisioner's last group left (usageCache), and so takes two round trips. The
 // first locks every row that is still untouched as read (in id order, with no reservation
 // of the provisioner) and records it ready on its guessed host in one statement
-// (instantWarmReadySQL), then takes the provisioner's lock and reads the usage as
-// committed. Each recorded call is picked a host again on that usage, in turn, as
-// instantGroupOn would pick it if it had read the usage under the lock; if every pick is
-// the guess, the second round trip writes the reservations and commits. Otherwise nothing
-// is written (errStaleGuess: the caller rolls the transaction back and runs the group again
-// reading the usage first), and so a guess never places a resource elsewhere than the usage
-// under the lock gives, and never on a host without room. A call whose row is not untouched
-// writes nothing and gets domain.ErrNotInstant. cache learns the usage the group committed.
+// (instantWarmReadySQL), then reads the usage as committed. Each recorded call is picked a
+// host again on that usage, in turn, as instantGroupOn would pick it had it read that usage;
+// if every pick is the guess, the second round trip writes the reservations, checks the
+// room of their hosts as instantGroupOn does, and commits. Otherwise nothing is written
+// (errStaleGuess: the caller rolls the transaction back and runs the group again reading
+// the usage first), and so a guess never places a resource elsewhere than the committed
+// usage gives, and never on a host without room. A call whose row is not untouched writes
+// nothing and gets domain.ErrNotInstant. cache learns the usage the group committed.
 func instantWarmOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, schema int, usage groupUsage, cache *usageCache) error {
 	provisioner := calls[0].req.Provisioner
 	group, _, owners := distinct(calls)
@@ -260,7 +248,6 @@ func instantWarmOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, sc
 	b.Queue(`BEGIN`)
 	b.Queue(genericPlansSQL)
 	queueInstantWarmReady(b, guessed, schema)
-	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, provisioner)
 	committed := groupUsage{used: make(map[string]int), owned: make(map[ownerHost]int)}
 	queueUsage(b, provisioner, owners, committed)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
@@ -288,6 +275,9 @@ func instantWarmOn(ctx context.Context, conn *pgx.Conn, calls []*reserveCall, sc
 	queueInstantReservations(b, provisioner, recorded)
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		if err := roomRefusal(err); errors.Is(err, errHostFilled) {
+			return fmt.Errorf("%w: %w", errStaleGuess, err)
+		}
 		return err
 	}
 	markRan(group)

@@ -24,7 +24,7 @@ import (
 // quota, no reservation of provisioner yet, and a schema no newer than version schema. A
 // lease whose holder is a dead agent is left to the claim, which reports the takeover. The
 // conditions are the lookup's WHERE, so that a row another agent holds is not locked: its
-// holder's reservation, under the provisioner's lock, waits for none of these. Each row is
+// holder's reservation waits for none of these. Each row is
 // looked up on its own (LATERAL), by primary key, in the order given: joined with the
 // array, a plan may read every pending row through the index of rows needing attention, and
 // lock in its own order. The arguments are the statement's placeholders.
@@ -328,7 +328,9 @@ func eachReturned(rows pgx.Rows, byID map[[16]byte]*reserveCall, what string, sc
 }
 
 // instantReservationsSQL writes the reservations of a group's resources ($2[i] of owner
-// $3[i] on host $4[i], $5[i] slots) on provisioner $1 in one statement.
+// $3[i] on host $4[i], $5[i] slots) on provisioner $1 in one statement. Its trigger adds
+// them to the hosts' usage rows in host order (0023), so that two groups that share hosts
+// lock their rows in the same order.
 const instantReservationsSQL = `
 	INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
 	SELECT $1, r.resource_id, r.owner, r.host, r.slots
@@ -337,65 +339,22 @@ const instantReservationsSQL = `
 	   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
 	RETURNING provisioner, resource_id::text, owner, host, slots`
 
-// instantCheckedReservationsSQL is instantReservationsSQL for a group whose hosts were
-// picked before the provisioner's lock was taken, run under the lock: it first checks that
-// each host it puts reservations on ($4) has room for all of them against every committed
-// reservation and the host's slots ($7[i] of host $6[i]; a host not given has none), and
-// fails with a check violation of slot_host_room naming the first host that has not
-// (berth_host_has_room, 0025). The check is made before any row is written. Each picked
-// host's usage is looked up by key, so that the plan the server caches reads as many rows of
-// slot_host_usage as the group has hosts, not the provisioner's every host.
-const instantCheckedReservationsSQL = `
-	WITH picked AS (
-	SELECT r.resource_id, r.owner, r.host, r.slots
-	  FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int[]) AS r(resource_id, owner, host, slots)
-	), roomy AS (
-	SELECT bool_and(berth_host_has_room($1, n.host,
-	           coalesce((SELECT u.slots FROM slot_host_usage u WHERE u.provisioner = $1 AND u.host = n.host), 0),
-	           n.slots, coalesce(c.slots, 0))) AS ok
-	  FROM (SELECT host, sum(slots) AS slots FROM picked GROUP BY host) AS n
-	  LEFT JOIN unnest($6::text[], $7::bigint[]) AS c(host, slots) ON c.host = n.host
-	)
-	INSERT INTO slot_reservations (provisioner, resource_id, owner, host, slots)
-	SELECT $1, p.resource_id, p.owner, p.host, p.slots FROM picked p, roomy WHERE roomy.ok
-	ON CONFLICT (provisioner, resource_id) DO UPDATE
-	   SET owner = EXCLUDED.owner, host = EXCLUDED.host, slots = EXCLUDED.slots, updated_at = now()
-	RETURNING provisioner, resource_id::text, owner, host, slots`
-
-// queueCheckedReservations queues instantCheckedReservationsSQL for the picked calls, with
-// the slots of each host they were picked, and sets each call's reservation to the one
-// written.
-func queueCheckedReservations(b *pgx.Batch, provisioner string, picked []*reserveCall) {
-	var hosts []string
-	var capacities []int64
-	for _, c := range picked {
-		if !slices.Contains(hosts, c.out.Host) {
-			hosts = append(hosts, c.out.Host)
-			capacities = append(capacities, int64(c.req.Instant.HostSlots(c.out.Host)))
-		}
-	}
-	queueReservationsOf(b, instantCheckedReservationsSQL, provisioner, picked, hosts, capacities)
-}
-
 // queueInstantReservations queues instantReservationsSQL for the picked calls, and sets each
-// call's reservation to the one written.
+// call's reservation to the one written, then the check of their hosts' room (hostRoomSQL).
 func queueInstantReservations(b *pgx.Batch, provisioner string, picked []*reserveCall) {
-	queueReservationsOf(b, instantReservationsSQL, provisioner, picked)
-}
-
-// queueReservationsOf queues query, instantReservationsSQL or a statement of its parameters
-// and more, for the picked calls, and sets each call's reservation to the one written.
-func queueReservationsOf(b *pgx.Batch, query, provisioner string, picked []*reserveCall, more ...any) {
 	ids, owners, hosts, slots := make([]pgtype.UUID, len(picked)), make([]string, len(picked)), make([]string, len(picked)), make([]int64, len(picked))
 	byID := make(map[[16]byte]*reserveCall, len(picked))
+	added := newHostsAdded()
 	for i, c := range picked {
 		ids[i], owners[i], hosts[i], slots[i] = c.uid, c.req.Owner, c.out.Host, int64(c.req.Slots)
 		byID[c.uid.Bytes] = c
+		added.write(c.req, nil, c.out.Host)
 	}
-	b.Queue(query, append([]any{provisioner, ids, owners, hosts, slots}, more...)...).Query(func(rows pgx.Rows) error {
+	b.Queue(instantReservationsSQL, provisioner, ids, owners, hosts, slots).Query(func(rows pgx.Rows) error {
 		return eachPicked(rows, byID, "record the reservations", func(row pgx.Row) (string, func(*reserveCall), error) {
 			res, err := scanReservation(row)
 			return res.ResourceID, func(c *reserveCall) { c.out = res }, err
 		})
 	})
+	added.queueCheck(b, provisioner)
 }

@@ -19,9 +19,9 @@ const maxGuessPause = 64
 // owner's resources each host holds. A group that runs alone picks its hosts on it before
 // its transaction begins, so that it need not read the usage while its rows are locked: on
 // an idle agent that read was a fifth of the time from a resource's insert to its ready
-// record. A pick on the cache is only a guess: the group checks each one under the
-// provisioner's lock against the usage as committed (instantWarmOn), and writes nothing
-// unless every guess is what that usage gives. So what the cache holds never changes where
+// record. A pick on the cache is only a guess: the group checks each one against the usage
+// as committed (instantWarmOn), and writes nothing unless every guess is what that usage
+// gives and its host still has room when written. So what the cache holds never changes where
 // a resource goes or overfills a host; a stale guess costs the group a second transaction,
 // and each stale guess in a row doubles the groups that read the usage first before the
 // next guess (up to maxGuessPause), so that agents that keep changing the usage under each

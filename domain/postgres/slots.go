@@ -13,22 +13,25 @@ import (
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// ReserveSlots records or resizes req's reservation on the host pick chooses. Reservations of
-// one provisioner are serialised by a transaction-scoped advisory lock, so pick always sees
-// every committed reservation. Errors from pick are returned wrapped (errors.Is still sees
-// domain.ErrNoCapacity).
+// ReserveSlots records or resizes req's reservation on the host pick chooses. pick is shown
+// the usage committed when the transaction read it, and the reservation is written only while
+// its host, with every reservation committed by then, holds no more than req.HostSlots gives
+// it (hostRoomSQL); when another reservation filled the host first, the transaction is rolled
+// back and made again on the new usage, up to maxRoomTries times. Errors from pick are
+// returned wrapped (errors.Is still sees domain.ErrNoCapacity).
 //
-// It takes two round trips, so the lock is held for little more than one: the first opens
-// the transaction, takes the lock, locks the resource row against a claim (FOR SHARE) and
-// reads its lease, the resource's reservation and the usage of the provisioner's hosts (one
-// row per host, from slot_host_usage and slot_owner_usage, which the reservations' trigger
-// keeps); the second writes the reservation and commits. A lease that refuses the write
-// (see domain.SlotStore) rolls the transaction back before pick is called.
+// It takes two round trips: the first opens the transaction, locks the resource row against
+// a claim (FOR SHARE) and reads its lease, the resource's reservation and the usage of the
+// provisioner's hosts (one row per host, from slot_host_usage and slot_owner_usage, which
+// the reservations' trigger keeps); the second writes the reservation, checks its host's
+// room and commits. A lease that refuses the write (see domain.SlotStore) rolls the
+// transaction back before pick is called. No lock is held across the provisioner: a
+// reservation waits only for one of another transaction on the same host, from that one's
+// write to its commit.
 //
-// Concurrent reservations of one provisioner share that transaction and that hold of the
-// lock (runReservations): under load the lock is held for two round trips per group, not
-// per reservation, which is what bounds a pool's provisioning rate. A group that fails as a
-// whole runs each reservation alone, as described above.
+// Concurrent reservations of one provisioner share that transaction (runReservations), so
+// that under load the round trips are paid per group, not per reservation. A group that
+// fails as a whole runs each reservation alone, as described above.
 func (s *State) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
 	if err := backend.CheckSlotRequest(req); err != nil {
 		return domain.Reservation{}, err
@@ -66,11 +69,16 @@ func (s *State) reserveSlots(ctx context.Context, req domain.SlotRequest, uid pg
 		return domain.Reservation{}, err
 	}
 	defer conn.Release()
-	out, err := reserveOn(ctx, conn.Conn(), req, uid, pick)
-	if err != nil {
+	for try := 1; ; try++ {
+		out, err := reserveOn(ctx, conn.Conn(), req, uid, pick)
+		if err == nil {
+			return out, nil
+		}
 		rollback(conn.Conn())
+		if !errors.Is(err, errHostFilled) || try == maxRoomTries {
+			return domain.Reservation{}, err
+		}
 	}
-	return out, err
 }
 
 // reserveOn runs ReserveSlots's transaction on conn; on an error the caller rolls it back.
@@ -83,7 +91,6 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 	)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('berth.slots:' || $1, 0))`, req.Provisioner)
 	queueFence(b, uid, req.Lease, req.Checked, &fenceErr)
 	b.Queue(`
 		SELECT provisioner, resource_id::text, owner, host, slots
@@ -137,6 +144,8 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 		return domain.Reservation{}, fmt.Errorf("the host picker chose no host")
 	}
 	var out domain.Reservation
+	added := newHostsAdded()
+	added.write(req, current, host)
 	b = &pgx.Batch{}
 	b.Queue(upsertReservationSQL, req.Provisioner, uid, req.Owner, host, req.Slots).QueryRow(func(row pgx.Row) error {
 		var err error
@@ -145,9 +154,10 @@ func reserveOn(ctx context.Context, conn *pgx.Conn, req domain.SlotRequest, uid 
 		}
 		return nil
 	})
+	added.queueCheck(b, req.Provisioner)
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return domain.Reservation{}, err
+		return domain.Reservation{}, roomRefusal(err)
 	}
 	return out, nil
 }

@@ -29,8 +29,8 @@ func planTestConn(t *testing.T) (context.Context, *pgxpool.Conn, func(sql string
 	}
 }
 
-// A reservation group's lookups (and GetReservations'), and the checked reservations of a
-// one-transaction group that read the usage first, keep reading by key when their generic
+// A reservation group's lookups (and GetReservations'), and the room check of the hosts a
+// transaction's reservations add to, keep reading by key when their generic
 // plan was cached while the tables were nearly empty, as on a new deployment whose tables fill
 // faster than autovacuum analyzes them: each call reads the rows it asks for, not every
 // reservation of the provisioner.
@@ -45,9 +45,8 @@ func TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables(t *testing.T) {
 		{"reservations by id", "slot_reservations", reservationsByIDSQL,
 			`('pool', ARRAY['00000000-0000-0000-0000-000000000001', '00000000-0000-0000-0000-000000000002']::uuid[])`},
 		{"usage by owner", "slot_owner_usage", ownersUsageSQL, `('pool', ARRAY['owner-1', 'owner-2'])`},
-		{"checked reservations", "slot_reservations", instantCheckedReservationsSQL,
-			`('pool', ARRAY['00000000-0000-0000-0000-000000000001', '00000000-0000-0000-0001-000000000002']::uuid[],
-			  ARRAY['owner-1', 'owner-2'], ARRAY['host-1', 'host-2'], ARRAY[1, 1], ARRAY['host-1', 'host-2'], ARRAY[100000, 100000]::bigint[])`},
+		{"host room", "slot_host_usage", hostRoomSQL,
+			`('pool', ARRAY['host-1', 'host-2'], ARRAY[1, 1]::bigint[], ARRAY[100000, 100000]::bigint[])`},
 	}
 	for i, l := range lookups {
 		name := "lookup" + string(rune('a'+i))

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -34,7 +35,7 @@ func BenchmarkProvisionStatic(b *testing.B) {
 				b.Errorf("claim %s: %v (started %v)", id, err, c.Started)
 				return
 			}
-			res, err := st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: c.Resource.Owner, Slots: 1, Lease: &c.Lease}, pick)
+			res, err := st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: c.Resource.Owner, Slots: 1, Lease: &c.Lease, HostSlots: func(string) int { return math.MaxInt32 }}, pick)
 			if err != nil {
 				b.Error(err)
 				return
@@ -130,9 +131,8 @@ func BenchmarkProvisionInstant(b *testing.B) {
 				Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
 					return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{"url": res.Host}}, nil
 				},
-				HostSlots: func(string) int { return 1 << 20 },
 			}
-			req := domain.SlotRequest{Provisioner: "pool", ResourceID: r.id, Owner: r.owner, Slots: 1, Instant: in}
+			req := domain.SlotRequest{Provisioner: "pool", ResourceID: r.id, Owner: r.owner, Slots: 1, Instant: in, HostSlots: func(string) int { return math.MaxInt32 }}
 			if _, err := st.ReserveSlots(ctx, req, pick); err != nil {
 				b.Error(err)
 				return

@@ -37,7 +37,6 @@ func provisionOn(ctx context.Context, s *State, id, owner, host string, slots in
 			Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
 				return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{}}, nil
 			},
-			HostSlots: func(string) int { return 100 },
 		}}
 		read, err := hostUsage(ctx, tx, req)
 		if err != nil {

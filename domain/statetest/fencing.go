@@ -33,7 +33,7 @@ func reservationOf(t *testing.T, b *Backend, id string) *domain.Reservation {
 }
 
 func poolRequest(id string, slots int, lease *domain.Lease) domain.SlotRequest {
-	return domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: "alice", Slots: slots, Lease: lease}
+	return domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: "alice", Slots: slots, Lease: lease, HostSlots: slotsEach(hostCapacity)}
 }
 
 // Once another agent re-claimed a resource, nothing the earlier claim's holder writes under

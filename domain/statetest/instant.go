@@ -29,10 +29,9 @@ func instantProvision(r domain.Resource, recorded *domain.Resource) (domain.Slot
 		Ready: func(res domain.Reservation) (domain.ReadyRecord, error) {
 			return domain.ReadyRecord{State: map[string]any{"host": res.Host}, Config: map[string]any{"endpoint": res.Host}}, nil
 		},
-		HostSlots: func(string) int { return hostCapacity },
-		Recorded:  recorded,
+		Recorded: recorded,
 	}
-	req := domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: r.Owner, Slots: 1, Instant: in}
+	req := domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: r.Owner, Slots: 1, Instant: in, HostSlots: slotsEach(hostCapacity)}
 	return req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return "h1", nil }
 }
 
@@ -120,7 +119,7 @@ func testInstantProvisionNeedsAnUntouchedRow(t *testing.T, b *Backend) {
 		}},
 		{"holding a reservation", func(t *testing.T, r *domain.Resource) {
 			lease := mustClaim(t, b, r.ID, "agent")
-			if _, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: r.Owner, Slots: 1, Lease: &lease},
+			if _, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: r.Owner, Slots: 1, Lease: &lease, HostSlots: slotsEach(hostCapacity)},
 				func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return "h2", nil }); err != nil {
 				t.Fatal(err)
 			}
@@ -279,8 +278,8 @@ func testInstantProvisionOnceUnderContention(t *testing.T, b *Backend) {
 }
 
 // Provisions in one transaction racing for one host, from two stores at once, never
-// overfill it, though a store may pick the host before it takes the provisioner's lock:
-// each resource is either ready with its reservation or untouched with none.
+// overfill it, though a store may pick the host on a usage the other store changes before
+// it commits: each resource is either ready with its reservation or untouched with none.
 func testInstantProvisionNeverOverfills(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	stores := []domain.State{b, b.Reopen(t)}
@@ -367,7 +366,7 @@ func testInstantProvisionSeesWhatAnotherAgentDid(t *testing.T, b *Backend) {
 	var filler []string
 	for i := range hostCapacity - 1 {
 		r := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: fmt.Sprintf("filler-%d", i), Owner: "bob", Args: map[string]any{"slots": 1}})
-		res, err := other.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: "bob", Slots: 1}, picker.pick)
+		res, err := other.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: "bob", Slots: 1, HostSlots: slotsEach(hostCapacity)}, picker.pick)
 		if err != nil {
 			t.Fatal(err)
 		}

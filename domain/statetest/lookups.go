@@ -65,7 +65,7 @@ func testGetReservations(t *testing.T, b *Backend) {
 		if p == "" {
 			continue
 		}
-		res, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: p, ResourceID: r.ID, Owner: "alice", Slots: i + 1}, pick("http://h"+strconv.Itoa(i)))
+		res, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: p, ResourceID: r.ID, Owner: "alice", Slots: i + 1, HostSlots: slotsEach(hostCapacity)}, pick("http://h"+strconv.Itoa(i)))
 		if err != nil {
 			t.Fatal(err)
 		}

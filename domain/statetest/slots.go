@@ -16,6 +16,11 @@ import (
 
 const hostCapacity = 10
 
+// slotsEach is a domain.SlotRequest.HostSlots that gives every host n slots.
+func slotsEach(n int) func(string) int {
+	return func(string) int { return n }
+}
+
 // firstFit picks the first of hosts with room for req, counting req's existing reservation
 // as freed; it records any usage it is shown beyond capacity.
 type firstFit struct {
@@ -82,7 +87,7 @@ func testReserveSlotsNeverOverfillsUnderContention(t *testing.T, b *Backend) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := domain.SlotRequest{Provisioner: "static", ResourceID: uuid.NewString(), Owner: "alice", Slots: 1}
+			req := domain.SlotRequest{Provisioner: "static", ResourceID: uuid.NewString(), Owner: "alice", Slots: 1, HostSlots: slotsEach(hostCapacity)}
 			_, errs[i] = agents[i%len(agents)].ReserveSlots(ctx, req, picker.pick)
 		}()
 	}
@@ -126,7 +131,7 @@ func testReserveSlotsResizesAndReportsUsage(t *testing.T, b *Backend) {
 	picker := &firstFit{hosts: []string{"h1", "h2"}}
 	mine, neighbour, stranger := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	reserve := func(id, owner string, slots int, pick domain.PickHost) (domain.Reservation, error) {
-		return b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "static", ResourceID: id, Owner: owner, Slots: slots}, pick)
+		return b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "static", ResourceID: id, Owner: owner, Slots: slots, HostSlots: slotsEach(hostCapacity)}, pick)
 	}
 	if _, err := reserve(neighbour, "alice", 4, picker.pick); err != nil {
 		t.Fatal(err)
@@ -177,8 +182,12 @@ func testReserveSlotsResizesAndReportsUsage(t *testing.T, b *Backend) {
 	if _, err := reserve(uuid.NewString(), "alice", 0, picker.pick); err == nil {
 		t.Fatal("reserved zero slots")
 	}
-	if _, err := b.ReserveSlots(ctx, domain.SlotRequest{ResourceID: uuid.NewString(), Slots: 1}, picker.pick); err == nil {
+	if _, err := b.ReserveSlots(ctx, domain.SlotRequest{ResourceID: uuid.NewString(), Slots: 1, HostSlots: slotsEach(hostCapacity)}, picker.pick); err == nil {
 		t.Fatal("reserved slots of no provisioner")
+	}
+	var fieldErr *domain.FieldError
+	if _, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "static", ResourceID: uuid.NewString(), Owner: "alice", Slots: 1}, picker.pick); !errors.As(err, &fieldErr) || fieldErr.Field != "hostSlots" {
+		t.Fatalf("reserve without the hosts' slots: err = %v, want a FieldError naming hostSlots", err)
 	}
 	if _, err := reserve(uuid.NewString(), "alice", 1, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 		return "", nil
@@ -209,7 +218,7 @@ var errProbe = errors.New("usage probe: reserve nothing")
 func probeUsage(t *testing.T, st domain.SlotStore, provisioner, owner string) []domain.HostUsage {
 	t.Helper()
 	var seen []domain.HostUsage
-	req := domain.SlotRequest{Provisioner: provisioner, ResourceID: uuid.NewString(), Owner: owner, Slots: 1}
+	req := domain.SlotRequest{Provisioner: provisioner, ResourceID: uuid.NewString(), Owner: owner, Slots: 1, HostSlots: slotsEach(hostCapacity)}
 	_, err := st.ReserveSlots(testContext(t), req, func(_ domain.SlotRequest, _ *domain.Reservation, usage []domain.HostUsage) (string, error) {
 		seen = usage
 		return "", errProbe
@@ -264,7 +273,7 @@ func testSlotUsageFollowsEveryWriter(t *testing.T, b *Backend) {
 	}
 	reserve := func(id, owner string, slots int, pick domain.PickHost) {
 		t.Helper()
-		req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots}
+		req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots, HostSlots: slotsEach(hostCapacity)}
 		if _, err := b.ReserveSlots(ctx, req, pick); err != nil {
 			t.Fatalf("reserve %d slots for %s: %v", slots, owner, err)
 		}
@@ -326,7 +335,7 @@ func testSlotUsageStaysRightUnderContention(t *testing.T, b *Backend) {
 			for round := range rounds {
 				id := uuid.NewString()
 				slots := 1 + (i+round)%3
-				req := domain.SlotRequest{Provisioner: "static", ResourceID: id, Owner: owner, Slots: slots}
+				req := domain.SlotRequest{Provisioner: "static", ResourceID: id, Owner: owner, Slots: slots, HostSlots: slotsEach(hostCapacity)}
 				if _, err := st.ReserveSlots(ctx, req, picker.pick); err != nil {
 					if !errors.Is(err, domain.ErrNoCapacity) {
 						errs <- err
@@ -370,7 +379,7 @@ func testGetReservation(t *testing.T, b *Backend) {
 	pickA := func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 		return "http://a", nil
 	}
-	if _, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: "alice", Slots: 2}, pickA); err != nil {
+	if _, err := b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: r.ID, Owner: "alice", Slots: 2, HostSlots: slotsEach(hostCapacity)}, pickA); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.GetReservation(ctx, "pool", r.ID)
@@ -420,7 +429,7 @@ func testReservedByHost(t *testing.T, b *Backend) {
 	expectReservedByHost(t, b, "before any reservation", "pool")
 	reserve := func(id, owner, host string, slots int) {
 		t.Helper()
-		req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots}
+		req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: owner, Slots: slots, HostSlots: slotsEach(hostCapacity)}
 		if _, err := b.ReserveSlots(ctx, req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 			return host, nil
 		}); err != nil {
@@ -470,7 +479,7 @@ func testOrphanedReservations(t *testing.T, b *Backend) {
 	gone := mustCreate(t, b, runtime("gone"))
 	reserve := func(provisioner, id string) domain.Reservation {
 		t.Helper()
-		req := domain.SlotRequest{Provisioner: provisioner, ResourceID: id, Owner: "alice", Slots: 1}
+		req := domain.SlotRequest{Provisioner: provisioner, ResourceID: id, Owner: "alice", Slots: 1, HostSlots: slotsEach(hostCapacity)}
 		res, err := b.ReserveSlots(ctx, req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 			return "h1", nil
 		})

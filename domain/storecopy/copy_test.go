@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -163,7 +164,7 @@ func populate(t *testing.T, b *backend) {
 			t.Fatalf("admit %s: at %d units; want 2", name, units)
 		}
 		must("release "+name, b.ReleaseResource(ctx, ids[name], leases[name]))
-		_, err = b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: ids[name], Owner: "alice", Slots: 2},
+		_, err = b.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: ids[name], Owner: "alice", Slots: 2, HostSlots: func(string) int { return math.MaxInt32 }},
 			func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return host, nil })
 		must("reserve for "+name, err)
 	}
@@ -639,7 +640,7 @@ func slotUsage(t *testing.T, st *backend, provisioner, owner string) []domain.Ho
 	t.Helper()
 	errProbe := errors.New("probe: reserve nothing")
 	var seen []domain.HostUsage
-	req := domain.SlotRequest{Provisioner: provisioner, ResourceID: "00000000-0000-4000-8000-000000000001", Owner: owner, Slots: 1}
+	req := domain.SlotRequest{Provisioner: provisioner, ResourceID: "00000000-0000-4000-8000-000000000001", Owner: owner, Slots: 1, HostSlots: func(string) int { return math.MaxInt32 }}
 	_, err := st.ReserveSlots(testContext(t), req, func(_ domain.SlotRequest, _ *domain.Reservation, usage []domain.HostUsage) (string, error) {
 		seen = usage
 		return "", errProbe

@@ -123,8 +123,8 @@ func (e *kubeEnviron) quotaHost() string { return "namespace/" + e.spec.Namespac
 
 // reserveQuota reserves resource r's slots of the slot quota, under r.Lease, before its
 // runtime is applied. The reservation is a row in the agents' database (domain.SlotStore),
-// made in a transaction serialised per provisioner, so that agents sharing the database
-// never hand out more than the quota between them; one that does not fit wraps
+// written only while the quota's one host holds no more than the quota, so that agents
+// sharing the database never hand out more than the quota between them; one that does not fit wraps
 // domain.ErrNoCapacity, so the resource waits for room, and one larger than the whole quota
 // is a *domain.NeverFitsError. The runtime keeps the reservation
 // until it is deprovisioned or hibernated (releaseQuota); a resize within the quota resizes
@@ -136,11 +136,19 @@ func (e *kubeEnviron) reserveQuota(ctx context.Context, r *environ.Resource, t r
 	if e.slots == nil {
 		return fmt.Errorf("provisioner %q: slot_quota needs the agent's database to hold its reservations", e.name)
 	}
-	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: slots, Lease: r.Lease}
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: slots, Lease: r.Lease, HostSlots: e.quotaSlots}
 	if _, err := e.slots.ReserveSlots(ctx, req, e.pickQuota); err != nil {
 		return fmt.Errorf("%s %s: reserve slots: %w", r.Type, r.ID, err)
 	}
 	return nil
+}
+
+// quotaSlots is the slot quota's domain.SlotRequest.HostSlots: its one host has the quota.
+func (e *kubeEnviron) quotaSlots(host string) int {
+	if host == e.quotaHost() {
+		return e.spec.SlotQuota
+	}
+	return 0
 }
 
 // pickQuota is the slot quota's domain.PickHost: req fits when the slots reserved by every

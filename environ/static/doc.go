@@ -54,11 +54,12 @@
 // # No overfilling
 //
 // Reservations live in the slot store (domain.SlotStore), not in the environ. The store runs
-// each reservation as one transaction serialised per provisioner, hands the pick policy the
-// usage committed at that moment and records the pick before the next reservation of the
-// provisioner can look. So however many reconciles run at once, in one agent or in several
-// agents sharing the database, the slots reserved on a host never exceed what the spec gives
-// it. A host removed from the spec, or whose slots were cut, may hold more than the spec gives
+// each reservation as one transaction, hands the pick policy the usage committed at that
+// moment, and writes the pick only while the host, with every reservation committed by then,
+// holds no more than the spec gives it (domain.SlotRequest.HostSlots); when another
+// reservation filled the host first, the pick is made again on the new usage. So however
+// many reconciles run at once, in one agent or in several agents sharing the database, the
+// slots reserved on a host never exceed what the spec gives it. A host removed from the spec, or whose slots were cut, may hold more than the spec gives
 // it until its runtimes move or are deleted; Check and Capacity report such hosts until then.
 //
 // # Host health

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func TestHibernateAndWakeOnRealStores(t *testing.T) {
 		}
 		y, yLease := create("y", "bob")
 		onA := func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) { return a, nil }
-		if _, err := st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: y.ID, Owner: "bob", Slots: 3, Lease: &yLease}, onA); err != nil {
+		if _, err := st.ReserveSlots(ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: y.ID, Owner: "bob", Slots: 3, Lease: &yLease, HostSlots: func(string) int { return math.MaxInt32 }}, onA); err != nil {
 			t.Fatalf("fill a with y: %v", err)
 		}
 		woken, err = env.Reconcile(ctx, &environ.Resource{ID: x.ID, Type: domain.ResourceTypeRuntime, State: hibernated.State, Config: woken.Config, Lease: &xLease}, opts("alice"))

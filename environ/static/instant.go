@@ -34,13 +34,7 @@ func (e *staticEnviron) ProvisionInstantly(ctx context.Context, r *environ.Resou
 		}
 		return domain.ReadyRecord{State: out.State, Config: out.Config}, nil
 	}
-	in.HostSlots = func(host string) int {
-		if rt, ok := e.spec.runtime(host); ok {
-			return rt.Slots
-		}
-		return 0
-	}
-	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Instant: &in}
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Instant: &in, HostSlots: e.hostSlots}
 	if _, err := e.slots.ReserveSlots(ctx, req, placement.pick); err != nil {
 		return nil, fmt.Errorf("place runtime: %w", err)
 	}

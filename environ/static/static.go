@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -151,7 +152,7 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if woken {
 		placement.preferred = canonicalOr(previous)
 	}
-	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Lease: r.Lease, Checked: r.Checked}
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Lease: r.Lease, Checked: r.Checked, HostSlots: e.hostSlots}
 	place := placement.pick
 	var (
 		old    domain.Reservation
@@ -254,7 +255,17 @@ func (e *staticEnviron) move(ctx context.Context, req domain.SlotRequest, old do
 	stay := func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 		return old.Host, nil
 	}
-	if _, restoreErr := e.slots.ReserveSlots(ctx, req, stay); restoreErr != nil {
+	// The old host takes back what the runtime held there whatever its slots now (none,
+	// once it is no longer configured): no placement gives a leaving host new slots, so
+	// putting them back leaves it holding no more than before the release.
+	restore := req
+	restore.HostSlots = func(host string) int {
+		if host == old.Host {
+			return math.MaxInt32
+		}
+		return e.hostSlots(host)
+	}
+	if _, restoreErr := e.slots.ReserveSlots(ctx, restore, stay); restoreErr != nil {
 		return domain.Reservation{}, fmt.Errorf("move off %s, which %s: %w (putting the old reservation back failed too, %v: the next attempt reserves again)", old.Host, why, err, restoreErr)
 	}
 	return domain.Reservation{}, fmt.Errorf("host %s %s and the runtime keeps its slots there until another host has room: %w", old.Host, why, err)
@@ -651,6 +662,15 @@ func (e *staticEnviron) runtimeArgs(r *environ.Resource, opts *environ.ResourceO
 }
 
 // hosts returns the configured hosts, in config order.
+// hostSlots is the pool's domain.SlotRequest.HostSlots: the slots of the configured runtime
+// of canonical host, and none for a host no longer configured.
+func (e *staticEnviron) hostSlots(host string) int {
+	if rt, ok := e.spec.runtime(host); ok {
+		return rt.Slots
+	}
+	return 0
+}
+
 func (e *staticEnviron) hosts() []string {
 	hosts := make([]string, len(e.spec.Runtimes))
 	for i, rt := range e.spec.Runtimes {

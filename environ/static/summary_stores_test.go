@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,7 +103,7 @@ func TestCheckAndCapacityReadTheStoresSummary(t *testing.T) {
 			}
 			reserve := func(id, host string, slots int) {
 				t.Helper()
-				req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: "alice", Slots: slots}
+				req := domain.SlotRequest{Provisioner: "pool", ResourceID: id, Owner: "alice", Slots: slots, HostSlots: func(string) int { return math.MaxInt32 }}
 				if _, err := st.ReserveSlots(ctx, req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 					return host, nil
 				}); err != nil {
@@ -194,7 +195,7 @@ func TestOrphanSweepEndsWhateverReleasesDo(t *testing.T) {
 			}
 			const orphans = 1001 // more than Check reads at a time
 			for range orphans {
-				req := domain.SlotRequest{Provisioner: "pool", ResourceID: uuid.NewString(), Owner: "alice", Slots: 1}
+				req := domain.SlotRequest{Provisioner: "pool", ResourceID: uuid.NewString(), Owner: "alice", Slots: 1, HostSlots: func(string) int { return math.MaxInt32 }}
 				if _, err := st.ReserveSlots(ctx, req, func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 					return "http://a:9091", nil
 				}); err != nil {

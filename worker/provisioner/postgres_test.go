@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -84,7 +85,7 @@ func (s *postgresSuite) advanceToRetry(c *gc.C, id string) {
 // fillPool creates a resource holding the pool's one slot and returns it.
 func (s *postgresSuite) fillPool(c *gc.C) domain.Resource {
 	occupant := s.create(c, "occupant")
-	_, err := s.state.ReserveSlots(s.ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: occupant.ID, Owner: "acme", Slots: 1},
+	_, err := s.state.ReserveSlots(s.ctx, domain.SlotRequest{Provisioner: "pool", ResourceID: occupant.ID, Owner: "acme", Slots: 1, HostSlots: func(string) int { return math.MaxInt32 }},
 		func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
 			return poolHost, nil
 		})

@@ -15,6 +15,9 @@ func CheckSlotRequest(req domain.SlotRequest) error {
 	if req.Slots < 1 {
 		return &domain.FieldError{Field: "args.slots", Msg: fmt.Sprintf("must be at least 1, got %d", req.Slots)}
 	}
+	if req.HostSlots == nil {
+		return &domain.FieldError{Field: "hostSlots", Msg: "is nil: give the function that tells each host's slots"}
+	}
 	if req.Lease != nil && req.Checked != nil {
 		return &domain.FieldError{Field: "checked", Msg: "a request under a lease is fenced by it: give a Lease or Checked, not both"}
 	}
@@ -32,8 +35,6 @@ func CheckSlotRequest(req domain.SlotRequest) error {
 			return &domain.FieldError{Field: "instant.message", Msg: "is empty: give the ready status message"}
 		case in.Ready == nil:
 			return &domain.FieldError{Field: "instant.ready", Msg: "is nil: give the function that reports the resource ready with its reservation"}
-		case in.HostSlots == nil:
-			return &domain.FieldError{Field: "instant.hostSlots", Msg: "is nil: give the function that tells each host's slots"}
 		}
 	}
 	return nil

@@ -4,6 +4,6 @@
 // ordered, the resource list query, and how a store copy's rows are batched.
 //
 // What stays in each backend is what differs for a reason: the SQL each dialect needs, how
-// values are stored (SQLite keeps times as text and JSON as text), and how writes are
-// serialised (an advisory lock or the file's write lock).
+// values are stored (SQLite keeps times as text and JSON as text), and how concurrent writes
+// are kept apart (row locks and checks after the write, or the file's write lock).
 package backend
