@@ -310,6 +310,7 @@ func runConcurrently(n, width int, fn func(i int)) {
 type creations struct {
 	mu       sync.Mutex
 	added    map[string]int // by kind/name
+	first    time.Time
 	last     time.Time
 	watchers []watch.Interface
 	wg       sync.WaitGroup
@@ -347,6 +348,9 @@ func watchCreations(t testing.TB, cs kubernetes.Interface, ns string) *creations
 				c.mu.Lock()
 				c.added[kind+"/"+m.GetName()]++
 				c.last = time.Now()
+				if c.first.IsZero() {
+					c.first = c.last
+				}
 				c.mu.Unlock()
 			}
 		}()
@@ -365,6 +369,13 @@ func (c *creations) stop() (int, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.added), c.last
+}
+
+// firstAt is when the first object was seen created (zero: none yet).
+func (c *creations) firstAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first
 }
 
 // ofKind is how many distinct objects of kind were created so far.
