@@ -6,8 +6,8 @@ import (
 )
 
 // The cache is guessed on only by a group that runs alone and after a group committed the
-// usage; each stale guess in a row doubles the groups that read the usage first, up to
-// maxGuessPause, and a right guess ends the doubling.
+// usage; each stale guess doubles the groups that read the usage first, up to
+// maxGuessPause, and each right guess halves them again.
 func TestUsageCacheGuessesOnlyWhenItPays(t *testing.T) {
 	var u usageCache
 	if _, ok := u.take([]string{"alice"}, true); ok {
@@ -46,8 +46,15 @@ func TestUsageCacheGuessesOnlyWhenItPays(t *testing.T) {
 	}
 	u.learn(map[string]int{}, nil, nil, true)
 	u.missed()
+	if got := reads(); got != 1+maxGuessPause/2 {
+		t.Errorf("after a right guess and a stale one, %d groups read the usage; want %d", got, 1+maxGuessPause/2)
+	}
+	for range 6 {
+		u.learn(map[string]int{}, nil, nil, true)
+	}
+	u.missed()
 	if got := reads(); got != 2 {
-		t.Errorf("after a right guess and a stale one, %d groups read the usage; want 2", got)
+		t.Errorf("after as many right guesses as stale ones and then a stale one, %d groups read the usage; want 2", got)
 	}
 	u.forget()
 	if _, ok := u.take(nil, true); ok {
