@@ -185,19 +185,23 @@
 //	group, round trip 2  one UPDATE of the group's rows to ready, with the   124  (the history trigger does
 //	                     steps passed and the ready events, from arrays           not fire: the statement
 //	                     (one per group)                                          writes the events)
-//	                     the pool's advisory lock                            10   (one per group: mostly
-//	                                                                              the wait for the lock)
-//	                     one INSERT of the group's reservations, each host   31   12: host and owner usage,
-//	                     checked for room first; hosts' usage; COMMIT             once per statement
+//	                     one INSERT of the group's reservations              31   12: host and owner usage,
+//	                                                                              once per statement
+//	                     each host the group added to checked for room       2    (one per group, build
+//	                     (hostRoomSQL); hosts' usage; COMMIT                      7ff66c5: in place of
+//	                                                                              the pool's advisory
+//	                                                                              lock, 10 to 12)
 //
 // Groups are of up to 64 runtimes of one pool (53 on average in that run), in up to 4 lanes: a
 // lane's next group fills before the next lane takes calls, so that groups stay large under
-// light load. The rows are updated before the pool's lock is taken, on hosts picked from the
-// usage read without it; under the lock the reservations' statement checks that every picked
-// host still has room against every committed reservation (berth_host_has_room), or it fails,
-// the group's transaction is given up whole and its runtimes tried one by one (a host that
-// filled meanwhile then sends its runtime the usual way). So the lock is held for the
-// reservations alone, within one round trip, and lanes update rows in parallel. A runtime
+// light load. The rows are updated on hosts picked from the usage read before; after the
+// reservations are written, a statement checks that every host they add to holds no more
+// than its slots (hostRoomSQL, berth_host_has_room): the write's trigger has updated the
+// host's usage row, whose lock the transaction holds to its end, so the check sees every
+// reservation committed before it. A group that finds a host filled is given up whole and
+// its runtimes tried one by one (a host that filled meanwhile then sends its runtime the
+// usual way). Groups wait for each other only on the usage rows of the hosts they share, from
+// their reservations' write to their commit, and lanes update rows in parallel. A runtime
 // costs a share of one read, 2 round trips of its group and one commit per group. Each
 // runtime writes about 9 rows: 2 versions of its resources row (the insert, the ready
 // record), 4 history events (created, by the insert's statement trigger; provisioning, its
@@ -265,6 +269,38 @@
 // agents' groups are smaller and queue for it in turn. The lead: let each host's usage row
 // carry the room check (a conditional update, which a concurrent writer of the same host
 // waits for and sees), so that groups on different hosts need no common lock.
+//
+// The pool's lock replaced by a check after the write (build 7ff66c5). Every reservation, in
+// each of its three paths (the group that guesses its hosts, the group that reads the usage
+// first, the usual way and its groups), writes and then checks the hosts it added slots to
+// (hostRoomSQL); one whose host filled since its pick is picked again on the new usage (the
+// usual way, up to 16 times) or its group run again reading the usage first, and the
+// request's hosts' slots come with it (domain.SlotRequest.HostSlots). Alternating one and
+// three fresh agents on bursts of 3,000, six bursts each way: one agent 1.25 s (mean) with the
+// lock and 1.20 s without, three agents 1.75 and 1.64 s (0.71x and 0.73x one agent). A
+// throwaway build with the lock simply dropped (no check: unsafe) measured the same: eight
+// bursts each, one agent 1.26 to 1.14 s and three 1.81 to 1.59 s. So the lock was not what
+// three agents lose to, as the sampling above suggested: sampled again (every 5 ms, through
+// one agent's burst of 20,000 and three agents' of 3,000) 88 of 115 active sessions were on
+// CPU and 6 waited on a row lock (the hosts' usage rows, where the waits moved). At
+// concurrency 256 with one agent, the check costs 2 us a runtime where the lock cost 12. What
+// three agents lose to is this machine's 2 cores, shared by three agent processes (each
+// reading every change and leaving two-thirds to the others) and the server.
+//
+// Guessing with several agents (build a30f68c). A group guesses its hosts on its agent's memo
+// of the usage only after a run of right guesses: three agents guessed on a quarter to a third
+// of their groups and six guesses in ten were stale, so that the rolled-back work of the
+// stale ones was a seventh of the server's time in a burst (counted from pg_stat_statements:
+// the guessing statements' rows against the groups committed). A right guess ended the
+// doubling pause after a stale one; now it halves it, and the waste was a fourteenth. Nine
+// alternating bursts of 3,000 each way with three agents: median 1.85 s before, 1.56 s after
+// (means 1.68 and 1.55 s); one agent 1.14 and 1.20 s (means, noise).
+//
+// Tried in the same session and not kept: the usage-first group folding its rows' lock into
+// the ready record, with the reservations in the same statement and the usage read before its
+// transaction (no row locked across a round trip): at concurrency 256 and the default
+// settings, server time a runtime 395 and 412 us against 407 and 429, the elapsed times
+// alike (1.60 to 1.69 s against 1.64 to 1.86 s). The rows' locks are written either way.
 //
 // What made the difference in the build before (15c711f), each measured on its own (the idle
 // figures on 2,000 rows of one statement, the A/B ones alternating 20,000-runtime bursts at
