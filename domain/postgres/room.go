@@ -28,9 +28,10 @@ const hostRoomSQL = `
 	       LATERAL (SELECT s.slots FROM slot_host_usage s WHERE s.provisioner = $1 AND s.host = a.host OFFSET 0) AS u`
 
 // maxRoomTries bounds how many times a reservation made the usual way is picked and written
-// again after the host it picked filled before it committed: each refusal means another
-// reservation of the host committed meanwhile, so a reservation that loses this often in a
-// row fails its attempt, to be retried with the attempt's backoff.
+// in a transaction of its own (after its group's, when the group failed) while the host it
+// picked keeps filling before it commits: each refusal means another reservation of the host
+// committed meanwhile, so a reservation that loses this often in a row fails its attempt, to
+// be retried with the attempt's backoff.
 const maxRoomTries = 16
 
 // errHostFilled is why a transaction's reservations are given up: a host its pick chose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,4 +265,36 @@ func TestInstantProvisionIsPlacedAgainWhenItsHostFillsFirst(t *testing.T) {
 		t.Errorf("reserved on %s after %d picks, recorded %s on %v; want ready on h2 after 2 picks", res.Host, p.calls, recorded.Status, recorded.State["host"])
 	}
 	expectHeld(ctx, t, st)
+}
+
+// A pick that keeps choosing a host the request's slots say has no room (a picker and
+// HostSlots that disagree) writes nothing: the reservation gives up with the refusal, naming
+// the host, after its group's pick and maxRoomTries of its own, and no transaction is left
+// open.
+func TestReservationGivesUpOnAHostThatNeverHasRoom(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := migratedState(ctx, t)
+	picks := 0
+	onH1 := func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+		picks++
+		return "h1", nil
+	}
+	req := domain.SlotRequest{Provisioner: "pool", ResourceID: uuid.NewString(), Owner: "alice", Slots: 1,
+		HostSlots: func(string) int { return 0 }}
+	_, err := st.ReserveSlots(ctx, req, onH1)
+	if !errors.Is(err, errHostFilled) || !strings.Contains(err.Error(), "host h1 of provisioner pool has 0 of its 0 slots reserved: no room for 1 more") {
+		t.Errorf("reserve on a host of no slots: %v; want the refusal naming h1", err)
+	}
+	if picks != 1+maxRoomTries {
+		t.Errorf("%d picks; want %d", picks, 1+maxRoomTries)
+	}
+	if held, err := st.ReservedByHost(ctx, "pool"); err != nil || len(held) != 0 {
+		t.Errorf("the pool holds %+v (%v); want nothing", held, err)
+	}
+	var open int
+	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&open); err != nil || open != 0 {
+		t.Errorf("%d sessions idle in a transaction (%v); want none", open, err)
+	}
 }
