@@ -123,8 +123,9 @@ func (e *kubeEnviron) quotaHost() string { return "namespace/" + e.spec.Namespac
 
 // reserveQuota reserves resource r's slots of the slot quota, under r.Lease, before its
 // runtime is applied. The reservation is a row in the agents' database (domain.SlotStore),
-// written only while the quota's one host holds no more than the quota, so that agents
-// sharing the database never hand out more than the quota between them; one that does not fit wraps
+// written only while the quota's one host holds no more than the quota less what other hosts
+// hold (reservedElsewhere), so that agents sharing the database never hand out more than the
+// quota between them; one that does not fit wraps
 // domain.ErrNoCapacity, so the resource waits for room, and one larger than the whole quota
 // is a *domain.NeverFitsError. The runtime keeps the reservation
 // until it is deprovisioned or hibernated (releaseQuota); a resize within the quota resizes
@@ -136,19 +137,41 @@ func (e *kubeEnviron) reserveQuota(ctx context.Context, r *environ.Resource, t r
 	if e.slots == nil {
 		return fmt.Errorf("provisioner %q: slot_quota needs the agent's database to hold its reservations", e.name)
 	}
-	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: slots, Lease: r.Lease, HostSlots: e.quotaSlots}
-	if _, err := e.slots.ReserveSlots(ctx, req, e.pickQuota); err != nil {
+	var elsewhere int // what the last pick saw reserved outside the quota's host
+	pick := func(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
+		elsewhere = e.reservedElsewhere(existing, usage)
+		return e.pickQuota(req, existing, usage)
+	}
+	room := func(host string) int {
+		if host != e.quotaHost() {
+			return 0
+		}
+		return e.spec.SlotQuota - elsewhere
+	}
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: slots, Lease: r.Lease, HostSlots: room}
+	if _, err := e.slots.ReserveSlots(ctx, req, pick); err != nil {
 		return fmt.Errorf("%s %s: reserve slots: %w", r.Type, r.ID, err)
 	}
 	return nil
 }
 
-// quotaSlots is the slot quota's domain.SlotRequest.HostSlots: its one host has the quota.
-func (e *kubeEnviron) quotaSlots(host string) int {
-	if host == e.quotaHost() {
-		return e.spec.SlotQuota
+// reservedElsewhere is what usage, as a pick of the slot quota was shown it, holds outside
+// the quota's one host (reservations made under an earlier namespace), less the resource's
+// own reservation there, which its new one moves. The quota counts every reservation of the
+// provisioner, so the room a reservation's write is checked against on the quota's host
+// (domain.SlotRequest.HostSlots) is the quota less that. Those hosts only lose slots (no pick
+// places there), so what the pick saw of them is at least what they hold at the write.
+func (e *kubeEnviron) reservedElsewhere(existing *domain.Reservation, usage []domain.HostUsage) int {
+	elsewhere := 0
+	for _, u := range usage {
+		if u.Host != e.quotaHost() {
+			elsewhere += u.UsedSlots
+		}
 	}
-	return 0
+	if existing != nil && existing.Host != e.quotaHost() {
+		elsewhere -= existing.Slots
+	}
+	return elsewhere
 }
 
 // pickQuota is the slot quota's domain.PickHost: req fits when the slots reserved by every

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1156,4 +1157,58 @@ func TestCheckSweepLooksUpResourcesInOneQuery(t *testing.T) {
 	if n := len(objectsOf(t, e, testID)); n != 5 {
 		t.Errorf("a failed batched lookup deleted objects: %d left", n)
 	}
+}
+
+// roomRecorder is a slot store that records, after each reservation, the room its request
+// gives the quota's host once its pick has run: what a store that checks its writes holds
+// that host to.
+type roomRecorder struct {
+	domain.SlotStore
+	host  string
+	rooms []int
+}
+
+func (r *roomRecorder) ReserveSlots(ctx context.Context, req domain.SlotRequest, pick domain.PickHost) (domain.Reservation, error) {
+	res, err := r.SlotStore.ReserveSlots(ctx, req, pick)
+	r.rooms = append(r.rooms, req.HostSlots(r.host))
+	return res, err
+}
+
+// The room a reservation's write is checked against on the quota's host leaves out what
+// reservations made under an earlier namespace still hold, but for the resource's own, which
+// the write moves: every reservation of the provisioner counts against the quota.
+func TestSlotQuotaRoomCountsOtherNamespacesReservations(t *testing.T) {
+	st := openSlots(t)
+	rec := &roomRecorder{SlotStore: st, host: "namespace/ns"}
+	e := newTestEnvironOn(t, `{"host": "http://node-*.localhost", "namespace": "ns", "image": "rilldata/rill", "slot_quota": 4}`,
+		fake.NewClientset(), bytes.Repeat([]byte{0xab}, 1024), rec, &strings.Builder{})
+	onOld := func(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string, error) {
+		return "namespace/old", nil
+	}
+	old := domain.SlotRequest{Provisioner: "k8s", ResourceID: otherID, Owner: "o", Slots: 1, HostSlots: func(string) int { return 4 }}
+	if _, err := st.ReserveSlots(t.Context(), old, onOld); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, e, runtimeResource(testID), map[string]any{"slots": 2})
+	reconcile(t, e, runtimeResource(otherID), map[string]any{"slots": 2})
+	if want := []int{3, 4}; !slices.Equal(rec.rooms, want) {
+		t.Errorf("rooms %v; want %v (the quota less the old namespace's slot, then the whole quota for the runtime that held it)", rec.rooms, want)
+	}
+	if got := reservedHosts(t, st); !slices.Equal(got, []string{"namespace/ns", "namespace/ns"}) {
+		t.Errorf("reservations on %v; want both on the quota's host", got)
+	}
+}
+
+// reservedHosts returns the host of each of provisioner k8s's reservations.
+func reservedHosts(t *testing.T, st domain.SlotStore) []string {
+	t.Helper()
+	rs, err := st.ListReservations(t.Context(), "k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, r := range rs {
+		hosts = append(hosts, r.Host)
+	}
+	return hosts
 }

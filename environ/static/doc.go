@@ -59,7 +59,10 @@
 // holds no more than the spec gives it (domain.SlotRequest.HostSlots); when another
 // reservation filled the host first, the pick is made again on the new usage. So however
 // many reconciles run at once, in one agent or in several agents sharing the database, the
-// slots reserved on a host never exceed what the spec gives it. A host removed from the spec, or whose slots were cut, may hold more than the spec gives
+// slots reserved on a host never exceed what the spec gives it. Reservations that name a
+// host by another spelling of its URL (written before hosts were canonical, or by plain SQL)
+// count against it in the pick and in the check alike, and one that grows moves to the
+// host as configured. A host removed from the spec, or whose slots were cut, may hold more than the spec gives
 // it until its runtimes move or are deleted; Check and Capacity report such hosts until then.
 //
 // # Host health

@@ -34,8 +34,9 @@ func (e *staticEnviron) ProvisionInstantly(ctx context.Context, r *environ.Resou
 		}
 		return domain.ReadyRecord{State: out.State, Config: out.Config}, nil
 	}
-	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Instant: &in, HostSlots: e.hostSlots}
-	if _, err := e.slots.ReserveSlots(ctx, req, placement.pick); err != nil {
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Instant: &in}
+	pick := e.checkedPick(&req, placement.pick)
+	if _, err := e.slots.ReserveSlots(ctx, req, pick); err != nil {
 		return nil, fmt.Errorf("place runtime: %w", err)
 	}
 	return out, nil

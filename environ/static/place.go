@@ -150,8 +150,9 @@ func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, 
 		return existing.Host, nil
 	}
 	var capacity, inUse int
+	host := existing.Host
 	if i, ok := p.lookup(existing.Host); ok {
-		capacity, inUse = p.hosts[i].Slots, used[i].UsedSlots
+		capacity, inUse, host = p.hosts[i].Slots, used[i].UsedSlots, p.hosts[i].Host
 	}
 	if req.Slots > capacity {
 		return "", &domain.NeverFitsError{Provisioner: p.provisioner, Slots: req.Slots, Largest: capacity,
@@ -165,7 +166,10 @@ func (p placement) resize(req domain.SlotRequest, existing *domain.Reservation, 
 		return "", noCapacity("host %s has %s; resize from %d to %s needs %d",
 			existing.Host, count(max(free, 0), "free slot"), existing.Slots, count(req.Slots, "slot"), need)
 	}
-	return existing.Host, nil
+	// The host as configured: a reservation that grows under another spelling of its URL
+	// moves to this one, so that the other spellings' rows only lose slots and the store's
+	// check of the host's room after the write (checkedPick) counts them as the pick did.
+	return host, nil
 }
 
 // configured reports whether host, however spelled, is one of the pool's hosts.

@@ -152,8 +152,8 @@ func (e *staticEnviron) Reconcile(ctx context.Context, r *environ.Resource, opts
 	if woken {
 		placement.preferred = canonicalOr(previous)
 	}
-	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Lease: r.Lease, Checked: r.Checked, HostSlots: e.hostSlots}
-	place := placement.pick
+	req := domain.SlotRequest{Provisioner: e.name, ResourceID: r.ID, Owner: opts.Owner, Slots: args.Slots, Lease: r.Lease, Checked: r.Checked}
+	place := e.checkedPick(&req, placement.pick)
 	var (
 		old    domain.Reservation
 		found  bool
@@ -662,13 +662,45 @@ func (e *staticEnviron) runtimeArgs(r *environ.Resource, opts *environ.ResourceO
 }
 
 // hosts returns the configured hosts, in config order.
-// hostSlots is the pool's domain.SlotRequest.HostSlots: the slots of the configured runtime
-// of canonical host, and none for a host no longer configured.
+// hostSlots is the slots of the configured runtime of canonical host, and none for a host
+// no longer configured.
 func (e *staticEnviron) hostSlots(host string) int {
 	if rt, ok := e.spec.runtime(host); ok {
 		return rt.Slots
 	}
 	return 0
+}
+
+// checkedPick returns place as the pick of req, and sets req.HostSlots to the room the store
+// holds a host's usage row to after the write, for the host as the row spells it: the
+// configured host's slots less what rows naming it by another spelling of its URL held when
+// place last saw them (reservations written before it was canonical, or by plain SQL), the
+// resource's own reservation there aside, which its new one moves. place counts every
+// spelling against the host, and so does the check. A reservation that adds slots takes the
+// configured spelling (a shrink stays where it is), so the other rows only lose slots, and
+// what place saw of them is at least what they hold at the write.
+func (e *staticEnviron) checkedPick(req *domain.SlotRequest, place domain.PickHost) domain.PickHost {
+	var (
+		seen []domain.HostUsage
+		own  *domain.Reservation
+	)
+	req.HostSlots = func(host string) int {
+		canonical := canonicalOr(host)
+		room := e.hostSlots(canonical)
+		for _, u := range seen {
+			if u.Host != host && canonicalOr(u.Host) == canonical {
+				room -= u.UsedSlots
+			}
+		}
+		if own != nil && own.Host != host && canonicalOr(own.Host) == canonical {
+			room += own.Slots
+		}
+		return room
+	}
+	return func(req domain.SlotRequest, existing *domain.Reservation, usage []domain.HostUsage) (string, error) {
+		seen, own = usage, existing
+		return place(req, existing, usage)
+	}
 }
 
 func (e *staticEnviron) hosts() []string {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +26,9 @@ type fakeSlots struct {
 	mu    sync.Mutex
 	res   map[[2]string]domain.Reservation // by provisioner, resource ID
 	picks int
+	// rooms lists, for every reservation made, the room its request gives the host picked,
+	// asked once the pick has run, as a store that checks its writes asks it.
+	rooms []int
 	// leases lists the lease of every reserve and release, in call order.
 	leases []*domain.Lease
 }
@@ -64,6 +68,7 @@ func (f *fakeSlots) ReserveSlots(ctx context.Context, req domain.SlotRequest, pi
 	if err != nil {
 		return domain.Reservation{}, err
 	}
+	f.rooms = append(f.rooms, req.HostSlots(host))
 	r := domain.Reservation{Provisioner: req.Provisioner, ResourceID: req.ResourceID, Owner: req.Owner, Host: host, Slots: req.Slots}
 	f.res[key] = r
 	return r, nil
@@ -624,5 +629,31 @@ func TestSlotsBoundIsTheCLIs(t *testing.T) {
 	_, err := env.Reconcile(context.Background(), runtimeRes("r1"), &environ.ResourceOptions{Args: map[string]any{"slots": float64(1 << 31)}})
 	if cliErr == nil || err == nil || !strings.HasSuffix(err.Error(), cliErr.Error()) || !environ.IsPermanent(err) {
 		t.Errorf("Reconcile with 2147483648 slots = %v; want the CLI's refusal %v, permanent", err, cliErr)
+	}
+}
+
+// The room a reservation's write is checked against on a host leaves out what reservations
+// naming the host by another spelling of its URL hold, as placement counts every spelling
+// against the host; a reservation that grows under another spelling moves to the configured
+// one, so that the other spellings only lose slots.
+func TestReservationRoomCountsOtherSpellingsOfTheHost(t *testing.T) {
+	slots := newFakeSlots()
+	slots.res[[2]string{"pool", "other"}] = domain.Reservation{Provisioner: "pool", ResourceID: "other", Owner: "bob", Host: "HTTP://A:9091/", Slots: 3}
+	env := newTestEnviron(t, "pool", `{"runtimes": [{"host": "http://a:9091", "slots": 10}]}`, slots)
+	for _, r := range []struct {
+		id, owner string
+		slots     int
+	}{{"r1", "alice", 2}, {"other", "bob", 4}} {
+		if _, err := env.Reconcile(t.Context(), runtimeRes(r.id), withSlots(r.owner, r.slots)); err != nil {
+			t.Fatalf("reconcile %s: %v", r.id, err)
+		}
+	}
+	// r1 goes to the configured spelling: 10 slots less the other spelling's 3. The other
+	// runtime grows onto the configured spelling too, its own 3 leaving the other: 10.
+	if want := []int{7, 10}; !slices.Equal(slots.rooms, want) {
+		t.Errorf("rooms %v; want %v", slots.rooms, want)
+	}
+	if got := slots.res[[2]string{"pool", "other"}].Host; got != "http://a:9091" {
+		t.Errorf("the grown reservation is on %s; want the configured spelling", got)
 	}
 }
