@@ -373,10 +373,11 @@ type SlotRequest struct {
 	// transaction provision the resource whole and record it ready (see InstantProvision).
 	// Nil for none.
 	Instant *InstantProvision
-	// HostSlots returns how many slots host has in all (0: none, or not configured): what
-	// the store holds every reservation that adds slots to a host to, against every other
-	// committed one, whatever the usage pick was shown (see SlotStore). It must agree with
-	// pick's idea of a host's slots, and must not block or do I/O.
+	// HostSlots returns the room host has, once pick has run, for the reservations of the
+	// provisioner that name it (0: none, or not configured): what a store that runs
+	// reservations at once holds the host to after the write, against every other committed
+	// reservation (see SlotStore). It must agree with the room pick saw, and must not block
+	// or do I/O.
 	HostSlots func(host string) int
 }
 
@@ -457,11 +458,12 @@ type HostUsage struct {
 type PickHost func(req SlotRequest, existing *Reservation, usage []HostUsage) (string, error)
 
 // SlotStore keeps slot reservations so that no two reconciles, in one agent or in several,
-// can ever overfill a host: a reservation that adds slots to a host is written only while
-// the host, with every other committed reservation, holds no more than
-// SlotRequest.HostSlots gives. A store may show pick a usage that a concurrent reservation
-// changes before this one commits; it then writes nothing of this one and asks pick again on
-// the usage as committed.
+// can ever overfill a host. pick is shown the committed usage. A store that runs a
+// provisioner's reservations one at a time (SQLite, under its write lock) writes what pick
+// chooses; one that runs them at once (PostgreSQL) writes a reservation that adds slots to a
+// host only while the host, with every other committed reservation, holds no more than
+// SlotRequest.HostSlots gives, and when a concurrent reservation filled the host first it
+// writes nothing of this one and asks pick again on the usage as committed.
 //
 // Reservations are fenced by the resource's lease, checked in the reservation's own
 // transaction with the resource row locked against a claim: a write under a lease applies
