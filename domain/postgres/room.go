@@ -50,7 +50,8 @@ func roomRefusal(err error) error {
 }
 
 // hostsAdded is what a transaction's reservations add to each host of one provisioner, and
-// the host's slots (domain.SlotRequest.HostSlots) as the request that added to it gives them.
+// the host's room (domain.SlotRequest.HostSlots): the least any of the requests that added to
+// it gives, each having asked once its pick ran.
 type hostsAdded struct {
 	added map[string]int64
 	slots map[string]int64
@@ -68,8 +69,9 @@ func (h hostsAdded) write(req domain.SlotRequest, current *domain.Reservation, h
 		add -= int64(current.Slots)
 	}
 	h.added[host] += add
-	if _, ok := h.slots[host]; !ok {
-		h.slots[host] = int64(req.HostSlots(host))
+	room := int64(req.HostSlots(host))
+	if known, ok := h.slots[host]; !ok || room < known {
+		h.slots[host] = room
 	}
 }
 

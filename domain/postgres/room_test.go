@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +297,24 @@ func TestReservationGivesUpOnAHostThatNeverHasRoom(t *testing.T) {
 	if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&open); err != nil || open != 0 {
 		t.Errorf("%d sessions idle in a transaction (%v); want none", open, err)
+	}
+}
+
+// A transaction's reservations on one host are held to the least room their requests give
+// it: each request's room is what its pick left the host.
+func TestHostsAddedHoldsAHostToTheLeastRoomGiven(t *testing.T) {
+	added := newHostsAdded()
+	for _, room := range []int{7, 5, 9} {
+		req := domain.SlotRequest{Slots: 1, HostSlots: func(string) int { return room }}
+		added.write(req, nil, "h1")
+	}
+	added.write(domain.SlotRequest{Slots: 2, HostSlots: func(string) int { return 4 }}, &domain.Reservation{Host: "h2", Slots: 2}, "h2")
+	if added.added["h1"] != 3 || added.slots["h1"] != 5 {
+		t.Errorf("h1: %d added, room %d; want 3 added, room 5", added.added["h1"], added.slots["h1"])
+	}
+	b := &pgx.Batch{}
+	added.queueCheck(b, "pool")
+	if b.Len() != 1 || !slices.Equal(b.QueuedQueries[0].Arguments[1].([]string), []string{"h1"}) {
+		t.Errorf("the check is queued for %v; want h1 alone (h2 kept its size)", b.QueuedQueries)
 	}
 }
