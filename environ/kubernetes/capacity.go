@@ -125,11 +125,11 @@ func (e *kubeEnviron) quotaHost() string { return "namespace/" + e.spec.Namespac
 // runtime is applied. The reservation is a row in the agents' database (domain.SlotStore),
 // written only while the quota's one host holds no more than the quota less what other hosts
 // hold (reservedElsewhere), so that agents sharing the database never hand out more than the
-// quota between them; one that does not fit wraps
-// domain.ErrNoCapacity, so the resource waits for room, and one larger than the whole quota
-// is a *domain.NeverFitsError. The runtime keeps the reservation
-// until it is deprovisioned or hibernated (releaseQuota); a resize within the quota resizes
-// it. Without a quota, or for a type whose slots do not count (ClickHouse), it does nothing.
+// quota between them; one that does not fit wraps domain.ErrNoCapacity, so the resource waits
+// for room, and one larger than the whole quota is a *domain.NeverFitsError. The runtime keeps
+// the reservation until it is deprovisioned or hibernated (releaseQuota); a resize within the
+// quota resizes it. Without a quota, or for a type whose slots do not count (ClickHouse), it
+// does nothing.
 func (e *kubeEnviron) reserveQuota(ctx context.Context, r *environ.Resource, t resourceType, opts *environ.ResourceOptions, slots int) error {
 	if e.spec.SlotQuota <= 0 || !t.slotQuota {
 		return nil

@@ -157,8 +157,9 @@
 //
 // With slot_quota set, runtimes share that many slots: Reconcile reserves a runtime's slots in
 // the agents' database (domain.SlotStore, under the attempt's lease, written only while the
-// quota has room for it against every committed reservation), so the quota holds across agents, and one beyond it waits for capacity
-// (one larger than the whole quota never fits: a domain.NeverFitsError).
+// quota has room for it against every committed reservation), so the quota holds across
+// agents, and one beyond it waits for capacity (one larger than the whole quota never fits:
+// a domain.NeverFitsError).
 // Deprovision and Hibernate release the reservation, waking reserves it again, and Check
 // releases those whose resource row is gone. Capacity then reports the reserved slots;
 // otherwise it reports the allocatable CPU of the nodes runtimes can be scheduled on and the

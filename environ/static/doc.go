@@ -57,13 +57,14 @@
 // each reservation as one transaction, hands the pick policy the usage committed at that
 // moment, and writes the pick only while the host, with every reservation committed by then,
 // holds no more than the spec gives it (domain.SlotRequest.HostSlots); when another
-// reservation filled the host first, the pick is made again on the new usage. So however
-// many reconciles run at once, in one agent or in several agents sharing the database, the
-// slots reserved on a host never exceed what the spec gives it. Reservations that name a
-// host by another spelling of its URL (written before hosts were canonical, or by plain SQL)
-// count against it in the pick and in the check alike, and one that grows moves to the
-// host as configured. A host removed from the spec, or whose slots were cut, may hold more than the spec gives
-// it until its runtimes move or are deleted; Check and Capacity report such hosts until then.
+// reservation filled the host first, the pick is made again on the new usage. So however many
+// reconciles run at once, in one agent or in several agents sharing the database, the slots
+// reserved on a host never exceed what the spec gives it. Reservations that name a host by
+// another spelling of its URL (written before hosts were canonical, or by plain SQL) count
+// against it in the pick and in the check alike, and one that grows moves to the host as
+// configured. A host removed from the spec, or whose slots were cut, may hold more than the
+// spec gives it until its runtimes move or are deleted; Check and Capacity report such hosts
+// until then.
 //
 // # Host health
 //
