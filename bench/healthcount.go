@@ -152,6 +152,11 @@ func (s countingStore) RecordHealth(ctx context.Context, id string, checked doma
 	return s.st.RecordHealth(ctx, id, checked, h)
 }
 
+func (s countingStore) RecordRepairs(ctx context.Context, id string, repairs []string) error {
+	s.calls.add("RecordRepairs")
+	return s.st.RecordRepairs(ctx, id, repairs)
+}
+
 // countingSlots is the environ's slot store, counted; it keeps the single-reservation
 // lookup and the summaries the static environ prefers.
 type countingSlots struct {

@@ -57,6 +57,11 @@ type HealthStore interface {
 	// error (an unreadable row) is also logged as a change of the resource, so the agent's
 	// provisioner takes the row over and looks at it again until it is fixed.
 	RecordHealth(ctx context.Context, id string, checked Checked, h HealthUpdate) (Resource, error)
+	// RecordRepairs records each of repairs as a repair event of the resource, in the status
+	// it has now, whatever moved it since it was checked: it is for the repairs a check
+	// applied whose RecordHealth was refused as stale, which happened all the same. It
+	// gives ErrNotFound when the row is gone, and records nothing then.
+	RecordRepairs(ctx context.Context, id string, repairs []string) error
 	// CountResourcesByStatus counts the resources in each status; statuses without
 	// resources are absent.
 	CountResourcesByStatus(ctx context.Context) (map[Status]int, error)

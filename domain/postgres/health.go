@@ -144,6 +144,34 @@ func (s *State) RecordHealth(ctx context.Context, id string, checked domain.Chec
 	return domain.Resource{}, backend.HealthRefused(id, l, checked)
 }
 
+// RecordRepairs records each repair as a repair event of the resource in its status now,
+// in one transaction.
+func (s *State) RecordRepairs(ctx context.Context, id string, repairs []string) error {
+	if err := backend.CheckRepairs(repairs); err != nil {
+		return err
+	}
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, repair := range repairs {
+			tag, err := tx.Exec(ctx, backend.InsertRepairEventNowSQL, uid, repair)
+			if err != nil {
+				return describeDBError(err)
+			}
+			if tag.RowsAffected() == 0 {
+				return notFound(id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record repairs of resource %s: %w", id, err)
+	}
+	return nil
+}
+
 // CountResourcesByStatus counts the resources in each status.
 func (s *State) CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error) {
 	rows, err := s.pool.Query(ctx, `SELECT status, count(*)::int FROM resources GROUP BY status`)

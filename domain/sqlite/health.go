@@ -124,6 +124,38 @@ func (s *State) RecordHealth(ctx context.Context, id string, checked domain.Chec
 	return domain.Resource{}, fmt.Errorf("record health of resource %s: %w", id, err)
 }
 
+// RecordRepairs records each repair as a repair event of the resource in its status now,
+// in one transaction.
+func (s *State) RecordRepairs(ctx context.Context, id string, repairs []string) error {
+	if err := backend.CheckRepairs(repairs); err != nil {
+		return err
+	}
+	uid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, repair := range repairs {
+			res, err := tx.ExecContext(ctx, backend.InsertRepairEventNowSQL, uid, repair)
+			if err != nil {
+				return describeDBError(err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return fmt.Errorf("resource %s: %w", id, domain.ErrNotFound)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record repairs of resource %s: %w", id, err)
+	}
+	return nil
+}
+
 // CountResourcesByStatus counts the resources in each status.
 func (s *State) CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT status, count(*) FROM resources GROUP BY status`)

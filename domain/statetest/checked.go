@@ -3,9 +3,11 @@ package statetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berth-dev/berth/domain"
 )
@@ -251,5 +253,52 @@ func testStaleHealthRecordsAreRefused(t *testing.T, b *Backend) {
 	}
 	if _, err := b.RecordHealth(ctx, r.ID, mustGet(t, b, r.ID).CheckedBy("agent-b"), domain.HealthUpdate{Status: domain.StatusReady, Reason: domain.ReasonAvailable, StatusMessage: "checked"}); err != nil {
 		t.Errorf("record once the lease is released: %v", err)
+	}
+}
+
+// testRepairsOfARefusedRecordAreKept checks RecordRepairs, which the health checker calls
+// when a check's record is refused after its environ repaired something: the repairs are
+// recorded in the status the row has now, and nothing else of the refused check is.
+func testRepairsOfARefusedRecordAreKept(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	r := reconciled(t, b, "moved")
+	checked := r.CheckedBy("agent-b")
+	lease := mustClaim(t, b, r.ID, "agent-a")
+	record(t, b, r.ID, lease, domain.StatusReady, map[string]any{"host": "h3"})
+	events := latestEvent(t, b)
+	stale := domain.HealthUpdate{Status: domain.StatusUnhealthy, Reason: domain.ReasonHealthCheckFailed, StatusMessage: "deployment was missing",
+		UnhealthySince: time.Now(), Repairs: []string{"deployment moved re-applied: missing", "service moved re-applied"}}
+	if _, err := b.RecordHealth(ctx, r.ID, checked, stale); !errors.Is(err, domain.ErrStale) {
+		t.Fatalf("record a check made before a claim: err = %v; want ErrStale", err)
+	}
+	if err := b.RecordRepairs(ctx, r.ID, stale.Repairs); err != nil {
+		t.Fatalf("record the refused check's repairs: %v", err)
+	}
+	want := []string{"repair ready deployment moved re-applied: missing", "repair ready service moved re-applied"}
+	if got := eventsSince(t, b, events); !slices.Equal(got, want) {
+		t.Errorf("events after the refused record and its repairs = %q; want %q", got, want)
+	}
+	if got := mustGet(t, b, r.ID); got.Status != domain.StatusReady || got.State["host"] != "h3" {
+		t.Errorf("after the repairs: %s on %v; want ready on h3 as the claim left it", got.Status, got.State["host"])
+	}
+
+	for _, bad := range []struct {
+		repairs []string
+		field   string
+	}{{nil, "repairs"}, {[]string{"put right", ""}, "repairs[1]"}} {
+		var fe *domain.FieldError
+		if err := b.RecordRepairs(ctx, r.ID, bad.repairs); !errors.As(err, &fe) || fe.Field != bad.field {
+			t.Errorf("record repairs %q: %v; want a FieldError on %s", bad.repairs, err, bad.field)
+		}
+	}
+	if err := deleteResource(ctx, b, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	events = latestEvent(t, b)
+	if err := b.RecordRepairs(ctx, r.ID, []string{"too late"}); !errors.Is(err, domain.ErrNotFound) {
+		t.Errorf("record repairs of a deleted resource: %v; want ErrNotFound", err)
+	}
+	if got := eventsSince(t, b, events); len(got) != 0 {
+		t.Errorf("repairs of a deleted resource recorded %q", got)
 	}
 }

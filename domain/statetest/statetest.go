@@ -98,6 +98,7 @@ var tests = []struct {
 	{"UnhealthySinceFollowsTheStatus", testUnhealthySinceFollowsTheStatus},
 	{"RecordHealthLosesToArgsChangesAndDeletes", testRecordHealthLosesToArgsChangesAndDeletes},
 	{"StaleHealthRecordsAreRefused", testStaleHealthRecordsAreRefused},
+	{"RepairsOfARefusedRecordAreKept", testRepairsOfARefusedRecordAreKept},
 	{"RepairsLoseToAHibernate", testRepairsLoseToAHibernate},
 	{"RepairsOfAGoneRowReserveNothing", testRepairsOfAGoneRowReserveNothing},
 	{"EventsRecordEveryStatusChange", testEventsRecordEveryStatusChange},

@@ -115,6 +115,19 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	defer cancel()
 	_, err = w.config.Store.RecordHealth(recordCtx, r.ID, checked, u)
 	switch {
+	case errors.Is(err, domain.ErrStale) && len(u.Repairs) > 0:
+		// The row moved on after the environ repaired it: the status found is dropped, but
+		// the repairs were made all the same, and the history says so.
+		log.Debug("resource changed while it was checked; recording only its repairs", "error", err)
+		if err := w.config.Store.RecordRepairs(recordCtx, r.ID, u.Repairs); err != nil {
+			if errors.Is(err, domain.ErrNotFound) || ctx.Err() != nil {
+				return found
+			}
+			log.Warn("cannot record the repairs of a health check", "repairs", u.Repairs, "error", err)
+			return checkDone{failed: found.failed, result: ResultError, recordError: err}
+		}
+		logRepairs(log, u.Repairs)
+		return found
 	case errors.Is(err, domain.ErrStale) || errors.Is(err, domain.ErrNotFound):
 		log.Debug("resource changed while it was checked; dropping the result", "error", err)
 		return found
@@ -124,9 +137,7 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 		}
 		return checkDone{failed: found.failed, result: ResultError, recordError: err}
 	}
-	for _, repair := range u.Repairs {
-		log.Info("repaired resource", "repair", repair)
-	}
+	logRepairs(log, u.Repairs)
 	switch {
 	case u.Status == domain.StatusUnhealthy && r.Status != domain.StatusUnhealthy:
 		log.Warn("resource is unhealthy", "error", checkErr)
@@ -134,6 +145,12 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 		log.Info("resource is healthy again")
 	}
 	return found
+}
+
+func logRepairs(log *slog.Logger, repairs []string) {
+	for _, repair := range repairs {
+		log.Info("repaired resource", "repair", repair)
+	}
 }
 
 // recordUnreadable records a row whose columns Berth cannot decode (written by another

@@ -91,7 +91,8 @@
 // resource's repair events. Nothing is written when nothing changed. Every write is
 // conditional on the generation checked and on the row still being ready or unhealthy, so an
 // args change, a delete request or a reconcile that started meanwhile wins; the check's
-// result is then dropped.
+// result is then dropped, all but its repairs: the environ made them, so they are recorded
+// as repair events all the same (Store.RecordRepairs), in the status the resource has then.
 //
 // Paused and hibernated resources are not checked: the pages leave paused rows out, and a
 // hibernated (or hibernating) resource is not ready. A check already running when its

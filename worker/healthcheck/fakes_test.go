@@ -31,6 +31,7 @@ type fakeStore struct {
 	changed   chan struct{} // closed and replaced on every call
 	countErr  error
 	recordErr map[string]error // RecordHealth fails for these ids
+	repairs   map[string][]string
 }
 
 func newFakeStore() *fakeStore {
@@ -125,6 +126,20 @@ func (s *fakeStore) RecordHealth(ctx context.Context, id string, checked domain.
 		r.Config = h.Config
 	}
 	return *r, nil
+}
+
+func (s *fakeStore) RecordRepairs(ctx context.Context, id string, repairs []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.notify()
+	if _, ok := s.rows[id]; !ok {
+		return domain.ErrNotFound
+	}
+	if s.repairs == nil {
+		s.repairs = make(map[string][]string)
+	}
+	s.repairs[id] = append(s.repairs[id], repairs...)
+	return nil
 }
 
 func (s *fakeStore) row(id string) domain.Resource {

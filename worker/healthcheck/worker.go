@@ -22,6 +22,7 @@ type Store interface {
 	CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error)
 	ListCheckable(ctx context.Context, afterID string, limit int, holder string) ([]domain.Resource, error)
 	RecordHealth(ctx context.Context, id string, checked domain.Checked, h domain.HealthUpdate) (domain.Resource, error)
+	RecordRepairs(ctx context.Context, id string, repairs []string) error
 }
 
 // AgentLister lists the agents sharing the store (domain.AgentStore is one); an agent is

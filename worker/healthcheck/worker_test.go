@@ -2,6 +2,7 @@ package healthcheck_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -199,6 +200,36 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	c.Check(s.store.records, gc.HasLen, 3)
 	c.Check(s.store.row("r1").Status, gc.Equals, domain.StatusReady)
 	c.Check(s.store.row("r1").Reason, gc.Equals, domain.ReasonRecovered) // until the next reconcile
+}
+
+// A check whose record is refused as stale (the row moved on while the environ repaired it)
+// drops the status it found, but records the repairs, which were made all the same; a row
+// that is gone records nothing.
+func (s *workerSuite) TestRepairsOfAStaleCheckAreRecorded(c *gc.C) {
+	s.store.add("r1")
+	s.store.add("r2")
+	s.store.recordErr = map[string]error{
+		"r1": fmt.Errorf("resource r1: %w", domain.ErrNotFound),
+		"r2": fmt.Errorf("resource r2 was claimed since it was checked (%w)", domain.ErrStale),
+	}
+	s.config.Concurrency = 1 // r1's check ends before r2's starts
+	for _, id := range []string{"r1", "r2"} {
+		s.env.errs[id] = errors.New("deployment was missing")
+		s.env.result[id] = &environ.Resource{ID: id, Repairs: []string{"deployment " + id + " re-applied: missing"}}
+	}
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	c.Check(s.env.calls.Next(c).id, gc.Equals, "r1")
+	s.store.waitFor(c, "r1's record tried", func() bool { return len(s.store.records) == 1 })
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil) // the round spreads its two checks
+	c.Check(s.env.calls.Next(c).id, gc.Equals, "r2")
+	s.store.waitFor(c, "r2's repair recorded", func() bool { return len(s.store.repairs["r2"]) == 1 })
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	c.Check(s.store.repairs, gc.DeepEquals, map[string][]string{"r2": {"deployment r2 re-applied: missing"}})
+	c.Check(s.store.records, gc.HasLen, 2)
+	c.Check(s.store.rows["r2"].Status, gc.Equals, domain.StatusReady)
 }
 
 // A check whose broker is unavailable (the API server throttles or fails) says nothing of the

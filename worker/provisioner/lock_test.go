@@ -139,6 +139,15 @@ func (st checkStore) RecordHealth(_ context.Context, id string, checked domain.C
 	return copyResource(*r), nil
 }
 
+func (st checkStore) RecordRepairs(_ context.Context, id string, _ []string) error {
+	st.s.mu.Lock()
+	defer st.s.mu.Unlock()
+	if _, ok := st.s.rows[id]; !ok {
+		return domain.ErrNotFound
+	}
+	return nil
+}
+
 type noHealthMetrics struct{}
 
 func (noHealthMetrics) ObserveHealthCheck(string, string) {}

@@ -122,6 +122,19 @@ func CheckHealthUpdate(h domain.HealthUpdate) error {
 	return CheckReason(h.Status, h.Reason)
 }
 
+// CheckRepairs checks RecordRepairs is given repairs, each saying what was put right.
+func CheckRepairs(repairs []string) error {
+	if len(repairs) == 0 {
+		return &domain.FieldError{Field: "repairs", Msg: "is empty: give at least one repair to record"}
+	}
+	for i, repair := range repairs {
+		if repair == "" {
+			return &domain.FieldError{Field: fmt.Sprintf("repairs[%d]", i), Msg: "is empty: say what was put right"}
+		}
+	}
+	return nil
+}
+
 // CheckCapacitySamples checks every sample has a time, a provisioner and a unit.
 func CheckCapacitySamples(samples []domain.CapacitySample) error {
 	for _, c := range samples {
