@@ -147,6 +147,7 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	return found
 }
 
+// logRepairs logs each repair a check made, as recorded.
 func logRepairs(log *slog.Logger, repairs []string) {
 	for _, repair := range repairs {
 		log.Info("repaired resource", "repair", repair)
