@@ -145,7 +145,7 @@ func (s *State) RecordRepairs(ctx context.Context, id string, repairs []string) 
 				return err
 			}
 			if n == 0 {
-				return fmt.Errorf("resource %s: %w", id, domain.ErrNotFound)
+				return notFound(id)
 			}
 		}
 		return nil
