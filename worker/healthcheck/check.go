@@ -123,7 +123,8 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 			if errors.Is(err, domain.ErrNotFound) || ctx.Err() != nil {
 				return found
 			}
-			log.Warn("cannot record the repairs of a health check", "repairs", u.Repairs, "error", err)
+			log.Warn("cannot record the repairs of a health check; the next round tries again", "repairs", u.Repairs, "error", err)
+			w.keepUnrecorded(log, r.ID, u.Repairs)
 			return checkDone{failed: found.failed, result: ResultError, recordError: err}
 		}
 		logRepairs(log, u.Repairs)
@@ -133,7 +134,8 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 		return found
 	case err != nil:
 		if ctx.Err() == nil {
-			log.Warn("cannot record the health check; the next round checks again", "error", err)
+			log.Warn("cannot record the health check; the next round checks again", "repairs", u.Repairs, "error", err)
+			w.keepUnrecorded(log, r.ID, u.Repairs)
 		}
 		return checkDone{failed: found.failed, result: ResultError, recordError: err}
 	}

@@ -93,6 +93,14 @@
 // args change, a delete request or a reconcile that started meanwhile wins; the check's
 // result is then dropped, all but its repairs: the environ made them, so they are recorded
 // as repair events all the same (Store.RecordRepairs), in the status the resource has then.
+// A repair's record that fails for another reason (the store unreachable, a timeout) is not
+// dropped either: the drift it removed is gone, so no later check would find it again. The
+// worker keeps such repairs in memory, up to 16 a resource (older ones are dropped, with a
+// warning), and records them at the start of the next round, timed then (the report's
+// unrecorded-repairs counts the resources with some kept); those of a resource gone since
+// are dropped, and at the first the store still refuses the rest wait for the round after.
+// A worker that stops with repairs kept loses them; each was logged at warn when its record
+// failed.
 //
 // Paused and hibernated resources are not checked: the pages leave paused rows out, and a
 // hibernated (or hibernating) resource is not ready. A check already running when its

@@ -32,6 +32,9 @@ type fakeStore struct {
 	countErr  error
 	recordErr map[string]error // RecordHealth fails for these ids
 	repairs   map[string][]string
+	// repairsErr fails every RecordRepairs; repairCalls counts them, failed or not.
+	repairsErr  error
+	repairCalls []string
 }
 
 func newFakeStore() *fakeStore {
@@ -132,6 +135,10 @@ func (s *fakeStore) RecordRepairs(ctx context.Context, id string, repairs []stri
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.notify()
+	s.repairCalls = append(s.repairCalls, id)
+	if s.repairsErr != nil {
+		return s.repairsErr
+	}
 	if _, ok := s.rows[id]; !ok {
 		return domain.ErrNotFound
 	}

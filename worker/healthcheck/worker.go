@@ -113,6 +113,8 @@ type Worker struct {
 	lastRecordError string
 	lastListError   string
 	lastAgentsError string
+
+	unrecorded unrecordedRepairs // repairs made whose record failed, for the next round
 }
 
 // roundStats describe one round for the report. Checks are counted in the round that
@@ -163,8 +165,8 @@ func (w *Worker) Kill() { w.catacomb.Kill(nil) }
 // Wait waits for the worker, and every check it started, to stop.
 func (w *Worker) Wait() error { return w.catacomb.Wait() }
 
-// Report shows the current round, the one before it and the last errors reading and
-// recording.
+// Report shows the current round, the one before it, the last errors reading and
+// recording, and how many resources have repairs kept for the next round to record.
 func (w *Worker) Report() map[string]any {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -187,6 +189,9 @@ func (w *Worker) Report() map[string]any {
 	}
 	if w.lastAgentsError != "" {
 		report["last-agents-error"] = w.lastAgentsError
+	}
+	if n := w.unrecorded.count(); n > 0 {
+		report["unrecorded-repairs"] = n
 	}
 	return report
 }
@@ -216,6 +221,7 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			if r != nil {
 				seq, previous = r.seq+1, r.agents
 			}
+			w.recordKept(ctx)
 			r = w.startRound(ctx, seq, now, previous)
 		}
 

@@ -202,6 +202,14 @@ func (s *workerSuite) TestUnhealthyAndBack(c *gc.C) {
 	c.Check(s.store.row("r1").Reason, gc.Equals, domain.ReasonRecovered) // until the next reconcile
 }
 
+// repairEach has the environ find each resource's deployment missing and re-apply it.
+func (s *workerSuite) repairEach(ids ...string) {
+	for _, id := range ids {
+		s.env.errs[id] = errors.New("deployment was missing")
+		s.env.result[id] = &environ.Resource{ID: id, Repairs: []string{"deployment " + id + " re-applied: missing"}}
+	}
+}
+
 // A check whose record is refused as stale (the row moved on while the environ repaired it)
 // drops the status it found, but records the repairs, which were made all the same; a row
 // that is gone records nothing.
@@ -213,10 +221,7 @@ func (s *workerSuite) TestRepairsOfAStaleCheckAreRecorded(c *gc.C) {
 		"r2": fmt.Errorf("resource r2 was claimed since it was checked (%w)", domain.ErrStale),
 	}
 	s.config.Concurrency = 1 // r1's check ends before r2's starts
-	for _, id := range []string{"r1", "r2"} {
-		s.env.errs[id] = errors.New("deployment was missing")
-		s.env.result[id] = &environ.Resource{ID: id, Repairs: []string{"deployment " + id + " re-applied: missing"}}
-	}
+	s.repairEach("r1", "r2")
 	w := s.start(c)
 	defer workertest.CleanKill(c, w)
 
@@ -230,6 +235,58 @@ func (s *workerSuite) TestRepairsOfAStaleCheckAreRecorded(c *gc.C) {
 	c.Check(s.store.repairs, gc.DeepEquals, map[string][]string{"r2": {"deployment r2 re-applied: missing"}})
 	c.Check(s.store.records, gc.HasLen, 2)
 	c.Check(s.store.rows["r2"].Status, gc.Equals, domain.StatusReady)
+}
+
+// A repair whose record failed (the store unreachable) is kept and recorded at the start of a
+// later round, though the checks after it find nothing to repair; kept repairs of a
+// resource that is gone are dropped, and those the store still refuses are kept again.
+func (s *workerSuite) TestRepairsWhoseRecordFailedAreRecordedLater(c *gc.C) {
+	s.store.add("r1")
+	s.store.add("r2")
+	unreachable := errors.New("dial tcp 10.0.0.5:5432: connect: connection refused")
+	s.store.recordErr = map[string]error{"r1": unreachable, "r2": unreachable}
+	s.config.Concurrency = 1 // r1's check ends before r2's starts
+	s.repairEach("r1", "r2")
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+	report := w.(reporter).Report
+
+	c.Check(s.env.calls.Next(c).id, gc.Equals, "r1")
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c).id, gc.Equals, "r2")
+	s.store.waitFor(c, "both records tried", func() bool { return len(s.store.records) == 2 })
+	waitReport(c, w.(reporter), map[string]any{"unrecorded-repairs": 2})
+
+	// The drift is gone; the store takes health records again but still refuses repairs.
+	s.env.set(func(e *fakeEnviron) { e.errs, e.result = map[string]error{}, map[string]*environ.Resource{} })
+	s.store.mu.Lock()
+	s.store.recordErr = nil
+	s.store.repairsErr = unreachable
+	s.store.mu.Unlock()
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c).id, gc.Equals, "r1") // the second round has begun
+	s.store.mu.Lock()
+	c.Check(s.store.repairCalls, gc.DeepEquals, []string{"r1"}) // the first refusal stops the rest
+	c.Check(s.store.repairs, gc.HasLen, 0)
+	s.store.mu.Unlock()
+	c.Check(report()["unrecorded-repairs"], gc.Equals, 2)
+	c.Check(report()["last-record-error"], gc.Equals, unreachable.Error())
+
+	s.store.mu.Lock()
+	s.store.repairsErr = nil
+	delete(s.store.rows, "r2")
+	s.store.mu.Unlock()
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c).id, gc.Equals, "r2")
+	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
+	c.Check(s.env.calls.Next(c).id, gc.Equals, "r1") // the third round has begun
+	s.store.mu.Lock()
+	c.Check(s.store.repairCalls, gc.DeepEquals, []string{"r1", "r1", "r2"})
+	c.Check(s.store.repairs, gc.DeepEquals, map[string][]string{"r1": {"deployment r1 re-applied: missing"}})
+	c.Check(s.store.records, gc.HasLen, 2) // the healthy checks after the repair change nothing
+	s.store.mu.Unlock()
+	_, kept := report()["unrecorded-repairs"]
+	c.Check(kept, gc.Equals, false)
 }
 
 // A check whose broker is unavailable (the API server throttles or fails) says nothing of the
