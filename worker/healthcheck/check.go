@@ -108,6 +108,9 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	case len(u.Repairs) > 0:
 		found.result = ResultRepaired
 	}
+	// Repairs of earlier checks whose record failed go first, with this record, so that
+	// the history keeps the order they were made in.
+	u.Repairs = append(w.unrecorded.takeFor(r.ID), u.Repairs...)
 	if u.Status == r.Status && u.Reason == r.Reason && u.StatusMessage == r.StatusMessage && u.State == nil && u.Config == nil && len(u.Repairs) == 0 {
 		return found
 	}

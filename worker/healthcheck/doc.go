@@ -99,6 +99,8 @@
 // warning), and records them at the start of the next round, timed then (the report's
 // unrecorded-repairs counts the resources with some kept); those of a resource gone since
 // are dropped, and at the first the store still refuses the rest wait for the round after.
+// A check of a resource with repairs kept records them first, ahead of its own, so the
+// history keeps the order they were made in.
 // A worker that stops with repairs kept loses them; each was logged at warn when its record
 // failed.
 //

@@ -20,10 +20,11 @@ import (
 const maxKeptRepairs = 16
 
 // unrecordedRepairs keeps, by resource id, the repairs checks made whose record failed (the
-// store unreachable or timing out), until the start of a later round records them: a repair
-// removes the drift it found, so no later check would find it again and the history would
-// never say it was made. They are kept in memory only: an agent that stops or dies with
-// some kept loses them, as it has logged them at warn when their record failed.
+// store unreachable or timing out), until the start of a later round or the resource's next
+// check records them: a repair removes the drift it found, so no later check would find it
+// again and the history would never say it was made. They are kept in memory only: an
+// agent that stops or dies with some kept loses them, as it has logged them at warn when
+// their record failed.
 type unrecordedRepairs struct {
 	mu   sync.Mutex
 	byID map[string][]string
@@ -53,6 +54,15 @@ func (u *unrecordedRepairs) restore(id string, repairs []string) {
 	delete(u.byID, id)
 	u.mu.Unlock()
 	u.keep(id, append(slices.Clone(repairs), newer...))
+}
+
+// takeFor returns the repairs kept for the resource id, oldest first, and forgets them.
+func (u *unrecordedRepairs) takeFor(id string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	kept := u.byID[id]
+	delete(u.byID, id)
+	return kept
 }
 
 // take returns every kept repair by resource id and forgets them.

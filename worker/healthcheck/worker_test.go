@@ -238,8 +238,9 @@ func (s *workerSuite) TestRepairsOfAStaleCheckAreRecorded(c *gc.C) {
 }
 
 // A repair whose record failed (the store unreachable) is kept and recorded at the start of a
-// later round, though the checks after it find nothing to repair; kept repairs of a
-// resource that is gone are dropped, and those the store still refuses are kept again.
+// later round, though the checks after it find nothing to repair; while the store refuses,
+// the kept repairs ride along with each check's record and are kept again; kept repairs of
+// a resource that is gone are dropped.
 func (s *workerSuite) TestRepairsWhoseRecordFailedAreRecordedLater(c *gc.C) {
 	s.store.add("r1")
 	s.store.add("r2")
@@ -257,36 +258,68 @@ func (s *workerSuite) TestRepairsWhoseRecordFailedAreRecordedLater(c *gc.C) {
 	s.store.waitFor(c, "both records tried", func() bool { return len(s.store.records) == 2 })
 	waitReport(c, w.(reporter), map[string]any{"unrecorded-repairs": 2})
 
-	// The drift is gone; the store takes health records again but still refuses repairs.
+	// The drift is gone; the store still refuses everything.
 	s.env.set(func(e *fakeEnviron) { e.errs, e.result = map[string]error{}, map[string]*environ.Resource{} })
 	s.store.mu.Lock()
-	s.store.recordErr = nil
 	s.store.repairsErr = unreachable
 	s.store.mu.Unlock()
 	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
 	c.Check(s.env.calls.Next(c).id, gc.Equals, "r1") // the second round has begun
+	s.store.waitFor(c, "r1's kept repair tried with its check", func() bool { return len(s.store.records) == 3 })
 	s.store.mu.Lock()
 	c.Check(s.store.repairCalls, gc.DeepEquals, []string{"r1"}) // the first refusal stops the rest
-	c.Check(s.store.repairs, gc.HasLen, 0)
-	s.store.mu.Unlock()
-	c.Check(report()["unrecorded-repairs"], gc.Equals, 2)
-	c.Check(report()["last-record-error"], gc.Equals, unreachable.Error())
-
-	s.store.mu.Lock()
-	s.store.repairsErr = nil
-	delete(s.store.rows, "r2")
+	c.Check(s.store.records[2].Repairs, gc.DeepEquals, []string{"deployment r1 re-applied: missing"})
 	s.store.mu.Unlock()
 	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
 	c.Check(s.env.calls.Next(c).id, gc.Equals, "r2")
+	s.store.waitFor(c, "r2's kept repair tried with its check", func() bool { return len(s.store.records) == 4 })
+	waitReport(c, w.(reporter), map[string]any{"unrecorded-repairs": 2, "last-record-error": unreachable.Error()})
+
+	// The store is back, and r2 is gone.
+	s.store.mu.Lock()
+	s.store.recordErr, s.store.repairsErr = nil, nil
+	delete(s.store.rows, "r2")
+	s.store.mu.Unlock()
 	c.Assert(s.clock.WaitAdvance(30*time.Second, testkit.LongWait, 1), gc.IsNil)
 	c.Check(s.env.calls.Next(c).id, gc.Equals, "r1") // the third round has begun
 	s.store.mu.Lock()
 	c.Check(s.store.repairCalls, gc.DeepEquals, []string{"r1", "r1", "r2"})
 	c.Check(s.store.repairs, gc.DeepEquals, map[string][]string{"r1": {"deployment r1 re-applied: missing"}})
-	c.Check(s.store.records, gc.HasLen, 2) // the healthy checks after the repair change nothing
+	c.Check(s.store.records, gc.HasLen, 4) // the healthy checks after the repairs change nothing
 	s.store.mu.Unlock()
 	_, kept := report()["unrecorded-repairs"]
 	c.Check(kept, gc.Equals, false)
+}
+
+// Repairs kept from a check whose record failed go first in the next record of the
+// resource, ahead of that check's own repairs, so the history keeps the order they were made
+// in, even when the store refused them at the round's start.
+func (s *workerSuite) TestKeptRepairsGoFirstInTheNextRecord(c *gc.C) {
+	s.store.add("r1")
+	unreachable := errors.New("dial tcp 10.0.0.5:5432: connect: connection refused")
+	s.store.recordErr = map[string]error{"r1": unreachable}
+	s.config.Concurrency = 1
+	s.repairEach("r1")
+	w := s.start(c)
+	defer workertest.CleanKill(c, w)
+
+	s.env.calls.Next(c)
+	waitReport(c, w.(reporter), map[string]any{"unrecorded-repairs": 1})
+
+	s.env.set(func(e *fakeEnviron) {
+		e.result["r1"] = &environ.Resource{ID: "r1", Repairs: []string{"service r1 re-applied: missing"}}
+	})
+	s.store.mu.Lock()
+	s.store.recordErr, s.store.repairsErr = nil, unreachable
+	s.store.mu.Unlock()
+	c.Assert(s.clock.WaitAdvance(time.Minute, testkit.LongWait, 1), gc.IsNil)
+	s.env.calls.Next(c)
+	s.store.waitFor(c, "the second check recorded", func() bool { return len(s.store.records) == 2 })
+	s.store.mu.Lock()
+	c.Check(s.store.repairCalls, gc.DeepEquals, []string{"r1"}) // refused at the round's start
+	c.Check(s.store.records[1].Repairs, gc.DeepEquals, []string{"deployment r1 re-applied: missing", "service r1 re-applied: missing"})
+	s.store.mu.Unlock()
+	waitReport(c, w.(reporter), map[string]any{"unrecorded-repairs": nil})
 }
 
 // A check whose broker is unavailable (the API server throttles or fails) says nothing of the
