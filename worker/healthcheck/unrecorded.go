@@ -65,13 +65,11 @@ func (u *unrecordedRepairs) takeFor(id string) []string {
 	return kept
 }
 
-// take returns every kept repair by resource id and forgets them.
-func (u *unrecordedRepairs) take() map[string][]string {
+// ids returns the resources with repairs kept, sorted.
+func (u *unrecordedRepairs) ids() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	taken := u.byID
-	u.byID = nil
-	return taken
+	return slices.Sorted(maps.Keys(u.byID))
 }
 
 // count is how many resources have repairs kept.
@@ -95,28 +93,30 @@ func (w *Worker) keepUnrecorded(log *slog.Logger, id string, repairs []string) {
 
 // recordKept records the repairs kept from checks whose record failed, each resource's as
 // repair events in the status its row has now. Those of a resource that is gone are
-// dropped. At the first the store refuses for another reason, it stops and keeps that
-// resource's and the rest for the next round: the store is most likely unreachable, and a
+// dropped. At the first the store refuses for another reason, it puts that resource's back
+// and leaves the rest for the next round: the store is most likely unreachable, and a
 // timeout for each would hold the round back.
 func (w *Worker) recordKept(ctx context.Context) {
-	kept := w.unrecorded.take()
-	ids := slices.Sorted(maps.Keys(kept))
+	ids := w.unrecorded.ids()
 	for i, id := range ids {
+		// A check of the resource may have taken them since, to record with its own.
+		repairs := w.unrecorded.takeFor(id)
+		if len(repairs) == 0 {
+			continue
+		}
 		log := w.config.Logger.With("id", id)
 		recordCtx, cancel := clocktimeout.WithTimeout(ctx, w.config.Clock, recordTimeout)
-		err := w.config.Store.RecordRepairs(recordCtx, id, kept[id])
+		err := w.config.Store.RecordRepairs(recordCtx, id, repairs)
 		cancel()
 		switch {
 		case err == nil:
-			logRepairs(log, kept[id])
+			logRepairs(log, repairs)
 		case errors.Is(err, domain.ErrNotFound):
-			log.Debug("resource is gone; dropping the repairs its checks could not record", "repairs", kept[id])
+			log.Debug("resource is gone; dropping the repairs its checks could not record", "repairs", repairs)
 		case ctx.Err() != nil:
 			return
 		default:
-			for _, left := range ids[i:] {
-				w.unrecorded.restore(left, kept[left])
-			}
+			w.unrecorded.restore(id, repairs)
 			w.config.Logger.Warn("cannot record the repairs kept from earlier checks; the next round tries again",
 				"resources", len(ids)-i, "error", err)
 			w.mu.Lock()
