@@ -97,7 +97,7 @@ func (s *State) changesWithRows(ctx context.Context, after int64, limit *int) ([
 		rows, err = pgx.CollectRows(r, func(row pgx.CollectableRow) (domain.Resource, error) { return scanResource(row) })
 		return err
 	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := s.changeLog.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("read changes after %d: %w", after, err)
 	}
 	named := make(map[string]bool, len(out))

@@ -19,7 +19,7 @@ const changesChannel = "berth_resource_changes"
 // LatestChangeSeq returns the highest sequence number in the change log (0 when empty).
 func (s *State) LatestChangeSeq(ctx context.Context) (int64, error) {
 	var seq int64
-	if err := s.pool.QueryRow(ctx, backend.LatestChangeSQL).Scan(&seq); err != nil {
+	if err := s.changeLog.QueryRow(ctx, backend.LatestChangeSQL).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("read latest change: %w", err)
 	}
 	return seq, nil
@@ -57,7 +57,7 @@ func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, e
 }
 
 func (s *State) changes(ctx context.Context, what, query string, args ...any) ([]domain.Change, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
+	rows, err := s.changeLog.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/internal/pgtest"
 )
 
 // waitResult runs l.Wait(ctx) in a goroutine and returns the channel its result arrives on.
@@ -79,5 +80,43 @@ func TestListenerBreaksWhenItsBackendDies(t *testing.T) {
 	mustCreate(t, st, runtime("web"))
 	if err := receive(t, done); err != nil {
 		t.Fatalf("wait on a new listener: %v", err)
+	}
+}
+
+// The change log's reads wake every reconcile, so they run on a connection of their own:
+// with every connection of the main pool held by transactions, they still answer at once.
+func TestChangeLogReadsDoNotWaitForTheMainPool(t *testing.T) {
+	ctx := testContext(t)
+	st, err := postgres.Open(ctx, pgtest.New(t), postgres.PoolConfig{MaxConns: 1})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	r := mustCreate(t, st, runtime("woken"))
+	held, err := st.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatalf("hold the main pool's only connection: %v", err)
+	}
+	defer held.Release()
+
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	latest, err := st.LatestChangeSeq(short)
+	if err != nil {
+		t.Fatalf("latest change with the main pool held: %v", err)
+	}
+	changes, err := st.ChangesAfter(short, 0, 0)
+	if err != nil {
+		t.Fatalf("changes after 0 with the main pool held: %v", err)
+	}
+	if len(changes) != 1 || changes[0].ResourceID != r.ID || changes[0].Seq != latest {
+		t.Fatalf("changes = %+v, want the one entry of %s at seq %d", changes, r.ID, latest)
+	}
+	in, err := st.ChangesIn(short, []int64{latest})
+	if err != nil || len(in) != 1 || in[0].ResourceID != r.ID {
+		t.Fatalf("changes in [%d] with the main pool held = %+v, %v; want the entry of %s", latest, in, err, r.ID)
 	}
 }

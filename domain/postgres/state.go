@@ -18,6 +18,10 @@ import (
 // State is domain.State on a PostgreSQL connection pool.
 type State struct {
 	pool *pgxpool.Pool
+	// changeLog is a pool of one connection of its own for the change log's reads, which
+	// wake every reconcile: on pool, under a burst, they queued for a connection behind
+	// the reconciles' transactions (see the "Connections" part of the package doc).
+	changeLog *pgxpool.Pool
 	// claims and progress run the claims and progress records of concurrent reconciles
 	// together: one round trip and one commit for all queued meanwhile (see groups.go).
 	claims   *backend.Group[*claimCall]
@@ -76,12 +80,20 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 		pool.Close()
 		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
 	}
-	return newState(pool, backend.KnownVersion(migrations)), nil
+	logCfg := poolCfg.Copy()
+	logCfg.MaxConns, logCfg.MinConns = 1, 0
+	changeLog, err := pgxpool.NewWithConfig(ctx, logCfg)
+	if err != nil {
+		pool.Close()
+		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
+	}
+	return newState(pool, changeLog, backend.KnownVersion(migrations)), nil
 }
 
-// newState is the State on pool of a build that knows schema version schema.
-func newState(pool *pgxpool.Pool, schema int) *State {
-	s := &State{pool: pool, reserve: make(map[string]*backend.Group[*reserveCall]), instant: make(map[string]*instantGroups), schema: schema}
+// newState is the State on pool, with changeLog for the change log's reads, of a build
+// that knows schema version schema.
+func newState(pool, changeLog *pgxpool.Pool, schema int) *State {
+	s := &State{pool: pool, changeLog: changeLog, reserve: make(map[string]*backend.Group[*reserveCall]), instant: make(map[string]*instantGroups), schema: schema}
 	s.claims = backend.NewGroup(maxGroup, s.runClaims)
 	s.progress = backend.NewGroup(maxGroup, s.runProgress)
 	s.reads = backend.NewGroup(maxGroup, s.runReads)
@@ -122,8 +134,11 @@ func (s *State) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes every connection of the pool.
-func (s *State) Close() { s.pool.Close() }
+// Close closes every connection of the pools.
+func (s *State) Close() {
+	s.changeLog.Close()
+	s.pool.Close()
+}
 
 // Pool returns the underlying pool, for tests and benchmarks that need raw SQL.
 func (s *State) Pool() *pgxpool.Pool { return s.pool }
