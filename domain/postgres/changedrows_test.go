@@ -55,19 +55,25 @@ func TestChangedRowsComeWithSmallReadsOnceAsked(t *testing.T) {
 		t.Error("the row of an entry not read was kept")
 	}
 
-	// A burst: its first page, read after a small read, brings its rows; the read after a
-	// page brings none, and the read after that small read brings them again.
-	for i := range changedRowsBelow {
-		create(fmt.Sprintf("burst-%d", i))
+	// A burst: its first page, read after a small read, brings the rows of its first
+	// changedRowsBelow entries and no more; the read after a page brings none, and the read
+	// after that small read brings them again.
+	before := read(0, 0)
+	var burstIDs []string
+	for i := range changedRowsBelow + 2 {
+		burstIDs = append(burstIDs, create(fmt.Sprintf("burst-%d", i)).ID)
 	}
-	burst := read(0, 1000)
-	if len(burst) < changedRowsBelow {
-		t.Fatalf("read %d entries, want at least %d", len(burst), changedRowsBelow)
+	burst := read(before[len(before)-1].Seq, 1000)
+	if len(burst) != changedRowsBelow+2 {
+		t.Fatalf("read %d entries of the burst, want %d", len(burst), changedRowsBelow+2)
+	}
+	for i, id := range burstIDs {
+		_, ok := st.ChangedResource(id)
+		if want := i < changedRowsBelow; ok != want {
+			t.Errorf("row of the burst's entry %d kept = %v, want %v (rows come for the first %d entries)", i, ok, want, changedRowsBelow)
+		}
 	}
 	last := burst[len(burst)-1]
-	if _, ok := st.ChangedResource(last.ResourceID); !ok {
-		t.Error("the first page of a burst brought no rows")
-	}
 	third := create("third")
 	read(last.Seq, 1000)
 	if _, ok := st.ChangedResource(third.ID); ok {
