@@ -328,6 +328,14 @@ type Change struct {
 	Owner string
 }
 
+// NewestChange is a change-log entry read ahead of a reader's cursor (NewestChanges).
+type NewestChange struct {
+	Change
+	// OwnerFirst says no entry of the owner lies between the reader's cursor and the
+	// entries read: handed on now, it is served in its owner's change order.
+	OwnerFirst bool
+}
+
 // ChangeLog is the durable record watchers tail. Entries are written by the backend itself
 // (triggers), so writes made directly against the table are seen as well.
 type ChangeLog interface {
@@ -337,6 +345,12 @@ type ChangeLog interface {
 	ChangesAfter(ctx context.Context, after int64, limit int) ([]Change, error)
 	// ChangesIn returns the entries among seqs that exist (committed) now.
 	ChangesIn(ctx context.Context, seqs []int64) ([]Change, error)
+	// NewestChanges returns the newest up to limit entries with Seq > after, in Seq order,
+	// each with OwnerFirst set when no entry of its owner lies between cursor and the
+	// oldest of them, and that oldest is at most reach entries past cursor (cursor <=
+	// after): a reader whose cursor is at cursor may hand those on before it reads up to
+	// them and still serve each owner in change order.
+	NewestChanges(ctx context.Context, cursor, after int64, limit, reach int) ([]NewestChange, error)
 	// PruneChanges deletes, while term holds, the entries written more than olderThan ago on
 	// the database clock, and returns how many (an error wrapping ErrNotLeader, and nothing
 	// deleted, once term has ended).

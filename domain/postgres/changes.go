@@ -68,6 +68,27 @@ func (s *State) changes(ctx context.Context, what, query string, args ...any) ([
 	return out, nil
 }
 
+// NewestChanges returns the newest up to limit entries after after, in Seq order, each
+// marked OwnerFirst when no entry of its owner lies between cursor and the oldest of them
+// within reach (backend.NewestChangesSQL).
+func (s *State) NewestChanges(ctx context.Context, cursor, after int64, limit, reach int) ([]domain.NewestChange, error) {
+	rows, err := s.changeLog.Query(ctx, newestChangesSQL, cursor, after, limit, reach)
+	if err != nil {
+		return nil, fmt.Errorf("read the newest changes after %d: %w", after, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.NewestChange, error) {
+		var c domain.NewestChange
+		err := row.Scan(&c.Seq, &c.ResourceID, &c.Owner, &c.OwnerFirst)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the newest changes after %d: %w", after, err)
+	}
+	return out, nil
+}
+
+var newestChangesSQL = fmt.Sprintf(backend.NewestChangesSQL, "t.resource_id::text")
+
 // scanChange scans a change-log entry: its seq, resource id and owner.
 func scanChange(row pgx.CollectableRow) (domain.Change, error) {
 	var c domain.Change

@@ -36,6 +36,27 @@ func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]dom
 		  WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limit)
 }
 
+// NewestChanges returns the newest up to limit entries after after, in Seq order, each
+// marked OwnerFirst when no entry of its owner lies between cursor and the oldest of them
+// within reach (backend.NewestChangesSQL).
+func (s *State) NewestChanges(ctx context.Context, cursor, after int64, limit, reach int) ([]domain.NewestChange, error) {
+	what := "read the newest changes after " + strconv.FormatInt(after, 10)
+	rows, err := s.read.QueryContext(ctx, newestChangesSQL, cursor, after, limit, reach)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := collectRows(rows, func(row rowScanner) (c domain.NewestChange, err error) {
+		err = row.Scan(&c.Seq, &c.ResourceID, &c.Owner, &c.OwnerFirst)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+var newestChangesSQL = fmt.Sprintf(backend.NewestChangesSQL, "t.resource_id")
+
 // ChangesIn returns the entries among seqs that are committed now, in Seq order.
 func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, error) {
 	if len(seqs) == 0 {

@@ -143,3 +143,72 @@ func testListenerCloseInterruptsWait(t *testing.T, b *Backend) {
 		t.Fatalf("close again: %v", err)
 	}
 }
+
+// NewestChanges reads the log's newest entries ahead of a cursor, and marks those whose
+// owner has no entry between the cursor and them, within reach of the cursor.
+func testNewestChanges(t *testing.T, b *Backend) {
+	ctx := testContext(t)
+	cursor := latestSeq(t, b)
+	owned := func(name, owner string) domain.Resource {
+		t.Helper()
+		return mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: name, Owner: owner})
+	}
+	a1, a2 := owned("a1", "alice"), owned("a2", "alice")
+	a3, b1, c1 := owned("a3", "alice"), owned("b1", "bob"), owned("c1", "carol")
+	all, err := b.ChangesAfter(ctx, cursor, 0)
+	if err != nil || len(all) != 5 {
+		t.Fatalf("changes after %d = %+v, %v; want the 5 just made", cursor, all, err)
+	}
+	type entry struct {
+		id    string
+		first bool
+	}
+	newest := func(cursor, after int64, limit, reach int) []entry {
+		t.Helper()
+		got, err := b.NewestChanges(ctx, cursor, after, limit, reach)
+		if err != nil {
+			t.Fatalf("newest changes (cursor %d, after %d, limit %d, reach %d): %v", cursor, after, limit, reach, err)
+		}
+		out := make([]entry, len(got))
+		for i, c := range got {
+			out[i] = entry{c.ResourceID, c.OwnerFirst}
+			if c.Owner == "" {
+				t.Errorf("entry %+v has no owner", c)
+			}
+		}
+		return out
+	}
+	want := func(what string, got []entry, w ...entry) {
+		t.Helper()
+		if len(got) != len(w) {
+			t.Fatalf("%s = %+v, want %+v", what, got, w)
+		}
+		for i := range w {
+			if got[i] != w[i] {
+				t.Fatalf("%s = %+v, want %+v", what, got, w)
+			}
+		}
+	}
+
+	// The newest three: alice has a1 and a2 between the cursor and a3, bob and carol none.
+	want("newest 3", newest(cursor, cursor, 3, 100),
+		entry{a3.ID, false}, entry{b1.ID, true}, entry{c1.ID, true})
+	// All five: nothing lies between the cursor and them, so each is its owner's first.
+	want("newest 10", newest(cursor, cursor, 10, 100),
+		entry{a1.ID, true}, entry{a2.ID, true}, entry{a3.ID, true}, entry{b1.ID, true}, entry{c1.ID, true})
+	// after skips the entries read before; the cursor still decides what lies between.
+	want("newest after b1", newest(cursor, all[3].Seq, 3, 100), entry{c1.ID, true})
+	want("newest 2 after a1", newest(cursor, all[0].Seq, 2, 100), entry{b1.ID, true}, entry{c1.ID, true})
+	// Out of reach: the oldest read lies more than reach past the cursor.
+	reach := int(all[3].Seq - cursor)
+	want("newest 2, within reach", newest(cursor, cursor, 2, reach), entry{b1.ID, true}, entry{c1.ID, true})
+	want("newest 2, out of reach", newest(cursor, cursor, 2, reach-1), entry{b1.ID, false}, entry{c1.ID, false})
+	// A cursor past bob's and carol's: nothing newer.
+	want("nothing newer", newest(all[4].Seq, all[4].Seq, 10, 100))
+	// A change of alice's after carol's: a1..a3 lie between the cursor and it.
+	if _, err := b.UpdateResourceArgs(ctx, a1.ID, map[string]any{"v": 2}); err != nil {
+		t.Fatal(err)
+	}
+	want("alice's newest", newest(cursor, all[4].Seq, 10, 100), entry{a1.ID, false})
+	want("alice's newest, cursor past hers", newest(all[2].Seq, all[4].Seq, 10, 100), entry{a1.ID, true})
+}

@@ -78,6 +78,7 @@ var tests = []struct {
 	{"FinalizeDelete", testFinalizeDelete},
 	{"MissingResources", testMissingResources},
 	{"ChangeLog", testChangeLog},
+	{"NewestChanges", testNewestChanges},
 	{"ListenerWakesOnChange", testListenerWakesOnChange},
 	{"ListenerWakesOnOtherWriters", testListenerWakesOnOtherWriters},
 	{"ListenerCloseInterruptsWait", testListenerCloseInterruptsWait},
