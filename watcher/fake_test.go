@@ -137,6 +137,35 @@ func (s *fakeSource) ChangesAfter(ctx context.Context, after int64, limit int) (
 	return out, nil
 }
 
+// NewestChanges is domain.ChangeLog's: the newest limit entries after after, each marked
+// when no entry of its owner lies after cursor and before the oldest of them, within reach.
+func (s *fakeSource) NewestChanges(ctx context.Context, cursor, after int64, limit, reach int) ([]domain.NewestChange, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	sorted := s.sortedLocked()
+	var tail []domain.NewestChange
+	for i := len(sorted) - 1; i >= 0 && len(tail) < limit && sorted[i].Seq > after; i-- {
+		tail = append([]domain.NewestChange{{Change: sorted[i]}}, tail...)
+	}
+	if len(tail) == 0 {
+		return nil, nil
+	}
+	oldest := tail[0].Seq
+	behind := map[string]bool{}
+	for _, change := range sorted {
+		if change.Seq > cursor && change.Seq < oldest {
+			behind[change.Owner] = true
+		}
+	}
+	for i := range tail {
+		tail[i].OwnerFirst = oldest-cursor <= int64(reach) && !behind[tail[i].Owner]
+	}
+	return tail, nil
+}
+
 func (s *fakeSource) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -98,6 +98,11 @@ type resourcesWatcher struct {
 	// logBehind says the change log has entries past the cursor that were not read for
 	// want of room (ReadAhead) or because the last read filled a page.
 	logBehind bool
+	// newestRead is the newest entry a read of the log's newest entries looked at (see
+	// readNewest); aheadQueued are the entries past the cursor such reads queued, which
+	// the reads from the cursor skip as they reach them.
+	newestRead  int64
+	aheadQueued map[int64]bool
 	// attentionAfter is the last id of the page of resources needing attention read last;
 	// attentionRead says every page has been read.
 	attentionAfter string
@@ -115,12 +120,13 @@ func NewResourcesWatcher(config ResourcesConfig) (OwnedWatcher, error) {
 		return nil, err
 	}
 	w := &resourcesWatcher{
-		config:    config,
-		out:       make(chan []Owned),
-		hints:     make(chan struct{}, 1),
-		gaps:      make(map[int64]time.Time),
-		pending:   fairqueue.New(),
-		isPending: make(map[string]bool),
+		config:      config,
+		out:         make(chan []Owned),
+		hints:       make(chan struct{}, 1),
+		gaps:        make(map[int64]time.Time),
+		pending:     fairqueue.New(),
+		isPending:   make(map[string]bool),
+		aheadQueued: make(map[int64]bool),
 	}
 	w.tomb.Go(w.loop)
 	return w, nil
@@ -145,6 +151,7 @@ func (w *resourcesWatcher) Report() map[string]any {
 		"gaps":           len(w.gaps),
 		"pending":        w.pending.Len(),
 		"pending-owners": w.pending.Owners(),
+		"queued-ahead":   len(w.aheadQueued),
 		"listening":      w.listening,
 	}
 }
@@ -167,10 +174,34 @@ func (w *resourcesWatcher) loop() error {
 	defer poll.Stop()
 	sentFirst := false
 	for {
+		// A wake-up while the cursor is behind is taken before the reads ahead and the
+		// sends: its read of the newest entries may bring another owner's change that
+		// would otherwise wait for several turns of the select (readNewest).
+		if w.logBehind {
+			select {
+			case <-w.hints:
+				if err := w.read(ctx); err != nil {
+					return w.deathReason(err)
+				}
+			default:
+			}
+		}
 		var out chan []Owned
 		var batch []Owned
 		if !sentFirst || w.pending.Len() > 0 {
 			out, batch = w.out, w.nextBatch()
+		}
+		// A consumer waiting for an event gets it before the next read ahead, which on a
+		// loaded server takes milliseconds: the event may hold a late owner's change.
+		select {
+		case out <- batch:
+			sentFirst = true
+			w.delivered(len(batch))
+			out, batch = nil, nil
+			if w.pending.Len() > 0 {
+				out, batch = w.out, w.nextBatch()
+			}
+		default:
 		}
 		var more <-chan struct{}
 		if w.canReadAhead() {
@@ -286,12 +317,18 @@ func (w *resourcesWatcher) readAttention(ctx context.Context) error {
 	return nil
 }
 
-// read looks up the gaps again, then reads a page of the log from the cursor; the loop
-// reads the pages after it ahead of the consumer.
+// read looks up the gaps again, reads the log's newest entries when the cursor is behind
+// (readNewest), then reads a page of the log from the cursor; the loop reads the pages
+// after it ahead of the consumer.
 func (w *resourcesWatcher) read(ctx context.Context) error {
 	now := w.config.Clock.Now()
 	if err := w.recheckGaps(ctx, now); err != nil {
 		return err
+	}
+	if w.logBehind {
+		if err := w.readNewest(ctx); err != nil {
+			return err
+		}
 	}
 	if w.room() <= 0 {
 		w.logBehind = true
@@ -310,16 +347,78 @@ func (w *resourcesWatcher) readLog(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the change log after entry %d: %w", cursor, err)
 	}
-	ids, owners := changedIDs(changes)
 	w.mu.Lock()
 	for _, change := range changes {
 		w.noteGapsLocked(w.cursor+1, change.Seq, w.config.ReadAhead, now)
 		w.cursor = change.Seq
 	}
-	w.addPendingLocked(ids, owners)
 	w.mu.Unlock()
 	w.logBehind = len(changes) == w.config.BatchSize
+	if len(w.aheadQueued) > 0 {
+		changes = w.skipQueuedAhead(changes)
+	}
+	ids, owners := changedIDs(changes)
+	w.mu.Lock()
+	w.addPendingLocked(ids, owners)
+	w.mu.Unlock()
 	return nil
+}
+
+// Reads of the log's newest entries (see the package doc): at most newestLimit entries
+// each, only while the cursor is at most newestReach entries behind them, and none while
+// maxQueuedAhead entries they queued wait for the cursor.
+const (
+	newestLimit    = 64
+	newestReach    = 10_000
+	maxQueuedAhead = 4096
+)
+
+// readNewest queues the log's newest entries whose owners have none between the cursor
+// and them, ahead of the cursor: an owner whose change lands behind another's backlog is
+// served without waiting for the pages of the backlog to be read. Each entry is looked at
+// once; the entries it queues are remembered until the cursor reaches them.
+func (w *resourcesWatcher) readNewest(ctx context.Context) error {
+	if len(w.aheadQueued) >= maxQueuedAhead {
+		return nil
+	}
+	w.mu.Lock()
+	cursor := w.cursor
+	w.mu.Unlock()
+	newest, err := w.config.Source.NewestChanges(ctx, cursor, max(cursor, w.newestRead), newestLimit, newestReach)
+	if err != nil {
+		return fmt.Errorf("read the change log's newest entries after entry %d: %w", max(cursor, w.newestRead), err)
+	}
+	first := make([]domain.Change, 0, len(newest))
+	for _, change := range newest {
+		w.newestRead = max(w.newestRead, change.Seq)
+		if change.OwnerFirst {
+			w.aheadQueued[change.Seq] = true
+			first = append(first, change.Change)
+		}
+	}
+	ids, owners := changedIDs(first)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.addPendingLocked(ids, owners)
+	return nil
+}
+
+// skipQueuedAhead returns changes without the entries readNewest queued already, which it
+// forgets: the cursor has reached them. Once the cursor is not behind, every entry queued
+// ahead is at or below it.
+func (w *resourcesWatcher) skipQueuedAhead(changes []domain.Change) []domain.Change {
+	kept := changes[:0:0]
+	for _, change := range changes {
+		if w.aheadQueued[change.Seq] {
+			delete(w.aheadQueued, change.Seq)
+			continue
+		}
+		kept = append(kept, change)
+	}
+	if !w.logBehind {
+		clear(w.aheadQueued)
+	}
+	return kept
 }
 
 // readDeadAgents queues the resources leased by agents that are not live, as if they had

@@ -320,6 +320,7 @@ func (s *resourcesSuite) TestReport(c *gc.C) {
 		"gaps":           1,
 		"pending":        2,
 		"pending-owners": 1,
+		"queued-ahead":   0,
 		"listening":      true,
 	})
 }
@@ -450,6 +451,44 @@ func (s *resourcesSuite) TestALateOwnersChangeIsDeliveredInTheNextBatch(c *gc.C)
 	s.waitRead(c, seq)
 	c.Check(nextOwnedEvent(c, w), gc.DeepEquals, []watcher.Owned{{"a4", "alice"}, {"b1", "bob"}, {"a5", "alice"}})
 	c.Check(nextEvent(c, w), gc.DeepEquals, []string{"a6", "a7", "a8"})
+}
+
+// A late owner's change that lands behind another owner's backlog the watcher has not read
+// yet is read from the log's newest entries on the wake-up and delivered in the next batch,
+// before the pages of the backlog; the backlog is still served in order, and the late
+// change once only.
+func (s *resourcesSuite) TestALateOwnersChangeBehindAnUnreadBacklogIsReadFromTheNewest(c *gc.C) {
+	s.config.ReadAhead = s.config.BatchSize
+	w := s.startListening(c)
+	defer workertest.CleanKill(c, w)
+
+	// More of alice's than one read of the newest entries looks at, so that hers are not
+	// the first of her owner and wait for the pages.
+	var burst []string
+	for i := range 100 {
+		burst = append(burst, fmt.Sprintf("a%03d", i))
+	}
+	s.source.setOwner("alice", burst...)
+	s.source.setOwner("bob", "b1")
+	s.source.commit(burst...)
+	s.source.notify()
+	s.waitPending(c, w, 3)
+	c.Check(report(w)["cursor"], gc.Equals, int64(3))
+
+	s.source.commit("b1")
+	s.source.notify()
+	s.waitPending(c, w, 4)
+	c.Check(report(w)["queued-ahead"], gc.Equals, 1)
+	c.Check(nextOwnedEvent(c, w), gc.DeepEquals, []watcher.Owned{{"a000", "alice"}, {"b1", "bob"}, {"a001", "alice"}})
+
+	var rest []string
+	for len(rest) < len(burst)-2 {
+		rest = append(rest, nextEvent(c, w)...)
+	}
+	c.Check(rest, gc.DeepEquals, burst[2:])
+	s.sync(c)
+	assertNoEvent(c, w)
+	c.Check(report(w)["queued-ahead"], gc.Equals, 0)
 }
 
 // The batches serve the owners in proportion to their weights, read at start.
