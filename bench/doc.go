@@ -388,6 +388,40 @@
 // the inserting process's commit through SQLite's busy schedule (retries after 1, 2, 5, 10,
 // 15, 20 and 25 ms), which ends up to a retry's length after the commit.
 //
+// Where owner B's runtime waits behind owner A's burst (build 3cdba80; the fairness run's
+// scenario, one agent at concurrency 16, B inserted as A's insert of 8,000 returned, timed
+// from marks the agent wrote at each stage, three to nine runs each). B's entry comes after
+// A's 8,000 in the log, and it waited in four places. Each is now shorter:
+//   - The read that brings B's entry queued for a connection behind the groups'
+//     transactions (the main pool's 4 were all theirs): 10 to 13 ms for one entry. The
+//     change log's reads now have a connection of their own (domain/postgres, Connections):
+//     2 to 5 ms, 10 to 27 ms in the two runs where the server was busiest.
+//   - The burst's first read followed a small one, so it brought its page's 1,000 rows, just
+//     written and read for the first time: 38 to 80 ms. A read now brings at most 64 rows:
+//     18 to 30 ms.
+//   - Reading the log in order, the watcher reached B's entry only after A's eight pages:
+//     60 to 90 ms after B's insert on these 2 cores. While behind, a wake-up now first reads
+//     the log's newest entries (watcher/doc.go): B's entry was queued 14 to 41 ms after its
+//     insert, with 1 to 3 of A's pages read.
+//   - B's reconcile joins the lane's next group (domain/postgres: one lane at concurrency
+//     16), so it waits for the group running: at the burst's start, groups of 15 took 7 to 84
+//     ms where later ones take 2 to 5, and with three agents on one pool a group whose
+//     guess went stale took 47 ms and ran again. Not changed: B's reconcile took 14 to 139
+//     ms, most of its time behind the burst now.
+//
+// In the bench's own fairness run (B 0.3 s after the burst began), alternating with the
+// build before, four pairs: one agent 68, 73, 44 and 52 ms against 6, 114, 57 and 7 (and
+// 43, 162, 132, 7, 56, 74, 12 and 8 in two more sets of that build's runs); three agents
+// 137, 319, 133 and 32 ms against 96, 153, 75 and 160. B is no longer bimodal on where it
+// lands in the log, but the early groups still set its time: the target (5x idle) stays
+// missed with one agent. The same builds at the default settings, three pairs of 10,000:
+// 5,889, 7,041 and 5,326/s against 4,294, 5,500 and 5,600/s; latency at 20/s, two pairs:
+// p50 2.4 and 2.3 ms, p99 6.7 and 6.0 ms against p50 2.5 and 2.3 ms, p99 6.1 and 7.0 ms.
+// Tried and not kept: the provisioner taking every outcome that has arrived before giving
+// out places, so that a group's reconciles start together (groups of 1 and 15 became 4 and
+// 12, alternating): at concurrency 16, three pairs of 10,000, 2,386, 2,514 and 2,739/s
+// against 2,421, 2,335 and 2,644/s, no gain beyond the noise.
+//
 // What the agent no longer spends: it asks the group's ready record for each row's id and
 // ready_at only (domain.InstantProvision.ReadyAt), where reading back the whole rows and
 // decoding their JSON columns was an eighth of its CPU under a burst (2% now). A group's lead
