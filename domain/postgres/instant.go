@@ -304,8 +304,12 @@ func (c *reserveCall) placeOn(host string) error {
 // sharing a pool taking that path nearly always). Their cached plans read by key whatever
 // the tables held when they were made (TestInstantWarmReadyRecordLocksByKey,
 // TestInstantLockLocksByKeyInTheOrderGiven, TestInstantReadyRecordUpdatesByKeyWithAGenericPlan,
-// TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables).
-const genericPlansSQL = `SET LOCAL plan_cache_mode = force_generic_plan`
+// TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables). The plans are made without
+// sequential scans: a plan cached on the few rows an idle agent had seen chose a scan of
+// resources for the ready record's update, which then read the whole of a later burst for
+// every group (TestInstantWarmReadyRecordReadsByKeyAfterABurstOnAPlanMadeOnFewRows); every
+// statement of a group reads by key.
+const genericPlansSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
 
 // markRan marks the calls of group as run in it.
 func markRan(group []*reserveCall) {

@@ -18,7 +18,7 @@ import (
 
 // untouchedLockSQL is a select that locks for update, one by one in the order of the array
 // ids (the caller's: id order), those of its rows that are untouched as the caller read them,
-// and returns their ids (l.id). Untouched: pending since created, row ids[i] at generation
+// and returns their ids and the locked versions' ctids (l.id, l.row_ctid). Untouched: pending since created, row ids[i] at generation
 // gens[i] and of owner owners[i], of the types types, with the provisioner provisioner or
 // none, no live lease, no retry due, neither paused nor to be hibernated, an owner without a
 // quota, no reservation of provisioner yet, and a schema no newer than version schema. A
@@ -27,17 +27,20 @@ import (
 // holder's reservation waits for none of these. Each row is
 // looked up on its own (LATERAL), by primary key, in the order given: joined with the
 // array, a plan may read every pending row through the index of rows needing attention, and
-// lock in its own order. The arguments are the statement's placeholders.
+// lock in its own order. The owner is compared with IS NOT DISTINCT FROM (the column is
+// never NULL), which no index serves: compared with =, a plan made on a few rows looked each
+// row up through an index on the owner and filtered the rest of a burst of that owner. The
+// arguments are the statement's placeholders.
 func untouchedLockSQL(ids, gens, owners, provisioner, types, schema string) string {
 	return `
-	SELECT l.id
+	SELECT l.id, l.row_ctid
 	  FROM unnest(` + ids + `::uuid[], ` + gens + `::bigint[], ` + owners + `::text[]) AS f(fence_id, fence_generation, fence_owner),
-	       LATERAL (SELECT r.id FROM resources r
+	       LATERAL (SELECT r.id, r.ctid AS row_ctid FROM resources r
 	                 WHERE r.id = f.fence_id
 	                   AND r.status = 'pending' AND r.reason = 'Created' AND r.next_attempt_at IS NULL
 	                   AND NOT r.paused AND NOT r.hibernate
 	                   AND r.provisioner IN ('', ` + provisioner + `) AND r.type = ANY (` + types + `::text[])
-	                   AND r.generation = f.fence_generation AND r.owner = f.fence_owner
+	                   AND r.generation = f.fence_generation AND r.owner IS NOT DISTINCT FROM f.fence_owner
 	                   AND (r.lease_holder IS NULL OR r.lease_expires_at < now())
 	                   AND NOT EXISTS (SELECT 1 FROM owner_quotas q WHERE q.owner = r.owner)
 	                   AND NOT EXISTS (SELECT 1 FROM slot_reservations s WHERE s.provisioner = ` + provisioner + ` AND s.resource_id = r.id)
@@ -128,7 +131,8 @@ const instantReadySet = `status = 'ready',
 // the rows $1 that are untouched as the caller read them (untouchedLockSQL: row $1[i] at
 // generation $10[i] and of owner $11[i], of the types $12, for provisioner $3, under a
 // schema no newer than version $13), and records only those ready, with their history. A
-// row that is not is neither locked nor written, and returns no row.
+// row that is not is neither locked nor written, and returns no row. The update finds the
+// locked rows by their ctids (a TID scan), so that no plan reads the table.
 func instantWarmReadySQL(returning string) string {
 	return `
 	WITH fenced AS (` + untouchedLockSQL("$1", "$10", "$11", "$3", "$12", "$13") + `
@@ -136,7 +140,7 @@ func instantWarmReadySQL(returning string) string {
 	UPDATE resources
 	   SET ` + instantReadySet + `
 	  FROM unnest($1::uuid[], $2::text[], $4::text[], $5::text[], $6::bigint[]) AS ready(ready_id, ready_message, ready_state, ready_config, ready_units)
-	 WHERE id = ready.ready_id AND id IN (SELECT id FROM fenced)
+	 WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM fenced)) AND id = ready.ready_id
 	RETURNING ` + returning + `
 	), history AS (
 	INSERT INTO resource_events (resource_id, kind, status, message)
