@@ -406,8 +406,8 @@
 //   - B's reconcile joins the lane's next group (domain/postgres: one lane at concurrency
 //     16), so it waits for the group running: at the burst's start, groups of 15 took 7 to 84
 //     ms where later ones take 2 to 5, and with three agents on one pool a group whose
-//     guess went stale took 47 ms and ran again. Not changed: B's reconcile took 14 to 139
-//     ms, most of its time behind the burst now.
+//     guess went stale took 47 ms and ran again. B's reconcile took 14 to 139 ms, most of
+//     its time behind the burst. The cause was the ready record's plan (next paragraph).
 //
 // In the bench's own fairness run (B 0.3 s after the burst began), alternating with the
 // build before, four pairs: one agent 68, 73, 44 and 52 ms against 6, 114, 57 and 7 (and
@@ -421,6 +421,27 @@
 // out places, so that a group's reconciles start together (groups of 1 and 15 became 4 and
 // 12, alternating): at concurrency 16, three pairs of 10,000, 2,386, 2,514 and 2,739/s
 // against 2,421, 2,335 and 2,644/s, no gain beyond the noise.
+//
+// Why the groups at a burst's start were slow (build after 359649b; the server's log of
+// every statement over 30 ms with its plan). A group's statements run on the generic plans
+// the server caches, made at their first run on each connection: for an agent that starts
+// idle, on the few rows it has seen, before autovacuum has analyzed the table. On those rows
+// the ready record's lock looked each row up through an index on the owner (the unique
+// index on owner, type and name), filtering out the 7,999 other rows of the burst's owner
+// for each row locked, and its update scanned the whole table, once a group (the ready
+// record of a group that read the usage first scanned it the same way). The plans stay
+// until an analyze of the table, up to a minute into the burst. Now the group's transaction
+// plans without sequential scans (genericPlansSQL), the lock compares the owner with IS NOT
+// DISTINCT FROM, which no index serves, and the update finds the locked rows by ctid
+// (TestInstantReadyRecordsReadByKeyAfterABurstOnAPlanMadeOnFewRows: 15,005 and 5,005 rows
+// read for two keys before, at most 4 now). A burst of 8,000 at concurrency 16, five rows seen first,
+// from pg_stat_statements: the ready record 5,340 ms of server time in all, 4.4 ms a group
+// on average and 86.9 ms at most, against 1,101 ms, 0.82 and 11.7 ms now. In the bench's
+// fairness run, alternating, three pairs: one agent 19, 12 and 11 ms behind the burst
+// against 73, 122 and 45; three agents 167, 98 and 45 against 90, 540 and 48. At the default
+// settings, two pairs of 10,000: 6,853 and 7,813/s against 6,258 and 6,883/s (and at
+// concurrency 256 7,184 and 6,732 against 5,723 and 5,893); latency at 20/s, three pairs:
+// p99 14.1, 5.7 and 6.6 ms against 6.0, 6.4 and 6.1 (p50 2.3 to 2.6 ms both).
 //
 // What the agent no longer spends: it asks the group's ready record for each row's id and
 // ready_at only (domain.InstantProvision.ReadyAt), where reading back the whole rows and

@@ -307,7 +307,7 @@ func (c *reserveCall) placeOn(host string) error {
 // TestReservationLookupsReadByKeyWithAPlanMadeOnEmptyTables). The plans are made without
 // sequential scans: a plan cached on the few rows an idle agent had seen chose a scan of
 // resources for the ready record's update, which then read the whole of a later burst for
-// every group (TestInstantWarmReadyRecordReadsByKeyAfterABurstOnAPlanMadeOnFewRows); every
+// every group (TestInstantReadyRecordsReadByKeyAfterABurstOnAPlanMadeOnFewRows); every
 // statement of a group reads by key.
 const genericPlansSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
 

@@ -195,63 +195,76 @@ func explainReady(ctx context.Context, t *testing.T, tx pgx.Tx, extra string, id
 	return plans[0].Plan, out
 }
 
-// A group's ready record on guessed hosts keeps reading by key when the server cached its
-// generic plan on the few rows an idle agent had seen and one owner's burst then filled the
-// table, unanalyzed: as an agent meets a burst after a quiet start. Planned on a few rows,
-// it looked each row up through the owner's index and filtered the owner's whole burst
-// (7,999 rows for each row locked), and updated the rows through a scan of the table: a
-// group of 15 took 30 to 85 ms in a burst of 8,000.
-func TestInstantWarmReadyRecordReadsByKeyAfterABurstOnAPlanMadeOnFewRows(t *testing.T) {
-	ctx, conn, exec := planTestConn(t)
-	exec(`SET plan_cache_mode = force_generic_plan`)
-	exec(`PREPARE ready AS ` + instantWarmReadyTimesSQL)
-	exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'idle-' || i, 'owner-b' FROM generate_series(1, 5) AS i`)
-	var idle string
-	if err := conn.QueryRow(ctx, `SELECT id::text FROM resources ORDER BY id LIMIT 1`).Scan(&idle); err != nil {
-		t.Fatal(err)
-	}
-	// The plan is made and cached at the first run, on the five rows.
-	runReady := func(ids []string, owner string) (planNode, string) {
-		t.Helper()
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		if _, err := tx.Exec(ctx, genericPlansSQL); err != nil {
-			t.Fatal(err)
-		}
-		owners, gens := make([]string, len(ids)), make([]int64, len(ids))
-		for i := range ids {
-			owners[i], gens[i] = owner, 1
-		}
-		return explainReady(ctx, t, tx, `, $9::bigint[], $10::text[], $11::text[], 1000`, ids, gens, owners, []string{"runtime"})
-	}
-	runReady([]string{idle, idle}, "owner-b")
+// A group's ready records keep reading by key when the server cached their generic plans
+// on the few rows an idle agent had seen and one owner's burst then filled the table,
+// unanalyzed: as an agent meets a burst after a quiet start. Planned on a few rows, the
+// ready record on guessed hosts looked each row up through the owner's index and filtered
+// the owner's whole burst (7,999 rows for each row locked), and updated the rows through a
+// scan of the table: a group of 15 took 30 to 85 ms in a burst of 8,000.
+func TestInstantReadyRecordsReadByKeyAfterABurstOnAPlanMadeOnFewRows(t *testing.T) {
+	for _, tc := range []struct {
+		name, query, extra string
+		warm               bool
+	}{
+		{"on guessed hosts", instantWarmReadyTimesSQL, `, $9::bigint[], $10::text[], $11::text[], 1000`, true},
+		{"on locked rows", instantReadyTimesSQL, ``, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, conn, exec := planTestConn(t)
+			exec(`PREPARE ready AS ` + tc.query)
+			exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'idle-' || i, 'owner-b' FROM generate_series(1, 5) AS i`)
+			var idle string
+			if err := conn.QueryRow(ctx, `SELECT id::text FROM resources ORDER BY id LIMIT 1`).Scan(&idle); err != nil {
+				t.Fatal(err)
+			}
+			// In a group's transaction, as the agent runs it; the plan is made and cached at
+			// the first run, on the five rows.
+			runReady := func(ids []string, owner string) (planNode, string) {
+				t.Helper()
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = tx.Rollback(ctx) }()
+				if _, err := tx.Exec(ctx, genericPlansSQL); err != nil {
+					t.Fatal(err)
+				}
+				if !tc.warm {
+					return explainReady(ctx, t, tx, tc.extra, ids)
+				}
+				owners, gens := make([]string, len(ids)), make([]int64, len(ids))
+				for i := range ids {
+					owners[i], gens[i] = owner, 1
+				}
+				return explainReady(ctx, t, tx, tc.extra, ids, gens, owners, []string{"runtime"})
+			}
+			runReady([]string{idle, idle}, "owner-b")
 
-	exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'burst-' || i, 'owner-a' FROM generate_series(1, 5000) AS i`)
-	rows, err := conn.Query(ctx, `SELECT id::text FROM resources WHERE owner = 'owner-a' ORDER BY id LIMIT 2`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(ids) != 2 {
-		t.Fatalf("read two ids of the burst: %v, %v", ids, err)
-	}
-	plan, out := runReady(ids, "owner-a")
-	var read float64
-	var walk func(n planNode)
-	walk = func(n planNode) {
-		if n.RelationName == "resources" && n.NodeType != "ModifyTable" {
-			read += (n.ActualRows + n.RowsRemoved) * n.ActualLoops
-		}
-		for _, child := range n.Plans {
-			walk(child)
-		}
-	}
-	walk(plan)
-	// Two rows to lock, and the same two to update.
-	if read > 4 {
-		t.Errorf("the plan read %v rows of resources for two keys; want at most 4\n%s", read, out)
+			exec(`INSERT INTO resources (type, name, owner) SELECT 'runtime', 'burst-' || i, 'owner-a' FROM generate_series(1, 5000) AS i`)
+			rows, err := conn.Query(ctx, `SELECT id::text FROM resources WHERE owner = 'owner-a' ORDER BY id LIMIT 2`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil || len(ids) != 2 {
+				t.Fatalf("read two ids of the burst: %v, %v", ids, err)
+			}
+			plan, out := runReady(ids, "owner-a")
+			var read float64
+			var walk func(n planNode)
+			walk = func(n planNode) {
+				if n.RelationName == "resources" && n.NodeType != "ModifyTable" {
+					read += (n.ActualRows + n.RowsRemoved) * n.ActualLoops
+				}
+				for _, child := range n.Plans {
+					walk(child)
+				}
+			}
+			walk(plan)
+			// Two rows to lock, and the same two to update.
+			if read > 4 {
+				t.Errorf("the plan read %v rows of resources for two keys; want at most 4\n%s", read, out)
+			}
+		})
 	}
 }
