@@ -441,7 +441,10 @@
 // against 73, 122 and 45; three agents 167, 98 and 45 against 90, 540 and 48. At the default
 // settings, two pairs of 10,000: 6,853 and 7,813/s against 6,258 and 6,883/s (and at
 // concurrency 256 7,184 and 6,732 against 5,723 and 5,893); latency at 20/s, three pairs:
-// p99 14.1, 5.7 and 6.6 ms against 6.0, 6.4 and 6.1 (p50 2.3 to 2.6 ms both).
+// p99 14.1, 5.7 and 6.6 ms against 6.0, 6.4 and 6.1 (p50 2.3 to 2.6 ms both), and three
+// more pairs 6.1, 5.1 and 5.0 against 5.6, 6.7 and 13.1. In the make bench-static run of
+// this build: one agent's B 8.4 ms behind the burst (3.3x idle, met), A's burst at 2,802/s
+// (1,686 and 1,301/s in the two runs before the fix).
 //
 // What the agent no longer spends: it asks the group's ready record for each row's id and
 // ready_at only (domain.InstantProvision.ReadyAt), where reading back the whole rows and
