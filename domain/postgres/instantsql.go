@@ -18,10 +18,11 @@ import (
 
 // untouchedLockSQL is a select that locks for update, one by one in the order of the array
 // ids (the caller's: id order), those of its rows that are untouched as the caller read them,
-// and returns their ids and the locked versions' ctids (l.id, l.row_ctid). Untouched: pending since created, row ids[i] at generation
-// gens[i] and of owner owners[i], of the types types, with the provisioner provisioner or
-// none, no live lease, no retry due, neither paused nor to be hibernated, an owner without a
-// quota, no reservation of provisioner yet, and a schema no newer than version schema. A
+// and returns their ids and the locked versions' ctids (l.id, l.row_ctid). Untouched:
+// pending since created, row ids[i] at generation gens[i] and of owner owners[i], of the
+// types types, with the provisioner provisioner or none, no live lease, no retry due,
+// neither paused nor to be hibernated, an owner without a quota, no reservation of
+// provisioner yet, and a schema no newer than version schema. A
 // lease whose holder is a dead agent is left to the claim, which reports the takeover. The
 // conditions are the lookup's WHERE, so that a row another agent holds is not locked: its
 // holder's reservation waits for none of these. Each row is
