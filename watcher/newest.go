@@ -27,9 +27,10 @@ func (w *resourcesWatcher) readNewest(ctx context.Context) error {
 	w.mu.Lock()
 	cursor := w.cursor
 	w.mu.Unlock()
-	newest, err := w.config.Source.NewestChanges(ctx, cursor, max(cursor, w.newestRead), newestLimit, newestReach)
+	after := max(cursor, w.newestRead)
+	newest, err := w.config.Source.NewestChanges(ctx, cursor, after, newestLimit, newestReach)
 	if err != nil {
-		return fmt.Errorf("read the change log's newest entries after entry %d: %w", max(cursor, w.newestRead), err)
+		return fmt.Errorf("read the change log's newest entries after entry %d: %w", after, err)
 	}
 	first := make([]domain.Change, 0, len(newest))
 	for _, change := range newest {

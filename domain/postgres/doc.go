@@ -82,7 +82,7 @@
 // Open makes two pools from the URL: the main one (pool_max_conns, pgx's default of 4 or
 // the machine's cores), which the reconciles' transactions, their groups and every other
 // statement share, and one of a single connection for the change log's reads
-// (LatestChangeSeq, ChangesAfter, ChangesIn), opened on the first read. Those reads wake the
+// (LatestChangeSeq, ChangesAfter, ChangesIn, NewestChanges), opened on the first read. Those reads wake the
 // reconciles: on the main pool, under a burst, each waited for a group's transaction to
 // give its connection back (10 to 13 ms of a 1-row read, against 2 to 5 ms on its own
 // connection). Each listener (ListenChanges, ListenEvents) takes one connection out of the
