@@ -71,8 +71,8 @@ const (
 // after from, as they are recorded, until fn says it is done, fn or a read fails, or ctx
 // ends (the error then wraps ctx.Err()). It reads the feed when a listener (ListenEvents,
 // ListenChanges) wakes it and, since wake-ups are hints that may be lost, every recheck on
-// clk without one; fn is called on every such recheck, with the ids found (maybe none) and
-// recheck true, so that a caller can look again at what it waits for. A listener that
+// clk, woken or not; fn is called on every such recheck, with the ids found (maybe none)
+// and recheck true, so that a caller can look again at what it waits for. A listener that
 // cannot be opened or breaks is opened again a recheck later; the rechecks carry on
 // meanwhile.
 func FollowFeed(ctx context.Context, feed Feed, clk clock.Clock, from FeedPosition, recheck time.Duration,
@@ -114,18 +114,19 @@ func FollowFeed(ctx context.Context, feed Feed, clk clock.Clock, from FeedPositi
 		cancel()
 		listeners.Wait()
 	}()
+	// The rechecks keep their own beat: a wake-up does not put the next one off, so a feed
+	// that never goes quiet is still rechecked every recheck.
+	timer := clk.NewTimer(recheck)
+	defer timer.Stop()
 	for {
-		timer := clk.NewTimer(recheck)
 		rechecked := false
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return ctx.Err()
 		case <-hints:
-			// A recheck that came due meanwhile is not lost.
-			rechecked = !timer.Stop()
 		case <-timer.Chan():
 			rechecked = true
+			timer.Reset(recheck)
 		}
 		var ids []string
 		found := map[string]bool{}

@@ -277,36 +277,45 @@ func TestWaitRechecksWithoutListeners(t *testing.T) {
 	}
 }
 
-// A number skipped in the feed is read once its transaction commits; one that never shows
-// up (a rollback) is waited for feedGapTimeout, then the feed is read past it.
-func TestFollowFeedReadsLateCommitsAndGivesUpOnRollbacks(t *testing.T) {
-	store := newFeedStore()
-	store.recordSeq(1, "a", domain.StatusPending, "created")
-	clk := testclock.NewClock(time.Now())
-	type call struct {
-		ids     []string
-		recheck bool
-	}
-	calls := make(chan call, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
+// feedCall is one call of FollowFeed's fn.
+type feedCall struct {
+	ids     []string
+	recheck bool
+}
+
+// followFeed runs FollowFeed until ctx ends. next returns its next call of fn, failing t when
+// none comes; errc has what FollowFeed returned.
+func followFeed(ctx context.Context, t *testing.T, store *feedStore, clk *testclock.Clock, from domain.FeedPosition,
+	recheck time.Duration) (next func() feedCall, errc <-chan error) {
+	calls := make(chan feedCall, 10)
+	done := make(chan error, 1)
 	go func() {
-		errc <- domain.FollowFeed(ctx, store, clk, domain.FeedPosition{Event: 1}, 2*time.Minute, func(ids []string, recheck bool) (bool, error) {
-			calls <- call{ids, recheck}
+		done <- domain.FollowFeed(ctx, store, clk, from, recheck, func(ids []string, recheck bool) (bool, error) {
+			calls <- feedCall{ids, recheck}
 			return false, nil
 		})
 	}()
-	next := func() call {
+	return func() feedCall {
 		t.Helper()
 		select {
 		case c := <-calls:
 			return c
 		case <-time.After(testkit.LongWait):
 			t.Fatal("FollowFeed reported nothing")
-			return call{}
+			return feedCall{}
 		}
-	}
+	}, done
+}
+
+// A number skipped in the feed is read once its transaction commits; one that never shows
+// up (a rollback) is waited for feedGapTimeout, then the feed is read past it.
+func TestFollowFeedReadsLateCommitsAndGivesUpOnRollbacks(t *testing.T) {
+	store := newFeedStore()
+	store.recordSeq(1, "a", domain.StatusPending, "created")
+	clk := testclock.NewClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	next, errc := followFeed(ctx, t, store, clk, domain.FeedPosition{Event: 1}, 2*time.Minute)
 	store.recordSeq(3, "c", domain.StatusPending, "created")
 	if c := next(); !slices.Equal(c.ids, []string{"c"}) {
 		t.Fatalf("got %+v, want c", c)
@@ -339,6 +348,32 @@ func TestFollowFeedReadsLateCommitsAndGivesUpOnRollbacks(t *testing.T) {
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("FollowFeed after cancel = %v, want context.Canceled", err)
+	}
+}
+
+// A feed that keeps waking FollowFeed does not put its rechecks off: they come every
+// recheck on the clock, counted from the last one, not from the last wake-up.
+func TestFollowFeedRechecksOnItsOwnBeatWhileWoken(t *testing.T) {
+	store := newFeedStore()
+	clk := testclock.NewClock(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	next, _ := followFeed(ctx, t, store, clk, domain.FeedPosition{}, time.Minute)
+	for i, id := range []string{"a", "b"} {
+		if err := clk.WaitAdvance(30*time.Second, testkit.LongWait, 1); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if c := next(); !c.recheck {
+				t.Fatalf("got %+v, want the recheck a minute after the start", c)
+			}
+		}
+		store.record(id, domain.StatusPending, "created")
+		for c := next(); !slices.Contains(c.ids, id); c = next() {
+			if c.recheck {
+				t.Fatalf("got %+v before a minute passed, want %s", c, id)
+			}
+		}
 	}
 }
 
