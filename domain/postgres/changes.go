@@ -51,10 +51,12 @@ func (s *State) ChangesIn(ctx context.Context, seqs []int64) ([]domain.Change, e
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	return s.changes(ctx, "read changes by sequence",
-		`SELECT c.seq, c.resource_id::text, `+backend.ChangeOwnerSQL+` FROM change_log c
-		  WHERE c.seq = ANY($1) ORDER BY c.seq`, seqs)
+	return s.changes(ctx, "read changes by sequence", changesInSQL, seqs)
 }
+
+// changesInSQL reads the change-log entries among the seqs $1, in Seq order.
+const changesInSQL = `SELECT c.seq, c.resource_id::text, ` + backend.ChangeOwnerSQL + ` FROM change_log c
+		  WHERE c.seq = ANY($1) ORDER BY c.seq`
 
 func (s *State) changes(ctx context.Context, what, query string, args ...any) ([]domain.Change, error) {
 	rows, err := s.changeLog.Query(ctx, query, args...)

@@ -23,11 +23,15 @@ var _ storecopy.Store = (*State)(nil)
 // importLockTimeout is how long Import waits for the target's tables.
 const importLockTimeout = "10s"
 
-// Export runs f on a read-only snapshot of the database.
+// Export runs f on a read-only snapshot of the database, whose tables it reads whole: with
+// sequential scans allowed (Plans in the package doc).
 func (s *State) Export(ctx context.Context, f func(storecopy.View) error) error {
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
 		if err := checkCopySchema(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, wholeTablePlansSQL); err != nil {
 			return err
 		}
 		return f(copyView{tx: tx})
@@ -44,6 +48,9 @@ func (s *State) Import(ctx context.Context, f func(storecopy.Importer) error) er
 			return err
 		}
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+importLockTimeout+`'`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, wholeTablePlansSQL); err != nil { // it recomputes the usage from every reservation
 			return err
 		}
 		if _, err := tx.Exec(ctx, `LOCK TABLE `+copiedTables()+`, slot_host_usage, slot_owner_usage IN EXCLUSIVE MODE`); err != nil {

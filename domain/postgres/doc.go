@@ -87,4 +87,19 @@
 // give its connection back (10 to 13 ms of a 1-row read, against 2 to 5 ms on its own
 // connection). Each listener (ListenChanges, ListenEvents) takes one connection out of the
 // main pool for good. An agent, with its one listener, so holds up to pool_max_conns + 2.
+//
+// # Plans
+//
+// The agent's statements run on the generic plans the server caches for them after a few
+// runs, made for the tables as they were then. On a deployment that sat quiet, that is a
+// small table, analyzed: a scan of it is the cheapest plan for a key. When one owner's burst
+// then fills the table, the plans stay until autovacuum analyzes it again, up to a minute
+// later, and each claim, progress record, read by id, change-log read and heartbeat scanned
+// the whole table (TestKeyedStatementsReadByKeyOnPlansMadeOnAFewAnalyzedRows). So Open sets
+// enable_seqscan off on every connection (unless the URL sets it), and every plan reads by
+// key where an index serves. The statements that read a whole table, or may, on purpose
+// (listings, counts by status and by owner, MissingResources, Export and Import, the
+// migrations) allow sequential scans again for their own transaction (queryWhole,
+// wholeTablePlansSQL), as before. A group's one-transaction provision sets the same
+// settings itself (genericPlansSQL), so it keeps them whatever the URL says.
 package postgres

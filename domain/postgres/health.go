@@ -174,18 +174,17 @@ func (s *State) RecordRepairs(ctx context.Context, id string, repairs []string) 
 
 // CountResourcesByStatus counts the resources in each status.
 func (s *State) CountResourcesByStatus(ctx context.Context) (map[domain.Status]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*)::int FROM resources GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("count resources by status: %w", err)
-	}
 	out := make(map[domain.Status]int)
 	var (
 		status domain.Status
 		n      int
 	)
-	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
-		out[status] = n
-		return nil
+	err := s.queryWhole(ctx, `SELECT status, count(*)::int FROM resources GROUP BY status`, nil, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+			out[status] = n
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("count resources by status: %w", err)

@@ -71,7 +71,7 @@ func TestInstantWarmReadyRecordLocksByKey(t *testing.T) {
 			plan, out := explainReady(ctx, t, tx, `, $9::bigint[], $10::text[], $11::text[], 1000`, ids,
 				[]int64{1, 1}, []string{picked[0].Owner, picked[1].Owner}, []string{"runtime"})
 			// Two rows to lock, and the same two to update.
-			if read := resourcesRowsRead(plan); read > 4 {
+			if read := rowsRead(plan, "resources"); read > 4 {
 				t.Errorf("the plan read %v rows of resources for two keys; want at most 4\n%s", read, out)
 			}
 			var ready int
@@ -240,22 +240,9 @@ func TestInstantReadyRecordsReadByKeyAfterABurstOnAPlanMadeOnFewRows(t *testing.
 			}
 			plan, out := runReady(ids, "owner-a")
 			// Two rows to lock, and the same two to update.
-			if read := resourcesRowsRead(plan); read > 4 {
+			if read := rowsRead(plan, "resources"); read > 4 {
 				t.Errorf("the plan read %v rows of resources for two keys; want at most 4\n%s", read, out)
 			}
 		})
 	}
-}
-
-// resourcesRowsRead is how many rows of resources plan's scans read (returned or filtered
-// out, over every loop); the update's own node reads none.
-func resourcesRowsRead(n planNode) float64 {
-	var read float64
-	if n.RelationName == "resources" && n.NodeType != "ModifyTable" {
-		read = (n.ActualRows + n.RowsRemoved) * n.ActualLoops
-	}
-	for _, child := range n.Plans {
-		read += resourcesRowsRead(child)
-	}
-	return read
 }

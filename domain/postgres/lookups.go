@@ -34,6 +34,20 @@ const reservationsByIDSQL = `
 	       LATERAL (SELECT * FROM slot_reservations s
 	                 WHERE s.provisioner = $1 AND s.resource_id = ids.id LIMIT 1) AS r`
 
+// unclaimedSQL reads those of the ids $1 that need attention, are due and whose lease is
+// free, expired or void, in the order given, one primary-key lookup per id: as a join, the
+// generic plan made on a small table read the whole key index once the table grew. OFFSET 0
+// keeps the lateral subquery a lookup per id.
+const unclaimedSQL = `
+	SELECT u.id::text FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n),
+	       LATERAL (SELECT resources.id FROM resources
+	                 WHERE resources.id = t.id AND ` + backend.NeedsAttentionSQL + `
+	                   AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+	                   AND (lease_holder IS NULL OR lease_expires_at < now()
+	                        OR EXISTS (SELECT 1 FROM agents a WHERE a.id = resources.lease_holder AND ` + agentDeadSQL + `))
+	                OFFSET 0) AS u
+	 ORDER BY t.n`
+
 // UnclaimedResources returns those of ids that need attention, are due and whose lease is
 // free, expired or void, in the order given, in one statement.
 func (s *State) UnclaimedResources(ctx context.Context, ids []string) ([]string, error) {
@@ -46,14 +60,7 @@ func (s *State) UnclaimedResources(ctx context.Context, ids []string) ([]string,
 	if len(uids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT resources.id::text FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n)
-		  JOIN resources ON resources.id = t.id
-		 WHERE `+backend.NeedsAttentionSQL+`
-		   AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-		   AND (lease_holder IS NULL OR lease_expires_at < now()
-		        OR EXISTS (SELECT 1 FROM agents a WHERE a.id = resources.lease_holder AND `+agentDeadSQL+`))
-		 ORDER BY t.n`, uids)
+	rows, err := s.pool.Query(ctx, unclaimedSQL, uids)
 	if err != nil {
 		return nil, fmt.Errorf("look up %d resources left unclaimed: %w", len(uids), err)
 	}
@@ -84,13 +91,13 @@ func (s *State) MissingResources(ctx context.Context, ids []string) ([]string, e
 			at = append(at, i)
 		}
 		if len(uids) > 0 {
-			rows, err := s.pool.Query(ctx, `
+			var positions []int64
+			err := s.queryWhole(ctx, `
 				SELECT t.n FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n)
-				 WHERE NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = t.id)`, uids)
-			if err != nil {
-				return nil, fmt.Errorf("look up %d resources: %w", len(uids), err)
-			}
-			positions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+				 WHERE NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = t.id)`, []any{uids}, func(rows pgx.Rows) (err error) {
+				positions, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+				return err
+			})
 			if err != nil {
 				return nil, fmt.Errorf("look up %d resources: %w", len(uids), err)
 			}

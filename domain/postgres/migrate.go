@@ -86,10 +86,11 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 	return nil
 }
 
-// inLockedTx runs f in a transaction holding the migration lock.
+// inLockedTx runs f in a transaction holding the migration lock. A migration may rewrite
+// whole tables: its statements may scan them (Plans in the package doc).
 func (s *State) inLockedTx(ctx context.Context, f func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1), set_config('`+keyedPlansParam+`', 'on', true)`, migrationLockKey); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
 		return f(tx)

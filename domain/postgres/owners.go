@@ -69,7 +69,8 @@ func (s *State) RemoveOwnerPolicy(ctx context.Context, owner string) error {
 
 // OwnerSummaries lists every owner that has resources or a policy, in one statement.
 func (s *State) OwnerSummaries(ctx context.Context) ([]domain.OwnerSummary, error) {
-	rows, err := s.pool.Query(ctx, `
+	var out []domain.OwnerSummary
+	err := s.queryWhole(ctx, `
 		WITH counts AS (
 		    SELECT owner, count(*) AS resources,
 		           count(*) FILTER (WHERE `+backend.NeedsAttentionSQL+`) AS queued
@@ -78,22 +79,24 @@ func (s *State) OwnerSummaries(ctx context.Context) ([]domain.OwnerSummary, erro
 		       coalesce(p.updated_at, 'epoch'::timestamptz), p.owner IS NOT NULL,
 		       coalesce(c.resources, 0), coalesce(c.queued, 0)
 		  FROM owner_policies p FULL JOIN counts c ON c.owner = p.owner
-		 ORDER BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("list owners: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (o domain.OwnerSummary, err error) {
-		err = row.Scan(&o.Owner, &o.Weight, &o.Class, &o.UpdatedAt, &o.HasPolicy, &o.Resources, &o.Queued)
-		if !o.HasPolicy {
-			o.UpdatedAt = time.Time{}
-		}
-		return o, err
+		 ORDER BY 1`, nil, func(rows pgx.Rows) (err error) {
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (o domain.OwnerSummary, err error) {
+			err = row.Scan(&o.Owner, &o.Weight, &o.Class, &o.UpdatedAt, &o.HasPolicy, &o.Resources, &o.Queued)
+			if !o.HasPolicy {
+				o.UpdatedAt = time.Time{}
+			}
+			return o, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list owners: %w", err)
 	}
 	return out, nil
 }
+
+// resourceOwnersSQL reads the owners of the ids $1.
+const resourceOwnersSQL = `SELECT id::text, owner FROM resources WHERE id = ANY($1::uuid[])`
 
 // ResourceOwners returns the owner of each of ids that exists, by primary key.
 func (s *State) ResourceOwners(ctx context.Context, ids []string) (map[string]string, error) {
@@ -107,7 +110,7 @@ func (s *State) ResourceOwners(ctx context.Context, ids []string) (map[string]st
 	if len(uids) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id::text, owner FROM resources WHERE id = ANY($1::uuid[])`, uids)
+	rows, err := s.pool.Query(ctx, resourceOwnersSQL, uids)
 	if err != nil {
 		return nil, fmt.Errorf("look up the owners of %d resources: %w", len(uids), err)
 	}

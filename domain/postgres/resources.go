@@ -79,22 +79,20 @@ func (s *State) CreateResource(ctx context.Context, nr domain.NewResource) (doma
 // the rows read, before the limit (see backend.ListQuery).
 func (s *State) ListResources(ctx context.Context, f domain.ListFilter) ([]domain.Resource, error) {
 	query, args := backend.ListQuery(resourceColumns, f, "id")
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list resources: %w", err)
-	}
-	defer rows.Close()
 	out := []domain.Resource{}
-	for rows.Next() {
-		r, err := scanResource(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list resources: %w", err)
+	err := s.queryWhole(ctx, query, args, func(rows pgx.Rows) error {
+		for rows.Next() {
+			r, err := scanResource(rows)
+			if err != nil {
+				return err
+			}
+			if out = backend.AppendSelected(out, r, f); backend.ListFull(out, f) {
+				return nil
+			}
 		}
-		if out = backend.AppendSelected(out, r, f); backend.ListFull(out, f) {
-			break
-		}
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list resources: %w", err)
 	}
 	return out, nil

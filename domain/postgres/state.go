@@ -70,6 +70,7 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 	if cfg.MaxConns > 0 {
 		poolCfg.MaxConns = cfg.MaxConns
 	}
+	keyedPlans(poolCfg)
 	// The password may come from PGPASSWORD or a password file as well as from the URL.
 	password := poolCfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
