@@ -11,10 +11,16 @@ import (
 // the package doc), unless the URL sets it: sequential scans only where no index serves.
 const keyedPlansParam = "enable_seqscan"
 
-// keyedPlans makes the connections cfg opens plan by key, unless its URL says otherwise.
+// keyedPlans makes the connections cfg opens plan by key, and compile no plan, unless its
+// URL sets either. A plan that must still scan a table (a small one no index serves) carries
+// the cost the setting adds to scans, which passes every JIT threshold: listing the agents
+// compiled for 300 to 570 ms of a burst (jit_above_cost is the server's default's guard for
+// long queries, and the agent runs none that JIT would speed up).
 func keyedPlans(cfg *pgxpool.Config) {
-	if _, set := cfg.ConnConfig.RuntimeParams[keyedPlansParam]; !set {
-		cfg.ConnConfig.RuntimeParams[keyedPlansParam] = "off"
+	for param, value := range map[string]string{keyedPlansParam: "off", "jit": "off"} {
+		if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
+			cfg.ConnConfig.RuntimeParams[param] = value
+		}
 	}
 }
 

@@ -106,22 +106,23 @@ func rowsRead(n planNode, table string) float64 {
 	return read
 }
 
-// A State's connections plan by key, unless the URL says otherwise; the statements that read
-// a whole table on purpose may scan it.
+// A State's connections plan by key and compile no plan, unless the URL says otherwise; the
+// statements that read a whole table on purpose may scan it.
 func TestWholeTableReadsMayScanAndTheURLDecides(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	setting := func(st *State, whole bool) string {
+	show := func(st *State, whole bool) string {
 		t.Helper()
+		const query = `SELECT current_setting('enable_seqscan') || ' ' || current_setting('jit')`
 		var got string
 		var err error
 		if whole {
-			err = st.queryWhole(ctx, `SHOW enable_seqscan`, nil, func(rows pgx.Rows) error {
+			err = st.queryWhole(ctx, query, nil, func(rows pgx.Rows) error {
 				got, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
 				return err
 			})
 		} else {
-			err = st.pool.QueryRow(ctx, `SHOW enable_seqscan`).Scan(&got)
+			err = st.pool.QueryRow(ctx, query).Scan(&got)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -130,30 +131,28 @@ func TestWholeTableReadsMayScanAndTheURLDecides(t *testing.T) {
 	}
 	url := pgtest.New(t)
 	st, err := Open(ctx, url, PoolConfig{MaxConns: 1}) // one connection: the whole-table read's
-
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if got := setting(st, false); got != "off" {
-		t.Errorf("enable_seqscan = %s on the pool, want off", got)
-	}
-	if got := setting(st, true); got != "on" {
-		t.Errorf("enable_seqscan = %s for a whole-table read, want on", got)
-	}
-	if got := setting(st, false); got != "off" {
-		t.Errorf("enable_seqscan = %s on the pool after a whole-table read, want off: the setting outlived its statement", got)
+	for _, step := range []struct {
+		whole bool
+		want  string
+	}{{false, "off off"}, {true, "on off"}, {false, "off off"}} {
+		if got := show(st, step.whole); got != step.want {
+			t.Errorf("enable_seqscan and jit = %s (whole-table read %v), want %s", got, step.whole, step.want)
+		}
 	}
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	chosen, err := Open(ctx, url+sep+"enable_seqscan=on", PoolConfig{})
+	chosen, err := Open(ctx, url+sep+"enable_seqscan=on&jit=on", PoolConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer chosen.Close()
-	if got := setting(chosen, false); got != "on" {
-		t.Errorf("enable_seqscan = %s on a pool whose URL sets it on, want on", got)
+	if got := show(chosen, false); got != "on on" {
+		t.Errorf("enable_seqscan and jit = %s on a pool whose URL sets them on, want on on", got)
 	}
 }
