@@ -96,11 +96,12 @@
 // then fills the table, the plans stay until autovacuum analyzes it again, up to a minute
 // later, and each claim, progress record, read by id, change-log read and heartbeat scanned
 // the whole table (TestKeyedStatementsReadByKeyOnPlansMadeOnAFewAnalyzedRows). So Open sets
-// enable_seqscan off on every connection, and every plan reads by key where an index serves,
-// and jit off, since a plan that must still scan a small table carries the setting's cost
-// past every JIT threshold (unless the URL sets either). The statements that read a whole table, or may, on purpose
-// (listings, counts by status and by owner, MissingResources, Export and Import, the
-// migrations) allow sequential scans again for their own transaction (queryWhole,
-// wholeTablePlansSQL), as before. A group's one-transaction provision sets the same
-// settings itself (genericPlansSQL), so it keeps them whatever the URL says.
+// enable_seqscan off on every connection, and every plan reads by key where an index serves;
+// and jit off, since a plan that must still scan a small table carries that setting's cost
+// past every JIT threshold. A URL that sets either keeps its value. The statements that read
+// a whole table, or may, on purpose (listings, counts by status and by owner,
+// MissingResources, Export and Import, the migrations) allow sequential scans again for
+// their own transaction (queryWhole, wholeTablePlansSQL), as before. A group's
+// one-transaction provision turns sequential scans off itself (genericPlansSQL), whatever
+// the URL says.
 package postgres

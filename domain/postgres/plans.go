@@ -13,9 +13,9 @@ const keyedPlansParam = "enable_seqscan"
 
 // keyedPlans makes the connections cfg opens plan by key, and compile no plan, unless its
 // URL sets either. A plan that must still scan a table (a small one no index serves) carries
-// the cost the setting adds to scans, which passes every JIT threshold: listing the agents
-// compiled for 300 to 570 ms of a burst (jit_above_cost is the server's default's guard for
-// long queries, and the agent runs none that JIT would speed up).
+// the cost the first setting adds to scans, far past the server's JIT thresholds: listing the
+// agents was compiled for 300 to 570 ms in a burst. No statement of Berth's is long enough
+// for JIT to pay.
 func keyedPlans(cfg *pgxpool.Config) {
 	for param, value := range map[string]string{keyedPlansParam: "off", "jit": "off"} {
 		if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
