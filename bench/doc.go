@@ -446,6 +446,24 @@
 // this build: one agent's B 8.4 ms behind the burst (3.3x idle, met), A's burst at 2,802/s
 // (1,686 and 1,301/s in the two runs before the fix).
 //
+// The same plans elsewhere (build 4736797). Every other statement by key ran on generic
+// plans too, and on a deployment that sat quiet, with its small table analyzed, those plans
+// scan it: the claim, the progress record, the reads by id, the change log's reads with their
+// rows and the heartbeat each read all 5,005 rows of a test table for one key
+// (TestKeyedStatementsReadByKeyOnPlansMadeOnAFewAnalyzedRows), until the next analyze. The
+// agent's connections now open with enable_seqscan off, and jit off (a plan that must still
+// scan a small table carries that setting's cost past the JIT thresholds: listing the agents
+// compiled for 300 to 570 ms of a burst before jit was turned off too); the statements that
+// read whole tables allow scans for themselves (domain/postgres, Plans). A burst of 8,000 on
+// a sleep broker of 1 ms, one agent, after 30 runtimes, an analyze and 30 more, three pairs:
+// 1,506, 1,104 and 750/s against 731, 742 and 350/s (the progress record 0.19 ms against
+// 0.51, the claim 0.19 against 0.46, the heartbeat 7 ms against 127). The static pool's
+// burst, whose groups already planned without scans, two pairs: 5,098 and 5,114/s against
+// 4,957 and 5,484. The scale run at 30,000, two pairs: the restart's backlog 3,406 and
+// 4,375/s against 3,128 and 3,863; one and three agents, three pairs: 1,771/1,384,
+// 1,797/1,821 and 2,034/1,899/s against 1,703/1,516, 1,675/1,534 and 2,468/2,411, within
+// the noise of the several-agents figures.
+//
 // What the agent no longer spends: it asks the group's ready record for each row's id and
 // ready_at only (domain.InstantProvision.ReadyAt), where reading back the whole rows and
 // decoding their JSON columns was an eighth of its CPU under a burst (2% now). A group's lead

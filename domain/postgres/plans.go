@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,15 +14,34 @@ import (
 const keyedPlansParam = "enable_seqscan"
 
 // keyedPlans makes the connections cfg opens plan by key, and compile no plan, unless its
-// URL sets either. A plan that must still scan a table (a small one no index serves) carries
-// the cost the first setting adds to scans, far past the server's JIT thresholds: listing the
-// agents was compiled for 300 to 570 ms in a burst. No statement of Berth's is long enough
-// for JIT to pay.
+// URL sets either (as a parameter of its own or in options). A plan that must still scan a
+// table (a small one no index serves) carries the cost the first setting adds to scans, far
+// past the server's JIT thresholds: listing the agents was compiled for 300 to 570 ms in a
+// burst. No statement of Berth's is long enough for JIT to pay. The settings are made once
+// a connection is open, not in its startup packet, which a connection pooler may refuse.
 func keyedPlans(cfg *pgxpool.Config) {
-	for param, value := range map[string]string{keyedPlansParam: "off", "jit": "off"} {
-		if _, set := cfg.ConnConfig.RuntimeParams[param]; !set {
-			cfg.ConnConfig.RuntimeParams[param] = value
+	var settings []string
+	for _, param := range []string{keyedPlansParam, "jit"} {
+		_, set := cfg.ConnConfig.RuntimeParams[param]
+		if !set && !strings.Contains(cfg.ConnConfig.RuntimeParams["options"], param) {
+			settings = append(settings, "set_config('"+param+"', 'off', false)")
 		}
+	}
+	if len(settings) == 0 {
+		return
+	}
+	query := "SELECT " + strings.Join(settings, ", ")
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, conn); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, query, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("set the connection's plan settings: %w", err)
+		}
+		return nil
 	}
 }
 

@@ -147,7 +147,7 @@ func TestWholeTableReadsMayScanAndTheURLDecides(t *testing.T) {
 	if strings.Contains(url, "?") {
 		sep = "&"
 	}
-	chosen, err := Open(ctx, url+sep+"enable_seqscan=on&jit=on", PoolConfig{})
+	chosen, err := Open(ctx, url+sep+"enable_seqscan=on&options=-c%20jit%3Don", PoolConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
