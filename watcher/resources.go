@@ -347,20 +347,19 @@ func (w *resourcesWatcher) readLog(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the change log after entry %d: %w", cursor, err)
 	}
+	w.logBehind = len(changes) == w.config.BatchSize
+	unqueued := changes
+	if len(w.aheadQueued) > 0 {
+		unqueued = w.skipQueuedAhead(changes)
+	}
+	ids, owners := changedIDs(unqueued)
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, change := range changes {
 		w.noteGapsLocked(w.cursor+1, change.Seq, w.config.ReadAhead, now)
 		w.cursor = change.Seq
 	}
-	w.mu.Unlock()
-	w.logBehind = len(changes) == w.config.BatchSize
-	if len(w.aheadQueued) > 0 {
-		changes = w.skipQueuedAhead(changes)
-	}
-	ids, owners := changedIDs(changes)
-	w.mu.Lock()
 	w.addPendingLocked(ids, owners)
-	w.mu.Unlock()
 	return nil
 }
 
