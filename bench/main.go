@@ -52,6 +52,7 @@ type config struct {
 	rillWorkers       []int // River MaxWorkers of the Rill-on-River runs; none: skipped
 	latencyN          int
 	rate              float64
+	sideBySide        bool // one more latency run of Berth and River at once (sideBySideLatency)
 	waitTimeout       time.Duration
 
 	compare           bool // measure Berth beside River
@@ -133,6 +134,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	rillWorkers := fs.String("rill-workers", "10,100,200", "comma-separated River MaxWorkers values of Rill's static provisioning on River, one throughput run each (10 is Rill's default); \"\" skips it")
 	fs.IntVar(&cfg.latencyN, "latency-n", 300, "resources (and River jobs) in each latency run")
 	fs.Float64Var(&cfg.rate, "rate", 20, "inserts per second in the latency runs")
+	fs.BoolVar(&cfg.sideBySide, "side-by-side", true, "one more latency run with Berth (PostgreSQL) and River at once, their inserts alternating, each at -rate: the p99 target compares these two")
 	fs.DurationVar(&cfg.waitTimeout, "wait-timeout", 10*time.Minute, "how long one run may wait for its resources or jobs")
 	fs.BoolVar(&cfg.compare, "compare", true, "measure Berth's throughput and latency beside River's, with several agents and failover (-compare=false: the health sweep alone)")
 	agents := fs.String("agents", "1,2,3", `comma-separated agent counts, one throughput run of -agents-n resources each, the agents on one PostgreSQL database ("" skips them)`)
@@ -328,8 +330,19 @@ func compare(ctx context.Context, cfg config, rep *report) error {
 	if err != nil {
 		return fmt.Errorf("river latency: %w", err)
 	}
-	rep.riverLatency, err = summarize(best.setting, lat)
-	return err
+	if rep.riverLatency, err = summarize(best.setting, lat); err != nil {
+		return err
+	}
+	pg := rep.berthResults(storePostgres)
+	if !cfg.sideBySide || pg == nil || len(pg.throughput) == 0 {
+		return nil
+	}
+	res, err := sideBySideLatency(ctx, cfg, fastest(pg.throughput).parallel, best.parallel)
+	if err != nil {
+		return fmt.Errorf("berth and river latency side by side: %w", err)
+	}
+	rep.sideBySide = &res
+	return nil
 }
 
 // measureBerth measures Berth's throughput on a store at each concurrency, then its latency

@@ -16,7 +16,8 @@ type report struct {
 	river        []throughputResult
 	rill         []rillResult
 	riverLatency latencySummary
-	scaling      []scalingResult // in the order of cfg.agentCounts
+	sideBySide   *sideBySideResult // nil when not measured
+	scaling      []scalingResult   // in the order of cfg.agentCounts
 	failover     *failoverResult
 	backlog      *backlogResult
 	health       *healthResult
@@ -99,6 +100,10 @@ func (r *report) printComparison(w io.Writer) {
 			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds())
 	}
 	r.printLatency(tw, "river", storePostgres, "insert->start", r.riverLatency)
+	if s := r.sideBySide; s != nil {
+		r.printLatency(tw, "berth", storePostgres, "insert->ready side by side", s.berth)
+		r.printLatency(tw, "river", storePostgres, "insert->start side by side", s.river)
+	}
 	for _, t := range r.rill {
 		fmt.Fprintf(tw, "rill-on-river	postgres	throughput, %d resources	%s	%.1f resources/s (%.3f s after the insert's %.3f s; hosts over their slots: %d)\n",
 			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds(), t.overfilledHosts)
@@ -176,8 +181,13 @@ func (r *report) printTargets(w io.Writer, pg *berthResults) {
 	fmt.Fprintln(tw, "TARGET\tRESULT\t")
 	fmt.Fprintf(tw, "throughput ratio berth (%s)/river >= %.2f\t%.2f (%.1f resources/s / %.1f jobs/s)\t%s\n",
 		atDefault.setting, targetRatio, ratio, atDefault.perSecond(), river.perSecond(), verdict(ratio >= targetRatio))
-	fmt.Fprintf(tw, "p99 latency berth <= river\t%s vs %s\t%s\n",
-		ms(pg.latency.p99), ms(r.riverLatency.p99), verdict(pg.latency.p99 <= r.riverLatency.p99))
+	if s := r.sideBySide; s != nil {
+		fmt.Fprintf(tw, "p99 latency berth <= river, side by side\t%s vs %s (each alone: %s vs %s)\t%s\n",
+			ms(s.berth.p99), ms(s.river.p99), ms(pg.latency.p99), ms(r.riverLatency.p99), verdict(s.berth.p99 <= s.river.p99))
+	} else {
+		fmt.Fprintf(tw, "p99 latency berth <= river, each alone\t%s vs %s\t%s\n",
+			ms(pg.latency.p99), ms(r.riverLatency.p99), verdict(pg.latency.p99 <= r.riverLatency.p99))
+	}
 	if len(r.rill) > 0 {
 		runs := make([]throughputResult, len(r.rill))
 		for i, run := range r.rill {

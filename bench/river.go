@@ -181,14 +181,8 @@ func riverLatency(ctx context.Context, cfg config, maxWorkers int) (lat []time.D
 			err = cerr
 		}
 	}()
-	if err := r.start(ctx); err != nil {
-		return nil, err
-	}
-	warmup, err := r.client.Insert(ctx, noopArgs{}, nil)
+	warmup, err := r.startWarm(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("insert the warm-up job: %w", err)
-	}
-	if err := r.waitCompleted(ctx, cfg, 1); err != nil {
 		return nil, err
 	}
 	err = paced(ctx, cfg.latencyN, cfg.rate, func(ctx context.Context, _ int) error {
@@ -201,7 +195,25 @@ func riverLatency(ctx context.Context, cfg config, maxWorkers int) (lat []time.D
 	if err := r.waitCompleted(ctx, cfg, cfg.latencyN); err != nil {
 		return nil, err
 	}
+	return r.latencies(ctx, warmup)
+}
+
+// startWarm starts the client and waits for a warm-up job, so that its start-up is not
+// measured, and returns that job's id.
+func (r *riverRun) startWarm(ctx context.Context, cfg config) (int64, error) {
+	if err := r.start(ctx); err != nil {
+		return 0, err
+	}
+	warmup, err := r.client.Insert(ctx, noopArgs{}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("insert the warm-up job: %w", err)
+	}
+	return warmup.Job.ID, r.waitCompleted(ctx, cfg, 1)
+}
+
+// latencies returns attempted_at - created_at of every job but the warm-up job.
+func (r *riverRun) latencies(ctx context.Context, warmup int64) ([]time.Duration, error) {
 	return durations(ctx, r.pool, `
 		SELECT extract(epoch FROM attempted_at - created_at)::float8
-		  FROM river_job WHERE id <> $1`, warmup.Job.ID)
+		  FROM river_job WHERE id <> $1`, warmup)
 }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// sideBySideResult is Berth's insert-to-ready and River's insert-to-start measured in one
+// window (sideBySideLatency).
+type sideBySideResult struct {
+	berth, river latencySummary
+}
+
+// sideBySidePrefix names the resources of the side-by-side run.
+const sideBySidePrefix = "side"
+
+// sideBySideLatency measures Berth's insert-to-ready on PostgreSQL and River's
+// insert-to-start in the same window: one agent at concurrency and one River client at
+// maxWorkers run at once, each on its own database of the server, and their inserts
+// alternate half a period apart, cfg.latencyN each at cfg.rate. Each latency run alone
+// meets its own share of the machine's pauses: on 2 cores, either system's p99 moves
+// between 3 and 20 ms from one window of 15 s to the next, so comparing two windows
+// compares their pauses more than the two systems. Side by side, both meet the same ones.
+func sideBySideLatency(ctx context.Context, cfg config, concurrency, maxWorkers int) (res sideBySideResult, err error) {
+	b, err := startBerth(ctx, cfg, storePostgres, oneAgent(concurrency), cfg.latencyN)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, b.close()) }()
+	rv, err := startRiver(ctx, cfg, maxWorkers, cfg.latencyN+1, addNoop)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, rv.close()) }()
+	warmup, err := rv.startWarm(ctx, cfg)
+	if err != nil {
+		return res, err
+	}
+	err = paced(ctx, 2*cfg.latencyN, 2*cfg.rate, func(ctx context.Context, i int) error {
+		if i%2 == 1 {
+			_, err := rv.client.Insert(ctx, noopArgs{}, nil)
+			return err
+		}
+		_, err := b.sql.ExecContext(ctx, `
+			INSERT INTO resources (type, name, owner, args) VALUES ('runtime', $1, $2, '{"slots":1}')`,
+			fmt.Sprintf("%s-%d", sideBySidePrefix, i/2), fmt.Sprintf("owner-%d", i/2%50))
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("insert side by side: %w", err)
+	}
+	if err := b.waitReady(ctx, cfg, sideBySidePrefix, cfg.latencyN); err != nil {
+		return res, err
+	}
+	if err := rv.waitCompleted(ctx, cfg, cfg.latencyN); err != nil {
+		return res, err
+	}
+	ready, err := b.ready(ctx, sideBySidePrefix)
+	if err != nil {
+		return res, err
+	}
+	_, _, berthLat := readyTimes(ready)
+	riverLat, err := rv.latencies(ctx, warmup)
+	if err != nil {
+		return res, err
+	}
+	if res.berth, err = summarize(fmt.Sprintf("concurrency=%d", concurrency), berthLat); err != nil {
+		return res, err
+	}
+	if res.river, err = summarize(fmt.Sprintf("max-workers=%d", maxWorkers), riverLat); err != nil {
+		return res, err
+	}
+	slog.Info("side by side", "berth p99", res.berth.p99.Round(time.Microsecond*100), "river p99", res.river.p99.Round(time.Microsecond*100))
+	return res, nil
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-dev/berth/internal/e2etest"
+	"github.com/berth-dev/berth/internal/pgtest"
+)
+
+// Side by side, the real agent and a River client each take every one of their inserts,
+// and the run reads each side's latencies from its own database.
+func TestSideBySideLatencyMeasuresBothSystems(t *testing.T) {
+	cfg := config{server: pgtest.New(t), binary: e2etest.Binary(t), latencyN: 10, rate: 50, waitTimeout: 2 * time.Minute}
+	res, err := sideBySideLatency(context.Background(), cfg, 16, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []struct {
+		name, setting string
+		l             latencySummary
+	}{{"berth", "concurrency=16", res.berth}, {"river", "max-workers=8", res.river}} {
+		if side.l.n != cfg.latencyN || side.l.setting != side.setting {
+			t.Errorf("%s: %d latencies at %q; want %d at %q", side.name, side.l.n, side.l.setting, cfg.latencyN, side.setting)
+		}
+		if side.l.p50 <= 0 || side.l.p50 > side.l.p99 || side.l.p99 > side.l.max {
+			t.Errorf("%s: p50 %s, p99 %s, max %s; want 0 < p50 <= p99 <= max", side.name, side.l.p50, side.l.p99, side.l.max)
+		}
+	}
+}
+
+// The p99 target compares the side-by-side run when there is one, and shows the runs
+// alone beside it; without it, the runs alone decide.
+func TestReportComparesP99SideBySide(t *testing.T) {
+	lat := func(p99 time.Duration) latencySummary {
+		return latencySummary{setting: "x", n: 300, p50: time.Millisecond, p99: p99, max: 20 * time.Millisecond}
+	}
+	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20}}
+	pg := rep.berthOn(storePostgres)
+	pg.throughput = []throughputResult{{setting: "concurrency=16", parallel: 16, n: 10000, elapsed: 2 * time.Second}}
+	pg.latency = lat(4 * time.Millisecond)
+	rep.river = []throughputResult{{setting: "max-workers=200", parallel: 200, n: 10000, elapsed: time.Second}}
+	rep.riverLatency = lat(9 * time.Millisecond)
+
+	var out bytes.Buffer
+	rep.print(&out)
+	if got := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(got, "p99 latency berth <= river, each alone 4.0 ms vs 9.0 ms PASS") {
+		t.Errorf("report without a side-by-side run lacks the runs alone's verdict:\n%s", out.String())
+	}
+
+	rep.sideBySide = &sideBySideResult{berth: lat(5 * time.Millisecond), river: lat(3 * time.Millisecond)}
+	out.Reset()
+	rep.print(&out)
+	got := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{
+		"berth postgres latency insert->ready side by side, 300 at 20/s x p50 1.0 ms, p99 5.0 ms",
+		"river postgres latency insert->start side by side, 300 at 20/s x p50 1.0 ms, p99 3.0 ms",
+		"p99 latency berth <= river, side by side 5.0 ms vs 3.0 ms (each alone: 4.0 ms vs 9.0 ms) MISS",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
