@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,17 @@ func TestReportComparesP99SideBySide(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+func TestSideBySideFlag(t *testing.T) {
+	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
+	t.Setenv("BERTH_BINARY", "/bin/sh")
+	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	if cfg, err := parseConfig(nil, io.Discard); err != nil || !cfg.sideBySide {
+		t.Errorf("default -side-by-side: %v, %v; want true", cfg.sideBySide, err)
+	}
+	if cfg, err := parseConfig([]string{"-side-by-side=false"}, io.Discard); err != nil || cfg.sideBySide {
+		t.Errorf("-side-by-side=false: %v, %v; want false", cfg.sideBySide, err)
 	}
 }
