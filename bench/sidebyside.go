@@ -73,6 +73,6 @@ func sideBySideLatency(ctx context.Context, cfg config, concurrency, maxWorkers 
 	if res.river, err = summarize(fmt.Sprintf("max-workers=%d", maxWorkers), riverLat); err != nil {
 		return res, err
 	}
-	slog.Info("side by side", "berth p99", res.berth.p99.Round(time.Microsecond*100), "river p99", res.river.p99.Round(time.Microsecond*100))
+	slog.Info("side by side", "berth-p99", res.berth.p99.Round(100*time.Microsecond), "river-p99", res.river.p99.Round(100*time.Microsecond))
 	return res, nil
 }
