@@ -420,6 +420,12 @@
 // machine one round trip to an idle connection takes 300 to 400 us at p50 and 2 to 6 ms at
 // p99 (a SELECT 1 every 20 ms), and the client's single-row insert 340 us of server time with
 // no agent running (its triggers' statements 80 of it), River's about a third of that.
+// Tried and not kept: the change log's connection running its reads on the server's generic
+// plans (plan_cache_mode force_generic_plan). A read of one entry every 20 ms on an idle
+// connection took 333 to 492 us at p50 so against 625 to 710 left to choose, but the agent
+// so built, alternating side by side with the build before in three pairs, had p50 2.2, 2.6
+// and 2.1 ms against 2.4, 2.2 and 2.6, p99 4.9, 6.5 and 6.0 against 5.6, 3.9 and 5.9: no
+// gain beyond the noise.
 //
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
