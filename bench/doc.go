@@ -57,11 +57,12 @@
 //     PostgreSQL throughput run's setting and one River client at the best MaxWorkers run
 //     at once, each on a database of its own, and their inserts alternate half a period
 //     apart, -latency-n each at -rate. The p99 target compares these two. Each latency run
-//     alone meets its own share of this machine's pauses: in six pairs of runs alone, one
-//     after the other, River's p99 was 2.5, 2.8, 10.2, 13.5, 19.8 and 7.7 ms and Berth's
-//     4.1 to 12.5 ms, and either won by the luck of its window. Side by side both meet the
-//     same pauses: in four runs River's p99 was 3.0 to 3.7 ms and Berth's 4.8 to 7.4 ms,
-//     Berth's p50 2.2 to 2.5 ms against River's 1.2 to 1.6. The runs alone are still shown.
+//     alone meets its own share of this machine's pauses: in eight pairs of runs alone, one
+//     after the other (build c582081), River's p99 was 2.5 to 19.8 ms and Berth's 4.1 to
+//     12.5, and Berth's was the lower in five: either won by the luck of its window. Side by
+//     side both meet the same pauses: in four runs River's p99 was 3.0 to 3.7 ms and
+//     Berth's 4.8 to 7.4 ms, Berth's p50 2.2 to 2.5 ms against River's 1.2 to 1.6. The runs
+//     alone are still shown.
 //   - Rill's static provisioning on River, the peer platform teams run: -n resources are
 //     inserted with a River job each, in one transaction, before the client starts; each job
 //     makes the statements of Rill's static provisioner (read the resource, sum the slots
