@@ -525,6 +525,8 @@ type fakeEnviron struct {
 	maxActive  int
 	activeByID map[string]int
 	maxByID    int
+	activeByOp map[string]int // calls of each operation in flight
+	maxByOp    map[string]int // the most calls of each operation in flight at once
 
 	kept          bool // Reconcile returns Kept: the broker keeps its state itself
 	gateReconcile bool
@@ -538,6 +540,8 @@ func newFakeEnviron() *fakeEnviron {
 		errs:       make(map[string][]error),
 		calls:      make(map[string]int),
 		activeByID: make(map[string]int),
+		activeByOp: make(map[string]int),
+		maxByOp:    make(map[string]int),
 	}
 	e.Hibernator = environtest.Hibernator{
 		Environ: environtest.Environ{
@@ -608,6 +612,8 @@ func (e *fakeEnviron) begin(op, id string) (func(), error, bool) {
 	e.activeByID[id]++
 	e.maxActive = max(e.maxActive, e.active)
 	e.maxByID = max(e.maxByID, e.activeByID[id])
+	e.activeByOp[op]++
+	e.maxByOp[op] = max(e.maxByOp[op], e.activeByOp[op])
 	var err error
 	if script := e.errs[op]; len(script) > 0 {
 		err, e.errs[op] = script[0], script[1:]
@@ -618,6 +624,7 @@ func (e *fakeEnviron) begin(op, id string) (func(), error, bool) {
 		defer e.mu.Unlock()
 		e.active--
 		e.activeByID[id]--
+		e.activeByOp[op]--
 	}
 	return end, err, gated
 }
@@ -666,6 +673,13 @@ func (e *fakeEnviron) concurrency() (overall, perID int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.maxActive, e.maxByID
+}
+
+// opConcurrency is the most calls of op that were in flight at once.
+func (e *fakeEnviron) opConcurrency(op string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.maxByOp[op]
 }
 
 // fakeWatcher delivers the ids tests send on changes.
