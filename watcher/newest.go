@@ -36,21 +36,23 @@ func (w *resourcesWatcher) readNewest(ctx context.Context) error {
 	for _, change := range newest {
 		w.newestRead = max(w.newestRead, change.Seq)
 		if change.OwnerFirst {
-			w.aheadQueued[change.Seq] = true
 			first = append(first, change.Change)
 		}
 	}
 	ids, owners := changedIDs(first)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, change := range first {
+		w.aheadQueued[change.Seq] = true
+	}
 	w.addPendingLocked(ids, owners)
 	return nil
 }
 
-// skipQueuedAhead returns changes without the entries readNewest queued already, which it
-// forgets: the cursor has reached them. Once the cursor is not behind, every entry queued
-// ahead is at or below it.
-func (w *resourcesWatcher) skipQueuedAhead(changes []domain.Change) []domain.Change {
+// skipQueuedAheadLocked returns changes without the entries readNewest queued already,
+// which it forgets: the cursor has reached them. Once the cursor is not behind, every entry
+// queued ahead is at or below it.
+func (w *resourcesWatcher) skipQueuedAheadLocked(changes []domain.Change) []domain.Change {
 	kept := changes[:0:0]
 	for _, change := range changes {
 		if w.aheadQueued[change.Seq] {

@@ -90,6 +90,9 @@ type resourcesWatcher struct {
 	pending   *fairqueue.Queue    // the ids read and not yet delivered, by owner
 	isPending map[string]bool
 	listening bool
+	// aheadQueued are the entries past the cursor that reads of the log's newest entries
+	// queued (see readNewest), which the reads from the cursor skip as they reach them.
+	aheadQueued map[int64]bool
 
 	// offer is the batch offered to the consumer, the next EventSize ids of pending in
 	// turn; nil when it is to be made again (pending or the weights changed).
@@ -99,10 +102,8 @@ type resourcesWatcher struct {
 	// want of room (ReadAhead) or because the last read filled a page.
 	logBehind bool
 	// newestRead is the newest entry a read of the log's newest entries looked at (see
-	// readNewest); aheadQueued are the entries past the cursor such reads queued, which
-	// the reads from the cursor skip as they reach them.
-	newestRead  int64
-	aheadQueued map[int64]bool
+	// readNewest).
+	newestRead int64
 	// attentionAfter is the last id of the page of resources needing attention read last;
 	// attentionRead says every page has been read.
 	attentionAfter string
@@ -348,13 +349,13 @@ func (w *resourcesWatcher) readLog(ctx context.Context) error {
 		return fmt.Errorf("read the change log after entry %d: %w", cursor, err)
 	}
 	w.logBehind = len(changes) == w.config.BatchSize
-	unqueued := changes
-	if len(w.aheadQueued) > 0 {
-		unqueued = w.skipQueuedAhead(changes)
-	}
-	ids, owners := changedIDs(unqueued)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	unqueued := changes
+	if len(w.aheadQueued) > 0 {
+		unqueued = w.skipQueuedAheadLocked(changes)
+	}
+	ids, owners := changedIDs(unqueued)
 	for _, change := range changes {
 		w.noteGapsLocked(w.cursor+1, change.Seq, w.config.ReadAhead, now)
 		w.cursor = change.Seq
