@@ -131,12 +131,12 @@ func (w *Worker) loop() error {
 		if now := w.config.Clock.Now(); next.Before(now) {
 			next = now
 		}
-		timer := w.config.Clock.NewTimer(next.Sub(w.config.Clock.Now()))
+		alarm := w.config.Clock.NewAlarm(next)
 		select {
 		case <-w.catacomb.Dying():
-			timer.Stop()
+			alarm.Stop()
 			return w.catacomb.ErrDying()
-		case <-timer.Chan():
+		case <-alarm.Chan():
 		}
 	}
 }

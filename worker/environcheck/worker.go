@@ -132,10 +132,10 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	// Sends never block: at most one Check per environ is in flight.
 	results := make(chan done, len(names))
 	sched := newSchedule(names, w.config.Clock.Now(), w.config.Interval)
-	var timer clock.Timer
+	var alarm clock.Alarm
 	defer func() {
-		if timer != nil {
-			timer.Stop()
+		if alarm != nil {
+			alarm.Stop()
 		}
 	}()
 	for {
@@ -146,19 +146,19 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 				results <- done{name: name, err: w.check(ctx, name)}
 			}()
 		}
-		if timer != nil {
-			timer.Stop()
-			timer = nil
+		if alarm != nil {
+			alarm.Stop()
+			alarm = nil
 		}
-		var timerC <-chan time.Time
+		var alarmC <-chan time.Time
 		if next := sched.next(); !next.IsZero() {
-			timer = w.config.Clock.NewTimer(next.Sub(w.config.Clock.Now()))
-			timerC = timer.Chan()
+			alarm = w.config.Clock.NewAlarm(next)
+			alarmC = alarm.Chan()
 		}
 		select {
 		case <-w.catacomb.Dying():
 			return w.catacomb.ErrDying()
-		case <-timerC:
+		case <-alarmC:
 		case d := <-results:
 			delete(sched.checking, d.name)
 			w.checked(ctx, d)

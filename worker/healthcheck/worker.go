@@ -207,10 +207,10 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	checks := make(chan checkDone, w.config.Concurrency)
 	inFlight := 0
 
-	var timer clock.Timer
+	var alarm clock.Alarm
 	defer func() {
-		if timer != nil {
-			timer.Stop()
+		if alarm != nil {
+			alarm.Stop()
 		}
 	}()
 	var r *round
@@ -258,21 +258,23 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			wake = earliest(wake, r.end)
 		}
 
-		if timer != nil {
-			timer.Stop()
-			timer = nil
+		if alarm != nil {
+			alarm.Stop()
+			alarm = nil
 		}
-		var timerC <-chan time.Time
+		var alarmC <-chan time.Time
 		if !wake.IsZero() {
-			// Measured afresh: the clock may have moved while this iteration ran.
-			timer = w.config.Clock.NewTimer(wake.Sub(w.config.Clock.Now()))
-			timerC = timer.Chan()
+			// An alarm at wake, not a timer for wake less a reading of the clock: the clock
+			// may move between that reading and the timer's start, which would then fire
+			// that much late.
+			alarm = w.config.Clock.NewAlarm(wake)
+			alarmC = alarm.Chan()
 		}
 
 		select {
 		case <-w.catacomb.Dying():
 			return w.catacomb.ErrDying()
-		case <-timerC:
+		case <-alarmC:
 		case done := <-checks:
 			inFlight--
 			w.checked(done)

@@ -288,11 +288,11 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 	w.refreshAgents(ctx, sh, w.config.Clock.Now(), w.config.ShareGrace)
 	owners := &ownerPolicies{}
 	limit := newConcurrencyLimit(w.config.MinConcurrency, w.config.Concurrency)
-	var timer clock.Timer
-	var timerAt time.Time
+	var alarm clock.Alarm
+	var alarmAt time.Time
 	defer func() {
-		if timer != nil {
-			timer.Stop()
+		if alarm != nil {
+			alarm.Stop()
 		}
 	}()
 	for {
@@ -314,19 +314,19 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 			}()
 		}
 		w.refreshAgents(ctx, sh, w.config.Clock.Now(), w.config.ShareGrace)
-		// One timer, for the earliest retry or look at what was left to other agents.
-		var timerC <-chan time.Time
+		// One alarm, for the earliest retry or look at what was left to other agents.
+		var alarmC <-chan time.Time
 		if at, ok := earliest(s.nextRetry, sh.nextLeft); ok {
-			if timer == nil || !at.Equal(timerAt) {
-				if timer != nil {
-					timer.Stop()
+			if alarm == nil || !at.Equal(alarmAt) {
+				if alarm != nil {
+					alarm.Stop()
 				}
-				timer, timerAt = w.config.Clock.NewTimer(at.Sub(w.config.Clock.Now())), at
+				alarm, alarmAt = w.config.Clock.NewAlarm(at), at
 			}
-			timerC = timer.Chan()
-		} else if timer != nil {
-			timer.Stop()
-			timer = nil
+			alarmC = alarm.Chan()
+		} else if alarm != nil {
+			alarm.Stop()
+			alarm = nil
 		}
 		w.publish(s, sh, owners, limit.current())
 
@@ -349,8 +349,8 @@ func (w *Worker) run(running *sync.WaitGroup) error {
 				limit.ended(w.config.Clock.Now(), s.queueDepth(), s.inFlight())
 				s.finish(o)
 			}
-		case <-timerC:
-			timer = nil
+		case <-alarmC:
+			alarm = nil
 		}
 	}
 }
