@@ -407,7 +407,7 @@ func TestStatementProfileIsTheRunDatabasesStatements(t *testing.T) {
 	}
 	conn.Close(ctx)
 
-	p := readStatementProfile(ctx, server, db.name, 5)
+	p := readStatementProfile(ctx, server, db.name, "resource", 5)
 	if p.unavailable != "" {
 		t.Fatalf("no profile: %s", p.unavailable)
 	}
@@ -420,7 +420,7 @@ func TestStatementProfileIsTheRunDatabasesStatements(t *testing.T) {
 	if len(found) != 1 || found[0].calls != 2 || found[0].nested || found[0].rows != 1 {
 		t.Fatalf("the statement run 10 times for 5 resources: %+v; want one entry of 2 calls per resource, 1 row each", found)
 	}
-	if other := readStatementProfile(ctx, server, "berth_bench_no_such_database", 5); other.unavailable != "" || len(other.statements) != 0 {
+	if other := readStatementProfile(ctx, server, "berth_bench_no_such_database", "resource", 5); other.unavailable != "" || len(other.statements) != 0 {
 		t.Fatalf("another database's profile: %+v; want it empty", other)
 	}
 }

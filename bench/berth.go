@@ -436,7 +436,7 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 	res.elapsed, res.insert = lastReady.Sub(committing), committing.Sub(firstCreated)
 	res.n = len(ready)
 	if kind == storePostgres && f.agents == 1 && f.set == "" {
-		p := readStatementProfile(ctx, cfg.server, r.dbName, res.n)
+		p := readStatementProfile(ctx, cfg.server, r.dbName, "resource", res.n)
 		res.statements = &p
 	}
 	res.setting, res.parallel = fmt.Sprintf("concurrency=%d", f.concurrency), f.concurrency

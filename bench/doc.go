@@ -62,7 +62,9 @@
 //     12.5, and Berth's was the lower in five: either won by the luck of its window. Side by
 //     side both meet the same pauses: in four runs River's p99 was 3.0 to 3.7 ms and
 //     Berth's 4.8 to 7.4 ms, Berth's p50 2.2 to 2.5 ms against River's 1.2 to 1.6. The runs
-//     alone are still shown.
+//     alone are still shown, and after the throughput profile each side's statement
+//     profile of this run: the server's time for each statement, per resource and per job,
+//     the client's insert included.
 //   - Rill's static provisioning on River, the peer platform teams run: -n resources are
 //     inserted with a River job each, in one transaction, before the client starts; each job
 //     makes the statements of Rill's static provisioner (read the resource, sum the slots

@@ -121,6 +121,10 @@ func (r *report) printComparison(w io.Writer) {
 	if best := fastest(pg.throughput); best.statements != nil {
 		best.statements.print(w, best.setting)
 	}
+	if s := r.sideBySide; s != nil {
+		s.berthStatements.print(w, "berth's insert-to-ready side by side, "+s.berth.setting)
+		s.riverStatements.print(w, "river's insert-to-start side by side, "+s.river.setting)
+	}
 	if len(r.river) == 0 || pg.latency.n == 0 || r.riverLatency.n == 0 {
 		return
 	}

@@ -9,9 +9,10 @@ import (
 )
 
 // sideBySideResult is Berth's insert-to-ready and River's insert-to-start measured in one
-// window (sideBySideLatency).
+// window (sideBySideLatency), with where each side's database time went.
 type sideBySideResult struct {
-	berth, river latencySummary
+	berth, river                     latencySummary
+	berthStatements, riverStatements statementProfile
 }
 
 // sideBySidePrefix names the resources of the side-by-side run.
@@ -73,6 +74,9 @@ func sideBySideLatency(ctx context.Context, cfg config, concurrency, maxWorkers 
 	if res.river, err = summarize(fmt.Sprintf("max-workers=%d", maxWorkers), riverLat); err != nil {
 		return res, err
 	}
+	// The server's time for each statement on the way, which the latencies include.
+	res.berthStatements = readStatementProfile(ctx, cfg.server, b.dbName, "resource", cfg.latencyN)
+	res.riverStatements = readStatementProfile(ctx, cfg.server, rv.db.name, "job", cfg.latencyN+1)
 	slog.Info("side by side", "berth-p99", res.berth.p99.Round(100*time.Microsecond), "river-p99", res.river.p99.Round(100*time.Microsecond))
 	return res, nil
 }

@@ -31,6 +31,27 @@ func TestSideBySideLatencyMeasuresBothSystems(t *testing.T) {
 			t.Errorf("%s: p50 %s, p99 %s, max %s; want 0 < p50 <= p99 <= max", side.name, side.l.p50, side.l.p99, side.l.max)
 		}
 	}
+	// Each side's profile is its own database's: the client's insert once per resource on
+	// Berth's, and none of it on River's.
+	const insert = "INSERT INTO resources (type, name, owner, args) VALUES ($3, $1, $2, $4)"
+	for _, side := range []struct {
+		name, unit string
+		p          statementProfile
+		want       float64
+	}{{"berth", "resource", res.berthStatements, 1}, {"river", "job", res.riverStatements, 0}} {
+		if side.p.unavailable != "" || side.p.unit != side.unit || len(side.p.statements) == 0 {
+			t.Fatalf("%s's profile: %+v; want one per %s", side.name, side.p, side.unit)
+		}
+		var calls float64
+		for _, st := range side.p.statements {
+			if st.query == insert && !st.nested {
+				calls += st.calls
+			}
+		}
+		if calls != side.want {
+			t.Errorf("%s's profile has the client's insert %v times per %s; want %v", side.name, calls, side.unit, side.want)
+		}
+	}
 }
 
 // The p99 target compares the side-by-side run when there is one, and shows the runs
@@ -52,7 +73,13 @@ func TestReportComparesP99SideBySide(t *testing.T) {
 		t.Errorf("report without a side-by-side run lacks the runs alone's verdict:\n%s", out.String())
 	}
 
-	rep.sideBySide = &sideBySideResult{berth: lat(5 * time.Millisecond), river: lat(3 * time.Millisecond)}
+	rep.sideBySide = &sideBySideResult{
+		berth: lat(5 * time.Millisecond), river: lat(3 * time.Millisecond),
+		berthStatements: statementProfile{unit: "resource", resources: 300, statements: []statementCost{
+			{query: "UPDATE resources SET status = $1", calls: 1, meanUS: 500, perResUS: 500, rows: 1},
+		}},
+		riverStatements: statementProfile{unit: "job", unavailable: "no server"},
+	}
 	out.Reset()
 	rep.print(&out)
 	got := strings.Join(strings.Fields(out.String()), " ")
@@ -60,6 +87,9 @@ func TestReportComparesP99SideBySide(t *testing.T) {
 		"berth postgres latency insert->ready side by side, 300 at 20/s x p50 1.0 ms, p99 5.0 ms",
 		"river postgres latency insert->start side by side, 300 at 20/s x p50 1.0 ms, p99 3.0 ms",
 		"p99 latency berth <= river, side by side 5.0 ms vs 3.0 ms (each alone: 4.0 ms vs 9.0 ms) MISS",
+		"Where a resource's database time goes on PostgreSQL (pg_stat_statements, berth's insert-to-ready side by side, x):",
+		"CALLS/RESOURCE US/CALL US/RESOURCE SHARE ROWS/CALL STATEMENT 1.000 500.0 500.0 100% 1.0 UPDATE resources SET status = $1",
+		"Where a job's database time goes on PostgreSQL (pg_stat_statements, river's insert-to-start side by side, x): not measured: no server",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())

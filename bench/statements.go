@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,12 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// statementProfile is where a PostgreSQL throughput run's database time went, statement by
-// statement, from pg_stat_statements: every statement run in the run's database (the agent's,
-// the bench's insert and polls, the triggers'), with its cost per resource of the run.
+// statementProfile is where a PostgreSQL run's database time went, statement by statement,
+// from pg_stat_statements: every statement run in the run's database (the agent's or River's,
+// the bench's insert and polls, the triggers'), with its cost per unit of the run (a resource,
+// or a River job).
 type statementProfile struct {
-	unavailable string // why there is no profile; empty when there is one
-	resources   int
+	unavailable string          // why there is no profile; empty when there is one
+	unit        string          // what the costs are per: "resource" or "job"
+	resources   int             // how many units the run had
 	statements  []statementCost // by total time, most first
 }
 
@@ -33,12 +36,13 @@ type statementCost struct {
 // profileLines bounds the statements shown: the rest are a few percent of the time together.
 const profileLines = 16
 
-// readStatementProfile reads pg_stat_statements for the database dbName once its run is
-// over, on the bench server server. The counters are the server's since its start (or last
-// reset) for that database; a database is fresh for each run, so they are the run's alone. A
-// server without the module preloaded gives a profile that says how to get one.
-func readStatementProfile(ctx context.Context, server, dbName string, resources int) statementProfile {
-	p := statementProfile{resources: resources}
+// readStatementProfile reads pg_stat_statements for the database dbName once its run of
+// units (resources or jobs, as unit says) is over, on the bench server server. The counters
+// are the server's since its start (or last reset) for that database; a database is fresh for
+// each run, so they are the run's alone. A server without the module preloaded gives a
+// profile that says how to get one.
+func readStatementProfile(ctx context.Context, server, dbName, unit string, resources int) statementProfile {
+	p := statementProfile{unit: unit, resources: resources}
 	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
 		p.unavailable = fmt.Sprintf("cannot connect to the bench server: %v", err)
@@ -111,8 +115,8 @@ func oneLine(query string) string {
 	return q
 }
 
-// topLevelPerResource is the database time per resource of the statements clients sent
-// (those of triggers are inside them).
+// topLevelPerResource is the database time per unit of the statements clients sent (those
+// of triggers are inside them).
 func (p statementProfile) topLevelPerResource() float64 {
 	var us float64
 	for _, s := range p.statements {
@@ -123,16 +127,19 @@ func (p statementProfile) topLevelPerResource() float64 {
 	return us
 }
 
-// print writes the profile: the statements taking the most time, each per resource.
-func (p statementProfile) print(w io.Writer, setting string) {
-	fmt.Fprintf(w, "Where a resource's database time goes on PostgreSQL (pg_stat_statements, %s):\n\n", setting)
+// print writes the profile: the statements taking the most time, each per unit; what says
+// which run it is.
+func (p statementProfile) print(w io.Writer, what string) {
+	unit := cmp.Or(p.unit, "resource")
+	fmt.Fprintf(w, "Where a %s's database time goes on PostgreSQL (pg_stat_statements, %s):\n\n", unit, what)
 	if p.unavailable != "" {
 		fmt.Fprintf(w, "  not measured: %s\n\n", p.unavailable)
 		return
 	}
 	total := p.topLevelPerResource()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CALLS/RESOURCE\tUS/CALL\tUS/RESOURCE\tSHARE\tROWS/CALL\tSTATEMENT")
+	per := strings.ToUpper(unit)
+	fmt.Fprintf(tw, "CALLS/%s\tUS/CALL\tUS/%s\tSHARE\tROWS/CALL\tSTATEMENT\n", per, per)
 	for i, s := range p.statements {
 		if i == profileLines {
 			break
@@ -145,6 +152,6 @@ func (p statementProfile) print(w io.Writer, setting string) {
 		fmt.Fprintf(tw, "%.3f\t%.1f\t%.1f\t%s\t%.1f\t%s\n", s.calls, s.meanUS, s.perResUS, share, s.rows, query)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%.0f us of database time per resource in the statements clients sent (%d resources; a trigger's statements are inside their caller's time, their shares in brackets).\n\n",
-		total, p.resources)
+	fmt.Fprintf(w, "\n%.0f us of database time per %s in the statements clients sent (%d %ss; a trigger's statements are inside their caller's time, their shares in brackets).\n\n",
+		total, unit, p.resources, unit)
 }
