@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/berth-dev/berth/environ/kubernetes"
 	"github.com/berth-dev/berth/internal/e2etest"
@@ -276,12 +277,18 @@ func TestHibernatedWorkloadKeptAsleep(t *testing.T) {
 	}
 	e.WaitResource(id, "hibernated", readyWithin, func(r e2etest.Resource) bool { return r.Status == "hibernated" })
 	d := deploymentOf(t, cs, ns, id)
-	scale, err := cs.AppsV1().Deployments(ns).GetScale(ctx, d.Name, metav1.GetOptions{})
+	// The deployment controller may still be writing the scale-down's status: an update
+	// read before one of its writes is refused as a conflict, and is read and made again.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := cs.AppsV1().Deployments(ns).GetScale(ctx, d.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = 2
+		_, err = cs.AppsV1().Deployments(ns).UpdateScale(ctx, d.Name, scale, metav1.UpdateOptions{FieldManager: "kubectl"})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = 2
-	if _, err := cs.AppsV1().Deployments(ns).UpdateScale(ctx, d.Name, scale, metav1.UpdateOptions{FieldManager: "kubectl"}); err != nil {
 		t.Fatal(err)
 	}
 	e.Eventually("the hibernated deployment scaled back to zero, with no pod", repairWithin, func() (bool, string) {
