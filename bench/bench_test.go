@@ -426,10 +426,10 @@ func TestStatementProfileIsTheRunDatabasesStatements(t *testing.T) {
 }
 
 func TestStatementProfilePrintsSharesOfTheClientsStatements(t *testing.T) {
-	p := statementProfile{resources: 1000, statements: []statementCost{
-		{query: "UPDATE resources SET status = $1", calls: 2, meanUS: 150, perResUS: 300, rows: 1},
-		{query: "INSERT INTO resource_events VALUES ($1)", nested: true, calls: 2, meanUS: 30, perResUS: 60, rows: 1},
-		{query: "SELECT 1", calls: 1, meanUS: 100, perResUS: 100, rows: 1},
+	p := statementProfile{unit: "resource", units: 1000, statements: []statementCost{
+		{query: "UPDATE resources SET status = $1", calls: 2, meanUS: 150, perUnitUS: 300, rows: 1},
+		{query: "INSERT INTO resource_events VALUES ($1)", nested: true, calls: 2, meanUS: 30, perUnitUS: 60, rows: 1},
+		{query: "SELECT 1", calls: 1, meanUS: 100, perUnitUS: 100, rows: 1},
 	}}
 	var out strings.Builder
 	p.print(&out, "concurrency=64")
@@ -442,7 +442,7 @@ func TestStatementProfilePrintsSharesOfTheClientsStatements(t *testing.T) {
 		}
 	}
 	var missing strings.Builder
-	statementProfile{unavailable: "pg_stat_statements is not available"}.print(&missing, "concurrency=64")
+	statementProfile{unit: "resource", unavailable: "pg_stat_statements is not available"}.print(&missing, "concurrency=64")
 	if !strings.Contains(missing.String(), "not measured: pg_stat_statements is not available") {
 		t.Errorf("a missing profile prints %q", missing.String())
 	}

@@ -75,8 +75,8 @@ func TestReportComparesP99SideBySide(t *testing.T) {
 
 	rep.sideBySide = &sideBySideResult{
 		berth: lat(5 * time.Millisecond), river: lat(3 * time.Millisecond),
-		berthStatements: statementProfile{unit: "resource", resources: 300, statements: []statementCost{
-			{query: "UPDATE resources SET status = $1", calls: 1, meanUS: 500, perResUS: 500, rows: 1},
+		berthStatements: statementProfile{unit: "resource", units: 300, statements: []statementCost{
+			{query: "UPDATE resources SET status = $1", calls: 1, meanUS: 500, perUnitUS: 500, rows: 1},
 		}},
 		riverStatements: statementProfile{unit: "job", unavailable: "no server"},
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -19,18 +18,18 @@ import (
 type statementProfile struct {
 	unavailable string          // why there is no profile; empty when there is one
 	unit        string          // what the costs are per: "resource" or "job"
-	resources   int             // how many units the run had
+	units       int             // how many of them the run had
 	statements  []statementCost // by total time, most first
 }
 
 // statementCost is one normalized statement of a run.
 type statementCost struct {
-	query    string  // whitespace collapsed, cut to a line
-	nested   bool    // run by a trigger or a function: its time is in its caller's too
-	calls    float64 // per resource
-	meanUS   float64 // execution time per call
-	perResUS float64 // execution time per resource
-	rows     float64 // rows per call
+	query     string  // whitespace collapsed, cut to a line
+	nested    bool    // run by a trigger or a function: its time is in its caller's too
+	calls     float64 // per unit of the run
+	meanUS    float64 // execution time per call
+	perUnitUS float64 // execution time per unit of the run
+	rows      float64 // rows per call
 }
 
 // profileLines bounds the statements shown: the rest are a few percent of the time together.
@@ -41,8 +40,8 @@ const profileLines = 16
 // are the server's since its start (or last reset) for that database; a database is fresh for
 // each run, so they are the run's alone. A server without the module preloaded gives a
 // profile that says how to get one.
-func readStatementProfile(ctx context.Context, server, dbName, unit string, resources int) statementProfile {
-	p := statementProfile{unit: unit, resources: resources}
+func readStatementProfile(ctx context.Context, server, dbName, unit string, units int) statementProfile {
+	p := statementProfile{unit: unit, units: units}
 	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
 		p.unavailable = fmt.Sprintf("cannot connect to the bench server: %v", err)
@@ -75,16 +74,16 @@ func readStatementProfile(ctx context.Context, server, dbName, unit string, reso
 			p.unavailable = cannotRead(err)
 			return p
 		}
-		if calls == 0 || resources == 0 {
+		if calls == 0 || units == 0 {
 			continue
 		}
 		p.statements = append(p.statements, statementCost{
-			query:    oneLine(query),
-			nested:   nested,
-			calls:    float64(calls) / float64(resources),
-			meanUS:   totalMS * 1000 / float64(calls),
-			perResUS: totalMS * 1000 / float64(resources),
-			rows:     float64(rowsTotal) / float64(calls),
+			query:     oneLine(query),
+			nested:    nested,
+			calls:     float64(calls) / float64(units),
+			meanUS:    totalMS * 1000 / float64(calls),
+			perUnitUS: totalMS * 1000 / float64(units),
+			rows:      float64(rowsTotal) / float64(calls),
 		})
 	}
 	if err := rows.Err(); err != nil {
@@ -115,13 +114,13 @@ func oneLine(query string) string {
 	return q
 }
 
-// topLevelPerResource is the database time per unit of the statements clients sent (those
+// topLevelPerUnit is the database time per unit of the statements clients sent (those
 // of triggers are inside them).
-func (p statementProfile) topLevelPerResource() float64 {
+func (p statementProfile) topLevelPerUnit() float64 {
 	var us float64
 	for _, s := range p.statements {
 		if !s.nested {
-			us += s.perResUS
+			us += s.perUnitUS
 		}
 	}
 	return us
@@ -130,28 +129,27 @@ func (p statementProfile) topLevelPerResource() float64 {
 // print writes the profile: the statements taking the most time, each per unit; what says
 // which run it is.
 func (p statementProfile) print(w io.Writer, what string) {
-	unit := cmp.Or(p.unit, "resource")
-	fmt.Fprintf(w, "Where a %s's database time goes on PostgreSQL (pg_stat_statements, %s):\n\n", unit, what)
+	fmt.Fprintf(w, "Where a %s's database time goes on PostgreSQL (pg_stat_statements, %s):\n\n", p.unit, what)
 	if p.unavailable != "" {
 		fmt.Fprintf(w, "  not measured: %s\n\n", p.unavailable)
 		return
 	}
-	total := p.topLevelPerResource()
+	total := p.topLevelPerUnit()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	per := strings.ToUpper(unit)
+	per := strings.ToUpper(p.unit)
 	fmt.Fprintf(tw, "CALLS/%s\tUS/CALL\tUS/%s\tSHARE\tROWS/CALL\tSTATEMENT\n", per, per)
 	for i, s := range p.statements {
 		if i == profileLines {
 			break
 		}
-		share := fmt.Sprintf("%.0f%%", 100*s.perResUS/total)
+		share := fmt.Sprintf("%.0f%%", 100*s.perUnitUS/total)
 		query := s.query
 		if s.nested {
 			share, query = "("+share+")", "[trigger] "+query
 		}
-		fmt.Fprintf(tw, "%.3f\t%.1f\t%.1f\t%s\t%.1f\t%s\n", s.calls, s.meanUS, s.perResUS, share, s.rows, query)
+		fmt.Fprintf(tw, "%.3f\t%.1f\t%.1f\t%s\t%.1f\t%s\n", s.calls, s.meanUS, s.perUnitUS, share, s.rows, query)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%.0f us of database time per %s in the statements clients sent (%d %ss; a trigger's statements are inside their caller's time, their shares in brackets).\n\n",
-		total, unit, p.resources, unit)
+		total, p.unit, p.units, p.unit)
 }
