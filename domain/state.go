@@ -369,6 +369,17 @@ type ChangeListener interface {
 	Close() error
 }
 
+// ChangeAnnouncer is a ChangeListener whose wake-ups may announce a change-log entry with its
+// resource's row: PostgreSQL's for the agent, which hears a resource created alone so (see
+// migration 0029), and acts on it without reading the log first.
+type ChangeAnnouncer interface {
+	ChangeListener
+	// WaitAnnounced blocks as Wait does. When the wake-up announced an entry it returns it
+	// (announced true) and keeps its row, which the store's ChangedResource then gives once;
+	// a wake-up that announced nothing says only that the log has new entries.
+	WaitAnnounced(ctx context.Context) (change Change, announced bool, err error)
+}
+
 // SlotRequest asks for a resource's slots on one of a provisioner's hosts.
 type SlotRequest struct {
 	Provisioner string

@@ -49,6 +49,17 @@
 // of the change log, on the other hand, kills the watcher: the dependency engine restarts it,
 // and the new watcher starts again from the resources that need attention.
 //
+// # Announced entries
+//
+// A store may announce an entry with its resource's row as it wakes the watcher (PostgreSQL
+// does for a resource created alone: see migration 0029 and domain.ChangeAnnouncer). The
+// listener passes each announced entry to the loop, which queues it ahead of the cursor as
+// it queues the log's newest entries, and sends it before the read that the wake-up after it
+// asks for: the resource's reconcile starts without waiting for a round trip, on the row the
+// store kept. The read from the cursor then skips the entry. An announcement is a hint like
+// any other: one lost, or dropped because the loop has 256 waiting or 4,096 entries queued
+// ahead, leaves its entry to the reads.
+//
 // # Dead agents
 //
 // A resource leased by an agent that died (kill -9, a lost host) may never change again, so

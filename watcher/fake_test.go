@@ -46,6 +46,8 @@ type fakeSource struct {
 	listens chan *fakeListener
 	// reads receives the entries every ChangesAfter call returns.
 	reads chan []domain.Change
+	// readGate, when set, holds every ChangesAfter call until it is closed.
+	readGate chan struct{}
 }
 
 func newFakeSource() *fakeSource {
@@ -122,6 +124,12 @@ func (s *fakeSource) LatestChangeSeq(ctx context.Context) (int64, error) {
 }
 
 func (s *fakeSource) ChangesAfter(ctx context.Context, after int64, limit int) ([]domain.Change, error) {
+	s.mu.Lock()
+	gate := s.readGate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.readErr != nil {
@@ -298,9 +306,10 @@ func (s *fakeSource) ListenChanges(ctx context.Context) (domain.ChangeListener, 
 		return nil, err
 	}
 	l := &fakeListener{
-		wake:   make(chan struct{}, 1),
-		fail:   make(chan error, 1),
-		closed: make(chan struct{}),
+		announce: make(chan domain.Change, 10),
+		wake:     make(chan struct{}, 1),
+		fail:     make(chan error, 1),
+		closed:   make(chan struct{}),
 	}
 	s.listeners = append(s.listeners, l)
 	s.mu.Unlock()
@@ -317,8 +326,10 @@ func (s *fakeSource) sortedLocked() []domain.Change {
 	return out
 }
 
-// fakeListener delivers the source's wake-ups; fail breaks it.
+// fakeListener delivers the source's wake-ups and the announcements sent on announce;
+// fail breaks it.
 type fakeListener struct {
+	announce  chan domain.Change
 	wake      chan struct{}
 	fail      chan error
 	closed    chan struct{}
@@ -333,6 +344,26 @@ func (l *fakeListener) Wait(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// WaitAnnounced gives an announcement waiting before any wake-up, as the database sends the
+// announcement of an entry before its wake-up.
+func (l *fakeListener) WaitAnnounced(ctx context.Context) (domain.Change, bool, error) {
+	select {
+	case change := <-l.announce:
+		return change, true, nil
+	default:
+	}
+	select {
+	case change := <-l.announce:
+		return change, true, nil
+	case <-l.wake:
+		return domain.Change{}, false, nil
+	case err := <-l.fail:
+		return domain.Change{}, false, err
+	case <-ctx.Done():
+		return domain.Change{}, false, ctx.Err()
 	}
 }
 

@@ -16,6 +16,10 @@ const (
 	maxQueuedAhead = 4096
 )
 
+// announcedBuffer is how many announced entries the listener passes to the loop before it
+// passes hints instead: a burst of single-row inserts is then read from the log, in pages.
+const announcedBuffer = 256
+
 // readNewest queues the log's newest entries whose owners have none between the cursor
 // and them, ahead of the cursor: an owner whose change lands behind another's backlog is
 // served without waiting for the pages of the backlog to be read. Each entry is looked at
@@ -49,9 +53,38 @@ func (w *resourcesWatcher) readNewest(ctx context.Context) error {
 	return nil
 }
 
-// skipQueuedAheadLocked returns changes without the entries readNewest queued already,
-// which it forgets: the cursor has reached them. Once the cursor is not behind, every entry
-// queued ahead is at or below it.
+// queueAnnounced queues an entry the listener heard announced ahead of the cursor, unless a
+// read reached it first: it is one more entry queued ahead, as readNewest's are, and past
+// maxQueuedAhead of them it is left to the reads.
+func (w *resourcesWatcher) queueAnnounced(change domain.Change) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if change.Seq <= w.cursor || w.aheadQueued[change.Seq] || len(w.aheadQueued) >= maxQueuedAhead {
+		return
+	}
+	w.aheadQueued[change.Seq] = true
+	w.addPendingLocked([]string{change.ResourceID}, map[string]string{change.ResourceID: change.Owner})
+}
+
+// takeAnnounced queues the announced entries the listener has passed on, without waiting
+// for any, and reports whether there were some.
+func (w *resourcesWatcher) takeAnnounced() bool {
+	took := false
+	for {
+		select {
+		case change := <-w.announced:
+			w.queueAnnounced(change)
+			took = true
+		default:
+			return took
+		}
+	}
+}
+
+// skipQueuedAheadLocked returns changes without the entries queued ahead already (by
+// readNewest or announced), which it forgets: the cursor has reached them. Once the cursor
+// is not behind, every entry queued ahead is at or below it: each was committed before it
+// was queued, so the read after it saw it.
 func (w *resourcesWatcher) skipQueuedAheadLocked(changes []domain.Change) []domain.Change {
 	kept := changes[:0:0]
 	for _, change := range changes {

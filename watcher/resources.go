@@ -48,6 +48,13 @@ type ResourcesSource interface {
 	ListOwnerPolicies(ctx context.Context) ([]domain.OwnerPolicy, error)
 }
 
+// announcingSource is a ResourcesSource whose writers may announce an entry with its
+// resource's row (domain/postgres): the watcher queues the entry as it hears it, ahead of
+// the cursor, and the read from the cursor skips it.
+type announcingSource interface {
+	ListenAnnouncedChanges(ctx context.Context) (domain.ChangeAnnouncer, error)
+}
+
 // ResourcesConfig holds what the resources watcher needs: its dependencies, and its
 // ResourcesSettings.
 type ResourcesConfig struct {
@@ -81,6 +88,8 @@ type resourcesWatcher struct {
 	config ResourcesConfig
 	out    chan []Owned
 	hints  chan struct{}
+	// announced passes the entries the listener heard announced to the loop.
+	announced chan domain.Change
 
 	// mu guards what Report reads; only the loop goroutine writes the fields below except
 	// listening, which the listen goroutine writes.
@@ -124,6 +133,7 @@ func NewResourcesWatcher(config ResourcesConfig) (OwnedWatcher, error) {
 		config:      config,
 		out:         make(chan []Owned),
 		hints:       make(chan struct{}, 1),
+		announced:   make(chan domain.Change, announcedBuffer),
 		gaps:        make(map[int64]time.Time),
 		pending:     fairqueue.New(),
 		isPending:   make(map[string]bool),
@@ -218,7 +228,15 @@ func (w *resourcesWatcher) loop() error {
 			if err := w.readAhead(ctx); err != nil {
 				return w.deathReason(err)
 			}
+		case change := <-w.announced:
+			w.queueAnnounced(change)
 		case <-w.hints:
+			// An entry announced with the wake-up goes out before the read, which takes a
+			// round trip: the hint waits for the next turn.
+			if w.takeAnnounced() {
+				w.hint()
+				continue
+			}
 			if err := w.read(ctx); err != nil {
 				return w.deathReason(err)
 			}
@@ -607,9 +625,10 @@ func (w *resourcesWatcher) listen() error {
 }
 
 // listenOnce opens a listener, hints a read (entries may have been written while none was
-// open) and passes each wake-up on until the listener fails.
+// open) and passes each wake-up on until the listener fails: an announced entry to the loop
+// as it is (when the loop has taken too many already, as a hint), any other as a hint.
 func (w *resourcesWatcher) listenOnce(ctx context.Context, backoff *time.Duration) error {
-	listener, err := w.config.Source.ListenChanges(ctx)
+	listener, err := w.openListener(ctx)
 	if err != nil {
 		return fmt.Errorf("listen for change-log wake-ups: %w", err)
 	}
@@ -622,12 +641,41 @@ func (w *resourcesWatcher) listenOnce(ctx context.Context, backoff *time.Duratio
 	defer w.setListening(false)
 	w.hint()
 	for {
-		if err := listener.Wait(ctx); err != nil {
+		change, announced, err := listener.WaitAnnounced(ctx)
+		if err != nil {
 			return fmt.Errorf("wait for change-log wake-ups: %w", err)
 		}
 		*backoff = minListenBackoff
-		w.hint()
+		if !announced {
+			w.hint()
+			continue
+		}
+		select {
+		case w.announced <- change:
+		default:
+			w.hint()
+		}
 	}
+}
+
+// openListener listens for the announced entries when the source has them, and for bare
+// wake-ups otherwise.
+func (w *resourcesWatcher) openListener(ctx context.Context) (domain.ChangeAnnouncer, error) {
+	if source, ok := w.config.Source.(announcingSource); ok {
+		return source.ListenAnnouncedChanges(ctx)
+	}
+	listener, err := w.config.Source.ListenChanges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return unannounced{listener}, nil
+}
+
+// unannounced is a listener whose wake-ups announce nothing.
+type unannounced struct{ domain.ChangeListener }
+
+func (u unannounced) WaitAnnounced(ctx context.Context) (domain.Change, bool, error) {
+	return domain.Change{}, false, u.Wait(ctx)
 }
 
 func (w *resourcesWatcher) setListening(listening bool) {

@@ -23,6 +23,11 @@ var clientReadableTables = []string{
 	"slot_host_usage", "slot_owner_usage", "slot_reservations",
 }
 
+// agentOnlyTables are Berth's tables no client role may read: the name of the channel new
+// rows are announced on is a secret (migration 0029). GrantClientRole revokes every right on
+// them.
+var agentOnlyTables = []string{"announce_channel"}
+
 // isolatedTables are the tables whose row security owner isolation turns on.
 var isolatedTables = []string{"resources", "resource_events", "berth_owner_grants", "owner_quotas"}
 
@@ -54,15 +59,9 @@ func (s *State) GrantClientRole(ctx context.Context, role string) error {
 			return fmt.Errorf("role %q owns Berth's tables or is a member of their owner, so it acts as the agent: give clients a role of their own", role)
 		}
 		ident := pgx.Identifier{role}.Sanitize()
-		tables := ""
-		for i, t := range clientReadableTables {
-			if i > 0 {
-				tables += ", "
-			}
-			tables += pgx.Identifier{t}.Sanitize()
-		}
+		tables, agentOnly := tableList(clientReadableTables), tableList(agentOnlyTables)
 		for _, stmt := range []string{
-			`REVOKE ALL ON ` + tables + ` FROM ` + ident,
+			`REVOKE ALL ON ` + tables + `, ` + agentOnly + ` FROM ` + ident,
 			`GRANT SELECT ON ` + tables + ` TO ` + ident,
 			`GRANT INSERT, UPDATE, DELETE ON resources TO ` + ident,
 		} {
@@ -81,6 +80,18 @@ func (s *State) GrantClientRole(ctx context.Context, role string) error {
 		return fmt.Errorf("grant client role %q: %w", role, err)
 	}
 	return nil
+}
+
+// tableList is names as a comma-separated list of quoted identifiers.
+func tableList(names []string) string {
+	list := ""
+	for i, t := range names {
+		if i > 0 {
+			list += ", "
+		}
+		list += pgx.Identifier{t}.Sanitize()
+	}
+	return list
 }
 
 // checkAgentRole refuses a role that does not act as the agent on a database that has

@@ -63,6 +63,17 @@ func (c *changedRows) keep(rows []domain.Resource, read int) {
 	}
 }
 
+// keepAnnounced keeps the row an announcement brought, whatever the last read was: the
+// resource's reconcile may start before any read of the log reaches its entry.
+func (c *changedRows) keepAnnounced(r domain.Resource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rows == nil || len(c.rows) >= maxChangedRows {
+		c.rows = make(map[string]domain.Resource)
+	}
+	c.rows[r.ID] = r
+}
+
 // take returns, once, the row of resource id as read with its latest change.
 func (c *changedRows) take(id string) (domain.Resource, bool) {
 	c.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/internal/backend"
@@ -111,16 +112,28 @@ func (s *State) ListenChanges(ctx context.Context) (domain.ChangeListener, error
 // listen takes a connection out of the pool for good and LISTENs on it on channel; what
 // says what for, in errors.
 func (s *State) listen(ctx context.Context, channel, what string) (domain.ChangeListener, error) {
+	conn, err := s.listeningConn(ctx, what, "LISTEN "+channel)
+	if err != nil {
+		return nil, err
+	}
+	return &listener{conn: conn}, nil
+}
+
+// listeningConn takes a connection out of the pool for good and runs the LISTEN statements
+// on it; what says what for, in errors.
+func (s *State) listeningConn(ctx context.Context, what string, statements ...string) (*pgx.Conn, error) {
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	conn := pooled.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
-		closeConn(conn)
-		return nil, fmt.Errorf("%s: %w", what, err)
+	for _, stmt := range statements {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			closeConn(conn)
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
 	}
-	return &listener{conn: conn}, nil
+	return conn, nil
 }
 
 // errListenerClosed is what Wait returns once the listener is closed.
@@ -140,25 +153,32 @@ type listener struct {
 
 // Wait blocks until a notification arrives (nil), ctx ends, or the connection breaks.
 func (l *listener) Wait(ctx context.Context) error {
+	_, err := l.wait(ctx)
+	return err
+}
+
+// wait blocks until a notification arrives, ctx ends, or the connection breaks.
+func (l *listener) wait(ctx context.Context) (*pgconn.Notification, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return errListenerClosed
+		return nil, errListenerClosed
 	}
 	l.cancelWait = cancel
 	l.mu.Unlock()
 
 	l.connMu.Lock()
 	defer l.connMu.Unlock()
-	if _, err := l.conn.WaitForNotification(ctx); err != nil {
+	n, err := l.conn.WaitForNotification(ctx)
+	if err != nil {
 		if l.isClosed() {
-			return errListenerClosed
+			return nil, errListenerClosed
 		}
-		return fmt.Errorf("wait for changes: %w", err)
+		return nil, fmt.Errorf("wait for changes: %w", err)
 	}
-	return nil
+	return n, nil
 }
 
 // Close interrupts any Wait and closes the connection.

@@ -38,8 +38,15 @@ func scanResource(row pgx.Row) (domain.Resource, error) {
 	if err != nil {
 		return r, err
 	}
-	domain.DecodeResourceJSON(&r, args, state, config)
-	backend.DecodeLabels(&r, labels)
+	decodeResourceColumns(&r, args, state, config, labels)
+	return r, nil
+}
+
+// decodeResourceColumns decodes a row's JSON columns into r, marking those Berth cannot read,
+// and gives its times in UTC.
+func decodeResourceColumns(r *domain.Resource, args, state, config, labels []byte) {
+	domain.DecodeResourceJSON(r, args, state, config)
+	backend.DecodeLabels(r, labels)
 	r.CreatedAt, r.UpdatedAt, r.StatusChangedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC(), r.StatusChangedAt.UTC()
 	for _, t := range []**time.Time{&r.NextAttemptAt, &r.ReadyAt, &r.UnhealthySince, &r.RetryRequestedAt, &r.LeaseExpiresAt, &r.WaitingSince, &r.LastAttemptAt} {
 		if *t != nil {
@@ -47,7 +54,6 @@ func scanResource(row pgx.Row) (domain.Resource, error) {
 			*t = &utc
 		}
 	}
-	return r, nil
 }
 
 // CreateResource inserts a pending resource at generation 1.

@@ -16,8 +16,10 @@ import (
 var sqliteOnlyTables = []string{"write_intents"}
 
 // postgresOnlyTables serve PostgreSQL features SQLite has no form of. (berth_owner_grants:
-// the owners each client role acts for, under row-level security; SQLite has no roles.)
-var postgresOnlyTables = []string{"berth_owner_grants"}
+// the owners each client role acts for, under row-level security; SQLite has no roles.
+// announce_channel: the secret name of the NOTIFY channel new rows are announced on;
+// SQLite has no NOTIFY.)
+var postgresOnlyTables = []string{"announce_channel", "berth_owner_grants"}
 
 // The SQLite migrations mirror the PostgreSQL ones: the same files, and after migrating the
 // same tables with the same columns in the same order.

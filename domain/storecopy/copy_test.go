@@ -864,6 +864,7 @@ var leftOut = map[string]string{
 	"slot_owner_usage":   "derived from the reservations; Import recomputes it",
 	"schema_migrations":  "the target's own, written by berth migrate",
 	"berth_owner_grants": "PostgreSQL's client roles' grants, set up on the target with berth access",
+	"announce_channel":   "each PostgreSQL database's own secret, made by its migration",
 	"broker_budgets":     "runtime state: a bucket starts full at its first draw",
 	"broker_breakers":    "runtime state: a breaker starts closed",
 	"write_intents":      "SQLite's stand-in for a transaction's settings, empty between writes",

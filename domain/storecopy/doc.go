@@ -15,8 +15,9 @@
 // its transaction commits. Nor are the agents registered in the source and their leader's
 // term: membership is the running agents' own, and each agent registers in the store it runs
 // on. Nor are PostgreSQL's client roles and their owner grants: set them up on the target
-// with berth migrate --client-role and berth access. Nor is the brokers' runtime state: the
-// shared rate budgets (broker_budgets) start full again on the target, at the first draw,
+// with berth migrate --client-role and berth access, nor the secret name of the channel a
+// PostgreSQL database announces new rows on: each database's migration makes its own. Nor
+// is the brokers' runtime state: the shared rate budgets (broker_budgets) start full again on the target, at the first draw,
 // and the circuit breakers (broker_breakers) start closed, so a broker that still fails
 // opens its breaker again after its first failures. Times keep their milliseconds (SQLite's
 // precision; PostgreSQL's microseconds are cut to milliseconds on the way into SQLite).

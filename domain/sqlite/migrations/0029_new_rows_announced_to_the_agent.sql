@@ -1,0 +1,4 @@
+-- 0029: nothing changes in SQLite, which has no NOTIFY: its agent is woken by file watches
+-- and reads the change log. The PostgreSQL migration of the same name announces a resource
+-- created alone to the agent with its row. This file keeps the two dialects' migrations in
+-- step, version for version.
