@@ -441,6 +441,22 @@
 // and 2.1 ms against 2.4, 2.2 and 2.6, p99 4.9, 6.5 and 6.0 against 5.6, 3.9 and 5.9: no
 // gain beyond the noise.
 //
+// The read's round trip taken off the way (build 3fab2cb, migration 0029): a resource created
+// alone is announced with its row and its change-log entry on a channel whose name only the
+// agent's role can read, and the watcher sends it to the provisioner at once, the row kept
+// for its reconcile; the read from the cursor that the wake-up after the announcement asks
+// for follows and skips the entry. Three pairs of side-by-side runs of 600 alternating with
+// the build before, on a day this machine was slower (River's p50 1.6 to 1.9 ms): Berth's
+// p50 2.5, 2.6 and 2.5 ms against 3.0, 3.0 and 3.0 (0.45 ms off), its p99 9.6, 8.2 and 8.9
+// against 9.8, 14.6 and 13.2, River's p99 in the same runs 5.3, 7.3 and 5.1 against 8.1,
+// 7.2 and 7.0. The insert pays for the announcement: the trigger's statement that builds it
+// took 78 us a call (pg_stat_statements, side by side), a single-row insert on an idle server
+// 0.29 to 0.38 ms against 0.22 to 0.25 (pgbench, one client, three alternating runs of 8 s).
+// Tried and not kept: skipping the read that wake-up asks for (the cursor then moves on the
+// next wake-up or poll), in case it took a core from the reconcile: side by side p50 2.6
+// and 2.5 ms against 2.9 and 2.6, p99 8.0 and 10.4 against 10.1 and 9.9, no gain beyond
+// the noise.
+//
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
 // burst's commit, its 1,000 entries with their rows, took up to 43 ms of server time (rows
