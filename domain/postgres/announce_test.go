@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/internal/pgtest"
 )
 
 func listenAnnounced(t *testing.T, st *postgres.State) domain.ChangeAnnouncer {
@@ -166,5 +167,26 @@ func TestInsertsWorkWithoutTheAnnouncementsChannel(t *testing.T) {
 	mustCreate(t, st, runtime("web"))
 	if _, announced := nextWakeUp(t, l); announced {
 		t.Fatal("announced without a channel")
+	}
+}
+
+// A role the owner's default privileges grant reading every new table is granted nothing on
+// the announcements' channel by the migration that makes it, and reads the other tables.
+func TestDefaultPrivilegesDoNotGiveAwayTheAnnouncementsChannel(t *testing.T) {
+	dbURL := pgtest.New(t)
+	st := openAs(t, dbURL)
+	role, _ := clientRole(t, st, dbURL)
+	mustExec(t, st, `ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO `+role)
+	if err := st.Migrate(testContext(t)); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	var channel, resources bool
+	if err := st.Pool().QueryRow(testContext(t), `
+		SELECT has_table_privilege($1, 'announce_channel', 'SELECT'), has_table_privilege($1, 'resources', 'SELECT')`,
+		role).Scan(&channel, &resources); err != nil {
+		t.Fatal(err)
+	}
+	if channel || !resources {
+		t.Fatalf("with default privileges: the role reads announce_channel %v (want false), resources %v (want true)", channel, resources)
 	}
 }

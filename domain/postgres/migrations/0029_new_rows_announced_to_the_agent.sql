@@ -28,6 +28,22 @@ CREATE TABLE announce_channel (
 
 INSERT INTO announce_channel (name) VALUES ('berth_announce_' || replace(gen_random_uuid()::text, '-', ''));
 
+-- A role the owner's default privileges grant rights on new tables (ALTER DEFAULT PRIVILEGES,
+-- say for a monitoring role) would be able to read the name: no role but the owner keeps any.
+DO $$
+DECLARE
+    grantee oid;
+BEGIN
+    FOR grantee IN
+        SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+         WHERE c.oid = 'announce_channel'::regclass AND a.grantee <> c.relowner
+    LOOP
+        EXECUTE format('REVOKE ALL ON announce_channel FROM %s',
+                       CASE WHEN grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(grantee)) END);
+    END LOOP;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION berth_resources_log_created() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
