@@ -34,7 +34,7 @@ type groupWrite struct {
 }
 
 func newGroupCommit(db *sql.DB) *groupCommit {
-	return backend.NewGroup(maxGroup, (&committer{db: db}).commit)
+	return backend.NewGroup(maxGroup, (&committer{db: db, lock: writeLockWaiter{timeout: busyTimeout, sleep: sleepFor}}).commit)
 }
 
 // maxMemoOwners bounds the owners whose usage the memo keeps between groups: past it, the
@@ -50,6 +50,7 @@ const maxMemoOwners = 4096
 // again.
 type committer struct {
 	db    *sql.DB
+	lock  writeLockWaiter
 	usage usageMemo
 	mark  writeMark
 }
@@ -89,7 +90,7 @@ func (c *committer) commit(ctx context.Context, batch []*groupWrite) {
 		return
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
+	tx, err := c.lock.begin(ctx, conn)
 	if err != nil {
 		fail(err)
 		return
