@@ -464,8 +464,30 @@
 // each); the watcher delivered its first event only once that read returned, and the
 // provisioner's first reconcile started 46 ms after the wake-up. The slowest of the burst's
 // 1,134 ready records took 87 ms of server time, their mean 1.8 ms. On SQLite the wake-up waits for
-// the inserting process's commit through SQLite's busy schedule (retries after 1, 2, 5, 10,
-// 15, 20 and 25 ms), which ends up to a retry's length after the commit.
+// the inserting process's commit by taking the write lock (next paragraph).
+//
+// The wake-up on SQLite (build 795cb7e). The agent hears another process's insert from the
+// file system when the insert writes the write-ahead log, before its commit is visible, and
+// waits for that commit by taking the file's write lock. SQLite's busy handler tried for the
+// lock again after 1, 2, 5 and 10 ms, so the wait ended up to a retry's length after the
+// commit. Traced (marks written by the agent and the bench, 300 runtimes at 20/s), the
+// wake-up came after the inserting statement returned by 0.80 ms at the median, 2.23 at p90
+// and 5.42 at p99 (10.4 at most). The group commit now tries again on a schedule of its own
+// (domain/sqlite, writelock.go): 50, 100, 200, 300 and 500 us, 1 ms, then every 2 ms.
+// On Go timers that schedule gave 0.85, 1.32 and 2.63 ms: a timer due in 50 us on an idle
+// process fired 1.10 ms later at the median (the runtime waits for timers in a system call
+// of millisecond resolution), nanosleep 136 us later, so waits under a millisecond sleep in
+// nanosleep: 0.35, 1.01 and 3.31 ms in one traced run, 0.38, 0.79 and 3.05 in another of
+// 600. Three alternating pairs of the bench's SQLite runs against the build before:
+// insert-to-ready at 20/s p50 3, 3 and 3 ms against 4, 3 and 4, p99 9, 10 and 11 against 18,
+// 10 and 12; the default settings' burst 3,497, 3,731 and 2,976/s against 2,448, 3,378 and
+// 2,821 (nothing else changed; this machine's noise). What is left of the p99 is mostly
+// the inserting process's own commit, which created_at precedes: the slowest traced
+// inserts took 15 to 25 ms from writing the log to returning (the disk's sync), the agent
+// 1.5 to 3 ms after that. The agent's other writes outside a group (the heartbeat, the
+// leadership's renewal) hold the writing connection 1 to 3 ms each, about once a second;
+// a group that came then waited for them (the slowest 8 of 2,692 waits for the connection,
+// 1.0 to 2.4 ms).
 //
 // Where owner B's runtime waits behind owner A's burst (build 3cdba80; the fairness run's
 // scenario, one agent at concurrency 16, B inserted as A's insert of 8,000 returned, timed
