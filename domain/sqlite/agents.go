@@ -15,8 +15,8 @@ import (
 // nowMillisSQL is the database clock in milliseconds since the Unix epoch.
 const nowMillisSQL = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 
-// The agents' writes but a resignation touch no change-logged column, so they go straight
-// to the writing connection without waking this State's change listeners.
+// The agents' writes but a resignation touch no change-logged column, so they share the
+// group commit's transactions without waking this State's change listeners (inQuietTx).
 
 // RegisterAgent inserts the agent, or starts a new session of a registered id, with the
 // schema version this build knows. The session is at least the database clock in
@@ -26,7 +26,8 @@ func (s *State) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64
 		return 0, err
 	}
 	var session int64
-	err := s.write.QueryRowContext(ctx, `
+	err := s.inQuietTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `
 		INSERT INTO agents AS a (id, session, started_at, heartbeat_at, version, http_addr, ttl_ms, lease_ttl_ms, schema_version)
 		VALUES ($1, `+nowMillisSQL+`, `+nowSQL+`, `+nowSQL+`, $2, $3, $4, $5, $6)
 		ON CONFLICT (id) DO UPDATE
@@ -36,7 +37,8 @@ func (s *State) RegisterAgent(ctx context.Context, info domain.AgentInfo) (int64
 		       ttl_ms = excluded.ttl_ms, lease_ttl_ms = excluded.lease_ttl_ms,
 		       schema_version = excluded.schema_version
 		RETURNING session`, info.ID, info.Version, info.HTTPAddr,
-		backend.AgentTTLMillis(info), info.LeaseTTL.Milliseconds(), s.schema).Scan(&session)
+			backend.AgentTTLMillis(info), info.LeaseTTL.Milliseconds(), s.schema).Scan(&session)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("register agent %s: %w", info.ID, err)
 	}
@@ -49,20 +51,17 @@ func (s *State) HeartbeatAgent(ctx context.Context, id string, session int64) er
 	if err := backend.CheckAgentSession(id, session); err != nil {
 		return err
 	}
-	if err := s.heartbeat(ctx, id, session); err != nil {
+	err := s.inQuietTx(ctx, func(tx *sql.Tx) error { return heartbeat(ctx, tx, id, session) })
+	if err != nil {
 		return fmt.Errorf("heartbeat of agent %s: %w", id, err)
 	}
 	return nil
 }
 
-func (s *State) heartbeat(ctx context.Context, id string, session int64) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
+// heartbeat records the heartbeat and renews the leases, in tx.
+func heartbeat(ctx context.Context, tx *sql.Tx, id string, session int64) error {
 	var leaseTTLMillis int64
-	err = tx.QueryRowContext(ctx, `
+	err := tx.QueryRowContext(ctx, `
 		UPDATE agents SET heartbeat_at = `+nowSQL+` WHERE id = $1 AND session = $2
 		RETURNING lease_ttl_ms`, id, session).Scan(&leaseTTLMillis)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -79,7 +78,7 @@ func (s *State) heartbeat(ctx context.Context, id string, session int64) error {
 			return err
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // ResignAgent removes the row of session and clears the id's leases in one transaction.
@@ -181,11 +180,7 @@ func (s *State) PruneAgents(ctx context.Context, olderThan time.Duration) (int64
 	if err := backend.CheckAgentAge("older_than", olderThan); err != nil {
 		return 0, err
 	}
-	res, err := s.write.ExecContext(ctx, `DELETE FROM agents WHERE heartbeat_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)`, secondsAgo(olderThan))
-	if err != nil {
-		return 0, fmt.Errorf("prune agents: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := s.execQuiet(ctx, `DELETE FROM agents WHERE heartbeat_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', $1)`, secondsAgo(olderThan))
 	if err != nil {
 		return 0, fmt.Errorf("prune agents: %w", err)
 	}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/berth-dev/berth/domain"
@@ -28,14 +29,17 @@ const drawBudgetSQL = `
 const budgetAvailableSQL = `min(CAST(excluded.burst AS REAL),
 	    b.tokens + excluded.rate * max(0, round((julianday(excluded.refreshed_at) - julianday(b.refreshed_at)) * 86400000.0) / 1000.0))`
 
-// DrawBudget implements domain.BudgetStore: one upsert on the write connection, which the
+// DrawBudget implements domain.BudgetStore: one upsert in a write transaction, which the
 // file's write lock serialises with every other process's draws.
 func (s *State) DrawBudget(ctx context.Context, draw domain.BudgetDraw) (domain.BudgetGrant, error) {
 	if err := draw.Check(); err != nil {
 		return domain.BudgetGrant{}, fmt.Errorf("draw from the budget of provisioner %q: %w", draw.Provisioner, err)
 	}
 	var g domain.BudgetGrant
-	if err := s.write.QueryRowContext(ctx, drawBudgetSQL, draw.Provisioner, draw.Rate, draw.Burst, draw.Want).Scan(&g.Granted, &g.Left); err != nil {
+	err := s.inQuietTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, drawBudgetSQL, draw.Provisioner, draw.Rate, draw.Burst, draw.Want).Scan(&g.Granted, &g.Left)
+	})
+	if err != nil {
 		return domain.BudgetGrant{}, fmt.Errorf("draw %d tokens from the budget of provisioner %q: %w", draw.Want, draw.Provisioner, describeDBError(err))
 	}
 	return g, nil

@@ -23,7 +23,9 @@
 // # Connections
 //
 // The file is opened in WAL mode with a busy timeout and foreign keys on. This process's
-// writes go through one connection, so they queue in Go rather than in SQLite's busy loop;
+// writes go through one connection, so they queue in Go rather than in SQLite's busy loop,
+// and all of them, the agent's own bookkeeping (its registration and heartbeat, the
+// leadership, budget draws) included, go through the group commit below;
 // every write transaction begins IMMEDIATE, taking the file's write lock up front, so a
 // transaction that read something never fails for a lock it needed later, and slot
 // reservations made by concurrent reconciles (in this process or another) are serialised and

@@ -11,8 +11,8 @@ import (
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
-// ClaimLeadership takes or renews the leadership lease in one upsert on the writing
-// connection, so claimers at once take turns. A file has one agent, which holds the lease
+// ClaimLeadership takes or renews the leadership lease in one upsert in a write transaction
+// (the group commit's), so claimers at once take turns. A file has one agent, which holds the lease
 // from its first claim; the rule is the PostgreSQL one all the same. Nothing is inserted or
 // updated while the schema is newer than this build knows.
 func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int64, ttl time.Duration) (string, bool, error) {
@@ -20,7 +20,9 @@ func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int
 		return "", false, err
 	}
 	var holder string
-	err := s.write.QueryRowContext(ctx, `
+	var claimed bool
+	err := s.inQuietTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `
 		INSERT INTO leadership AS l (id, holder, session, acquired_at, expires_at)
 		SELECT 1, $1, $2, `+nowSQL+`, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', $3 / 1000.0))
 		 WHERE NOT EXISTS (`+backend.SchemaNewerSQL+`$4)
@@ -31,19 +33,19 @@ func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int
 		       expires_at = excluded.expires_at
 		 WHERE `+leadershipFreeSQL+`
 		RETURNING holder`, agentID, session, ttl.Milliseconds(), s.schema).Scan(&holder)
-	if errors.Is(err, sql.ErrNoRows) {
-		if err := checkSchemaIn(ctx, s.write, s.schema); err != nil {
-			return "", false, fmt.Errorf("claim leadership for agent %s: %w", agentID, err)
+		if !errors.Is(err, sql.ErrNoRows) {
+			claimed = err == nil
+			return err
 		}
-		err = s.write.QueryRowContext(ctx, backend.LeadershipHolderSQL).Scan(&holder)
-		if err == nil {
-			return holder, false, nil
+		if err := checkSchemaIn(ctx, tx, s.schema); err != nil {
+			return err
 		}
-	}
+		return tx.QueryRowContext(ctx, backend.LeadershipHolderSQL).Scan(&holder)
+	})
 	if err != nil {
 		return "", false, fmt.Errorf("claim leadership for agent %s: %w", agentID, err)
 	}
-	return holder, true, nil
+	return holder, claimed, nil
 }
 
 // ResignLeadership removes the lease when the agent's session holds it.
@@ -51,7 +53,7 @@ func (s *State) ResignLeadership(ctx context.Context, agentID string, session in
 	if err := backend.CheckAgentSession(agentID, session); err != nil {
 		return err
 	}
-	if _, err := s.write.ExecContext(ctx, backend.ResignLeadershipSQL, agentID, session); err != nil {
+	if _, err := s.execQuiet(ctx, backend.ResignLeadershipSQL, agentID, session); err != nil {
 		return fmt.Errorf("resign leadership of agent %s: %w", agentID, err)
 	}
 	return nil

@@ -15,14 +15,18 @@ func (s *State) SetOwnerPolicy(ctx context.Context, p domain.OwnerPolicy) (domai
 	if err := p.Validate(); err != nil {
 		return domain.OwnerPolicy{}, err
 	}
-	out, err := scanOwnerPolicy(s.write.QueryRowContext(ctx, `
+	var out domain.OwnerPolicy
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanOwnerPolicy(tx.QueryRowContext(ctx, `
 		INSERT INTO owner_policies (owner, weight, class) VALUES ($1, $2, $3)
 		ON CONFLICT (owner) DO UPDATE SET weight = excluded.weight, class = excluded.class, updated_at = `+nowSQL+`
 		RETURNING owner, weight, class, updated_at`, p.Owner, p.Weight, p.Class))
+		return err
+	})
 	if err != nil {
 		return domain.OwnerPolicy{}, fmt.Errorf("set the policy of owner %q: %w", p.Owner, err)
 	}
-	s.wake.broadcast()
 	return out, nil
 }
 

@@ -170,6 +170,16 @@ func (s *State) inInstantTx(ctx context.Context, f func(tx *sql.Tx, usage *usage
 	return s.runWrite(ctx, &groupWrite{instant: f})
 }
 
+// inQuietTx is inTx for a write that logs no change (the agent's own bookkeeping: its
+// registration and heartbeat, the leadership, a budget draw): it wakes no change listener.
+func (s *State) inQuietTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	w := &groupWrite{f: f}
+	if err := s.group.Do(ctx, w); err != nil {
+		return err
+	}
+	return w.err
+}
+
 func (s *State) runWrite(ctx context.Context, w *groupWrite) error {
 	if err := s.group.Do(ctx, w); err != nil {
 		return err
@@ -181,14 +191,28 @@ func (s *State) runWrite(ctx context.Context, w *groupWrite) error {
 	return nil
 }
 
-// exec runs one writing statement and wakes this State's change listeners.
+// exec runs one writing statement in the next shared commit and wakes this State's change
+// listeners. It returns the rows the statement changed.
 func (s *State) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := s.write.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	s.wake.broadcast()
-	return res.RowsAffected()
+	return execIn(ctx, s.inTx, query, args...)
+}
+
+// execQuiet is exec for a statement that logs no change (inQuietTx).
+func (s *State) execQuiet(ctx context.Context, query string, args ...any) (int64, error) {
+	return execIn(ctx, s.inQuietTx, query, args...)
+}
+
+// execIn runs one writing statement in a transaction of in and returns the rows it changed.
+func execIn(ctx context.Context, in func(context.Context, func(tx *sql.Tx) error) error, query string, args ...any) (int64, error) {
+	var n int64
+	err := in(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		return err
+	})
+	return n, err
 }
 
 // timeLayout is the one form times are stored in: UTC, fixed width, so that text order is

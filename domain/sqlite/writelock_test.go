@@ -10,6 +10,7 @@ import (
 
 	sqlite3lib "modernc.org/sqlite/lib"
 
+	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/internal/backend"
 )
 
@@ -157,5 +158,50 @@ func TestGroupCommitStopsWaitingForTheWriteLockWhenItsCallerGivesUp(t *testing.T
 	}
 	if err := s.inTx(context.Background(), insertName("after")); err != nil {
 		t.Fatalf("a write after the one given up: %v", err)
+	}
+}
+
+// The agent's own bookkeeping (its heartbeat, the leadership, a budget draw) is written in
+// the group commit too, so it waits for another program's write lock on the same schedule
+// instead of holding the writing connection through SQLite's busy handler.
+func TestBookkeepingWaitsForTheWriteLockAsGroupsDo(t *testing.T) {
+	ctx := context.Background()
+	s := groupState(t)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	session, err := s.RegisterAgent(ctx, domain.AgentInfo{ID: "agent-a", Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := map[string]func() error{
+		"heartbeat": func() error { return s.HeartbeatAgent(ctx, "agent-a", session) },
+		"leadership": func() error {
+			_, claimed, err := s.ClaimLeadership(ctx, "agent-a", session, time.Minute)
+			if err == nil && !claimed {
+				err = errors.New("the leadership was not claimed")
+			}
+			return err
+		},
+		"budget draw": func() error {
+			_, err := s.DrawBudget(ctx, domain.BudgetDraw{Provisioner: "kube", Rate: 10, Burst: 10, Want: 1})
+			return err
+		},
+	}
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) {
+			waits := withLockWaiter(s, busyTimeout, sleepFor)
+			commitOther := otherWriter(t, s)
+			done := make(chan error, 1)
+			go func() { done <- write() }()
+			nextWait(t, waits)
+			commitOther()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.write.Exec(`DELETE FROM names`); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
