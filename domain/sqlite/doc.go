@@ -35,9 +35,10 @@
 // on a schedule of its own, 50 us at first and at most 2 ms apart (writelock.go), where
 // SQLite's busy handler sleeps 1, 2, 5, 10 and more ms: the wake-up for a client's commit
 // waits for the lock (see below), so those sleeps were time between a client's insert and
-// its reconcile. The savepoints' sub-journals are kept in memory (temp_store=MEMORY): they only
-// undo a write within its group's transaction, which a crash rolls back whole anyway, and a
-// temporary file took a write call for every page a savepoint first changed. Reads use a separate pool and run beside the writer. Every connection keeps the
+// its reconcile. The savepoints' sub-journals are kept in memory (temp_store=MEMORY): they
+// only undo a write within its group's transaction, which a crash rolls back whole anyway,
+// and a temporary file took a write call for every page a savepoint first changed. Reads
+// use a separate pool and run beside the writer. Every connection keeps the
 // statements it ran prepared (stmtcache.go): parsing and planning a statement, and coding
 // the triggers of the table it writes, would otherwise cost more than running it.
 //

@@ -12,9 +12,9 @@ import (
 )
 
 // ClaimLeadership takes or renews the leadership lease in one upsert in a write transaction
-// (the group commit's), so claimers at once take turns. A file has one agent, which holds the lease
-// from its first claim; the rule is the PostgreSQL one all the same. Nothing is inserted or
-// updated while the schema is newer than this build knows.
+// (the group commit's), so claimers at once take turns. A file has one agent, which holds
+// the lease from its first claim; the rule is the PostgreSQL one all the same. Nothing is
+// inserted or updated while the schema is newer than this build knows.
 func (s *State) ClaimLeadership(ctx context.Context, agentID string, session int64, ttl time.Duration) (string, bool, error) {
 	if err := backend.CheckLeadershipClaim(agentID, session, ttl); err != nil {
 		return "", false, err
