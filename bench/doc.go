@@ -484,10 +484,13 @@
 // 2,821 (nothing else changed; this machine's noise). What is left of the p99 is mostly
 // the inserting process's own commit, which created_at precedes: the slowest traced
 // inserts took 15 to 25 ms from writing the log to returning (the disk's sync), the agent
-// 1.5 to 3 ms after that. The agent's other writes outside a group (the heartbeat, the
-// leadership's renewal) hold the writing connection 1 to 3 ms each, about once a second;
-// a group that came then waited for them (the slowest 8 of 2,692 waits for the connection,
-// 1.0 to 2.4 ms).
+// 1.5 to 3 ms after that. The bench's own insert call took 2.6 to 3.3 ms at the median and
+// 7.9 to 13.2 at p99 in four runs of 600, and the same with the agent's checkpoints off
+// (two pairs): the agent's checkpoint I/O is not what slows it. The agent's other writes
+// (its heartbeat, the leadership's renewal) held the writing connection 1 to 3 ms each,
+// about once a second, outside any group, and a group that came then waited for them (the
+// slowest 8 of 2,692 waits for the connection, 1.0 to 2.4 ms); since build 25ba0cd they
+// are written in the group commit too, sharing its commits and its wait for the lock.
 //
 // Where owner B's runtime waits behind owner A's burst (build 3cdba80; the fairness run's
 // scenario, one agent at concurrency 16, B inserted as A's insert of 8,000 returned, timed
