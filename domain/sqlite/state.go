@@ -173,22 +173,25 @@ func (s *State) inInstantTx(ctx context.Context, f func(tx *sql.Tx, usage *usage
 // inQuietTx is inTx for a write that logs no change (the agent's own bookkeeping: its
 // registration and heartbeat, the leadership, a budget draw): it wakes no change listener.
 func (s *State) inQuietTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	w := &groupWrite{f: f}
+	return s.runQuietWrite(ctx, &groupWrite{f: f})
+}
+
+// runWrite runs w in the next shared commit and wakes this State's change listeners once
+// it is committed.
+func (s *State) runWrite(ctx context.Context, w *groupWrite) error {
+	if err := s.runQuietWrite(ctx, w); err != nil {
+		return err
+	}
+	s.wake.broadcast()
+	return nil
+}
+
+// runQuietWrite runs w in the next shared commit and returns its outcome.
+func (s *State) runQuietWrite(ctx context.Context, w *groupWrite) error {
 	if err := s.group.Do(ctx, w); err != nil {
 		return err
 	}
 	return w.err
-}
-
-func (s *State) runWrite(ctx context.Context, w *groupWrite) error {
-	if err := s.group.Do(ctx, w); err != nil {
-		return err
-	}
-	if w.err != nil {
-		return w.err
-	}
-	s.wake.broadcast()
-	return nil
 }
 
 // exec runs one writing statement in the next shared commit and wakes this State's change
