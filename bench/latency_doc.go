@@ -1,0 +1,162 @@
+// Insert-to-ready latency, the other half of bench's doc (doc.go holds the package doc):
+// how one runtime at a time goes from a client's insert to its ready record, measured stage by
+// stage, on PostgreSQL and on SQLite, and what each build changed on that path.
+//
+// The latency path, one runtime at a time (20/s): the client's insert and its triggers, the
+// NOTIFY, one read of the change log that also brings the changed rows (a small read brings
+// them, so the reconcile does not read its row again), then the group's transaction. A group
+// that runs alone does not read the usage first: it picks on the usage the last group
+// committed, and its first round trip locks its rows and records them ready (ready_at is
+// stamped there), takes the pool's lock and reads the usage; every pick is made again on that
+// usage, and unless each is the same the transaction writes nothing and runs again reading it
+// first. Its statements run on the server's cached plans: it planned the ready record afresh
+// at every run (0.55 ms, as long as the statement's run). From the transaction's start to
+// ready_at: p50 0.45 ms (0.8 before), p99 1.0 to 1.1 ms (1.7 before). What is left is before
+// the transaction, about 1.6 ms at p50 on this machine: the insert, 0.3 to 0.6 ms of server
+// time under the agent's load (River's insert is a third of that), and the agent's read and
+// goroutine hand-offs. The agents list (every ShareGrace) and the breakers' copy (every
+// second) are refreshed after the change's reconciles start, not before them.
+//
+// Where insert-to-ready goes, stage by stage (build e629d7a, 300 runtimes at 20/s inserted
+// one at a time by psql, each stage's median over four runs, from marks the agent wrote at
+// each stage and the database's own timestamps): from created_at to the agent's listener
+// waking on the NOTIFY 730 to 990 us (the insert, its triggers, its commit and the
+// notification's way through the listening server process); to the watcher's loop 55 to 70;
+// the read of the change log with its rows 460 to 630 (116 us of it the server's); to the
+// worker's loop 40 to 55 and its reconcile's goroutine 22 to 28; to the one-transaction
+// call 72 to 87; a connection 18 to 23; the guess 44 to 54; then from sending the batch to
+// the server stamping ready_at 350 to 480 (BEGIN 110, the plan setting 34, the statement's
+// lock and join up to the row's update about 300). River's insert-to-start is its insert,
+// the NOTIFY and one round trip (its fetch stamps attempted_at). Berth's ready record needs
+// the row first, to place it: the read, then the transaction, two round trips after the
+// NOTIFY, about 1 ms of this machine more than River at the median and as much again at the
+// p99. The tail (p99 4 to 6 ms, 10 to 25 ms in some runs) comes in episodes of half a
+// second to two seconds in which every stage of every process waits in steps of 4 ms (the
+// kernel's scheduling tick on these 2 cores: another process holds the core): one was the
+// autovacuum and autoanalyze of the fresh database's tables, which the 300 inserts make due,
+// and with autovacuum off the others remained. Closing the median round trip needs one of
+// two things this build does not do: the row in the notification (its payload is visible to
+// every role that may LISTEN, which would show one owner's rows to another past the
+// isolation of berth access), or the placement made by the database in the statement that
+// reads the change (the static picker in SQL). Measured and not kept: the ready record's
+// update driven by the fenced ids (id = ANY(ARRAY(SELECT id FROM fenced))) instead of a semi
+// join: on a table of 400 rows the planner still scans it, and the statement took the same
+// 0.37 to 0.69 ms.
+//
+// What the tail waits for (build 270f19b, 300 runtimes at 20/s inserted by one psql session
+// pacing itself with pg_sleep, every process of the machine sampled at 2 kHz with wall-clock
+// times, and pg_stat_statements): in the milliseconds of the slowest runtimes (8 to 16 ms),
+// one of the two cores was idle for most of the wait, while the other ran an unrelated
+// process (a shell, psql) or one statement of a server process for up to 6 ms. The same
+// tail is in the server's own statement times: the client's single-row insert took 0.47 ms
+// on average and up to 12.2 ms, the ready record 0.61 ms and up to 10.1 ms. The waits look
+// like the kernel leaving a woken process queued behind the busy core until the next tick
+// (4 ms), not like a lack of CPU: each hand-off from one process to another on the way (the
+// insert's backend to the listener's, to the agent, to the backend of its read and back, to
+// the backend of its transaction) may meet one. Berth's way has the read's round trip more
+// than River's (River's fetch stamps attempted_at in the round trip after the NOTIFY), which
+// is also where its median loses.
+//
+// What side by side says of that reading (build c582081, four side-by-side runs of 600
+// each): Berth's p99 is 1.5 to 2 times River's (4.8 against 3.5 ms, 5.6/3.7, 7.4/3.7,
+// 5.7/3.0), its p50 2.2 to 2.5 ms against 1.2 to 1.6. To learn what the database's side
+// costs, a throwaway agent of 60 lines (not kept) ran in the bench in the real agent's place,
+// on the same schema and triggers: it LISTENs, and on each notification reads the change log
+// with its rows (one round trip), begins a transaction (one more) and, in one statement,
+// locks the new rows, writes their reservations and records them ready. Side by side, two
+// runs each: with the read, p50 1.8 and 1.7 ms, p99 3.0 and 3.2 ms against River's 3.6 and
+// 3.5 (met both times); without it, p50 1.4 and 1.5, p99 3.9 and 2.8 against 2.8 and 2.6. So
+// the read's round trip is not what misses the target: on Berth's own tables, an agent with
+// that read and as many round trips meets River's p99. What misses it is the real agent's own
+// path from the notification to its statement, about 0.7 ms at p50 and 2.5 ms at p99 more
+// than that agent's. Not it, each in two or three alternating side-by-side runs: the garbage
+// collector (GOGC=off: p99 11.0, 8.6 and 11.3 ms against 4.3, 11.8 and 5.7 with it, River
+// moving as much) and threads (GOMAXPROCS=1: Berth/River p99 1.96, 1.97 and 1.55 against
+// 1.62, 1.83 and 1.85). A CPU profile of an agent taking 20 runtimes a second counts 390 ms
+// of CPU in 14 s (1.4 ms a runtime, its periodic work included), over a quarter of it in
+// system calls and futex wake-ups: the hand-offs from
+// the listener to the watcher, the provisioner's loop, the reconcile's goroutine and the
+// group's runner, each a goroutine woken on a thread that may have to be woken itself.
+// Where the real agent's time goes, stage by stage (build ff02d66 with marks written to its
+// log at each stage, not kept; 599 runtimes at 20/s inserted by psql; microseconds, p50 / p99):
+// from created_at to the listener's wake-up 1,033 / 4,069 (the insert, its triggers, its
+// commit and the notification: the same for any agent on these tables); to the read's start
+// 83 / 223; the read of the change log with its rows 607 / 2,892; to the attempt 125 / 435
+// (the watcher's queue, the provisioner's loop and the reconcile's goroutine); to the
+// one-transaction call 36 / 157; to sending the batch 34 / 782 (the guess included); from
+// sending it to ready_at 549 / 2,425. Of the 12 slowest (6.1 to 9.4 ms), 8 lost most of their
+// time before the agent woke (3.8 to 5.2 ms to the listener), 4 in the batch (4.2 to 5.7
+// ms), and 6 had two stages over 2 ms: no one stage holds the tail. On this
+// machine one round trip to an idle connection takes 300 to 400 us at p50 and 2 to 6 ms at
+// p99 (a SELECT 1 every 20 ms), and the client's single-row insert 340 us of server time with
+// no agent running (its triggers' statements 80 of it), River's about a third of that.
+// What the server spends on each statement of the way (build 097d561, pg_stat_statements over
+// one latency run alone and one side by side, 600 each; mean server time per call, alone /
+// side by side): the client's insert 450 / 560 us against River's insert 203 / 300; the
+// read's two statements, the entries 28 / 36 us and their rows 64 / 85, so the read's 607 us
+// at p50 is four fifths wake-ups and transfer, not execution; the one-transaction statement
+// 587 / 670 us for one row, of which auto_explain puts ready_at's clock_timestamp() about
+// 170 us in (the fence's lock 57 us, then the update; the history insert and the
+// reservation's 200 us come after it), against River's fetch 126 / 158 us, whose
+// attempted_at is the transaction's start. Execution thus accounts for about half of
+// Berth's 0.7 to 1.1 ms deficit at p50 (the insert's 250 us more, the read's 100 and the
+// 170 before ready_at); the rest is the read's round trip and the hand-offs.
+// Tried and not kept: the change log's connection running its reads on the server's generic
+// plans (plan_cache_mode force_generic_plan). A read of one entry every 20 ms on an idle
+// connection took 333 to 492 us at p50 so against 625 to 710 left to choose, but the agent
+// so built, alternating side by side with the build before in three pairs, had p50 2.2, 2.6
+// and 2.1 ms against 2.4, 2.2 and 2.6, p99 4.9, 6.5 and 6.0 against 5.6, 3.9 and 5.9: no
+// gain beyond the noise.
+//
+// The read's round trip taken off the way (build 3fab2cb, migration 0029): a resource created
+// alone is announced with its row and its change-log entry on a channel whose name only the
+// agent's role can read, and the watcher sends it to the provisioner at once, the row kept
+// for its reconcile; the read from the cursor that the wake-up after the announcement asks
+// for follows and skips the entry. Three pairs of side-by-side runs of 600 alternating with
+// the build before, on a day this machine was slower (River's p50 1.6 to 1.9 ms): Berth's
+// p50 2.5, 2.6 and 2.5 ms against 3.0, 3.0 and 3.0 (0.45 ms off), its p99 9.6, 8.2 and 8.9
+// against 9.8, 14.6 and 13.2, River's p99 in the same runs 5.3, 7.3 and 5.1 against 8.1,
+// 7.2 and 7.0. The insert pays for the announcement: the trigger's statement that builds it
+// took 78 us a call (pg_stat_statements, side by side), a single-row insert on an idle server
+// 0.29 to 0.38 ms against 0.22 to 0.25 (pgbench, one client, three alternating runs of 8 s).
+// Tried and not kept: skipping the read that wake-up asks for (the cursor then moves on the
+// next wake-up or poll), in case it took a core from the reconcile: side by side p50 2.6
+// and 2.5 ms against 2.9 and 2.6, p99 8.0 and 10.4 against 10.1 and 9.9, no gain beyond
+// the noise.
+//
+// Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
+// Go execution trace of the agent and pg_stat_statements): the agent's first read after the
+// burst's commit, its 1,000 entries with their rows, took up to 43 ms of server time (rows
+// just written, read for the first time; the later pages, read without rows, took 1 to 4 ms
+// each); the watcher delivered its first event only once that read returned, and the
+// provisioner's first reconcile started 46 ms after the wake-up. The slowest of the burst's
+// 1,134 ready records took 87 ms of server time, their mean 1.8 ms. On SQLite the wake-up waits for
+// the inserting process's commit by taking the write lock (next paragraph).
+//
+// The wake-up on SQLite (build 795cb7e). The agent hears another process's insert from the
+// file system when the insert writes the write-ahead log, before its commit is visible, and
+// waits for that commit by taking the file's write lock. SQLite's busy handler tried for the
+// lock again after 1, 2, 5 and 10 ms, so the wait ended up to a retry's length after the
+// commit. Traced (marks written by the agent and the bench, 300 runtimes at 20/s), the
+// wake-up came after the inserting statement returned by 0.80 ms at the median, 2.23 at p90
+// and 5.42 at p99 (10.4 at most). The group commit now tries again on a schedule of its own
+// (domain/sqlite, writelock.go): 50, 100, 200, 300 and 500 us, 1 ms, then every 2 ms.
+// On Go timers that schedule gave 0.85, 1.32 and 2.63 ms: a timer due in 50 us on an idle
+// process fired 1.10 ms later at the median (the runtime waits for timers in a system call
+// of millisecond resolution), nanosleep 136 us later, so waits under a millisecond sleep in
+// nanosleep: 0.35, 1.01 and 3.31 ms in one traced run, 0.38, 0.79 and 3.05 in another of
+// 600. Three alternating pairs of the bench's SQLite runs against the build before:
+// insert-to-ready at 20/s p50 3, 3 and 3 ms against 4, 3 and 4, p99 9, 10 and 11 against 18,
+// 10 and 12; the default settings' burst 3,497, 3,731 and 2,976/s against 2,448, 3,378 and
+// 2,821 (nothing else changed; this machine's noise). What is left of the p99 is mostly
+// the inserting process's own commit, which created_at precedes: the slowest traced
+// inserts took 15 to 25 ms from writing the log to returning (the disk's sync), the agent
+// 1.5 to 3 ms after that. The bench's own insert call took 2.6 to 3.3 ms at the median and
+// 7.9 to 13.2 at p99 in four runs of 600, and the same with the agent's checkpoints off
+// (two pairs): the agent's checkpoint I/O is not what slows it. The agent's other writes
+// (its heartbeat, the leadership's renewal) held the writing connection 1 to 3 ms each,
+// about once a second, outside any group, and a group that came then waited for them (the
+// slowest 8 of 2,692 waits for the connection, 1.0 to 2.4 ms); since build 25ba0cd they
+// are written in the group commit too, sharing its commits and its wait for the lock.
+
+package main
