@@ -474,36 +474,52 @@ func readyTimes(ready []domain.Resource) (firstCreated, lastReady time.Time, lat
 	return firstCreated, lastReady, lat
 }
 
+// latencyRun is what a latency run measured of each resource: ready_at - created_at and, on
+// SQLite, where the database clock is the host's, the inserting client's own part (from
+// created_at to its insert's return: the insert's triggers and its durable commit) and the
+// agent's (from that return to ready_at). Both parts are nil on PostgreSQL, whose clock is
+// the server's.
+type latencyRun struct {
+	ready, insert, agent []time.Duration
+}
+
 // berthLatency inserts cfg.latencyN resources one at a time at cfg.rate and returns each
-// one's ready_at - created_at (both database timestamps).
-func berthLatency(ctx context.Context, cfg config, kind string, concurrency int) (lat []time.Duration, err error) {
+// one's latencies (latencyRun).
+func berthLatency(ctx context.Context, cfg config, kind string, concurrency int) (run latencyRun, err error) {
 	r, err := startBerth(ctx, cfg, kind, oneAgent(concurrency), cfg.latencyN)
 	if err != nil {
-		return nil, err
+		return run, err
 	}
 	defer func() {
 		if cerr := r.close(); err == nil {
 			err = cerr
 		}
 	}()
+	returned := make(map[string]time.Time, cfg.latencyN)
 	err = paced(ctx, cfg.latencyN, cfg.rate, func(ctx context.Context, i int) error {
+		name := fmt.Sprintf("latency-%d", i)
 		_, err := r.sql.ExecContext(ctx, `
 			INSERT INTO resources (type, name, owner, args) VALUES ('runtime', $1, $2, '{"slots":1}')`,
-			fmt.Sprintf("latency-%d", i), fmt.Sprintf("owner-%d", i%50))
+			name, fmt.Sprintf("owner-%d", i%50))
+		returned[name] = time.Now()
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("insert latency resources: %w", err)
+		return run, fmt.Errorf("insert latency resources: %w", err)
 	}
 	if err := r.waitReady(ctx, cfg, "latency", cfg.latencyN); err != nil {
-		return nil, err
+		return run, err
 	}
 	ready, err := r.ready(ctx, "latency")
 	if err != nil {
-		return nil, err
+		return run, err
 	}
 	for _, x := range ready {
-		lat = append(lat, x.ReadyAt.Sub(x.CreatedAt))
+		run.ready = append(run.ready, x.ReadyAt.Sub(x.CreatedAt))
+		if kind == storeSQLite {
+			run.insert = append(run.insert, returned[x.Name].Sub(x.CreatedAt))
+			run.agent = append(run.agent, x.ReadyAt.Sub(returned[x.Name]))
+		}
 	}
-	return lat, nil
+	return run, nil
 }

@@ -372,7 +372,15 @@ func measureBerth(ctx context.Context, cfg config, kind string, res *berthResult
 	if err != nil {
 		return fmt.Errorf("latency: %w", err)
 	}
-	res.latency, err = summarize(best.setting, lat)
+	if res.latency, err = summarize(best.setting, lat.ready); err != nil {
+		return err
+	}
+	if len(lat.insert) > 0 {
+		if res.insertPart, err = summarize(best.setting, lat.insert); err != nil {
+			return err
+		}
+		res.agentPart, err = summarize(best.setting, lat.agent)
+	}
 	return err
 }
 

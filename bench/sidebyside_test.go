@@ -108,3 +108,38 @@ func TestSideBySideFlag(t *testing.T) {
 		t.Errorf("-side-by-side=false: %v, %v; want false", cfg.sideBySide, err)
 	}
 }
+
+// On SQLite, whose clock is the host's, each latency is split where the client's insert
+// returned, the two parts adding up to it; on PostgreSQL it is not split.
+func TestLatencyIsSplitAtTheInsertsReturnOnSQLite(t *testing.T) {
+	binary := e2etest.Binary(t)
+	for _, kind := range []string{storePostgres, storeSQLite} {
+		t.Run(kind, func(t *testing.T) {
+			cfg := config{binary: binary, latencyN: 10, rate: 50, waitTimeout: 2 * time.Minute}
+			if kind == storePostgres {
+				cfg.server = pgtest.New(t)
+			}
+			run, err := berthLatency(context.Background(), cfg, kind, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(run.ready) != cfg.latencyN {
+				t.Fatalf("%d latencies; want %d", len(run.ready), cfg.latencyN)
+			}
+			if kind == storePostgres {
+				if run.insert != nil || run.agent != nil {
+					t.Errorf("split on PostgreSQL: %v and %v", run.insert, run.agent)
+				}
+				return
+			}
+			if len(run.insert) != cfg.latencyN || len(run.agent) != cfg.latencyN {
+				t.Fatalf("%d and %d parts; want %d each", len(run.insert), len(run.agent), cfg.latencyN)
+			}
+			for i, total := range run.ready {
+				if run.insert[i] <= -time.Millisecond || run.insert[i]+run.agent[i] != total {
+					t.Errorf("resource %d: insert %s + agent %s; want a part after created_at adding up to %s", i, run.insert[i], run.agent[i], total)
+				}
+			}
+		})
+	}
+}
