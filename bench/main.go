@@ -139,7 +139,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.compare, "compare", true, "measure Berth's throughput and latency beside River's, with several agents and failover (-compare=false: the health sweep alone)")
 	agents := fs.String("agents", "1,2,3", `comma-separated agent counts, one throughput run of -agents-n resources each, the agents on one PostgreSQL database ("" skips them)`)
 	fs.IntVar(&cfg.agentsN, "agents-n", 3000, "resources in each run of -agents and in the failover run")
-	fs.IntVar(&cfg.agentsRounds, "agents-rounds", 1, "rounds of the -agents runs, each count once per round; each count's fastest run is reported")
+	fs.IntVar(&cfg.agentsRounds, "agents-rounds", 3, "rounds of the -agents and -sleep-agents runs, each count once per round; each count's fastest run is reported")
 	fs.IntVar(&cfg.agentConcurrency, "agents-concurrency", 16, "each agent's --concurrency in the runs of -agents and -failover")
 	fs.BoolVar(&cfg.failover, "failover", true, "measure failover: -failover-agents drain -agents-n resources and one is killed with SIGKILL mid-burst")
 	fs.IntVar(&cfg.failoverAgents, "failover-agents", 3, "agents in the failover run (at least 2)")
