@@ -20,7 +20,7 @@ func TestAgentFlags(t *testing.T) {
 	cfg, err := parseConfig(nil, io.Discard)
 	if err != nil || !slices.Equal(cfg.agentCounts, []int{1, 2, 3}) || cfg.agentsN != 3000 || cfg.agentsRounds != 3 || cfg.agentConcurrency != 16 ||
 		!cfg.failover || cfg.failoverAgents != 3 || cfg.failoverTTL != 15*time.Second || cfg.failoverHeartbeat != 2*time.Second {
-		t.Errorf("defaults %+v, %v; want one round of 1, 2 and 3 agents of 3000 resources at concurrency 16, failover of 3 agents at 15s and 2s", cfg, err)
+		t.Errorf("defaults %+v, %v; want three rounds of 1, 2 and 3 agents of 3000 resources at concurrency 16, failover of 3 agents at 15s and 2s", cfg, err)
 	}
 	cfg, err = parseConfig([]string{"-agents", "", "-failover=false", "-failover-agents", "1"}, io.Discard)
 	if err != nil || cfg.agentCounts != nil || cfg.failover {
