@@ -453,7 +453,19 @@
 // trigger's share, a bound on what reworking it could give. The writer is the limit: its
 // thread spends 280 us a runtime under a burst, 46% of it in the group's statements (the
 // ready update with its trigger 31%, the reservation and the steps' events 21%) and 28% in
-// the commit (the write-ahead log's pwrite and fsync).
+// the commit (the write-ahead log's pwrite and fsync). Profiled again (build cd32648, eight
+// bursts of 2,000 at 256): system calls are 22% of the agent's CPU, pwrite 9.5% (SQLite
+// writes each log frame in two calls, about 3 frames a runtime, most of them leaf pages of
+// the indexes keyed by random ids), pread 7.3% (half of it the checkpoint's), fsync 2.8%.
+// Tried and not kept: the SQLite store reading the rows of up to 1,024 change-log entries
+// right after the entries, as PostgreSQL's does for small reads, so that reconciles take
+// them instead of reading each row (GetResource, 12.5% of the agent's CPU at 20,000): four
+// alternating pairs at 256, 2,574, 4,237, 3,906 and 3,241/s against 3,317, 3,724, 4,175 and
+// 3,861, no gain beyond the noise. Nor ids in time order (a UUIDv7-like id the bench's insert
+// gave, as a test): 20,000 in one statement drained in 7.6 and 7.9 s against 10.6 and 11.7,
+// but at the bench's 2,000 on SQLite and at 10,000 on PostgreSQL no gain beyond the noise
+// (three pairs each); an SQLite default cannot order the rows of one statement (its clock is
+// fixed for the statement) without a counter in the id.
 //
 // The authorisation trigger tells the agent's role by has_table_privilege(TG_RELID, 'TRIGGER
 // WITH GRANT OPTION') (migration 0026), a right PostgreSQL gives the tables' owner, its
