@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/internal/backend"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // otherWriter opens the file of s as another program would, and begins a write transaction
@@ -56,7 +57,7 @@ func nextWait(t *testing.T, waits <-chan time.Duration) time.Duration {
 	select {
 	case d := <-waits:
 		return d
-	case <-time.After(time.Minute):
+	case <-time.After(testkit.LongWait):
 		t.Fatal("the write never waited to try for the write lock again")
 		return 0
 	}
