@@ -60,7 +60,7 @@ func (a *announcer) WaitAnnounced(ctx context.Context) (domain.Change, bool, err
 	if err != nil {
 		return domain.Change{}, false, nil
 	}
-	a.rows.keepAnnounced(row)
+	a.rows.keepAnnounced(change.Seq, row)
 	return change, true, nil
 }
 

@@ -85,6 +85,41 @@ func TestAResourceCreatedAloneIsAnnouncedWithItsRow(t *testing.T) {
 	}
 }
 
+// A read of the change log that brings rows does not bring an announced row again, once
+// its reconcile took it: it would be kept where nothing takes it. The row of an entry read
+// that was not announced (its announcement not heard) comes with the read as before.
+func TestAReadOfTheLogDoesNotBringAnAnnouncedRowAgain(t *testing.T) {
+	st := newState(t)
+	ctx := testContext(t)
+	l := listenAnnounced(t, st)
+	mustExec(t, st, `INSERT INTO resources (type, name, owner) VALUES ('runtime', 'announced', 'team-a')`)
+	if _, announced := nextWakeUp(t, l); !announced {
+		t.Fatal("the insert was not announced")
+	}
+	announcedID := mustID(t, st, "announced")
+	if _, ok := st.ChangedResource(announcedID); !ok {
+		t.Fatal("the announced row was not kept")
+	}
+	// Heard by no one: its row comes only with a read.
+	mustExec(t, st, `INSERT INTO resources (type, name, owner) VALUES ('runtime', 'unheard', 'team-a')`)
+	// The first read is small, so the next brings rows (the row taken above asked for them).
+	for range 2 {
+		changes, err := st.ChangesAfter(ctx, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(changes) != 2 {
+			t.Fatalf("read %d entries, want 2", len(changes))
+		}
+	}
+	if r, ok := st.ChangedResource(mustID(t, st, "unheard")); !ok || r.Name != "unheard" {
+		t.Fatalf("the row of the entry not announced: %+v, %v; want it brought by the read", r, ok)
+	}
+	if _, ok := st.ChangedResource(announcedID); ok {
+		t.Fatal("the read brought the announced row again")
+	}
+}
+
 // A statement that creates several resources, and a resource whose row would not fit a
 // notification, are announced by the bare wake-up only; the insert of the large row works.
 func TestManyRowsAndLargeRowsAreNotAnnounced(t *testing.T) {

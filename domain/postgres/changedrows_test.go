@@ -85,3 +85,19 @@ func TestChangedRowsComeWithSmallReadsOnceAsked(t *testing.T) {
 		t.Errorf("changed row after the burst = %+v, %v; want the row of fourth", got, ok)
 	}
 }
+
+// The announced entries a read passes are forgotten, so that the set stays as small as the
+// entries not read yet.
+func TestAnnouncedEntriesAreForgottenOnceReadPast(t *testing.T) {
+	var c changedRows
+	for seq := int64(5); seq <= 7; seq++ {
+		c.keepAnnounced(seq, domain.Resource{ID: fmt.Sprint("r", seq)})
+	}
+	if got := c.announcedAfter(6); len(got) != 1 || got[0] != 7 {
+		t.Fatalf("announced after 6 = %v, want [7]", got)
+	}
+	c.keep(nil, 7, 1)
+	if got := c.announcedAfter(0); len(got) != 0 {
+		t.Fatalf("announced after a read past 7 = %v, want none", got)
+	}
+}

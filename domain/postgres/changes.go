@@ -38,7 +38,7 @@ func (s *State) ChangesAfter(ctx context.Context, after int64, limit int) ([]dom
 	}
 	out, err := s.changes(ctx, "read changes after "+fmt.Sprint(after), changesAfterSQL, after, limitArg)
 	if err == nil {
-		s.changed.keep(nil, len(out))
+		s.changed.keep(nil, after, len(out))
 	}
 	return out, err
 }
