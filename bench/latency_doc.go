@@ -124,6 +124,14 @@
 // and 2.5 ms against 2.9 and 2.6, p99 8.0 and 10.4 against 10.1 and 9.9, no gain beyond
 // the noise.
 //
+// The read that follows an announcement no longer brings the announced rows again (build
+// f9f1b65): it read each one a second time and kept it where no reconcile took it. Side by
+// side, two alternating pairs against the build before: that statement's server time 12.5
+// and 14.5 us a resource against 102 and 101 (0.0 rows a call against 1.0), the database
+// time a resource 1,704 and 1,652 us against 1,853 and 1,877; Berth's p50 2.2 and 2.1 ms
+// against 2.3 and 2.2, p99 6.5 and 4.7 against 6.8 and 8.1, River's p99 4.3 and 3.6 against
+// 5.5 and 7.7 (the machine's noise: River is unchanged).
+//
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
 // burst's commit, its 1,000 entries with their rows, took up to 43 ms of server time (rows
