@@ -36,7 +36,7 @@ func TestKeyedStatementsReadByKeyOnPlansMadeOnAFewAnalyzedRows(t *testing.T) {
 		{"owners", resourceOwnersSQL, func(id string, _ int64) []any { return []any{[]string{id}} }},
 		{"unclaimed", unclaimedSQL, func(id string, _ int64) []any { return []any{[]string{id}} }},
 		{"changes after", changesAfterSQL, func(_ string, seq int64) []any { return []any{seq, 1000} }},
-		{"changed rows", changedRowsSQL, func(_ string, seq int64) []any { return []any{seq, changedRowsBelow} }},
+		{"changed rows", changedRowsSQL, func(_ string, seq int64) []any { return []any{seq, changedRowsBelow, []int64{seq + 1}} }},
 		{"changes in", changesInSQL, func(_ string, seq int64) []any { return []any{[]int64{seq + 1}} }},
 		{"newest changes", newestChangesSQL, func(_ string, seq int64) []any { return []any{seq, seq, 64, 10000} }},
 		{"heartbeat", heartbeatLeasesSQL, func(string, int64) []any { return []any{"agent-x", 1000} }},
