@@ -399,10 +399,10 @@
 // this build: one agent's B 8.4 ms behind the burst (3.3x idle, met), A's burst at 2,802/s
 // (1,686 and 1,301/s in the two runs before the fix).
 //
-// Where the fairness run stands (build 4a12918, 32 runs with one agent and 21 with three over
+// Where the fairness run stands (build 4a12918, 32 runs with one agent and 22 with three over
 // one afternoon, between the experiments below): one agent's B 6.7 to 42.9 ms behind the
-// burst, median 16 ms, under 5x idle in 14 runs of 32; three agents' 16.5 to 140.8 ms, under
-// 5x idle in 4 of 21. Tried and not kept, each alternating with this build:
+// burst, median 16 ms, under 5x idle in 14 runs of 32; three agents' 15.1 to 140.8 ms, under
+// 5x idle in 4 of 22. Tried and not kept, each alternating with this build:
 //   - A provision of an owner with no other provision in the group lanes taking an idle lane
 //     when the first lane's group is in flight, so that B need not wait for a group of A's
 //     to commit: one agent's B 4.5 to 35.3 ms, under 5x idle in 7 of 9, against 6.9 to 38.4
@@ -411,7 +411,7 @@
 //     owners each had a provision run apart at times, in groups that read the usage first).
 //   - The same with the provisioner saying which provisions are alone (nothing else of the
 //     owner's queued or in flight), so that only B is run apart: one agent's B 10.1 to 59.2
-//     ms, median 38 ms, against 8.4 to 42.9 ms, median 23.5 ms, in ten pairs. Run apart, B's
+//     ms, median 39 ms, against 8.4 to 42.9 ms, median 23 ms, in ten pairs. Run apart, B's
 //     transaction reads the usage first and may wait for host rows A's group holds; why it
 //     came out slower was not measured.
 //
