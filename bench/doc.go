@@ -407,8 +407,8 @@
 //     when the first lane's group is in flight, so that B need not wait for a group of A's
 //     to commit: one agent's B 4.5 to 35.3 ms, under 5x idle in 7 of 9, against 6.9 to 38.4
 //     ms and 4 of 9; three agents no different; but at concurrency 64 a burst of 10,000 took
-//     2,989 to 3,778/s against 3,672 to 5,187/s in four pairs (the throughput run's several
-//     owners each had a provision run apart at times, in groups that read the usage first).
+//     2,989 to 3,778/s against 3,672 to 5,187/s in four pairs (that run's burst has several
+//     owners, any of which may have had no provision in the lanes at times; not traced).
 //   - The same with the provisioner saying which provisions are alone (nothing else of the
 //     owner's queued or in flight), so that only B is run apart: one agent's B 10.1 to 59.2
 //     ms, median 39 ms, against 8.4 to 42.9 ms, median 23 ms, in ten pairs. Run apart, B's

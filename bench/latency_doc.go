@@ -130,7 +130,11 @@
 // and 14.5 us a resource against 102 and 101 (0.0 rows a call against 1.0), the database
 // time a resource 1,704 and 1,652 us against 1,853 and 1,877; Berth's p50 2.2 and 2.1 ms
 // against 2.3 and 2.2, p99 6.5 and 4.7 against 6.8 and 8.1, River's p99 4.3 and 3.6 against
-// 5.5 and 7.7 (the machine's noise: River is unchanged).
+// 5.5 and 7.7 (the machine's noise: River is unchanged). Tried and not kept: the new rows'
+// statement trigger (change log, announcement, wake-up, history) as one statement of
+// data-modifying CTEs instead of four: a client's single-row insert (pgbench, one client,
+// fresh tables, four alternating pairs of 5 s) took 0.232, 0.181, 0.235 and 0.218 ms
+// against 0.185, 0.186, 0.184 and 0.251, no gain.
 //
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
@@ -185,6 +189,11 @@
 // three pairs on one machine: 3,677, 3,115 and 2,481/s against 3,273, 3,180 and 3,984/s,
 // p99 11, 12 and 11 ms against 12, 13 and 7, the agent's part p50 1.3 to 1.4 ms against 0.9
 // to 1.0: not slower; the machine is (the agent's CPU a runtime moved from 325 to 520 us
-// between runs of one build).
+// between runs of one build). Tried and not kept (build f9f1b65, two alternating pairs of the
+// bench's SQLite runs, 600 at 20/s): the group commit trying for the write lock every 200
+// us after its first tries, where it backs off to every 2 ms. The agent's part moved within
+// the noise (p50 0.7 and 0.8 ms, p99 3.1 and 2.7, against 0.9 and 0.7, p99 3.0 and 2.0) and
+// the burst of 2,000 lost a third (2,692 and 3,120/s against 4,107 and 4,073, the agent's
+// CPU 470 and 425 us a runtime against 330 and 330).
 
 package main
