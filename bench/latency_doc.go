@@ -131,10 +131,10 @@
 // time a resource 1,704 and 1,652 us against 1,853 and 1,877; Berth's p50 2.2 and 2.1 ms
 // against 2.3 and 2.2, p99 6.5 and 4.7 against 6.8 and 8.1, River's p99 4.3 and 3.6 against
 // 5.5 and 7.7 (the machine's noise: River is unchanged). Tried and not kept: the new rows'
-// statement trigger (change log, announcement, wake-up, history) as one statement of
-// data-modifying CTEs instead of four: a client's single-row insert (pgbench, one client,
-// fresh tables, four alternating pairs of 5 s) took 0.232, 0.181, 0.235 and 0.218 ms
-// against 0.185, 0.186, 0.184 and 0.251, no gain.
+// statement trigger (change log, announcement, wake-up, history) as two statements (one of
+// data-modifying CTEs, then the wake-up) instead of five: a single-row insert (pgbench,
+// one client, fresh tables, four alternating pairs of 5 s) took 0.232, 0.181, 0.235 and
+// 0.218 ms against 0.185, 0.186, 0.184 and 0.251, no gain.
 //
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
