@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/berth-dev/berth/domain"
@@ -68,6 +69,9 @@ func (w *resourcesWatcher) listenOnce(ctx context.Context, backoff *time.Duratio
 		}
 		select {
 		case w.announced <- change:
+			// The loop, woken on this thread, runs first; the listener's next wake-up (the
+			// one sent with the announcement) waits its turn (as delivered yields).
+			runtime.Gosched()
 		default:
 			w.hint()
 		}

