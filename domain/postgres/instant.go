@@ -78,7 +78,7 @@ type instantGroups struct {
 // fails otherwise, each call runs alone.
 func (s *State) runInstants(ctx context.Context, calls []*reserveCall) {
 	slices.SortStableFunc(calls, func(a, b *reserveCall) int { return bytes.Compare(a.uid.Bytes[:], b.uid.Bytes[:]) })
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.pool.Acquire(withoutIdlePing(ctx))
 	if err != nil {
 		return
 	}

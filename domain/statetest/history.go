@@ -74,7 +74,7 @@ func testHistoryScenario(t *testing.T, b *Backend, instant bool) {
 	// Provisioned to ready: the start in the claim, the wait passed in the ready record; or
 	// all three in the reservation's transaction.
 	if instant {
-		req, pick := instantProvision(r, &r)
+		req, pick := InstantProvision(r, &r)
 		if _, err := b.ReserveSlots(ctx, req, pick); err != nil {
 			t.Fatalf("instant provision: %v", err)
 		}

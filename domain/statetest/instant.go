@@ -12,10 +12,10 @@ import (
 	"github.com/berth-dev/berth/domain"
 )
 
-// instantProvision is the reservation that provisions r whole on provisioner "pool" on host
-// h1 (SlotRequest.Instant), as the static pool asks for it; recorded gets the row as
-// recorded ready.
-func instantProvision(r domain.Resource, recorded *domain.Resource) (domain.SlotRequest, domain.PickHost) {
+// InstantProvision is the reservation that provisions r whole on provisioner "pool" on host
+// h1 (SlotRequest.Instant), as the static pool asks for it; recorded, when not nil, gets
+// the row as recorded ready. Store-specific tests use it too.
+func InstantProvision(r domain.Resource, recorded *domain.Resource) (domain.SlotRequest, domain.PickHost) {
 	in := &domain.InstantProvision{
 		Generation:  r.Generation,
 		Provisioner: "pool",
@@ -42,7 +42,7 @@ func testInstantProvisionRecordsReady(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, runtime("instant"))
 	var got domain.Resource
-	req, pick := instantProvision(r, &got)
+	req, pick := InstantProvision(r, &got)
 	res, err := b.ReserveSlots(ctx, req, pick)
 	if err != nil {
 		t.Fatalf("instant provision: %v", err)
@@ -75,7 +75,7 @@ func testInstantProvisionRecordsReady(t *testing.T, b *Backend) {
 		t.Errorf("history =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// Once ready it is no longer untouched: a second try writes nothing.
-	req, pick = instantProvision(r, nil)
+	req, pick = InstantProvision(r, nil)
 	if _, err := b.ReserveSlots(ctx, req, pick); !errors.Is(err, domain.ErrNotInstant) {
 		t.Errorf("instant provision of a ready resource: %v, want ErrNotInstant", err)
 	}
@@ -144,7 +144,7 @@ func testInstantProvisionNeedsAnUntouchedRow(t *testing.T, b *Backend) {
 			}
 			had, _ := b.ListReservations(ctx, "pool")
 			eventsBefore := len(events(t, b, r.ID, 0))
-			req, pick := instantProvision(r, nil)
+			req, pick := InstantProvision(r, nil)
 			if _, err := b.ReserveSlots(ctx, req, pick); !errors.Is(err, domain.ErrNotInstant) {
 				t.Fatalf("instant provision: %v, want ErrNotInstant", err)
 			}
@@ -181,7 +181,7 @@ func noRoom(domain.SlotRequest, *domain.Reservation, []domain.HostUsage) (string
 func testInstantProvisionReportsThePickersError(t *testing.T, b *Backend) {
 	ctx := testContext(t)
 	r := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: "no-room", Owner: "alice", Args: map[string]any{"slots": 1}})
-	req, _ := instantProvision(r, nil)
+	req, _ := InstantProvision(r, nil)
 	if _, err := b.ReserveSlots(ctx, req, noRoom); !errors.Is(err, errNoRoom) || errors.Is(err, domain.ErrNotInstant) {
 		t.Fatalf("instant provision with no room: %v, want the picker's error", err)
 	}
@@ -210,7 +210,7 @@ func testInstantProvisionFencesEarlierLeases(t *testing.T, b *Backend) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // the lease runs out on the database's clock
-	req, pick := instantProvision(c.Resource, nil)
+	req, pick := InstantProvision(c.Resource, nil)
 	if _, err := b.ReserveSlots(ctx, req, pick); err != nil {
 		t.Fatalf("instant provision after the lease ran out: %v", err)
 	}
@@ -247,7 +247,7 @@ func testInstantProvisionOnceUnderContention(t *testing.T, b *Backend) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req, pick := instantProvision(r, nil)
+				req, pick := InstantProvision(r, nil)
 				_, err := stores[i%len(stores)].ReserveSlots(ctx, req, pick)
 				mu.Lock()
 				defer mu.Unlock()
@@ -298,7 +298,7 @@ func testInstantProvisionNeverOverfills(t *testing.T, b *Backend) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := instantProvision(r, nil)
+			req, _ := InstantProvision(r, nil)
 			_, err := stores[i%len(stores)].ReserveSlots(ctx, req, picker.pick)
 			if err != nil && !errors.Is(err, domain.ErrNotInstant) && !errors.Is(err, domain.ErrNoCapacity) {
 				t.Errorf("instant provision: %v", err)
@@ -350,7 +350,7 @@ func testInstantProvisionSeesWhatAnotherAgentDid(t *testing.T, b *Backend) {
 		t.Helper()
 		r := mustCreate(t, b, domain.NewResource{Type: domain.ResourceTypeRuntime, Name: name, Owner: "alice", Args: map[string]any{"slots": 1}})
 		var got domain.Resource
-		req, _ := instantProvision(r, &got)
+		req, _ := InstantProvision(r, &got)
 		res, err := b.ReserveSlots(ctx, req, picker.pick)
 		if err != nil {
 			t.Fatalf("instant provision of %s: %v", name, err)
@@ -415,7 +415,7 @@ func testInstantProvisionReportsItsReadyTime(t *testing.T, b *Backend) {
 		r := mustCreate(t, b, runtime(fmt.Sprintf("ready-time-%v", whole)))
 		var recorded domain.Resource
 		var readyAt time.Time
-		req, pick := instantProvision(r, nil)
+		req, pick := InstantProvision(r, nil)
 		if whole {
 			req.Instant.Recorded = &recorded
 		}
