@@ -136,6 +136,29 @@
 // one client, fresh tables, four alternating pairs of 5 s) took 0.232, 0.181, 0.235 and
 // 0.218 ms against 0.185, 0.186, 0.184 and 0.251, no gain.
 //
+// Inside the agent, from the listener's wake-up to the one-transaction batch's write (Go
+// execution traces of the agent, 8 s each over the bench's latency runs of 600 at 20/s,
+// about 1,190 runtimes a build; p50 / p99, microseconds). Build 25dfe2f: the listener's
+// read 43 / 162; from it to the send to the watcher's loop 163 / 586 (the notification's
+// parsing and the announcement's JSON decoding); to the send to the provisioner 62 / 278;
+// to the reconcile's goroutine starting 139 / 723 and running 14 / 315; the reconcile to its
+// write 256 / 1,344; in all 747 / 3,584. The provisioner waited for the loop's next work,
+// often its read of the change log, because the send woke it on the loop's own thread: the
+// listener and the loop now yield after a send (build 01b09e0) and that stage takes 24 /
+// 482, in all 622 / 2,616. The reconcile's part, marked stage by stage in a build not
+// kept (p50): the resource's lock 5, the span, timeout and logger 23, the environ and its
+// breaker 24, the row's checks and sizing 24, the request 11, the group 12, a connection 7
+// (p99 879: 15 of 1,195 were pinged by the pool first, idle over a second; the group now
+// takes its connection unpinged, build f1a6b45, and none waited in the next trace), the
+// guess and picks 11 and 53, the batch's encoding 71. None of these is large on its own;
+// they are large against a microbenchmark because the agent is idle between runtimes and
+// its code and data are cold: the announcement's decoding takes 9.4 us in a loop, 66 us
+// with the caches flushed before each call, and 105 us a call in the agent's CPU profile
+// at 20/s. The bench's side-by-side runs moved within the noise: three alternating pairs
+// of 01b09e0 against 25dfe2f gave Berth's p50 2.4, 2.6 and 2.8 ms against 2.7, 2.7 and 2.7,
+// p99 6.7, 9.7 and 17.5 against 8.5, 10.4 and 10.0, and River's p99 5.7, 7.1 and 22.3
+// against 7.9, 5.9 and 6.1 in the same runs.
+//
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
 // burst's commit, its 1,000 entries with their rows, took up to 43 ms of server time (rows
