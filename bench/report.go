@@ -131,6 +131,7 @@ func (r *report) printComparison(w io.Writer) {
 		best.statements.print(w, best.setting)
 	}
 	if s := r.sideBySide; s != nil {
+		printSharedStalls(w, s)
 		s.berthStatements.print(w, "berth's insert-to-ready side by side, "+s.berth.setting)
 		s.riverStatements.print(w, "river's insert-to-start side by side, "+s.river.setting)
 	}

@@ -211,6 +211,14 @@ func (r *riverRun) startWarm(ctx context.Context, cfg config) (int64, error) {
 	return warmup.Job.ID, r.waitCompleted(ctx, cfg, 1)
 }
 
+// timedLatencies returns created_at and attempted_at - created_at of every job but the
+// warm-up job.
+func (r *riverRun) timedLatencies(ctx context.Context, warmup int64) ([]timedLatency, error) {
+	return timedDurations(ctx, r.pool, `
+		SELECT created_at, extract(epoch FROM attempted_at - created_at)::float8
+		  FROM river_job WHERE id <> $1`, warmup)
+}
+
 // latencies returns attempted_at - created_at of every job but the warm-up job.
 func (r *riverRun) latencies(ctx context.Context, warmup int64) ([]time.Duration, error) {
 	return durations(ctx, r.pool, `

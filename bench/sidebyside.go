@@ -13,6 +13,7 @@ import (
 type sideBySideResult struct {
 	berth, river                     latencySummary
 	berthStatements, riverStatements statementProfile
+	berthStalls, riverStalls         stallShare // whether each side's slowest met the other's slow ones
 }
 
 // sideBySidePrefix names the resources of the side-by-side run.
@@ -63,17 +64,25 @@ func sideBySideLatency(ctx context.Context, cfg config, concurrency, maxWorkers 
 	if err != nil {
 		return res, err
 	}
-	_, _, berthLat := readyTimes(ready)
-	riverLat, err := rv.latencies(ctx, warmup)
+	berthTimed := make([]timedLatency, len(ready))
+	for i, x := range ready {
+		berthTimed[i] = timedLatency{at: x.CreatedAt, lat: x.ReadyAt.Sub(x.CreatedAt)}
+	}
+	riverTimed, err := rv.timedLatencies(ctx, warmup)
 	if err != nil {
 		return res, err
 	}
-	if res.berth, err = summarize(fmt.Sprintf("concurrency=%d", concurrency), berthLat); err != nil {
+	if res.berth, err = summarize(fmt.Sprintf("concurrency=%d", concurrency), latenciesOf(berthTimed)); err != nil {
 		return res, err
 	}
-	if res.river, err = summarize(fmt.Sprintf("max-workers=%d", maxWorkers), riverLat); err != nil {
+	if res.river, err = summarize(fmt.Sprintf("max-workers=%d", maxWorkers), latenciesOf(riverTimed)); err != nil {
 		return res, err
 	}
+	// Each side inserts every 1/rate, the two half a period apart: three quarters of a
+	// period takes the other side's insert before and after each one.
+	window := time.Duration(0.75 * float64(time.Second) / cfg.rate)
+	res.berthStalls = sharedStalls(berthTimed, riverTimed, window)
+	res.riverStalls = sharedStalls(riverTimed, berthTimed, window)
 	// The server's time for each statement on the way, which the latencies include.
 	res.berthStatements = readStatementProfile(ctx, cfg.server, b.dbName, "resource", cfg.latencyN)
 	res.riverStatements = readStatementProfile(ctx, cfg.server, rv.db.name, "job", cfg.latencyN+1)

@@ -31,6 +31,10 @@ func TestSideBySideLatencyMeasuresBothSystems(t *testing.T) {
 			t.Errorf("%s: p50 %s, p99 %s, max %s; want 0 < p50 <= p99 <= max", side.name, side.l.p50, side.l.p99, side.l.max)
 		}
 	}
+	// Each side's slowest sample is looked up among the other's: of 10, one.
+	if res.berthStalls.slowest != 1 || res.riverStalls.slowest != 1 {
+		t.Errorf("slowest samples measured against the other side: berth %+v, river %+v; want one each", res.berthStalls, res.riverStalls)
+	}
 	// Each side's profile is its own database's: the client's insert once per resource on
 	// Berth's, and none of it on River's.
 	const insert = "INSERT INTO resources (type, name, owner, args) VALUES ($3, $1, $2, $4)"
