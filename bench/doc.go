@@ -64,7 +64,10 @@
 //     Berth's 4.8 to 7.4 ms, Berth's p50 2.2 to 2.5 ms against River's 1.2 to 1.6. The runs
 //     alone are still shown, and after the throughput profile each side's statement
 //     profile of this run: the server's time for each statement, per resource and per job,
-//     the client's insert included.
+//     the client's insert included. Before them, for each side, how many of its slowest 1%
+//     had one of the other side's slowest 10% inserted next to them, against the share of
+//     all its samples that had (stalls.go): the machine's pauses slow both sides' neighbours,
+//     a system's own only its side (latency_doc.go).
 //   - Rill's static provisioning on River, the peer platform teams run: -n resources are
 //     inserted with a River job each, in one transaction, before the client starts; each job
 //     makes the statements of Rill's static provisioner (read the resource, sum the slots

@@ -159,6 +159,32 @@
 // p99 6.7, 9.7 and 17.5 against 8.5, 10.4 and 10.0, and River's p99 5.7, 7.1 and 22.3
 // against 7.9, 5.9 and 6.1 in the same runs.
 //
+// Whose the slowest are, side by side (build 30dedc4; each run's created_at and latency of
+// every runtime and job, and the server's log of every statement over 2 ms). Of Berth's
+// slowest 1% (6 of 600), 0 to 4 had one of River's slowest 10% inserted next to them, 2.4
+// on average in eight runs, where chance alone gives about 1 in 5 (1.1): about half of
+// Berth's slowest met a pause of the whole machine, which River's neighbours met too, and
+// the other half were Berth's own. The bench now prints these counts after each side-by-side
+// run (stalls.go). Berth's own, found in the server's log:
+//   - The first group on each of the pool's connections: the server's new backend loads the
+//     tables' descriptions and compiles the triggers' functions on the first write it runs.
+//     The group's statement took 12 and 21 ms there in two runs (parse, plan and run),
+//     where it takes about 0.6 ms after; by hand, a first UPDATE of a resources row on a
+//     new backend took 19 and 21 ms, the next 0.8. A group takes another connection than
+//     the last group's when that one is in use: in every run, 1.1 to 1.45 s after the first
+//     insert (in the run logged statement by statement, by the agent's bookkeeping, which
+//     runs every 2 s: its heartbeat, lease renewal, leadership and the listing of the
+//     agents, whose plan took 0.4 to 7 ms each time). That runtime took 8 to 36 ms. A
+//     warm-up that reads the tables first does not help (the first UPDATE still took 8 ms):
+//     the cost is in the triggers, which only a write compiles.
+//   - Autovacuum's analyze of the tables the group writes (5.4 s into one run, 4.2 s into
+//     another): their cached plans are made again on each connection at its next use (the
+//     group's statement 3.3 ms in one run); the runtimes beside it took 5.7 to 7.7 ms.
+//   - The agent's garbage collection, every 6.5 s at 20/s, 3 to 4 ms: the runtime it ran
+//     in took 1.7 to 4.9 ms, none of the slowest 1%.
+// The first runtime of each run is among the slowest on both sides (Berth 6 to 12.5 ms,
+// River 3 to 5.8).
+//
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
 // burst's commit, its 1,000 entries with their rows, took up to 43 ms of server time (rows
