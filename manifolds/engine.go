@@ -76,7 +76,7 @@ func EngineConfig(clk clock.Clock, logger *slog.Logger, m *metrics.Metrics) depe
 // names (domain/store), warning on logger of an SQLite file others can read.
 func StoreOpener(logger *slog.Logger) database.Opener {
 	return func(ctx context.Context, url string) (database.DB, error) {
-		return store.Open(ctx, url, store.Options{Logger: logger})
+		return store.Open(ctx, url, store.Options{Logger: logger, Warm: true})
 	}
 }
 

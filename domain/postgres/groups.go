@@ -305,7 +305,7 @@ func queueUsage(b *pgx.Batch, provisioner string, owners []string, usage groupUs
 // queueHostUsage queues the read of the slots reserved on each of provisioner's hosts into
 // used.
 func queueHostUsage(b *pgx.Batch, provisioner string, used map[string]int) {
-	b.Queue(`SELECT host, slots FROM slot_host_usage WHERE provisioner = $1`, provisioner).Query(func(rows pgx.Rows) error {
+	b.Queue(hostUsageSQL, provisioner).Query(func(rows pgx.Rows) error {
 		var (
 			host  string
 			slots int
@@ -317,6 +317,9 @@ func queueHostUsage(b *pgx.Batch, provisioner string, used map[string]int) {
 		return err
 	})
 }
+
+// hostUsageSQL reads the slots reserved on each of provisioner $1's hosts.
+const hostUsageSQL = `SELECT host, slots FROM slot_host_usage WHERE provisioner = $1`
 
 // ownerHost is an owner's share of a host.
 type ownerHost struct{ owner, host string }

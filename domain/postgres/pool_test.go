@@ -79,3 +79,38 @@ func TestInstantProvisionSurvivesConnectionsThatDiedIdle(t *testing.T) {
 		t.Errorf("second resource is %s (ready_at %v), want ready", got.Status, got.ReadyAt)
 	}
 }
+
+// On a warm pool, whose connections ran the group's statements on no rows when they opened,
+// the group runs them on its rows: a one-transaction provision records its resource ready.
+func TestInstantProvisionOnAWarmPool(t *testing.T) {
+	ctx := testContext(t)
+	url := pgtest.New(t)
+	plain, err := postgres.Open(ctx, url, postgres.PoolConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := postgres.Open(ctx, url, postgres.PoolConfig{MaxConns: 2, Warm: true})
+	if err != nil {
+		t.Fatalf("open warm: %v", err)
+	}
+	t.Cleanup(st.Close)
+	for i, name := range []string{"first", "second"} {
+		r := mustCreate(t, st, runtime(name))
+		req, pick := statetest.InstantProvision(r, nil)
+		res, err := st.ReserveSlots(ctx, req, pick)
+		if err != nil {
+			t.Fatalf("provision %s on the warm pool: %v", name, err)
+		}
+		got, err := st.GetResource(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Host != "h1" || got.Status != domain.StatusReady || got.ReadyAt == nil {
+			t.Errorf("provision %d: on %q, %s (ready_at %v); want ready on h1", i, res.Host, got.Status, got.ReadyAt)
+		}
+	}
+}

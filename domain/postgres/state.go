@@ -47,6 +47,11 @@ var _ domain.State = (*State)(nil)
 // PoolConfig tunes the connection pool.
 type PoolConfig struct {
 	MaxConns int32 // 0: the pool's default
+	// Warm opens the main pool's connections ahead (pool_min_conns, unless the URL sets it,
+	// is the pool's size) and readies each for the provisions before the pool hands it out
+	// (warmProvisions): the agent's pool, whose first write on each connection would
+	// otherwise wait for the server to load and plan what it runs.
+	Warm bool
 }
 
 // Open connects to the database at rawURL and checks it answers. It does not migrate the
@@ -73,6 +78,12 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 	}
 	keyedPlans(poolCfg)
 	poolCfg.ShouldPing = shouldPing
+	logCfg := poolCfg.Copy()
+	logCfg.MaxConns, logCfg.MinConns = 1, 0
+	schema := backend.KnownVersion(migrations)
+	if cfg.Warm {
+		warmOnConnect(poolCfg, schema)
+	}
 	// The password may come from PGPASSWORD or a password file as well as from the URL.
 	password := poolCfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
@@ -83,14 +94,12 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 		pool.Close()
 		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
 	}
-	logCfg := poolCfg.Copy()
-	logCfg.MaxConns, logCfg.MinConns = 1, 0
 	changeLog, err := pgxpool.NewWithConfig(ctx, logCfg)
 	if err != nil {
 		pool.Close()
 		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
 	}
-	return newState(pool, changeLog, backend.KnownVersion(migrations)), nil
+	return newState(pool, changeLog, schema), nil
 }
 
 // idlePing is how long a connection must have been idle for the pool to ping it before

@@ -133,6 +133,9 @@ type Options struct {
 	MaxConns int32
 	// Logger, when set, is told of an SQLite file that other users can read.
 	Logger *slog.Logger
+	// Warm is for the agent's own store: PostgreSQL's pool opens its connections ahead and
+	// readies each for the provisions (postgres.PoolConfig). SQLite ignores it.
+	Warm bool
 }
 
 // Open opens the store rawURL names and checks it answers. It does not migrate the schema.
@@ -153,7 +156,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (DB, error) {
 		}
 		return st, nil
 	}
-	st, err := postgres.Open(ctx, loc.URL, postgres.PoolConfig{MaxConns: opts.MaxConns})
+	st, err := postgres.Open(ctx, loc.URL, postgres.PoolConfig{MaxConns: opts.MaxConns, Warm: opts.Warm})
 	if err != nil {
 		return nil, err
 	}

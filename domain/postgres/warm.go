@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// warmOnConnect makes the pool cfg configures open its connections ahead, all of them unless
+// the URL sets pool_min_conns, and ready each one for the provisions (warmProvisions) once
+// it is open, before the pool hands it out. Opened ahead, in the background, a connection's
+// opening and readying wait in no one's acquisition: a burst that finds an idle agent takes
+// ready connections for its groups. schema is the version the build knows.
+func warmOnConnect(cfg *pgxpool.Config, schema int) {
+	if cfg.MinConns == 0 {
+		cfg.MinConns = cfg.MaxConns
+	}
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, conn); err != nil {
+				return err
+			}
+		}
+		return warmProvisions(ctx, conn, schema)
+	}
+}
+
+// warmProvisions runs the statements of a group of one-transaction provisions on conn, a
+// connection just opened, for no rows, in a transaction it rolls back: the server's new
+// backend loads the tables' and indexes' descriptions, makes the statements' generic plans
+// and compiles the statement triggers they fire, which the first group on the connection
+// would otherwise wait for (12 to 28 ms, against about 0.6 ms after). The rows' own
+// triggers only a write compiles: the first group still spends about 5 ms more on them. It
+// gives up quietly where the schema has no such statements yet (an agent started before
+// migrating, or a newer build's statements): the connection is left as it was.
+func warmProvisions(ctx context.Context, conn *pgx.Conn, schema int) error {
+	var (
+		noIDs     = []pgtype.UUID{}
+		noStrings = []string{}
+		noInts    = []int64{}
+	)
+	ready := []any{noIDs, noStrings, "", noStrings, noStrings, noInts, noIDs, noStrings, noStrings}
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(genericPlansSQL)
+	b.Queue(instantLockSQL, noIDs, noInts, noStrings, "", noStrings, schema)
+	b.Queue(hostUsageSQL, "")
+	b.Queue(ownersUsageSQL, "", noStrings)
+	for _, query := range []string{instantReadyTimesSQL, instantReadyRowsSQL} {
+		b.Queue(query, ready...)
+	}
+	for _, query := range []string{instantWarmReadyTimesSQL, instantWarmReadyRowsSQL} {
+		b.Queue(query, append(ready, noInts, noStrings, noStrings, schema)...)
+	}
+	b.Queue(instantReservationsSQL, "", noIDs, noStrings, noStrings, noInts)
+	b.Queue(hostRoomSQL, "", noStrings, noInts, noInts)
+	b.Queue(`ROLLBACK`)
+	err := conn.SendBatch(ctx, b).Close()
+	rollback(conn)
+	if conn.IsClosed() {
+		return err
+	}
+	return nil
+}

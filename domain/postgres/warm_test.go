@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/berth-dev/berth/internal/pgtest"
+)
+
+// openWarm opens a State on url whose pool of size conns is warmed, and waits for the pool
+// to have opened all of them, in the background: no caller acquires more than one here.
+func openWarm(t *testing.T, ctx context.Context, url string, conns int32) *State {
+	t.Helper()
+	st, err := Open(ctx, url, PoolConfig{MaxConns: conns, Warm: true})
+	if err != nil {
+		t.Fatalf("open warm: %v", err)
+	}
+	t.Cleanup(st.Close)
+	for st.pool.Stat().TotalConns() < conns {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the warm pool opened %d of its %d connections ahead", st.pool.Stat().TotalConns(), conns)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return st
+}
+
+// eachConn calls f with each of the pool's connections, all held at once.
+func eachConn(t *testing.T, ctx context.Context, pool *pgxpool.Pool, conns int, f func(*pgxpool.Conn)) {
+	t.Helper()
+	var held []*pgxpool.Conn
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range conns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		f(c)
+	}
+}
+
+// A warm pool opens all its connections ahead, and each has the statements of a group of
+// one-transaction provisions prepared, with the generic plans the group runs them on,
+// before any group ran; the warming wrote nothing and left no transaction open.
+func TestWarmPoolOpensItsConnectionsReadyForProvisions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := pgtest.New(t)
+	plain, err := Open(ctx, url, PoolConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := openWarm(t, ctx, url, 3)
+
+	want := map[string]string{
+		"instantLockSQL": instantLockSQL, "hostUsageSQL": hostUsageSQL, "ownersUsageSQL": ownersUsageSQL,
+		"instantReadyTimesSQL": instantReadyTimesSQL, "instantReadyRowsSQL": instantReadyRowsSQL,
+		"instantWarmReadyTimesSQL": instantWarmReadyTimesSQL, "instantWarmReadyRowsSQL": instantWarmReadyRowsSQL,
+		"instantReservationsSQL": instantReservationsSQL, "hostRoomSQL": hostRoomSQL,
+	}
+	eachConn(t, ctx, st.pool, 3, func(c *pgxpool.Conn) {
+		planned := make(map[string]int64)
+		rows, err := c.Query(ctx, `SELECT statement, generic_plans FROM pg_prepared_statements`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var (
+				statement string
+				generic   int64
+			)
+			if err := rows.Scan(&statement, &generic); err != nil {
+				t.Fatal(err)
+			}
+			planned[statement] = generic
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for name, query := range want {
+			if generic, ok := planned[query]; !ok || generic < 1 {
+				t.Errorf("connection %d: %s prepared %v with %d generic plans; want prepared with one", c.Conn().PgConn().PID(), name, ok, generic)
+			}
+		}
+		if status := c.Conn().PgConn().TxStatus(); status != 'I' {
+			t.Errorf("connection %d is in transaction status %q after warming; want idle", c.Conn().PgConn().PID(), status)
+		}
+	})
+	for _, table := range []string{"resources", "change_log", "resource_events", "slot_reservations", "slot_host_usage", "slot_owner_usage"} {
+		var n int
+		if err := plain.pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%s has %d rows after the warming; want none", table, n)
+		}
+	}
+}
+
+// On a database without Berth's schema (an agent started before it was migrated), the
+// warming gives up and the connections open and serve all the same.
+func TestWarmPoolOpensOnADatabaseWithoutTheSchema(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := openWarm(t, ctx, pgtest.New(t), 2)
+	eachConn(t, ctx, st.pool, 2, func(c *pgxpool.Conn) {
+		var one int
+		if err := c.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil || one != 1 {
+			t.Errorf("connection %d: SELECT 1 = %d, %v", c.Conn().PgConn().PID(), one, err)
+		}
+		if status := c.Conn().PgConn().TxStatus(); status != 'I' {
+			t.Errorf("connection %d is in transaction status %q; want idle", c.Conn().PgConn().PID(), status)
+		}
+	})
+}
