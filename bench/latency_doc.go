@@ -189,7 +189,24 @@
 // 4.0, 5.5, 4.8 and 5.2 to 6.3, 8.5, 3.8, 4.6, 4.4 and 5.0: Berth's still the higher in
 // five of six. Its distribution is wider throughout (p90 3.1 to 3.7 ms against River's 2.1
 // to 2.4): a runtime takes 1.77 ms of server time in all against River's 0.75 a job (side
-// by side, pg_stat_statements), besides the agent's own part.
+// by side, pg_stat_statements), besides the agent's own part. Run with GOMAXPROCS=1, so
+// that no hand-off between the agent's goroutines crosses threads, three alternating pairs
+// gave the same (p99 7.6, 6.7 and 7.3 ms against 6.6, 7.3 and 5.6).
+//
+// The agent's connections warm (build 1c88f4f, domain/postgres warm.go): its pool opens
+// them all at its start, in the background, and runs on each the statements of a group of
+// one-transaction provisions on no rows, rolled back. The first group on a connection
+// (marked in a build not kept, six fairness runs each) took 17 to 28 ms on 20 connections
+// before, and 5.5 to 11 ms on 22 of 23 after (once 21): what remains is the rows' own
+// triggers, which only a write compiles. Side by side, three alternating pairs against the
+// build before: Berth's p99 6.9, 4.8 and 5.6 ms against 7.0, 8.5 and 7.5 (River's 5.4, 3.6
+// and 4.5 against 5.4, 4.5 and 4.2: still under Berth's); the first runtime 5.0, 4.4 and
+// 5.3 ms against 11.8, 15.5 and 12.8; the slowest from 0.9 to 1.6 s in, where a group
+// met the bookkeeping, 6.9, 3.4 and 5.3 ms against 10.5, 7.8 and 11.3. At the default
+// settings, three pairs of 10,000:
+// 7,301, 5,581 and 7,165/s against 4,865, 7,171 and 7,028. The fairness run, one agent,
+// six pairs: B 24, 6, 12, 13, 5 and 10 ms behind the burst against 29, 13, 19, 9, 6 and 21
+// (idle 2 to 3 ms).
 //
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
