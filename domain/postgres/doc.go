@@ -96,8 +96,9 @@
 // group on each new connection took 17 to 28 ms where later ones take 2 to 5, and a burst
 // that found an idle agent opened its connections on the way. On a warm pool the first
 // group on a connection takes 5.5 to 11 ms (the rows' own triggers, which only a write
-// compiles, account for the rest). The agent so holds pool_max_conns + 2 connections from
-// its start.
+// compiles, account for the rest). It warms a connection only on the schema version the
+// build knows; when Migrate applies migrations, it warms the idle connections again. The
+// agent so holds pool_max_conns + 2 connections from its start.
 //
 // # Plans
 //

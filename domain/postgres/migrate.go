@@ -56,6 +56,7 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	changed := false
 	for _, m := range migrations {
 		if version > 0 && m.Version > version {
 			break
@@ -77,10 +78,16 @@ func (s *State) migrateTo(ctx context.Context, version int) error {
 				return err
 			}
 			_, err := tx.Exec(ctx, backend.RecordMigrationSQL, m.Version)
+			changed = true
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
+		}
+	}
+	if changed && s.warm {
+		if err := s.rewarm(ctx); err != nil {
+			return fmt.Errorf("migrate: warm the connections on the new schema: %w", err)
 		}
 	}
 	return nil

@@ -40,6 +40,9 @@ type State struct {
 	// schema is the schema version this build knows: the fenced writes apply only while
 	// the database's is no newer.
 	schema int
+	// warm is whether the pool warms its connections (PoolConfig.Warm): Migrate warms
+	// them again when it changed the schema.
+	warm bool
 }
 
 var _ domain.State = (*State)(nil)
@@ -99,7 +102,9 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 		pool.Close()
 		return nil, openError(ctx, "connect to database "+where.String(), err.Error(), where, password)
 	}
-	return newState(pool, changeLog, schema), nil
+	s := newState(pool, changeLog, schema)
+	s.warm = cfg.Warm
+	return s, nil
 }
 
 // idlePing is how long a connection must have been idle for the pool to ping it before

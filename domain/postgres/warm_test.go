@@ -48,6 +48,32 @@ func eachConn(t *testing.T, ctx context.Context, pool *pgxpool.Pool, conns int, 
 	}
 }
 
+// generics returns the statements prepared on c, each with how many generic plans the
+// server made for it.
+func generics(t *testing.T, ctx context.Context, c *pgxpool.Conn) map[string]int64 {
+	t.Helper()
+	planned := make(map[string]int64)
+	rows, err := c.Query(ctx, `SELECT statement, generic_plans FROM pg_prepared_statements`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			statement string
+			generic   int64
+		)
+		if err := rows.Scan(&statement, &generic); err != nil {
+			t.Fatal(err)
+		}
+		planned[statement] = generic
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return planned
+}
+
 // A warm pool opens all its connections ahead, and each has the statements of a group of
 // one-transaction provisions prepared, with the generic plans the group runs them on,
 // before any group ran; the warming wrote nothing and left no transaction open.
@@ -72,24 +98,7 @@ func TestWarmPoolOpensItsConnectionsReadyForProvisions(t *testing.T) {
 		"instantReservationsSQL": instantReservationsSQL, "hostRoomSQL": hostRoomSQL,
 	}
 	eachConn(t, ctx, st.pool, 3, func(c *pgxpool.Conn) {
-		planned := make(map[string]int64)
-		rows, err := c.Query(ctx, `SELECT statement, generic_plans FROM pg_prepared_statements`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var (
-				statement string
-				generic   int64
-			)
-			if err := rows.Scan(&statement, &generic); err != nil {
-				t.Fatal(err)
-			}
-			planned[statement] = generic
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+		planned := generics(t, ctx, c)
 		for name, query := range want {
 			if generic, ok := planned[query]; !ok || generic < 1 {
 				t.Errorf("connection %d: %s prepared %v with %d generic plans; want prepared with one", c.Conn().PgConn().PID(), name, ok, generic)
@@ -110,9 +119,10 @@ func TestWarmPoolOpensItsConnectionsReadyForProvisions(t *testing.T) {
 	}
 }
 
-// On a database without Berth's schema (an agent started before it was migrated), the
-// warming gives up and the connections open and serve all the same.
-func TestWarmPoolOpensOnADatabaseWithoutTheSchema(t *testing.T) {
+// On a database without Berth's schema (an agent that starts before migrating it), the
+// connections open unwarmed and serve all the same; once Migrate has applied the schema,
+// they are warm.
+func TestWarmPoolWarmsItsConnectionsOnceMigrated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st := openWarm(t, ctx, pgtest.New(t), 2)
@@ -123,6 +133,17 @@ func TestWarmPoolOpensOnADatabaseWithoutTheSchema(t *testing.T) {
 		}
 		if status := c.Conn().PgConn().TxStatus(); status != 'I' {
 			t.Errorf("connection %d is in transaction status %q; want idle", c.Conn().PgConn().PID(), status)
+		}
+		if _, ok := generics(t, ctx, c)[instantWarmReadyTimesSQL]; ok {
+			t.Errorf("connection %d has the group's statement prepared before the schema exists", c.Conn().PgConn().PID())
+		}
+	})
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eachConn(t, ctx, st.pool, 2, func(c *pgxpool.Conn) {
+		if generic, ok := generics(t, ctx, c)[instantWarmReadyTimesSQL]; !ok || generic < 1 {
+			t.Errorf("connection %d after the migration: the group's statement prepared %v with %d generic plans; want prepared with one", c.Conn().PgConn().PID(), ok, generic)
 		}
 	})
 }
