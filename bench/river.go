@@ -195,7 +195,8 @@ func riverLatency(ctx context.Context, cfg config, maxWorkers int) (lat []time.D
 	if err := r.waitCompleted(ctx, cfg, cfg.latencyN); err != nil {
 		return nil, err
 	}
-	return r.latencies(ctx, warmup)
+	timed, err := r.timedLatencies(ctx, warmup)
+	return latenciesOf(timed), err
 }
 
 // startWarm starts the client and waits for a warm-up job, so that its start-up is not
@@ -216,12 +217,5 @@ func (r *riverRun) startWarm(ctx context.Context, cfg config) (int64, error) {
 func (r *riverRun) timedLatencies(ctx context.Context, warmup int64) ([]timedLatency, error) {
 	return timedDurations(ctx, r.pool, `
 		SELECT created_at, extract(epoch FROM attempted_at - created_at)::float8
-		  FROM river_job WHERE id <> $1`, warmup)
-}
-
-// latencies returns attempted_at - created_at of every job but the warm-up job.
-func (r *riverRun) latencies(ctx context.Context, warmup int64) ([]time.Duration, error) {
-	return durations(ctx, r.pool, `
-		SELECT extract(epoch FROM attempted_at - created_at)::float8
 		  FROM river_job WHERE id <> $1`, warmup)
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -28,23 +29,19 @@ func latenciesOf(sample []timedLatency) []time.Duration {
 
 // timedDurations runs a query returning created_at and a latency in seconds.
 func timedDurations(ctx context.Context, pool *pgxpool.Pool, query string, args ...any) ([]timedLatency, error) {
-	rows, err := pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read latencies: %w", err)
-	}
-	defer rows.Close()
-	var out []timedLatency
-	for rows.Next() {
+	rows, _ := pool.Query(ctx, query, args...)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (timedLatency, error) {
 		var (
 			at      time.Time
 			seconds float64
 		)
-		if err := rows.Scan(&at, &seconds); err != nil {
-			return nil, fmt.Errorf("read latencies: %w", err)
-		}
-		out = append(out, timedLatency{at: at, lat: time.Duration(seconds * float64(time.Second))})
+		err := row.Scan(&at, &seconds)
+		return timedLatency{at: at, lat: time.Duration(seconds * float64(time.Second))}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read latencies: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // stallShare says whether one side's slowest samples of a side-by-side run met the other

@@ -6,8 +6,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // paced calls insert n times, at most rate times a second, stopping at the first error.
@@ -25,24 +23,6 @@ func paced(ctx context.Context, n int, rate float64, insert func(ctx context.Con
 		}
 	}
 	return nil
-}
-
-// durations runs a query returning one column of seconds.
-func durations(ctx context.Context, pool *pgxpool.Pool, query string, args ...any) ([]time.Duration, error) {
-	rows, err := pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read latencies: %w", err)
-	}
-	defer rows.Close()
-	var out []time.Duration
-	for rows.Next() {
-		var seconds float64
-		if err := rows.Scan(&seconds); err != nil {
-			return nil, fmt.Errorf("read latencies: %w", err)
-		}
-		out = append(out, time.Duration(seconds*float64(time.Second)))
-	}
-	return out, rows.Err()
 }
 
 // latencySummary is the distribution of a latency sample.

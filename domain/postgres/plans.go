@@ -31,17 +31,25 @@ func keyedPlans(cfg *pgxpool.Config) {
 		return
 	}
 	query := "SELECT " + strings.Join(settings, ", ")
-	after := cfg.AfterConnect
-	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		if after != nil {
-			if err := after(ctx, conn); err != nil {
-				return err
-			}
-		}
+	afterConnect(cfg, func(ctx context.Context, conn *pgx.Conn) error {
 		if _, err := conn.Exec(ctx, query, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("set the connection's plan settings: %w", err)
 		}
 		return nil
+	})
+}
+
+// afterConnect makes the connections cfg opens run f once open, after what cfg's
+// AfterConnect already runs.
+func afterConnect(cfg *pgxpool.Config, f func(context.Context, *pgx.Conn) error) {
+	before := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if before != nil {
+			if err := before(ctx, conn); err != nil {
+				return err
+			}
+		}
+		return f(ctx, conn)
 	}
 }
 

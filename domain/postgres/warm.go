@@ -19,15 +19,9 @@ func warmOnConnect(cfg *pgxpool.Config, schema int) {
 	if cfg.MinConns == 0 {
 		cfg.MinConns = cfg.MaxConns
 	}
-	after := cfg.AfterConnect
-	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		if after != nil {
-			if err := after(ctx, conn); err != nil {
-				return err
-			}
-		}
+	afterConnect(cfg, func(ctx context.Context, conn *pgx.Conn) error {
 		return warmProvisions(ctx, conn, schema)
-	}
+	})
 }
 
 // warmProvisions runs the statements of a group of one-transaction provisions on conn, a

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/berth-dev/berth/internal/pgtest"
@@ -53,22 +54,15 @@ func eachConn(t *testing.T, ctx context.Context, pool *pgxpool.Pool, conns int, 
 func generics(t *testing.T, ctx context.Context, c *pgxpool.Conn) map[string]int64 {
 	t.Helper()
 	planned := make(map[string]int64)
-	rows, err := c.Query(ctx, `SELECT statement, generic_plans FROM pg_prepared_statements`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			statement string
-			generic   int64
-		)
-		if err := rows.Scan(&statement, &generic); err != nil {
-			t.Fatal(err)
-		}
+	var (
+		statement string
+		generic   int64
+	)
+	rows, _ := c.Query(ctx, `SELECT statement, generic_plans FROM pg_prepared_statements`)
+	if _, err := pgx.ForEachRow(rows, []any{&statement, &generic}, func() error {
 		planned[statement] = generic
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return planned
