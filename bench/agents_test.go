@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -83,7 +84,7 @@ func TestFastestByAgents(t *testing.T) {
 	}
 	got := fastestByAgents([]scalingResult{run(1, 3), run(3, 2), run(1, 2), run(3, 4), run(2, 1)})
 	want := []scalingResult{run(1, 2), run(3, 2), run(2, 1)}
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("fastestByAgents = %+v; want %+v", got, want)
 	}
 }

@@ -369,6 +369,9 @@ type throughputResult struct {
 	agentCPU time.Duration
 	// statements is where the database time went, for a run of one agent on PostgreSQL.
 	statements *statementProfile
+	// rounds is the rate of each round's run of the setting, in order, this run the fastest
+	// (keepFastest); empty for a setting run once outside the rounds.
+	rounds []float64
 }
 
 func (t throughputResult) perSecond() float64 { return float64(t.n) / t.elapsed.Seconds() }

@@ -50,10 +50,13 @@ type config struct {
 	sqliteConcurrency []int
 	riverWorkers      []int
 	rillWorkers       []int // River MaxWorkers of the Rill-on-River runs; none: skipped
-	latencyN          int
-	rate              float64
-	sideBySide        bool // one more latency run of Berth and River at once (sideBySideLatency)
-	waitTimeout       time.Duration
+	// throughputRounds is how many times each throughput run of Berth, River and the Rill
+	// peer is made, every setting once per round in turn.
+	throughputRounds int
+	latencyN         int
+	rate             float64
+	sideBySide       bool // one more latency run of Berth and River at once (sideBySideLatency)
+	waitTimeout      time.Duration
 
 	compare           bool // measure Berth beside River
 	healthN           int  // ready resources in the health sweep; 0 skips it
@@ -132,6 +135,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	concurrency := fs.String("berth-concurrency", "16,64,256", "comma-separated agent --concurrency values on PostgreSQL, one throughput run each")
 	workers := fs.String("river-workers", "10,50,100,200", "comma-separated River MaxWorkers values, one throughput run each")
 	rillWorkers := fs.String("rill-workers", "10,100,200", "comma-separated River MaxWorkers values of Rill's static provisioning on River, one throughput run each (10 is Rill's default); \"\" skips it")
+	fs.IntVar(&cfg.throughputRounds, "throughput-rounds", 3, "rounds of the throughput runs of Berth (each store), River and Rill's statements, every setting once per round in turn; each setting's fastest run is reported, beside every round's rate")
 	fs.IntVar(&cfg.latencyN, "latency-n", 300, "resources (and River jobs) in each latency run")
 	fs.Float64Var(&cfg.rate, "rate", 20, "inserts per second in the latency runs")
 	fs.BoolVar(&cfg.sideBySide, "side-by-side", true, "one more latency run with Berth (PostgreSQL) and River at once, their inserts alternating, each at -rate: the p99 target compares these two")
@@ -214,6 +218,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-agents-n must be at least 1, got %d", cfg.agentsN)
 	case cfg.agentsRounds < 1:
 		return cfg, fmt.Errorf("-agents-rounds must be at least 1, got %d", cfg.agentsRounds)
+	case cfg.throughputRounds < 1:
+		return cfg, fmt.Errorf("-throughput-rounds must be at least 1, got %d", cfg.throughputRounds)
 	case cfg.sleepN < 1:
 		return cfg, fmt.Errorf("-sleep-n must be at least 1, got %d", cfg.sleepN)
 	case cfg.sleepDelay <= 0:
@@ -304,26 +310,35 @@ func measure(ctx context.Context, cfg config, rep *report) error {
 	return nil
 }
 
-// compare measures Berth's throughput and latency on each store, then River's.
+// compare measures Berth's throughput on each store, River's and the Rill peer's, in
+// -throughput-rounds rounds (so that a machine's changing load falls on every setting alike),
+// then the latencies at each side's fastest setting.
 func compare(ctx context.Context, cfg config, rep *report) error {
+	for range cfg.throughputRounds {
+		for _, kind := range cfg.stores {
+			if err := berthThroughputRound(ctx, cfg, kind, rep.berthOn(kind)); err != nil {
+				return fmt.Errorf("berth on %s: %w", kind, err)
+			}
+		}
+		for i, w := range cfg.riverWorkers {
+			res, err := riverThroughput(ctx, cfg, w)
+			if err != nil {
+				return fmt.Errorf("river throughput at MaxWorkers %d: %w", w, err)
+			}
+			rep.river = keepFastest(rep.river, i, res)
+		}
+		for i, w := range cfg.rillWorkers {
+			res, err := rillThroughput(ctx, cfg, w)
+			if err != nil {
+				return fmt.Errorf("rill on river throughput at MaxWorkers %d: %w", w, err)
+			}
+			rep.rill = keepFastestRill(rep.rill, i, res)
+		}
+	}
 	for _, kind := range cfg.stores {
-		if err := measureBerth(ctx, cfg, kind, rep.berthOn(kind)); err != nil {
+		if err := berthLatencyAtFastest(ctx, cfg, kind, rep.berthOn(kind)); err != nil {
 			return fmt.Errorf("berth on %s: %w", kind, err)
 		}
-	}
-	for _, w := range cfg.riverWorkers {
-		res, err := riverThroughput(ctx, cfg, w)
-		if err != nil {
-			return fmt.Errorf("river throughput at MaxWorkers %d: %w", w, err)
-		}
-		rep.river = append(rep.river, res)
-	}
-	for _, w := range cfg.rillWorkers {
-		res, err := rillThroughput(ctx, cfg, w)
-		if err != nil {
-			return fmt.Errorf("rill on river throughput at MaxWorkers %d: %w", w, err)
-		}
-		rep.rill = append(rep.rill, res)
 	}
 	best := fastest(rep.river)
 	lat, err := riverLatency(ctx, cfg, best.parallel)
@@ -345,28 +360,34 @@ func compare(ctx context.Context, cfg config, rep *report) error {
 	return nil
 }
 
-// measureBerth measures Berth's throughput on a store at each concurrency, then its latency
-// at the fastest one.
-func measureBerth(ctx context.Context, cfg config, kind string, res *berthResults) error {
+// berthThroughputRound makes one round of Berth's throughput runs on a store: one at each
+// concurrency, then one at the agent's default settings.
+func berthThroughputRound(ctx context.Context, cfg config, kind string, res *berthResults) error {
 	n, concurrency := cfg.n, cfg.berthConcurrency
 	if kind == storeSQLite {
 		n, concurrency = cfg.sqliteN, cfg.sqliteConcurrency
 	}
-	for _, c := range concurrency {
+	for i, c := range concurrency {
 		run, err := berthThroughput(ctx, cfg, kind, n, c)
 		if err != nil {
 			return fmt.Errorf("throughput at concurrency %d: %w", c, err)
 		}
-		res.throughput = append(res.throughput, run)
+		res.throughput = keepFastest(res.throughput, i, run)
 	}
 	if cfg.berthDefault {
-		res.atDefault = len(res.throughput)
+		res.atDefault = len(concurrency)
 		run, _, err := burst(ctx, cfg, kind, fleet{agents: 1, concurrency: provisioner.DefaultConcurrency, adaptive: true}, n)
 		if err != nil {
 			return fmt.Errorf("throughput at the default settings: %w", err)
 		}
-		res.throughput = append(res.throughput, run)
+		res.throughput = keepFastest(res.throughput, res.atDefault, run)
 	}
+	return nil
+}
+
+// berthLatencyAtFastest measures Berth's latency on a store at its fastest throughput run's
+// setting.
+func berthLatencyAtFastest(ctx context.Context, cfg config, kind string, res *berthResults) error {
 	best := fastest(res.throughput)
 	lat, err := berthLatency(ctx, cfg, kind, best.parallel)
 	if err != nil {

@@ -94,16 +94,16 @@ func (r *report) printComparison(w io.Writer) {
 	fmt.Fprintln(tw, "SYSTEM\tSTORE\tMEASUREMENT\tSETTING\tRESULT")
 	for _, b := range r.berth {
 		for _, t := range b.throughput {
-			fmt.Fprintf(tw, "berth\t%s\tthroughput, %d resources\t%s\t%.1f resources/s (%.3f s after the insert's %.3f s; agent peak RSS %s, CPU %s)\n",
-				b.store, t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds(), mib(t.peakRSS), t.cpuPerResource())
+			fmt.Fprintf(tw, "berth\t%s\tthroughput, %d resources\t%s\t%.1f resources/s (%.3f s after the insert's %.3f s; agent peak RSS %s, CPU %s%s)\n",
+				b.store, t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds(), mib(t.peakRSS), t.cpuPerResource(), t.roundsNote())
 		}
 		r.printLatency(tw, "berth", b.store, "insert->ready", b.latency)
 		r.printLatency(tw, "berth", b.store, "  of it created_at->insert returned", b.insertPart)
 		r.printLatency(tw, "berth", b.store, "  of it insert returned->ready", b.agentPart)
 	}
 	for _, t := range r.river {
-		fmt.Fprintf(tw, "river\tpostgres\tthroughput, %d jobs\t%s\t%.1f jobs/s (%.3f s after the insert's %.3f s)\n",
-			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds())
+		fmt.Fprintf(tw, "river\tpostgres\tthroughput, %d jobs\t%s\t%.1f jobs/s (%.3f s after the insert's %.3f s%s)\n",
+			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds(), t.roundsNote())
 	}
 	r.printLatency(tw, "river", storePostgres, "insert->start", r.riverLatency)
 	if s := r.sideBySide; s != nil {
@@ -111,8 +111,8 @@ func (r *report) printComparison(w io.Writer) {
 		r.printLatency(tw, "river", storePostgres, "insert->start side by side", s.river)
 	}
 	for _, t := range r.rill {
-		fmt.Fprintf(tw, "rill-on-river	postgres	throughput, %d resources	%s	%.1f resources/s (%.3f s after the insert's %.3f s; hosts over their slots: %d)\n",
-			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds(), t.overfilledHosts)
+		fmt.Fprintf(tw, "rill-on-river	postgres	throughput, %d resources	%s	%.1f resources/s (%.3f s after the insert's %.3f s; hosts over their slots: %d%s)\n",
+			t.n, t.setting, t.perSecond(), t.elapsed.Seconds(), t.insert.Seconds(), t.overfilledHosts, t.roundsNote())
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nThroughput is a drain: from the moment the inserted rows or jobs can be seen (berth: the database clock in the insert's transaction, just before its COMMIT; river and rill-on-river: the client's start, after the insert returned) to the last ready or completed.\n")
