@@ -45,9 +45,10 @@ const (
 // what the brokers and the database take: while a backlog keeps every place busy, the limit
 // grows by limitStep as long as each step raises throughput by limitGain, and goes back to
 // the limit before when a step does not, trying again after a hold that doubles with each
-// try in a row that did not pay. Each step is measured after one round of reconciles at the
-// new limit, so what started under the old limit is not counted, over a full window unless
-// the answer is clear sooner (limitShortWindow). Once the backlog is done
+// try in a row that did not pay; a step that raised throughput by less than limitGain gets
+// one more window before it is undone. Each step is measured after one round of reconciles
+// at the new limit, so what started under the old limit is not counted, over a full window
+// unless the answer is clear sooner (limitShortWindow). Once the backlog is done
 // (nothing queued, nothing else in flight) or demand, not the limit, sets the pace (most
 // reconciles end with nothing queued), the limit is back at its floor, so that every
 // backlog starts where every broker is known to be safe: a broker whose throughput a
@@ -64,11 +65,12 @@ type concurrencyLimit struct {
 	idle   int       // of which ended with nothing queued
 	settle int       // reconciles still to end before the window after a step starts
 
-	rate   float64 // the last window's throughput, per second; 0 at the floor's first window
-	from   int     // the limit before the last step
-	raised bool    // the last window was the first after a step up
-	hold   int     // windows left before the next step up is tried
-	misses int     // steps up in a row that did not pay
+	rate    float64 // the last window's throughput, per second; 0 at the floor's first window
+	from    int     // the limit before the last step
+	raised  bool    // the last window was the first after a step up, or the second (doubted)
+	doubted bool    // the first window after the last step up did not show it paying
+	hold    int     // windows left before the next step up is tried
+	misses  int     // steps up in a row that did not pay
 }
 
 func newConcurrencyLimit(floor, ceiling int) *concurrencyLimit {
@@ -134,9 +136,15 @@ func (l *concurrencyLimit) clear(rate float64) bool {
 
 // adjust decides the next limit from a window's throughput at the current one.
 func (l *concurrencyLimit) adjust(rate float64) {
-	before, raised := l.rate, l.raised
-	l.rate, l.raised = rate, false
+	before, raised, doubted := l.rate, l.raised, l.doubted
+	l.rate, l.raised, l.doubted = rate, false, false
 	switch {
+	case raised && rate > before && rate < before*(1+limitGain) && !doubted:
+		// A step that raised throughput, but by less than pays, is judged again on the next
+		// window, against the same rate before it: a burst's first few hundred milliseconds
+		// run at half the rate whatever the limit, and one window of 100ms moves by a fifth
+		// from the next. A step that raised nothing is undone at once.
+		l.rate, l.raised, l.doubted = before, true, true
 	case raised && rate < before*(1+limitGain):
 		l.step(l.from) // the step did not pay: undo it, and hold
 		l.hold = limitHoldWindows << l.misses

@@ -81,6 +81,44 @@ func TestLimitHoldsWhereThroughputDoesNot(t *testing.T) {
 	}
 }
 
+// slowStart is databaseRate but for the first 200 ends at 64, the step's settling round (64)
+// and its first window (100ms, about 135 ends at that rate): they run at 1.05 times the rate
+// at 16, as a burst's first few hundred milliseconds do whatever the limit; after them 64
+// pays as usual.
+func slowStart() func(limit int) float64 {
+	atStep := 0
+	return func(limit int) float64 {
+		if limit == 64 && atStep < 200 {
+			atStep++
+			return 1.05 * databaseRate(16)
+		}
+		return databaseRate(limit)
+	}
+}
+
+// A step up whose first window raised throughput, but by less than pays, is judged again on
+// its next window: one that pays there is kept, and the climb goes on.
+func TestLimitJudgesAStepThatBarelyPaidOnOneMoreWindow(t *testing.T) {
+	l := newConcurrencyLimit(InitialConcurrency, 256)
+	_, spent := drive(l, time.Unix(0, 0), 10*time.Second, slowStart(), true)
+	t.Logf("time at each limit: %v", spent)
+	if spent[256] < 9*time.Second || spent[InitialConcurrency] > 100*time.Millisecond {
+		t.Errorf("the limit spent %s at the ceiling and %s at the floor (%v), want all but the first second at the ceiling and no second try", spent[256], spent[InitialConcurrency], spent)
+	}
+}
+
+// A step that raises throughput in both its windows, but by less than pays, is undone after
+// the second, and tried again later, less often each time.
+func TestLimitUndoesAStepThatBarelyPaysInTwoWindows(t *testing.T) {
+	barely := func(limit int) float64 { return 1000 * math.Pow(1.05, math.Log2(float64(limit)/16)/2) } // +5% a step
+	l := newConcurrencyLimit(InitialConcurrency, 256)
+	_, spent := drive(l, time.Unix(0, 0), time.Minute, barely, true)
+	t.Logf("time at each limit: %v", spent)
+	if spent[InitialConcurrency] < 45*time.Second || spent[256] > 0 {
+		t.Errorf("the limit spent %s of a minute at the floor (%v), want most of it and none at 256", spent[InitialConcurrency], spent)
+	}
+}
+
 // Where the work waits (a broker sleeping 50ms) and the database takes 2,000/s, the limit
 // climbs while throughput follows it and stops where the database does.
 func TestLimitStopsWhereTheDatabaseDoes(t *testing.T) {
