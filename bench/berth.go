@@ -369,12 +369,20 @@ type throughputResult struct {
 	agentCPU time.Duration
 	// statements is where the database time went, for a run of one agent on PostgreSQL.
 	statements *statementProfile
+	// adaptive says the run left the agent's limit on reconciles in flight to adapt up to
+	// parallel (the agent's default settings).
+	adaptive bool
 	// rounds is the rate of each round's run of the setting, in order, this run the fastest
 	// (keepFastest); empty for a setting run once outside the rounds.
 	rounds []float64
 }
 
 func (t throughputResult) perSecond() float64 { return float64(t.n) / t.elapsed.Seconds() }
+
+// agentFleet is one agent at the run's setting, for the latency runs at it.
+func (t throughputResult) agentFleet() fleet {
+	return fleet{agents: 1, concurrency: t.parallel, adaptive: t.adaptive}
+}
 
 // perSecondWithInsert is the rate counting the client's insert in the run's time.
 func (t throughputResult) perSecondWithInsert() float64 {
@@ -443,7 +451,7 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 		res.statements = &p
 	}
 	res.setting, res.parallel = fmt.Sprintf("concurrency=%d", f.concurrency), f.concurrency
-	if f.adaptive {
+	if res.adaptive = f.adaptive; f.adaptive {
 		res.setting = fmt.Sprintf("default (16 to %d)", f.concurrency)
 	}
 	if f.agents > 1 {
@@ -486,10 +494,10 @@ type latencyRun struct {
 	ready, insert, agent []time.Duration
 }
 
-// berthLatency inserts cfg.latencyN resources one at a time at cfg.rate and returns each
-// one's latencies (latencyRun).
-func berthLatency(ctx context.Context, cfg config, kind string, concurrency int) (run latencyRun, err error) {
-	r, err := startBerth(ctx, cfg, kind, oneAgent(concurrency), cfg.latencyN)
+// berthLatency inserts cfg.latencyN resources one at a time at cfg.rate with the fleet's
+// agent and returns each one's latencies (latencyRun).
+func berthLatency(ctx context.Context, cfg config, kind string, f fleet) (run latencyRun, err error) {
+	r, err := startBerth(ctx, cfg, kind, f, cfg.latencyN)
 	if err != nil {
 		return run, err
 	}

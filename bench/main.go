@@ -352,7 +352,7 @@ func compare(ctx context.Context, cfg config, rep *report) error {
 	if !cfg.sideBySide || pg == nil || len(pg.throughput) == 0 {
 		return nil
 	}
-	res, err := sideBySideLatency(ctx, cfg, fastest(pg.throughput).parallel, best.parallel)
+	res, err := sideBySideLatency(ctx, cfg, fastest(pg.throughput), best.parallel)
 	if err != nil {
 		return fmt.Errorf("berth and river latency side by side: %w", err)
 	}
@@ -389,7 +389,7 @@ func berthThroughputRound(ctx context.Context, cfg config, kind string, res *ber
 // setting.
 func berthLatencyAtFastest(ctx context.Context, cfg config, kind string, res *berthResults) error {
 	best := fastest(res.throughput)
-	lat, err := berthLatency(ctx, cfg, kind, best.parallel)
+	lat, err := berthLatency(ctx, cfg, kind, best.agentFleet())
 	if err != nil {
 		return fmt.Errorf("latency: %w", err)
 	}

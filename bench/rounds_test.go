@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -77,6 +78,22 @@ func TestReportShowsEveryRound(t *testing.T) {
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The latency runs at the fastest throughput run's setting run the agent as that run did:
+// at the default settings, its limit adapting, not fixed at the ceiling.
+func TestLatencyRunsAtTheFastestRunsSetting(t *testing.T) {
+	for _, tc := range []struct {
+		run  throughputResult
+		want fleet
+	}{
+		{throughputResult{setting: "concurrency=256", parallel: 256}, fleet{agents: 1, concurrency: 256}},
+		{throughputResult{setting: "default (16 to 1024)", parallel: 1024, adaptive: true}, fleet{agents: 1, concurrency: 1024, adaptive: true}},
+	} {
+		if got := tc.run.agentFleet(); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: agentFleet = %+v; want %+v", tc.run.setting, got, tc.want)
 		}
 	}
 }

@@ -20,14 +20,15 @@ type sideBySideResult struct {
 const sideBySidePrefix = "side"
 
 // sideBySideLatency measures Berth's insert-to-ready on PostgreSQL and River's
-// insert-to-start in the same window: one agent at concurrency and one River client at
+// insert-to-start in the same window: one agent at the setting of berth's run (fixed, or
+// the agent's default settings) and one River client at
 // maxWorkers run at once, each on its own database of the server, and their inserts
 // alternate half a period apart, cfg.latencyN each at cfg.rate. Each latency run alone
 // meets its own share of the machine's pauses: on 2 cores, either system's p99 moves
 // between 3 and 20 ms from one window of 15 s to the next, so comparing two windows
 // compares their pauses more than the two systems. Side by side, both meet the same ones.
-func sideBySideLatency(ctx context.Context, cfg config, concurrency, maxWorkers int) (res sideBySideResult, err error) {
-	b, err := startBerth(ctx, cfg, storePostgres, oneAgent(concurrency), cfg.latencyN)
+func sideBySideLatency(ctx context.Context, cfg config, berth throughputResult, maxWorkers int) (res sideBySideResult, err error) {
+	b, err := startBerth(ctx, cfg, storePostgres, berth.agentFleet(), cfg.latencyN)
 	if err != nil {
 		return res, err
 	}
@@ -72,7 +73,7 @@ func sideBySideLatency(ctx context.Context, cfg config, concurrency, maxWorkers 
 	if err != nil {
 		return res, err
 	}
-	if res.berth, err = summarize(fmt.Sprintf("concurrency=%d", concurrency), latenciesOf(berthTimed)); err != nil {
+	if res.berth, err = summarize(berth.setting, latenciesOf(berthTimed)); err != nil {
 		return res, err
 	}
 	if res.river, err = summarize(fmt.Sprintf("max-workers=%d", maxWorkers), latenciesOf(riverTimed)); err != nil {

@@ -16,7 +16,7 @@ import (
 // and the run reads each side's latencies from its own database.
 func TestSideBySideLatencyMeasuresBothSystems(t *testing.T) {
 	cfg := config{server: pgtest.New(t), binary: e2etest.Binary(t), latencyN: 10, rate: 50, waitTimeout: 2 * time.Minute}
-	res, err := sideBySideLatency(context.Background(), cfg, 16, 8)
+	res, err := sideBySideLatency(context.Background(), cfg, throughputResult{setting: "concurrency=16", parallel: 16}, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestLatencyIsSplitAtTheInsertsReturnOnSQLite(t *testing.T) {
 			if kind == storePostgres {
 				cfg.server = pgtest.New(t)
 			}
-			run, err := berthLatency(context.Background(), cfg, kind, 16)
+			run, err := berthLatency(context.Background(), cfg, kind, oneAgent(16))
 			if err != nil {
 				t.Fatal(err)
 			}
