@@ -33,8 +33,8 @@ const (
 // backlogResult is the scale run: one agent drains -scale-n runtimes inserted at once, is
 // stopped, and a new agent process starts on -scale-n more inserted while none ran.
 type backlogResult struct {
-	n           int
-	concurrency int
+	n     int
+	agent fleet // the agent's setting, the burst's and the restart's
 
 	burst        time.Duration // the burst, from its insert to its last resource ready
 	burstRSS     int64         // the burst agent's VmHWM once the burst was ready
@@ -129,16 +129,25 @@ func (b backlogResult) rssRatio() float64 { return float64(b.restartRSS) / float
 
 func (b backlogResult) flatRSSMet() bool { return b.rssRatio() <= targetRestartRSSRatio }
 
-// scaleConcurrency is the scale run's agent --concurrency: -scale-concurrency when set, else
-// that of the fastest PostgreSQL throughput run, else the largest of -berth-concurrency.
-func scaleConcurrency(cfg config, rep *report) int {
+// scaleAgent is the scale run's agent: at -scale-concurrency, fixed, when set, else at the
+// setting of the fastest PostgreSQL throughput run (the agent's default settings when that
+// run was at them), else at the largest of -berth-concurrency, fixed.
+func scaleAgent(cfg config, rep *report) fleet {
 	if cfg.scaleConcurrency > 0 {
-		return cfg.scaleConcurrency
+		return oneAgent(cfg.scaleConcurrency)
 	}
 	if pg := rep.berthResults(storePostgres); pg != nil && len(pg.throughput) > 0 {
-		return fastest(pg.throughput).parallel
+		return fastest(pg.throughput).agentFleet()
 	}
-	return slices.Max(cfg.berthConcurrency)
+	return oneAgent(slices.Max(cfg.berthConcurrency))
+}
+
+// setting names the fleet's agents' setting, as a throughput run's does.
+func (f fleet) setting() string {
+	if f.adaptive {
+		return fmt.Sprintf("the default settings (16 to %d)", f.concurrency)
+	}
+	return fmt.Sprintf("concurrency=%d", f.concurrency)
 }
 
 // backlog runs the scale measurement on a fresh PostgreSQL database: one agent drains a
@@ -146,10 +155,10 @@ func scaleConcurrency(cfg config, rep *report) int {
 // upgrade stops it, and cfg.scaleN more are inserted while no agent runs; then a new agent
 // process (the same --agent-id and flags) starts on that backlog, and the bench times its
 // first reconcile and the drain from the process start.
-func backlog(ctx context.Context, cfg config, concurrency int) (res backlogResult, err error) {
-	res = backlogResult{n: cfg.scaleN, concurrency: concurrency}
+func backlog(ctx context.Context, cfg config, f fleet) (res backlogResult, err error) {
+	res = backlogResult{n: cfg.scaleN, agent: f}
 	slots := 2 * cfg.scaleN // the burst and the backlog stay placed side by side
-	r, err := startBerth(ctx, cfg, storePostgres, oneAgent(concurrency), slots)
+	r, err := startBerth(ctx, cfg, storePostgres, f, slots)
 	if err != nil {
 		return res, err
 	}
@@ -168,7 +177,7 @@ func backlog(ctx context.Context, cfg config, concurrency int) (res backlogResul
 	if res.burst, err = r.burstSpan(ctx, scaleBurstPrefix); err != nil {
 		return res, err
 	}
-	slog.Info("berth scale burst", "resources", res.n, "concurrency", concurrency, "elapsed", res.burst.Round(time.Millisecond), "peak-rss", mib(res.burstRSS))
+	slog.Info("berth scale burst", "resources", res.n, "setting", f.setting(), "elapsed", res.burst.Round(time.Millisecond), "peak-rss", mib(res.burstRSS))
 
 	stopped := r.agents[0]
 	r.agents = nil // stopped here; close must not stop it again
@@ -186,7 +195,7 @@ func backlog(ctx context.Context, cfg config, concurrency int) (res backlogResul
 	if err != nil {
 		return res, err
 	}
-	a, err := startAgent(cfg.binary, r.url, stopped.id, set, concurrency)
+	a, err := startAgent(cfg.binary, r.url, stopped.id, set, f.concurrency, limitFlags(f, cfg.binary)...)
 	if err != nil {
 		return res, err
 	}
@@ -247,7 +256,7 @@ func (r *berthRun) backlogTimes(ctx context.Context, prefix string, startedAt ti
 
 // printBacklog writes the scale run's figures and targets.
 func printBacklog(w io.Writer, b backlogResult) {
-	fmt.Fprintf(w, "\nScale on PostgreSQL, one agent at concurrency=%d: a burst of %d runtimes inserted at once; then the agent\n", b.concurrency, b.n)
+	fmt.Fprintf(w, "\nScale on PostgreSQL, one agent at %s: a burst of %d runtimes inserted at once; then the agent\n", b.agent.setting(), b.n)
 	fmt.Fprintf(w, "is stopped (SIGTERM), %d more are inserted while none runs, and a new agent process starts on that backlog\n\n", b.n)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEASUREMENT\tRESULT")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,22 +41,28 @@ func TestScaleFlags(t *testing.T) {
 	}
 }
 
-func TestScaleConcurrency(t *testing.T) {
+func TestScaleAgent(t *testing.T) {
 	cfg := config{berthConcurrency: []int{16, 64, 32}}
 	rep := &report{cfg: cfg}
-	if got := scaleConcurrency(cfg, rep); got != 64 {
-		t.Errorf("without PostgreSQL runs: %d; want the largest of -berth-concurrency, 64", got)
+	if got := scaleAgent(cfg, rep); !reflect.DeepEqual(got, oneAgent(64)) || got.setting() != "concurrency=64" {
+		t.Errorf("without PostgreSQL runs: %+v; want the largest of -berth-concurrency, 64, fixed", got)
 	}
-	rep.berthOn(storePostgres).throughput = []throughputResult{
+	pg := rep.berthOn(storePostgres)
+	pg.throughput = []throughputResult{
 		{parallel: 16, n: 1000, elapsed: time.Second},
 		{parallel: 64, n: 1000, elapsed: 2 * time.Second},
 	}
-	if got := scaleConcurrency(cfg, rep); got != 16 {
-		t.Errorf("after PostgreSQL runs: %d; want the fastest run's, 16", got)
+	if got := scaleAgent(cfg, rep); !reflect.DeepEqual(got, oneAgent(16)) {
+		t.Errorf("after PostgreSQL runs: %+v; want the fastest run's, 16, fixed", got)
+	}
+	pg.throughput = append(pg.throughput, throughputResult{parallel: 1024, adaptive: true, n: 1000, elapsed: time.Second / 2})
+	want := fleet{agents: 1, concurrency: 1024, adaptive: true}
+	if got := scaleAgent(cfg, rep); !reflect.DeepEqual(got, want) || got.setting() != "the default settings (16 to 1024)" {
+		t.Errorf("with the default settings' run the fastest: %+v (%s); want its setting, the limit adapting", got, got.setting())
 	}
 	cfg.scaleConcurrency = 8
-	if got := scaleConcurrency(cfg, rep); got != 8 {
-		t.Errorf("with -scale-concurrency 8: %d; want 8", got)
+	if got := scaleAgent(cfg, rep); !reflect.DeepEqual(got, oneAgent(8)) {
+		t.Errorf("with -scale-concurrency 8: %+v; want 8, fixed", got)
 	}
 }
 
@@ -116,7 +123,7 @@ func TestVMRSS(t *testing.T) {
 
 func TestReportShowsScaleRun(t *testing.T) {
 	rep := &report{cfg: config{compare: true, stores: []string{storePostgres}, rate: 20}}
-	rep.backlog = &backlogResult{n: 100000, concurrency: 64, burst: 125 * time.Second, burstRSS: 80 << 20,
+	rep.backlog = &backlogResult{n: 100000, agent: oneAgent(64), burst: 125 * time.Second, burstRSS: 80 << 20,
 		firstChange: 300 * time.Millisecond, firstReady: 450 * time.Millisecond, drained: 200 * time.Second, restartRSS: 96 << 20,
 		restartSamples: []rssSample{{0, 30 << 20, 30 << 20}, {30000, 60 << 20, 96 << 20}, {60000, 90 << 20, 96 << 20}, {100000, 95 << 20, 96 << 20}}}
 	var out bytes.Buffer

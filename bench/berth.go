@@ -54,6 +54,16 @@ type fleet struct {
 	set      string // provisioner set JSON naming provisionerName; "": the static pool
 }
 
+// limitFlags are the flags of berth run (of binary) that fix the fleet's agents' limit on
+// reconciles in flight at its concurrency, or none when the limit adapts.
+func limitFlags(f fleet, binary string) []string {
+	if f.adaptive || !hasRunFlag(binary, "--min-concurrency") {
+		// A build from before the limit adapted has a fixed one, and no such flag.
+		return nil
+	}
+	return []string{"--min-concurrency", strconv.Itoa(f.concurrency)}
+}
+
 // oneAgent is the fleet of the single-agent runs.
 func oneAgent(concurrency int) fleet { return fleet{agents: 1, concurrency: concurrency} }
 
@@ -114,11 +124,7 @@ func (r *berthRun) start(ctx context.Context, cfg config, f fleet, slots int) er
 			return err
 		}
 	}
-	flags := f.flags
-	if !f.adaptive && hasRunFlag(binary, "--min-concurrency") {
-		// A build from before the limit adapted has a fixed one, and no such flag.
-		flags = append([]string{"--min-concurrency", strconv.Itoa(f.concurrency)}, flags...)
-	}
+	flags := append(limitFlags(f, binary), f.flags...)
 	for i := range f.agents {
 		a, err := startAgent(binary, r.url, agentID(i), set, f.concurrency, flags...)
 		if err != nil {

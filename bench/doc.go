@@ -119,8 +119,9 @@
 //     from insert to ready, and the leases still naming the killed agent (none, when the
 //     takeover worked).
 //   - Scale (-scale-n, default 100,000; 0 skips it): on a fresh PostgreSQL database one
-//     agent (--concurrency -scale-concurrency, default that of the fastest PostgreSQL
-//     throughput run), with a static pool of room for twice -scale-n, drains a burst of
+//     agent (--concurrency -scale-concurrency, fixed; by default the setting of the fastest
+//     PostgreSQL throughput run, the agent's default settings when that run was at them),
+//     with a static pool of room for twice -scale-n, drains a burst of
 //     -scale-n runtimes inserted in one statement; the drain rate is timed as above and the
 //     agent's peak RSS (VmHWM) read once all are ready. The agent is then stopped with
 //     SIGTERM, as an upgrade stops it, -scale-n more runtimes are inserted while no agent

@@ -150,7 +150,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.failoverTTL, "failover-agent-ttl", 15*time.Second, "the failover run's agents' --agent-ttl (the agent's default)")
 	fs.DurationVar(&cfg.failoverHeartbeat, "failover-heartbeat-interval", 2*time.Second, "the failover run's agents' --heartbeat-interval (the agent's default)")
 	fs.IntVar(&cfg.scaleN, "scale-n", 100000, "runtimes of the scale run on PostgreSQL: a burst inserted at once, then as many waiting for a restarted agent (each drain takes 3 to 5 minutes at 100,000 on 2 cores); 0 skips it")
-	fs.IntVar(&cfg.scaleConcurrency, "scale-concurrency", 0, "the scale run's agent --concurrency; 0 takes the fastest -berth-concurrency run's")
+	fs.IntVar(&cfg.scaleConcurrency, "scale-concurrency", 0, "the scale run's agent --concurrency, fixed; 0 takes the setting of the fastest PostgreSQL throughput run, the agent's default settings when that run was at them")
 	fs.IntVar(&cfg.fairN, "fair-n", 8000, "runtimes of owner A's burst in the fairness runs (owner B inserts one 0.3 s later); 0 skips them")
 	fairAgents := fs.String("fair-agents", "1,3", "comma-separated agent counts, one fairness run each")
 	sleepAgents := fs.String("sleep-agents", "1,3", `comma-separated agent counts, one run each on the sleep broker (every reconcile waits -sleep-delay; the agent of BERTH_BENCHBROKER_BINARY, built with the tag benchbroker) ("" skips them)`)
@@ -205,7 +205,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	case cfg.scaleN < 0:
 		return cfg, fmt.Errorf("-scale-n must be at least 0 (0 skips the scale run), got %d", cfg.scaleN)
 	case cfg.scaleConcurrency < 0:
-		return cfg, fmt.Errorf("-scale-concurrency must be at least 0 (0 takes the fastest -berth-concurrency run's), got %d", cfg.scaleConcurrency)
+		return cfg, fmt.Errorf("-scale-concurrency must be at least 0 (0 takes the fastest PostgreSQL throughput run's setting), got %d", cfg.scaleConcurrency)
 	case cfg.healthN < 0:
 		return cfg, fmt.Errorf("-health-n must be at least 0 (0 skips the health sweep), got %d", cfg.healthN)
 	case cfg.healthConcurrency < 1:
@@ -291,10 +291,10 @@ func measure(ctx context.Context, cfg config, rep *report) error {
 			return err
 		}
 		if cfg.scaleN > 0 {
-			c := scaleConcurrency(cfg, rep)
-			res, err := backlog(ctx, cfg, c)
+			f := scaleAgent(cfg, rep)
+			res, err := backlog(ctx, cfg, f)
 			if err != nil {
-				return fmt.Errorf("scale run of %d runtimes at concurrency %d: %w", cfg.scaleN, c, err)
+				return fmt.Errorf("scale run of %d runtimes at %s: %w", cfg.scaleN, f.setting(), err)
 			}
 			rep.backlog = &res
 		}
