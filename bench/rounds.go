@@ -35,7 +35,7 @@ func keepFastestRill(runs []rillResult, i int, run rillResult) []rillResult {
 	return runs
 }
 
-// roundsNote is "; the fastest of 3 rounds: 5,496.0, 6,120.3, 4,980.7/s" for a setting run
+// roundsNote is "; the fastest of 3 rounds: 5496.0, 6120.3, 4980.7/s" for a setting run
 // in several rounds, else "".
 func (t throughputResult) roundsNote() string {
 	if len(t.rounds) < 2 {
