@@ -15,9 +15,7 @@ import (
 )
 
 func TestAgentFlags(t *testing.T) {
-	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
-	t.Setenv("BERTH_BINARY", "/bin/sh")
-	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	flagsOnly(t)
 	cfg, err := parseConfig(nil, io.Discard)
 	if err != nil || !slices.Equal(cfg.agentCounts, []int{1, 2, 3}) || cfg.agentsN != 3000 || cfg.agentsRounds != 3 || cfg.agentConcurrency != 16 ||
 		!cfg.failover || cfg.failoverAgents != 3 || cfg.failoverTTL != 15*time.Second || cfg.failoverHeartbeat != 2*time.Second {

@@ -13,9 +13,7 @@ import (
 )
 
 func TestScaleFlags(t *testing.T) {
-	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
-	t.Setenv("BERTH_BINARY", "/bin/sh")
-	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	flagsOnly(t)
 	cfg, err := parseConfig(nil, io.Discard)
 	if err != nil || cfg.scaleN != 100000 || cfg.scaleConcurrency != 0 {
 		t.Errorf("defaults %+v, %v; want a scale run of 100000 at the fastest run's concurrency", cfg, err)

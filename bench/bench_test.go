@@ -158,9 +158,7 @@ func parseOnlySpec(t *testing.T, set func() (string, error)) *static.Spec {
 }
 
 func TestHealthFlags(t *testing.T) {
-	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
-	t.Setenv("BERTH_BINARY", "/bin/sh") // any executable: the flags are what is checked
-	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	flagsOnly(t)
 	for _, tc := range []struct {
 		args []string
 		err  string
@@ -181,9 +179,7 @@ func TestHealthFlags(t *testing.T) {
 }
 
 func TestStoreFlags(t *testing.T) {
-	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
-	t.Setenv("BERTH_BINARY", "/bin/sh")
-	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	flagsOnly(t)
 	cfg, err := parseConfig(nil, io.Discard)
 	if err != nil || strings.Join(cfg.stores, ",") != "postgres,sqlite" || cfg.n != 10000 || cfg.sqliteN != 2000 ||
 		!slices.Equal(cfg.sqliteConcurrency, []int{16, 64, 256}) || !slices.Equal(cfg.berthConcurrency, []int{16, 64, 256}) {
@@ -332,9 +328,7 @@ func TestReportShowsTheTargets(t *testing.T) {
 }
 
 func TestRillFlags(t *testing.T) {
-	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
-	t.Setenv("BERTH_BINARY", "/bin/sh")
-	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	flagsOnly(t)
 	cfg, err := parseConfig(nil, io.Discard)
 	if err != nil || !slices.Equal(cfg.rillWorkers, []int{10, 100, 200}) {
 		t.Errorf("default -rill-workers: %v, %v; want 10,100,200", cfg.rillWorkers, err)
@@ -531,4 +525,13 @@ func TestThroughputTargetIsAtTheDefaultSettings(t *testing.T) {
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("report lacks %q:\n%s", want, out.String())
 	}
+}
+
+// flagsOnly sets the environment parseConfig requires to values no run uses: a test that
+// calls it checks the flags alone (any executable serves as the binaries).
+func flagsOnly(t *testing.T) {
+	t.Helper()
+	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
+	t.Setenv("BERTH_BINARY", "/bin/sh")
+	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
 }

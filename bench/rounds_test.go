@@ -53,9 +53,7 @@ func TestKeepFastestRillKeepsEveryRoundsOverfilledHosts(t *testing.T) {
 }
 
 func TestThroughputRoundsFlag(t *testing.T) {
-	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
-	t.Setenv("BERTH_BINARY", "/bin/sh")
-	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	flagsOnly(t)
 	if cfg, err := parseConfig(nil, io.Discard); err != nil || cfg.throughputRounds != 3 {
 		t.Errorf("default -throughput-rounds = %d, %v; want 3", cfg.throughputRounds, err)
 	}

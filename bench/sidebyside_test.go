@@ -102,9 +102,7 @@ func TestReportComparesP99SideBySide(t *testing.T) {
 }
 
 func TestSideBySideFlag(t *testing.T) {
-	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
-	t.Setenv("BERTH_BINARY", "/bin/sh")
-	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	flagsOnly(t)
 	if cfg, err := parseConfig(nil, io.Discard); err != nil || !cfg.sideBySide {
 		t.Errorf("default -side-by-side: %v, %v; want true", cfg.sideBySide, err)
 	}

@@ -14,9 +14,7 @@ import (
 )
 
 func TestSleepFlags(t *testing.T) {
-	t.Setenv("BERTH_BENCH_DATABASE_URL", "postgres://localhost/postgres")
-	t.Setenv("BERTH_BINARY", "/bin/sh")
-	t.Setenv("BERTH_BENCHBROKER_BINARY", "/bin/sh")
+	flagsOnly(t)
 	cfg, err := parseConfig(nil, io.Discard)
 	if err != nil || !slices.Equal(cfg.sleepAgents, []int{1, 3}) || cfg.sleepN != 3000 || cfg.sleepDelay != 500*time.Millisecond ||
 		cfg.sleepConcurrency != 256 || cfg.sleepBinary != "/bin/sh" {
