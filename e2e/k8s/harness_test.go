@@ -74,10 +74,11 @@ func namespace(t testing.TB, cs kubernetes.Interface) string {
 	return name
 }
 
-// dumpNamespace writes what a failed test left in ns to the test log: workloads, pods,
-// claims and events.
+// dumpNamespace writes what a failed test left in ns to the test log: the nodes, workloads,
+// pods, claims and events.
 func dumpNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
 	ctx := context.Background()
+	dumpNodes(t, cs)
 	t.Logf("state of namespace %s follows", ns)
 	if l, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, d := range l.Items {
@@ -104,6 +105,38 @@ func dumpNamespace(t testing.TB, cs kubernetes.Interface, ns string) {
 			t.Logf("event %s/%s: %s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
 		}
 	}
+}
+
+// dumpNodes writes each node's readiness, heartbeat, taints and pods (of every namespace) to the
+// test log: a pod that is never scheduled or never ready is often the cluster's doing (a full or
+// tainted node, fake nodes no longer heartbeating), not the test's.
+func dumpNodes(t testing.TB, cs kubernetes.Interface) {
+	ctx := context.Background()
+	pods := map[string]map[corev1.PodPhase]int{}
+	if l, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range l.Items {
+			if pods[p.Spec.NodeName] == nil {
+				pods[p.Spec.NodeName] = map[corev1.PodPhase]int{}
+			}
+			pods[p.Spec.NodeName][p.Status.Phase]++
+		}
+	}
+	l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("list nodes: %v", err)
+		return
+	}
+	for _, n := range l.Items {
+		ready := "no Ready condition"
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = fmt.Sprintf("Ready %s (heartbeat %s)", c.Status, c.LastHeartbeatTime.UTC().Format(time.RFC3339))
+			}
+		}
+		t.Logf("node %s: %s, unschedulable %v, taints %v, allocatable pods %s, pods by phase %v",
+			n.Name, ready, n.Spec.Unschedulable, n.Spec.Taints, n.Status.Allocatable.Pods(), pods[n.Name])
+	}
+	t.Logf("pods bound to no node, by phase: %v", pods[""])
 }
 
 // kubeSpec is the kubernetes provisioner spec of the tests, with a rollout timeout of
