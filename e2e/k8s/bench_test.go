@@ -6,13 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 
@@ -104,7 +108,7 @@ func BenchmarkInsertToReady(b *testing.B) {
 		quiesce(b, cs)
 		ns := namespace(b, cs)
 		e := e2etest.New(b, provisionerSet(benchSpec(b, ns)))
-		e.StartAgent("bench-k8s-agent")
+		agent := e.StartAgent("bench-k8s-agent")
 		created := watchCreations(b, cs, ns)
 		readsBefore := deploymentReads(b, cs)
 		b.StartTimer()
@@ -160,7 +164,7 @@ func BenchmarkInsertToReady(b *testing.B) {
 		b.ReportMetric(p50, "s-p50-ready")
 		b.ReportMetric(p95, "s-p95-ready")
 		b.ReportMetric(float64(objects)/applyWindow, "objects/s")
-		figures.agent = float64(objects) / applyWindow
+		figures.agent = append(figures.agent, float64(objects)/applyWindow)
 		fmt.Printf("kubernetes insert to ready: %d runtimes all ready in %.1fs (%.1f runtimes/s); per runtime p50 %.1fs, p95 %.1fs, max %.1fs\n",
 			benchRuntimes, total, benchRuntimes/total, p50, p95, worst)
 		fmt.Printf("kubernetes reconcile phases per runtime: apply p50 %.2fs p95 %.2fs; rollout p50 %.2fs p95 %.2fs\n", applyP50, applyP95, rolloutP50, rolloutP95)
@@ -169,6 +173,7 @@ func BenchmarkInsertToReady(b *testing.B) {
 		printStart("the agent", created.firstAt().Sub(inserted), lastCreated.Sub(created.firstAt()), objects)
 		b.ReportMetric(reads/benchRuntimes, "deployment-reads/runtime")
 		fmt.Printf("kubernetes Deployment lists and watches the API server completed during the burst: %.0f, %.2f a runtime\n", reads, reads/benchRuntimes)
+		endRound(b, cs, ns, agent)
 		b.StartTimer()
 	}
 }
@@ -192,7 +197,7 @@ func deploymentReads(b *testing.B, cs k8s.Interface) float64 {
 // without the agent around it.
 func BenchmarkApplyThroughput(b *testing.B) {
 	figures.straight = straightThrough(b, false)
-	figures.report()
+	figures.report(os.Stdout)
 }
 
 // BenchmarkApplyAndAwaitThroughput is BenchmarkApplyThroughput with each reconcile followed
@@ -201,7 +206,7 @@ func BenchmarkApplyThroughput(b *testing.B) {
 // (claims, records, watching the database).
 func BenchmarkApplyAndAwaitThroughput(b *testing.B) {
 	figures.awaited = straightThrough(b, true)
-	figures.report()
+	figures.report(os.Stdout)
 }
 
 // straightThroughConcurrency is how many reconciles the straight-through benchmarks run at
@@ -211,11 +216,11 @@ const straightThroughConcurrency = provisionerworker.InitialConcurrency
 
 // straightThrough reconciles benchRuntimes runtimes straight through the environ,
 // straightThroughConcurrency at a time, each followed by AwaitReady when await is set, and
-// returns the objects applied per second, from the first reconcile until the last object
-// was created (seen by watching the namespace), as the agent's figure is measured.
-func straightThrough(b *testing.B, await bool) float64 {
+// returns each round's objects applied per second, from the first reconcile until the last
+// object was created (seen by watching the namespace), as the agent's figure is measured.
+func straightThrough(b *testing.B, await bool) []float64 {
 	cs := clientset(b)
-	var rate float64
+	var rates []float64
 	for b.Loop() {
 		b.StopTimer()
 		quiesce(b, cs)
@@ -255,7 +260,8 @@ func straightThrough(b *testing.B, await bool) float64 {
 		}
 		// Until the last object was created, as the agent's figure is measured.
 		window := lastCreated.Sub(start).Seconds()
-		rate = float64(objects) / window
+		rate := float64(objects) / window
+		rates = append(rates, rate)
 		b.ReportMetric(rate, "objects/s")
 		how := "apply"
 		if await {
@@ -264,9 +270,10 @@ func straightThrough(b *testing.B, await bool) float64 {
 		fmt.Printf("kubernetes environ %s, %d at a time: %d runtimes, %d objects in %.1fs: %.0f objects/s\n",
 			how, straightThroughConcurrency, benchRuntimes, objects, window, rate)
 		printStart("the environ ("+how+")", created.firstAt().Sub(start), lastCreated.Sub(created.firstAt()), objects)
+		endRound(b, cs, ns, nil)
 		b.StartTimer()
 	}
-	return rate
+	return rates
 }
 
 // printStart splits a run's window in two: until its first object was created (the agent:
@@ -277,11 +284,13 @@ func printStart(who string, first, rest time.Duration, objects int) {
 		who, first.Seconds(), objects-1, rest.Seconds(), float64(objects-1)/rest.Seconds())
 }
 
-// benchFigures are the objects applied per second of the benchmarks of one run, 0 for one
-// that did not run: the kubernetes target compares the agent's with the environ's of the same
-// run, on a machine whose load may change between runs.
+// benchFigures are the objects applied per second of each round (-benchtime Nx) of the
+// benchmarks of one run, none for one that did not run: the kubernetes target compares the
+// agent's fastest round with the environ's fastest of the same run. On this machine one
+// environ run alone moved the ratio from 0.66x to 1.09x, so one round against one says more
+// about the machine's minute than about either side.
 type benchFigures struct {
-	agent, straight, awaited float64
+	agent, straight, awaited []float64
 	// targetShown and awaitedShown say the lines of report were printed.
 	targetShown, awaitedShown bool
 }
@@ -292,25 +301,61 @@ var figures benchFigures
 // fraction of the environ's straight-through rate.
 const targetRatio = 0.9
 
-// report prints, once each, the TARGET line when the agent's and the straight-through
+// report prints to w, once each, the TARGET line when the agent's and the straight-through
 // figures are in, and how the agent compares with the environ awaiting each rollout in its
-// place when that figure is in too.
-func (f *benchFigures) report() {
-	if f.agent > 0 && f.straight > 0 && !f.targetShown {
+// place when that figure is in too: each side's fastest round, every round's rate beside it.
+func (f *benchFigures) report(w io.Writer) {
+	if len(f.agent) > 0 && len(f.straight) > 0 && !f.targetShown {
 		f.targetShown = true
-		ratio := f.agent / f.straight
+		agent, straight := slices.Max(f.agent), slices.Max(f.straight)
+		ratio := agent / straight
 		verdict := "met"
 		if ratio < targetRatio {
 			verdict = "missed"
 		}
-		fmt.Printf("kubernetes TARGET agent objects/s >= %.2fx the environ's straight through: %.0f/s against %.0f/s = %.2fx: %s\n",
-			targetRatio, f.agent, f.straight, ratio, verdict)
+		fmt.Fprintf(w, "kubernetes TARGET agent objects/s >= %.2fx the environ's straight through, fastest rounds: %.0f/s (rounds %s) against %.0f/s (rounds %s) = %.2fx: %s\n",
+			targetRatio, agent, roundRates(f.agent), straight, roundRates(f.straight), ratio, verdict)
 	}
-	if f.agent > 0 && f.awaited > 0 && !f.awaitedShown {
+	if len(f.agent) > 0 && len(f.awaited) > 0 && !f.awaitedShown {
 		f.awaitedShown = true
-		fmt.Printf("kubernetes agent against the environ awaiting each rollout in its place: %.0f/s against %.0f/s = %.2fx\n",
-			f.agent, f.awaited, f.agent/f.awaited)
+		agent, awaited := slices.Max(f.agent), slices.Max(f.awaited)
+		fmt.Fprintf(w, "kubernetes agent against the environ awaiting each rollout in its place, fastest rounds: %.0f/s against %.0f/s (rounds %s) = %.2fx\n",
+			agent, awaited, roundRates(f.awaited), agent/awaited)
 	}
+}
+
+// roundRates lists rates as the report prints them: "61, 58, 64".
+func roundRates(rates []float64) string {
+	parts := make([]string, len(rates))
+	for i, r := range rates {
+		parts[i] = fmt.Sprintf("%.0f", r)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// endRound stops a round's agent, when it has one, then deletes the round's namespace and
+// waits until it is gone: the fake nodes hold about a hundred runtimes, so a round's pods
+// must be gone before the next round's are scheduled (a third round with the namespaces of
+// two still there left 80 runtimes unscheduled for ten minutes).
+func endRound(b *testing.B, cs k8s.Interface, ns string, agent *e2etest.Agent) {
+	b.Helper()
+	if agent != nil {
+		agent.Stop(b)
+	}
+	ctx := context.Background()
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		b.Fatalf("delete namespace %s: %v", ns, err)
+	}
+	e2etest.Eventually(b, "namespace "+ns+" deleted", 5*time.Minute, func() (bool, string) {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, ""
+		case err != nil:
+			return false, err.Error()
+		}
+		return false, "still there"
+	})
 }
 
 // count is how many distinct objects were created so far.
@@ -353,7 +398,7 @@ func BenchmarkWakeToReady(b *testing.B) {
 		quiesce(b, cs)
 		ns := namespace(b, cs)
 		e := e2etest.New(b, provisionerSet(benchSpec(b, ns)))
-		e.StartAgent("bench-k8s-agent")
+		agent := e.StartAgent("bench-k8s-agent")
 		ctx := context.Background()
 		if _, err := e.Pool.Exec(ctx, `
 			INSERT INTO resources (type, name, owner, args)
@@ -394,6 +439,36 @@ func BenchmarkWakeToReady(b *testing.B) {
 		b.ReportMetric(p95, "s-p95-wake-to-ready")
 		fmt.Printf("kubernetes wake to ready: %d hibernated runtimes woken at once, all ready in %.1fs; per runtime p50 %.2fs, p95 %.2fs, max %.2fs\n",
 			wakeRuntimes, all, p50, p95, worst)
+		endRound(b, cs, ns, agent)
 		b.StartTimer()
+	}
+}
+
+// The target line compares each side's fastest round and lists every round's rate; each
+// line is printed once, when its figures are in.
+func TestBenchFiguresReportTheFastestRounds(t *testing.T) {
+	var out strings.Builder
+	f := benchFigures{agent: []float64{61, 70, 58}}
+	f.report(&out)
+	if out.Len() != 0 {
+		t.Fatalf("printed %q with only the agent's figures in", out.String())
+	}
+	f.straight = []float64{80, 75}
+	f.report(&out)
+	want := "kubernetes TARGET agent objects/s >= 0.90x the environ's straight through, fastest rounds: 70/s (rounds 61, 70, 58) against 80/s (rounds 80, 75) = 0.88x: missed\n"
+	if out.String() != want {
+		t.Fatalf("printed %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	f.awaited = []float64{50, 64}
+	f.report(&out)
+	want = "kubernetes agent against the environ awaiting each rollout in its place, fastest rounds: 70/s against 64/s (rounds 50, 64) = 1.09x\n"
+	if out.String() != want {
+		t.Fatalf("printed %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	f.report(&out)
+	if out.Len() != 0 {
+		t.Fatalf("printed %q again", out.String())
 	}
 }

@@ -17,5 +17,5 @@
 // internal/e2etest's.
 //
 //	make e2e-k8s     the tests
-//	make bench-k8s   the benchmarks (go test -tags k8s -run '^$' -bench . -benchtime 1x)
+//	make bench-k8s   the benchmarks, three rounds each (go test -tags k8s -run '^$' -bench . -benchtime 3x)
 package k8s

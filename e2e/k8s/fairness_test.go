@@ -29,7 +29,7 @@ func BenchmarkFairness(b *testing.B) {
 		quiesce(b, cs)
 		ns := namespace(b, cs)
 		e := e2etest.New(b, provisionerSet(benchSpec(b, ns)))
-		e.StartAgent("bench-k8s-fair")
+		agent := e.StartAgent("bench-k8s-fair")
 		b.StartTimer()
 
 		insert := func(prefix, owner string, n int) {
@@ -91,6 +91,7 @@ func BenchmarkFairness(b *testing.B) {
 		b.ReportMetric(late, "s-b-behind-burst")
 		fmt.Printf("kubernetes fairness: B ready %.2fs after insert behind A's %d (claimed at %.2fs, applied at %.2fs; idle %.2fs; %d of A's ready first); target 2x idle + one rollout (%.2fs) = %.2fs: %s\n",
 			late, fairBurst, claimed, applied, idle, ahead, rollout, target, met)
+		endRound(b, cs, ns, agent)
 		b.StartTimer()
 	}
 }
