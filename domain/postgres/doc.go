@@ -98,7 +98,9 @@
 // group on a connection takes 5.5 to 11 ms (the rows' own triggers, which only a write
 // compiles, account for the rest). It warms a connection only on the schema version the
 // build knows; when Migrate applies migrations, it warms the idle connections again. The
-// agent so holds pool_max_conns + 2 connections from its start.
+// agent so holds pool_max_conns + 2 connections from its start (AgentConnections), and
+// ConnectionLimitsBelow names a CONNECTION LIMIT of its role or database below that, which
+// the agent's store warns of when it opens (domain/store).
 //
 // # Plans
 //

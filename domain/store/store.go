@@ -131,7 +131,9 @@ func sqliteLocation(rawURL, path string) (Location, error) {
 type Options struct {
 	// MaxConns bounds PostgreSQL's connection pool (0: the pool's default). SQLite ignores it.
 	MaxConns int32
-	// Logger, when set, is told of an SQLite file that other users can read.
+	// Logger, when set, is told of an SQLite file that other users can read and, for the
+	// agent's store (Warm), of a connection limit of its PostgreSQL role or database below
+	// the connections the agent may hold.
 	Logger *slog.Logger
 	// Warm is for the agent's own store: PostgreSQL's pool opens its connections ahead and
 	// readies each for the provisions (postgres.PoolConfig). SQLite ignores it.
@@ -160,7 +162,27 @@ func Open(ctx context.Context, rawURL string, opts Options) (DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Warm && opts.Logger != nil {
+		warnOfConnectionLimits(ctx, st, opts.Logger)
+	}
 	return st, nil
+}
+
+// warnOfConnectionLimits warns on logger of each connection limit of the agent's role or
+// database that is below the connections the agent may hold. Past the limit the server
+// refuses the pool's new connections, and the reconciles waiting for them fail under load,
+// long after a start that looked fine.
+func warnOfConnectionLimits(ctx context.Context, st *postgres.State, logger *slog.Logger) {
+	holds := st.AgentConnections()
+	below, err := st.ConnectionLimitsBelow(ctx, holds)
+	if err != nil {
+		logger.Warn("could not check the connection limits of the database and its role", "error", err)
+		return
+	}
+	for _, l := range below {
+		logger.Warn("the "+l.Of+"'s connection limit is below the connections this agent may hold (each replica and client of it counts too): raise the limit, or lower pool_max_conns in the database URL",
+			l.Of, l.Name, "limit", l.Limit, "agent-connections", holds, "fix", l.Fix(holds))
+	}
 }
 
 // LockAgent makes sure this process is the only agent on the store rawURL names for as long

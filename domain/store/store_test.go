@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/domain/sqlite"
@@ -254,6 +258,56 @@ func TestOpenWarnsOfAnSQLiteFileOthersCanRead(t *testing.T) {
 	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], path) ||
 		!strings.Contains(lines[0], "chmod 600 "+path) {
 		t.Fatalf("opening a database others can read logged %q, want one warning naming %s and chmod 600", logs.String(), path)
+	}
+}
+
+// The agent's store (Warm) warns of a connection limit of its role below the connections
+// the agent may hold, naming the role, both counts and the statement that raises it; another
+// store, or one without a logger, checks nothing.
+func TestOpenWarnsOfARoleConnectionLimitBelowTheAgents(t *testing.T) {
+	ctx := testContext(t)
+	dbURL := pgtest.New(t)
+	admin, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	role := fmt.Sprintf("berth_limited_%d", time.Now().UnixNano()%1_000_000_000)
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN CONNECTION LIMIT 4`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP ROLE `+role) })
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	q := u.Query()
+	q.Set("pool_max_conns", "3")
+	u.RawQuery = q.Encode()
+
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	for _, opts := range []store.Options{{Logger: logger}, {Warm: true}} {
+		db, err := store.Open(ctx, u.String(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("a store not the agent's logged %q, want nothing", logs.String())
+	}
+	db, err := store.Open(ctx, u.String(), store.Options{Logger: logger, Warm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "role="+role) ||
+		!strings.Contains(lines[0], "limit=4") || !strings.Contains(lines[0], "agent-connections=5") ||
+		!strings.Contains(lines[0], `fix="ALTER ROLE \"`+role+`\" CONNECTION LIMIT 5"`) {
+		t.Fatalf("the agent's store logged %q, want one warning naming %s, its limit 4, the agent's 5 connections and the fix", logs.String(), role)
 	}
 }
 
