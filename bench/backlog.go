@@ -142,14 +142,6 @@ func scaleAgent(cfg config, rep *report) fleet {
 	return oneAgent(slices.Max(cfg.berthConcurrency))
 }
 
-// setting names the fleet's agents' setting, as a throughput run's does.
-func (f fleet) setting() string {
-	if f.adaptive {
-		return fmt.Sprintf("the default settings (16 to %d)", f.concurrency)
-	}
-	return fmt.Sprintf("concurrency=%d", f.concurrency)
-}
-
 // backlog runs the scale measurement on a fresh PostgreSQL database: one agent drains a
 // burst of cfg.scaleN runtimes inserted in one statement; it is stopped with SIGTERM, as an
 // upgrade stops it, and cfg.scaleN more are inserted while no agent runs; then a new agent

@@ -55,7 +55,7 @@ func TestScaleAgent(t *testing.T) {
 	}
 	pg.throughput = append(pg.throughput, throughputResult{parallel: 1024, adaptive: true, n: 1000, elapsed: time.Second / 2})
 	want := fleet{agents: 1, concurrency: 1024, adaptive: true}
-	if got := scaleAgent(cfg, rep); !reflect.DeepEqual(got, want) || got.setting() != "the default settings (16 to 1024)" {
+	if got := scaleAgent(cfg, rep); !reflect.DeepEqual(got, want) || got.setting() != "default (16 to 1024)" {
 		t.Errorf("with the default settings' run the fastest: %+v (%s); want its setting, the limit adapting", got, got.setting())
 	}
 	cfg.scaleConcurrency = 8

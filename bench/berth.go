@@ -64,6 +64,17 @@ func limitFlags(f fleet, binary string) []string {
 	return []string{"--min-concurrency", strconv.Itoa(f.concurrency)}
 }
 
+// setting names the fleet's agents' setting, as the reports show it.
+func (f fleet) setting() string {
+	switch {
+	case f.agents > 1:
+		return fmt.Sprintf("%d agents, concurrency=%d each", f.agents, f.concurrency)
+	case f.adaptive:
+		return fmt.Sprintf("default (16 to %d)", f.concurrency)
+	}
+	return fmt.Sprintf("concurrency=%d", f.concurrency)
+}
+
 // oneAgent is the fleet of the single-agent runs.
 func oneAgent(concurrency int) fleet { return fleet{agents: 1, concurrency: concurrency} }
 
@@ -456,13 +467,7 @@ func burst(ctx context.Context, cfg config, kind string, f fleet, n int) (res th
 		p := readStatementProfile(ctx, cfg.server, r.dbName, "resource", res.n)
 		res.statements = &p
 	}
-	res.setting, res.parallel = fmt.Sprintf("concurrency=%d", f.concurrency), f.concurrency
-	if res.adaptive = f.adaptive; f.adaptive {
-		res.setting = fmt.Sprintf("default (16 to %d)", f.concurrency)
-	}
-	if f.agents > 1 {
-		res.setting = fmt.Sprintf("%d agents, concurrency=%d each", f.agents, f.concurrency)
-	}
+	res.setting, res.parallel, res.adaptive = f.setting(), f.concurrency, f.adaptive
 	slog.Info("berth throughput", "store", kind, "agents", f.agents, "concurrency", f.concurrency, "resources", res.n, "elapsed", res.elapsed.Round(time.Millisecond))
 	return res, lat, nil
 }

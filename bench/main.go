@@ -294,7 +294,7 @@ func measure(ctx context.Context, cfg config, rep *report) error {
 			f := scaleAgent(cfg, rep)
 			res, err := backlog(ctx, cfg, f)
 			if err != nil {
-				return fmt.Errorf("scale run of %d runtimes at %s: %w", cfg.scaleN, f.setting(), err)
+				return fmt.Errorf("scale run of %d runtimes (%s): %w", cfg.scaleN, f.setting(), err)
 			}
 			rep.backlog = &res
 		}
