@@ -211,21 +211,21 @@
 // Where the p99 side by side stands (the agent of build 8a201e4, another machine of the same
 // kind, nine side-by-side runs of 300 or 600 at 20/s): Berth's p99 7.5, 4.3, 4.2, 5.1, 5.9,
 // 6.2, 3.7, 5.5 and 6.2 ms against River's 4.1, 3.3, 2.7, 3.7, 4.0, 5.5, 3.3, 7.3 and 5.4:
-// above it in eight runs, by 1.1 to 1.8 times (0.4 to 3.4 ms), below it in one. The p50
-// 2.2, 2.0, 1.9, 2.0, 2.1, 2.5, 2.1, 2.0 and 2.3 ms against 1.5, 1.4, 1.2, 1.4, 1.4, 1.8,
-// 1.4, 1.4 and 1.6: 0.6 to 0.7 ms behind in every run. What the promises cost on the way, each
-// measured on its own: the client's insert with the statement trigger that writes the
-// change log, the announcement, the wake-up and the history (pgbench, one client,
-// prepared, 5 s, alternating) 0.253 and 0.247 ms, without that trigger 0.161 and 0.119
-// (the row's authorization trigger and its five indexes kept); the ready record up to its
-// ready_at, about 170 us (above); the agent's own path from the notification to its
-// statement, about 0.7 ms at p50 and 2.5 ms at p99 more than the throwaway 60-line agent's
-// on the same tables (above), which met River's p99. Tried and not kept: the provisioner's loop yielding once it has started
-// reconciles on an idle agent, so that the new reconcile's goroutine runs on the loop's
-// thread as the watcher's sends do. Three alternating pairs of 600 side by side: Berth's
-// p50 2.0, 1.6 and 2.2 ms against 2.5, 2.1 and 2.0, 0.6, 0.5 and 0.6 behind River's in the
-// same runs against 0.7, 0.7 and 0.6; p99 4.4, 4.6 and 5.7 against 6.2, 3.7 and 5.5
-// (River's 2.9, 3.2 and 5.3 against 5.5, 3.3 and 7.3): within the noise.
+// above it in eight runs, by 1.1 to 1.8 times (0.4 to 3.4 ms), below it in one. The p50 2.2,
+// 2.0, 1.9, 2.0, 2.1, 2.5, 2.1, 2.0 and 2.3 ms against 1.5, 1.4, 1.2, 1.4, 1.4, 1.8, 1.4, 1.4
+// and 1.6: 0.6 to 0.7 ms behind in every run. What the promises cost on the way, each measured
+// on its own: the client's insert with the statement trigger that writes the change log, the
+// announcement, the wake-up and the history (pgbench, one client, prepared, 5 s, alternating;
+// mean latency) 0.253 and 0.247 ms, without that trigger 0.161 and 0.119 (the row's
+// authorization trigger and its six indexes kept); the ready record up to its ready_at, about 170 us (above); the
+// agent's own path from the notification to its statement, about 0.7 ms at p50 and 2.5 ms at
+// p99 more than the throwaway 60-line agent's on the same tables (above), which met River's
+// p99. Tried and not kept: the provisioner's loop yielding once it has started reconciles on
+// an idle agent, so that the new reconcile's goroutine runs on the loop's thread as the
+// watcher's sends do. Three alternating pairs of 600 side by side: Berth's p50 2.0, 1.6 and
+// 2.2 ms against 2.5, 2.1 and 2.0, 0.6, 0.5 and 0.6 behind River's in the same runs against
+// 0.7, 0.7 and 0.6; p99 4.4, 4.6 and 5.7 against 6.2, 3.7 and 5.5 (River's 2.9, 3.2 and 5.3
+// against 5.5, 3.3 and 7.3): within the noise.
 //
 // Where a burst's start goes on an idle agent (one agent, 8,000 runtimes in one statement,
 // Go execution trace of the agent and pg_stat_statements): the agent's first read after the
