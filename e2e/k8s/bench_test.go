@@ -334,28 +334,18 @@ func roundRates(rates []float64) string {
 }
 
 // endRound stops a round's agent, when it has one, then deletes the round's namespace and
-// waits until it is gone: the fake nodes hold about a hundred runtimes, so a round's pods
-// must be gone before the next round's are scheduled (a third round with the namespaces of
-// two still there left 80 runtimes unscheduled for ten minutes).
+// waits until no namespace is terminating (quiesce): the fake nodes hold about a hundred
+// runtimes, so a round's pods must be gone before the next round's are scheduled (a third
+// round with the namespaces of two still there left 80 runtimes unscheduled for ten minutes).
 func endRound(b *testing.B, cs k8s.Interface, ns string, agent *e2etest.Agent) {
 	b.Helper()
 	if agent != nil {
 		agent.Stop(b)
 	}
-	ctx := context.Background()
-	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		b.Fatalf("delete namespace %s: %v", ns, err)
 	}
-	e2etest.Eventually(b, "namespace "+ns+" deleted", 5*time.Minute, func() (bool, string) {
-		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return true, ""
-		case err != nil:
-			return false, err.Error()
-		}
-		return false, "still there"
-	})
+	quiesce(b, cs)
 }
 
 // count is how many distinct objects were created so far.
