@@ -127,7 +127,7 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 				return found
 			}
 			log.Warn("cannot record the repairs of a health check; the next round tries again", "repairs", u.Repairs, "error", err)
-			w.keepUnrecorded(log, r.ID, u.Repairs)
+			w.keepUnrecorded(log, r.ID, u.Repairs, err)
 			return checkDone{failed: found.failed, result: ResultError, recordError: err}
 		}
 		logRepairs(log, u.Repairs)
@@ -138,7 +138,7 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 	case err != nil:
 		if ctx.Err() == nil {
 			log.Warn("cannot record the health check; the next round checks again", "repairs", u.Repairs, "error", err)
-			w.keepUnrecorded(log, r.ID, u.Repairs)
+			w.keepUnrecorded(log, r.ID, u.Repairs, err)
 		}
 		return checkDone{failed: found.failed, result: ResultError, recordError: err}
 	}

@@ -79,12 +79,16 @@ func (u *unrecordedRepairs) count() int {
 	return len(u.byID)
 }
 
-// keepUnrecorded keeps the repairs of a check whose record failed, for the next round to
-// record.
-func (w *Worker) keepUnrecorded(log *slog.Logger, id string, repairs []string) {
+// keepUnrecorded keeps the repairs of a check whose record failed with err, for the next
+// round to record. The error goes into the report before the repairs are counted there, so
+// that a report counting them always says why they are kept.
+func (w *Worker) keepUnrecorded(log *slog.Logger, id string, repairs []string, err error) {
 	if len(repairs) == 0 {
 		return
 	}
+	w.mu.Lock()
+	w.lastRecordError = err.Error()
+	w.mu.Unlock()
 	if dropped := w.unrecorded.keep(id, repairs); dropped > 0 {
 		log.Warn("too many unrecorded repairs kept for this resource; dropping the oldest",
 			"dropped", dropped, "kept", maxKeptRepairs)
@@ -116,12 +120,12 @@ func (w *Worker) recordKept(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		default:
-			w.unrecorded.restore(id, repairs)
 			w.config.Logger.Warn("cannot record the repairs kept from earlier checks; the next round tries again",
 				"resources", len(ids)-i, "error", err)
 			w.mu.Lock()
 			w.lastRecordError = err.Error()
 			w.mu.Unlock()
+			w.unrecorded.restore(id, repairs)
 			return
 		}
 	}
