@@ -72,12 +72,29 @@ func EngineConfig(clk clock.Clock, logger *slog.Logger, m *metrics.Metrics) depe
 	}
 }
 
-// StoreOpener is the Config.OpenDatabase of a running agent: it opens the store the URL
-// names (domain/store), warning on logger of an SQLite file others can read.
-func StoreOpener(logger *slog.Logger) database.Opener {
+// StoreOpener is the Config.OpenDatabase of a running agent whose agent TTL is agentTTL: it
+// opens the store the URL names (domain/store), warning on logger of an SQLite file others
+// can read, with PostgreSQL's sessions ending a transaction idle for IdleInTransaction.
+func StoreOpener(logger *slog.Logger, agentTTL time.Duration) database.Opener {
+	idle := IdleInTransaction(agentTTL)
 	return func(ctx context.Context, url string) (database.DB, error) {
-		return store.Open(ctx, url, store.Options{Logger: logger, Warm: true})
+		return store.Open(ctx, url, store.Options{Logger: logger, Warm: true, IdleInTransactionTimeout: idle})
 	}
+}
+
+// minIdleInTransaction is the least IdleInTransaction gives: an agent's transactions send
+// their statements back to back, but a loaded machine may hold a goroutine back between two
+// for a good part of a second, and a session ended for it fails its work.
+const minIdleInTransaction = time.Second
+
+// IdleInTransaction is how long an agent with agent TTL agentTTL lets one of its
+// transactions wait for its next statement before the server ends the session: half the
+// TTL, at least minIdleInTransaction. An agent stopped mid-transaction (a frozen VM,
+// SIGSTOP, a partition) so holds its row locks no longer than its liveness lasts, whose
+// heartbeats come at most half a TTL apart: the claims of the agents that take its
+// resources over do not wait for it to come back.
+func IdleInTransaction(agentTTL time.Duration) time.Duration {
+	return max(agentTTL/2, minIdleInTransaction)
 }
 
 // traceFlushTimeout bounds the export of the spans still queued when the agent stops, so

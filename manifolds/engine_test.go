@@ -14,6 +14,8 @@ import (
 	"github.com/juju/worker/v4/workertest"
 	gc "gopkg.in/check.v1"
 
+	"github.com/berth-dev/berth/domain/postgres"
+	"github.com/berth-dev/berth/internal/pgtest"
 	"github.com/berth-dev/berth/manifolds"
 	"github.com/berth-dev/berth/metrics"
 	"github.com/berth-dev/berth/worker/database"
@@ -88,5 +90,29 @@ func (*engineSuite) TestNewEngineRefusesAnIncompleteConfig(c *gc.C) {
 		_, err := manifolds.NewEngine(cfg)
 		c.Check(jujuerrors.Is(err, jujuerrors.NotValid), gc.Equals, true, gc.Commentf("err = %v, want NotValid", err))
 		c.Check(err, gc.ErrorMatches, "manifolds: .*"+field+".*")
+	}
+}
+
+// The agent's store ends a session whose transaction has been idle for half the agent TTL,
+// and never sooner than a second: an agent stopped mid-transaction then holds its rows'
+// locks no longer than its liveness lasts.
+func (*engineSuite) TestStoreOpenerEndsTransactionsIdleForHalfTheAgentTTL(c *gc.C) {
+	c.Check(manifolds.IdleInTransaction(15*time.Second), gc.Equals, 7500*time.Millisecond)
+	c.Check(manifolds.IdleInTransaction(time.Second), gc.Equals, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dbURL, drop, err := pgtest.CreateDatabase(ctx)
+	c.Assert(err, gc.IsNil)
+	defer drop()
+	for ttl, want := range map[time.Duration]string{15 * time.Second: "7500ms", 4 * time.Second: "2s", time.Second: "1s"} {
+		db, err := manifolds.StoreOpener(slog.New(slog.NewTextHandler(io.Discard, nil)), ttl)(ctx, dbURL)
+		c.Assert(err, gc.IsNil)
+		st, ok := db.(*postgres.State)
+		c.Assert(ok, gc.Equals, true, gc.Commentf("%T", db))
+		var got string
+		err = st.Pool().QueryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&got)
+		st.Close()
+		c.Assert(err, gc.IsNil)
+		c.Check(got, gc.Equals, want, gc.Commentf("agent TTL %s", ttl))
 	}
 }

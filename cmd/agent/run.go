@@ -247,7 +247,7 @@ func runAgent(parent context.Context, opts *globalOptions, run runOptions) error
 	config.TracerProvider = tracer
 	config.Version = version
 	config.DatabaseURL = dbURL
-	config.OpenDatabase = manifolds.StoreOpener(logger)
+	config.OpenDatabase = manifolds.StoreOpener(logger, config.Membership.TTL)
 	config.ProvisionerSetJSON = setJSON
 	config.ProvisionerSetOrigin = source
 	config.ProvisionersFile = opts.provisionersFile

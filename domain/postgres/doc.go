@@ -102,6 +102,13 @@
 // ConnectionLimitsBelow names a CONNECTION LIMIT of its role or database below that, which
 // the agent's store warns of when it opens (domain/store).
 //
+// The agent's pools end a transaction left idle (PoolConfig.IdleInTransactionTimeout, which
+// sets idle_in_transaction_session_timeout on each connection unless the URL sets it): a
+// process stopped between two statements of a transaction keeps that transaction's row locks
+// for as long as it stays stopped, and a heartbeat stopped before its commit so held every
+// row its agent leased, and every other agent's claim of them waited, for as long as the
+// agent stayed stopped (TestAStalledTransactionHoldsClaimsBackOnlyUntilItsIdleTimeout).
+//
 // # Plans
 //
 // The agent's statements run on the generic plans the server caches for them after a few

@@ -13,27 +13,33 @@ import (
 // the package doc), unless the URL sets it: sequential scans only where no index serves.
 const keyedPlansParam = "enable_seqscan"
 
-// keyedPlans makes the connections cfg opens plan by key, and compile no plan, unless its
-// URL sets either (as a parameter of its own or in options). A plan that must still scan a
-// table (a small one no index serves) carries the cost the first setting adds to scans, far
-// past the server's JIT thresholds: listing the agents was compiled for 300 to 570 ms in a
-// burst. No statement of Berth's is long enough for JIT to pay. The settings are made once
-// a connection is open, not in its startup packet, which a connection pooler may refuse.
-func keyedPlans(cfg *pgxpool.Config) {
-	var settings []string
-	for _, param := range []string{keyedPlansParam, "jit"} {
-		_, set := cfg.ConnConfig.RuntimeParams[param]
-		if !set && !strings.Contains(cfg.ConnConfig.RuntimeParams["options"], param) {
-			settings = append(settings, "set_config('"+param+"', 'off', false)")
+// sessionSetting is a server setting Open gives every connection of a State, with its value.
+type sessionSetting struct{ param, value string }
+
+// keyedPlansSettings make a connection plan by key, and compile no plan. A plan that must
+// still scan a table (a small one no index serves) carries the cost the first setting adds
+// to scans, far past the server's JIT thresholds: listing the agents was compiled for 300 to
+// 570 ms in a burst. No statement of Berth's is long enough for JIT to pay.
+var keyedPlansSettings = []sessionSetting{{keyedPlansParam, "off"}, {"jit", "off"}}
+
+// sessionSettings makes the connections cfg opens take settings, each unless the URL sets it
+// (as a parameter of its own or in options). The settings are made once a connection is
+// open, in one statement, not in its startup packet, which a connection pooler may refuse.
+func sessionSettings(cfg *pgxpool.Config, settings []sessionSetting) {
+	var calls []string
+	for _, s := range settings {
+		_, set := cfg.ConnConfig.RuntimeParams[s.param]
+		if !set && !strings.Contains(cfg.ConnConfig.RuntimeParams["options"], s.param) {
+			calls = append(calls, "set_config('"+s.param+"', '"+s.value+"', false)")
 		}
 	}
-	if len(settings) == 0 {
+	if len(calls) == 0 {
 		return
 	}
-	query := "SELECT " + strings.Join(settings, ", ")
+	query := "SELECT " + strings.Join(calls, ", ")
 	afterConnect(cfg, func(ctx context.Context, conn *pgx.Conn) error {
 		if _, err := conn.Exec(ctx, query, pgx.QueryExecModeSimpleProtocol); err != nil {
-			return fmt.Errorf("set the connection's plan settings: %w", err)
+			return fmt.Errorf("set the connection's settings: %w", err)
 		}
 		return nil
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,7 +57,19 @@ type PoolConfig struct {
 	// (warmProvisions): the agent's pool, whose first write on each connection would
 	// otherwise wait for the server to load and plan what it runs.
 	Warm bool
+	// IdleInTransactionTimeout, when positive, has the server end a session of either pool
+	// whose transaction has waited longer than this for its next statement
+	// (idle_in_transaction_session_timeout), unless the URL sets that: the transaction is
+	// rolled back and its locks are released. It is for the agent's store, whose process may
+	// be stopped (a frozen VM, SIGSTOP, a partition that keeps its connections up) between
+	// two statements of a transaction: the row locks it holds then would keep every other
+	// agent's claim of those rows waiting for as long as it stays stopped, past its leases
+	// and its liveness. 0 leaves the server's setting.
+	IdleInTransactionTimeout time.Duration
 }
+
+// idleInTransactionParam is the server setting PoolConfig.IdleInTransactionTimeout sets.
+const idleInTransactionParam = "idle_in_transaction_session_timeout"
 
 // Open connects to the database at rawURL and checks it answers. It does not migrate the
 // schema (see Migrate). Its errors show the URL only as dburl shows it: never a password or
@@ -63,6 +77,9 @@ type PoolConfig struct {
 func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 	if cfg.MaxConns < 0 {
 		return nil, fmt.Errorf("pool MaxConns is %d: use 0 for the default or a positive count", cfg.MaxConns)
+	}
+	if cfg.IdleInTransactionTimeout < 0 {
+		return nil, fmt.Errorf("pool IdleInTransactionTimeout is %s: use 0 for the server's setting or a positive duration", cfg.IdleInTransactionTimeout)
 	}
 	where, err := dburl.Parse(rawURL)
 	if err != nil {
@@ -79,7 +96,12 @@ func Open(ctx context.Context, rawURL string, cfg PoolConfig) (*State, error) {
 	if cfg.MaxConns > 0 {
 		poolCfg.MaxConns = cfg.MaxConns
 	}
-	keyedPlans(poolCfg)
+	settings := slices.Clone(keyedPlansSettings)
+	if cfg.IdleInTransactionTimeout > 0 {
+		millis := max(cfg.IdleInTransactionTimeout.Milliseconds(), 1)
+		settings = append(settings, sessionSetting{idleInTransactionParam, strconv.FormatInt(millis, 10) + "ms"})
+	}
+	sessionSettings(poolCfg, settings)
 	poolCfg.ShouldPing = shouldPing
 	logCfg := poolCfg.Copy()
 	logCfg.MaxConns, logCfg.MinConns = 1, 0

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -138,6 +139,10 @@ type Options struct {
 	// Warm is for the agent's own store: PostgreSQL's pool opens its connections ahead and
 	// readies each for the provisions (postgres.PoolConfig). SQLite ignores it.
 	Warm bool
+	// IdleInTransactionTimeout, when positive, has PostgreSQL end a session of the store's
+	// whose transaction waits longer than this for its next statement, releasing its locks
+	// (postgres.PoolConfig). SQLite ignores it: one agent holds its file.
+	IdleInTransactionTimeout time.Duration
 }
 
 // Open opens the store rawURL names and checks it answers. It does not migrate the schema.
@@ -158,7 +163,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (DB, error) {
 		}
 		return st, nil
 	}
-	st, err := postgres.Open(ctx, loc.URL, postgres.PoolConfig{MaxConns: opts.MaxConns, Warm: opts.Warm})
+	st, err := postgres.Open(ctx, loc.URL, postgres.PoolConfig{MaxConns: opts.MaxConns, Warm: opts.Warm, IdleInTransactionTimeout: opts.IdleInTransactionTimeout})
 	if err != nil {
 		return nil, err
 	}
