@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-dev/berth/domain"
 	"github.com/berth-dev/berth/internal/pgtest"
+	"github.com/berth-dev/berth/internal/testkit"
 )
 
 // stalledHeartbeat runs on a connection of st what HeartbeatAgent runs for agent id's
@@ -45,21 +46,17 @@ func stalledHeartbeat(ctx context.Context, t *testing.T, st *State, id string, s
 // test if none does within a minute.
 func waitForALockWait(ctx context.Context, t *testing.T, st *State) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testkit.Within(t, time.Minute, func() error {
 		var waiting int
 		if err := st.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if waiting > 0 {
-			return
+		if waiting == 0 {
+			return errors.New("no session waits for a lock")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no session waited for a lock within a minute")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // An agent stopped with a transaction open holds its rows' locks for as long as it stays
@@ -107,12 +104,16 @@ func TestAStalledTransactionHoldsClaimsBackOnlyUntilItsIdleTimeout(t *testing.T)
 			stalled := stalledHeartbeat(ctx, t, one, agentID, session)
 			defer stalled.Release()
 			// The lease the stopped heartbeat would have renewed expires, as the others see it.
-			for expired := false; !expired; {
+			testkit.Eventually(t, func() error {
+				var expired bool
 				if err := two.pool.QueryRow(ctx, `SELECT lease_expires_at < now() FROM resources WHERE id = $1`, tc.id).Scan(&expired); err != nil {
-					t.Fatal(err)
+					return err
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				if !expired {
+					return errors.New("the lease has not expired")
+				}
+				return nil
+			})
 
 			// With no timeout the claim waits for good: its deadline ends it. With one, the
 			// claim goes on once the stalled session is ended, well before its deadline.

@@ -21,11 +21,10 @@ const recordTimeout = 10 * time.Second
 
 // checkDone is what a resource check tells the loop.
 type checkDone struct {
-	round       int    // the seq of the round that started the check
-	skipped     bool   // the resource was being reconciled; the next round checks it
-	failed      bool   // CheckResource failed
-	result      string // Result*, for Metrics
-	recordError error
+	round   int    // the seq of the round that started the check
+	skipped bool   // the resource was being reconciled; the next round checks it
+	failed  bool   // CheckResource failed
+	result  string // Result*, for Metrics
 }
 
 // check health-checks one resource (through prep, the checks prepared for its page, if any),
@@ -127,8 +126,9 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 				return found
 			}
 			log.Warn("cannot record the repairs of a health check; the next round tries again", "repairs", u.Repairs, "error", err)
-			w.keepUnrecorded(log, r.ID, u.Repairs, err)
-			return checkDone{failed: found.failed, result: ResultError, recordError: err}
+			w.recordFailed(err)
+			w.keepUnrecorded(log, r.ID, u.Repairs)
+			return checkDone{failed: found.failed, result: ResultError}
 		}
 		logRepairs(log, u.Repairs)
 		return found
@@ -136,11 +136,12 @@ func (w *Worker) checkResource(ctx context.Context, r domain.Resource, prep *pre
 		log.Debug("resource changed while it was checked; dropping the result", "error", err)
 		return found
 	case err != nil:
+		w.recordFailed(err)
 		if ctx.Err() == nil {
 			log.Warn("cannot record the health check; the next round checks again", "repairs", u.Repairs, "error", err)
-			w.keepUnrecorded(log, r.ID, u.Repairs, err)
+			w.keepUnrecorded(log, r.ID, u.Repairs)
 		}
-		return checkDone{failed: found.failed, result: ResultError, recordError: err}
+		return checkDone{failed: found.failed, result: ResultError}
 	}
 	logRepairs(log, u.Repairs)
 	switch {
@@ -179,10 +180,11 @@ func (w *Worker) recordUnreadable(ctx context.Context, log *slog.Logger, r domai
 	case errors.Is(err, domain.ErrStale) || errors.Is(err, domain.ErrNotFound):
 		log.Debug("unreadable resource changed meanwhile; leaving it to the next round", "error", err)
 	case err != nil:
+		w.recordFailed(err)
 		if ctx.Err() == nil {
 			log.Warn("cannot record an unreadable resource as error; the next round tries again", "error", err)
 		}
-		return checkDone{result: ResultError, recordError: err}
+		return checkDone{result: ResultError}
 	default:
 		log.Warn("resource row is unreadable; recorded as error", "reason", r.UnreadableReason())
 	}

@@ -79,20 +79,26 @@ func (u *unrecordedRepairs) count() int {
 	return len(u.byID)
 }
 
-// keepUnrecorded keeps the repairs of a check whose record failed with err, for the next
-// round to record. The error goes into the report before the repairs are counted there, so
-// that a report counting them always says why they are kept.
-func (w *Worker) keepUnrecorded(log *slog.Logger, id string, repairs []string, err error) {
+// keepUnrecorded keeps the repairs of a check whose record failed, for the next round to
+// record. Its caller reports the failure first (recordFailed), so that a report counting
+// them always says why they are kept.
+func (w *Worker) keepUnrecorded(log *slog.Logger, id string, repairs []string) {
 	if len(repairs) == 0 {
 		return
 	}
-	w.mu.Lock()
-	w.lastRecordError = err.Error()
-	w.mu.Unlock()
 	if dropped := w.unrecorded.keep(id, repairs); dropped > 0 {
 		log.Warn("too many unrecorded repairs kept for this resource; dropping the oldest",
 			"dropped", dropped, "kept", maxKeptRepairs)
 	}
+}
+
+// recordFailed puts err, a failed record of a check's result or repairs, in the report as
+// its last-record-error. It is called where the record fails, before any repairs are kept
+// for it.
+func (w *Worker) recordFailed(err error) {
+	w.mu.Lock()
+	w.lastRecordError = err.Error()
+	w.mu.Unlock()
 }
 
 // recordKept records the repairs kept from checks whose record failed, each resource's as
@@ -122,9 +128,7 @@ func (w *Worker) recordKept(ctx context.Context) {
 		default:
 			w.config.Logger.Warn("cannot record the repairs kept from earlier checks; the next round tries again",
 				"resources", len(ids)-i, "error", err)
-			w.mu.Lock()
-			w.lastRecordError = err.Error()
-			w.mu.Unlock()
+			w.recordFailed(err)
 			w.unrecorded.restore(id, repairs)
 			return
 		}

@@ -294,9 +294,6 @@ func earliest(a, b time.Time) time.Time {
 func (w *Worker) checked(done checkDone) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if done.recordError != nil {
-		w.lastRecordError = done.recordError.Error()
-	}
 	var stats *roundStats
 	switch done.round {
 	case w.round.seq:
