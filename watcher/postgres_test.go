@@ -125,7 +125,19 @@ func (s *postgresSuite) TestSeesABulkInsertCommittedAfterALaterNumber(c *gc.C) {
 
 	c.Assert(tx.Commit(s.ctx), gc.IsNil)
 	slices.Sort(bulk)
-	c.Check(eventsOf(c, w, len(bulk)), gc.DeepEquals, bulk)
+	// The small one may come again: the watcher reads the resources needing attention after
+	// its first event, and on a loaded machine that read can come after the small insert
+	// committed, and after the log's report of it was delivered.
+	var got []string
+	for len(got) < len(bulk) {
+		for _, id := range nextEvent(c, w) {
+			if id != small {
+				got = append(got, id)
+			}
+		}
+	}
+	slices.Sort(got)
+	c.Check(got, gc.DeepEquals, bulk)
 }
 
 // A client's insert committed after the watcher gave its change-log number up as a gap (the
